@@ -1,0 +1,24 @@
+//===- Passes.h - Braid conversion passes -----------------------*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BRAID_CONVERSION_PASSES_H
+#define BRAID_CONVERSION_PASSES_H
+
+#include "braid/Dialect/Dist/IR/DistDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace braid {
+
+#define GEN_PASS_DECL
+#include "braid/Conversion/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "braid/Conversion/Passes.h.inc"
+
+} // namespace braid
+
+#endif // BRAID_CONVERSION_PASSES_H

@@ -1,0 +1,484 @@
+//===- ImportShard.cpp - Upstream shard IR to dist --------------*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+
+#include "braid/Conversion/Passes.h"
+#include "braid/Dialect/Dist/IR/DistOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Shard/Transforms/Passes.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/CrashRecoveryContext.h"
+
+namespace braid {
+#define GEN_PASS_DEF_IMPORTSHARD
+#include "braid/Conversion/Passes.h.inc"
+} // namespace braid
+
+using namespace mlir;
+using namespace braid;
+using namespace braid::dist;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Placements of the global view
+//===----------------------------------------------------------------------===//
+
+/// Translates an upstream sharding into a placement, or returns null when it
+/// has no exact counterpart (halos, uneven shard sizes, a dimension split
+/// over axes in descending order).
+static PlacementAttr placementFromSharding(Value shardingValue,
+                                           shard::GridOp grid) {
+  auto shardingOp = shardingValue.getDefiningOp<shard::ShardingOp>();
+  if (!shardingOp || !grid)
+    return {};
+  shard::Sharding sharding(shardingValue);
+  if (!sharding.getStaticHaloSizes().empty() ||
+      !sharding.getStaticShardedDimsOffsets().empty() ||
+      !sharding.getDynamicHaloSizes().empty() ||
+      !sharding.getDynamicShardedDimsOffsets().empty())
+    return {};
+  SmallVector<AxisPlacement> axes(grid.getRank(), AxisPlacement::replicate());
+  for (auto [dim, gridAxes] : llvm::enumerate(sharding.getSplitAxes())) {
+    ArrayRef<int16_t> list = gridAxes.asArrayRef();
+    if (!llvm::is_sorted(list))
+      return {};
+    for (int16_t axis : list) {
+      if (axis < 0 || axis >= grid.getRank())
+        return {};
+      axes[axis] = AxisPlacement::shard(dim);
+    }
+  }
+  return PlacementAttr::get(grid.getContext(), shardingOp.getGridAttr(), axes);
+}
+
+struct FunctionPlacements {
+  DenseMap<unsigned, PlacementAttr> args;
+  DenseMap<unsigned, PlacementAttr> results;
+};
+
+/// Records the placement of each function argument annotated by a
+/// `shard.shard` (the sharding the value has) and of each result produced
+/// by one.
+static FunctionPlacements collectPlacements(func::FuncOp func) {
+  FunctionPlacements placements;
+  auto gridOf = [&](shard::ShardOp op) {
+    auto shardingOp = op.getSharding().getDefiningOp<shard::ShardingOp>();
+    return shardingOp ? lookupGrid(func, shardingOp.getGridAttr())
+                      : shard::GridOp();
+  };
+  for (BlockArgument arg : func.getArguments())
+    for (Operation *user : arg.getUsers())
+      if (auto shardOp = dyn_cast<shard::ShardOp>(user))
+        if (!shardOp.getAnnotateForUsers())
+          if (PlacementAttr placement =
+                  placementFromSharding(shardOp.getSharding(), gridOf(shardOp)))
+            placements.args[arg.getArgNumber()] = placement;
+  func.walk([&](func::ReturnOp ret) {
+    for (OpOperand &operand : ret->getOpOperands())
+      if (auto shardOp = operand.get().getDefiningOp<shard::ShardOp>())
+        if (!shardOp.getAnnotateForUsers())
+          if (PlacementAttr placement =
+                  placementFromSharding(shardOp.getSharding(), gridOf(shardOp)))
+            placements.results[operand.getOperandNumber()] = placement;
+  });
+  return placements;
+}
+
+//===----------------------------------------------------------------------===//
+// Conversion of collectives
+//===----------------------------------------------------------------------===//
+
+/// Casts `value` elementwise to a tensor of `elementType`.
+static Value castElements(OpBuilder &builder, Location loc, Value value,
+                          Type elementType) {
+  auto type = cast<RankedTensorType>(value.getType());
+  Type from = type.getElementType();
+  if (from == elementType)
+    return value;
+  auto target = type.clone(elementType);
+  if (isa<FloatType>(from) && isa<FloatType>(elementType)) {
+    if (from.getIntOrFloatBitWidth() < elementType.getIntOrFloatBitWidth())
+      return arith::ExtFOp::create(builder, loc, target, value);
+    return arith::TruncFOp::create(builder, loc, target, value);
+  }
+  if (from.isInteger() && isa<FloatType>(elementType))
+    return arith::SIToFPOp::create(builder, loc, target, value);
+  if (isa<FloatType>(from) && elementType.isInteger())
+    return arith::FPToSIOp::create(builder, loc, target, value);
+  if (from.getIntOrFloatBitWidth() < elementType.getIntOrFloatBitWidth())
+    return arith::ExtSIOp::create(builder, loc, target, value);
+  return arith::TruncIOp::create(builder, loc, target, value);
+}
+
+/// Maps an upstream reduction; `average` becomes a sum that the caller
+/// divides by the group size.
+static FailureOr<ReductionKind> mapReduction(Operation *op,
+                                             shard::ReductionKind kind,
+                                             bool &average) {
+  average = false;
+  switch (kind) {
+  case shard::ReductionKind::Sum:
+    return ReductionKind::Sum;
+  case shard::ReductionKind::Max:
+    return ReductionKind::Max;
+  case shard::ReductionKind::Min:
+    return ReductionKind::Min;
+  case shard::ReductionKind::Product:
+    return ReductionKind::Product;
+  case shard::ReductionKind::Average:
+    average = true;
+    return ReductionKind::Sum;
+  case shard::ReductionKind::BitwiseAnd:
+    return ReductionKind::BitAnd;
+  case shard::ReductionKind::BitwiseOr:
+    return ReductionKind::BitOr;
+  case shard::ReductionKind::BitwiseXor:
+    return ReductionKind::BitXor;
+  case shard::ReductionKind::Generic:
+    break;
+  }
+  return op->emitError() << "cannot convert '" << op->getName()
+                         << "': reduction '"
+                         << shard::stringifyReductionKind(kind)
+                         << "' has no dist counterpart";
+}
+
+/// Divides `value` by the size of the group, for an average.
+static Value divideByGroup(OpBuilder &builder, Location loc, Value value,
+                           int64_t groupSize) {
+  auto type = cast<RankedTensorType>(value.getType());
+  Type element = type.getElementType();
+  TypedAttr scalar =
+      isa<FloatType>(element)
+          ? TypedAttr(builder.getFloatAttr(element, groupSize))
+          : TypedAttr(builder.getIntegerAttr(element, groupSize));
+  Value divisor = arith::ConstantOp::create(
+      builder, loc, DenseElementsAttr::get(type, scalar));
+  if (isa<FloatType>(element))
+    return arith::DivFOp::create(builder, loc, value, divisor);
+  return arith::DivSIOp::create(builder, loc, value, divisor);
+}
+
+class CollectiveImporter {
+public:
+  CollectiveImporter(MLIRContext *context) : rewriter(context) {}
+
+  /// Converts `op` if it is a shard collective; returns failure on an op that
+  /// cannot be converted. Sets `converted` when it rewrote the op.
+  LogicalResult convert(Operation *op, bool &converted) {
+    converted = true;
+    rewriter.setInsertionPoint(op);
+    return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+        .Case([&](shard::AllGatherOp op) {
+          Value result = AllGatherOp::create(
+              rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
+              op.getGridAxesAttr(), op.getInput(),
+              rewriter.getI64IntegerAttr(op.getGatherAxis().getSExtValue()));
+          rewriter.replaceOp(op, result);
+          return success();
+        })
+        .Case([&](shard::AllReduceOp op) { return convertAllReduce(op); })
+        .Case([&](shard::ReduceScatterOp op) {
+          return convertReduceScatter(op);
+        })
+        .Case([&](shard::AllToAllOp op) {
+          Value result = AllToAllOp::create(
+              rewriter, op.getLoc(), op.getResult().getType(),
+              op.getGridAttr(), op.getGridAxesAttr(), op.getInput(),
+              rewriter.getI64IntegerAttr(op.getSplitAxis().getSExtValue()),
+              rewriter.getI64IntegerAttr(op.getConcatAxis().getSExtValue()));
+          rewriter.replaceOp(op, result);
+          return success();
+        })
+        .Case([&](shard::ShiftOp op) {
+          // Upstream leaves the result undefined on ranks without a source
+          // when `rotate` is absent; rotating is one valid refinement.
+          Value result = ShiftOp::create(
+              rewriter, op.getLoc(), op.getResult().getType(),
+              op.getGridAttr(),
+              rewriter.getDenseI16ArrayAttr(
+                  {static_cast<int16_t>(op.getShiftAxis().getSExtValue())}),
+              op.getInput(), rewriter.getI64IntegerAttr(op.getOffset()));
+          rewriter.replaceOp(op, result);
+          return success();
+        })
+        .Case([&](shard::BroadcastOp op) -> LogicalResult {
+          if (!op.getRootDynamic().empty())
+            return op.emitError()
+                   << "cannot convert 'shard.broadcast' with a dynamic root";
+          Value result = BroadcastOp::create(
+              rewriter, op.getLoc(), op.getResult().getType(),
+              op.getGridAttr(), op.getGridAxesAttr(), op.getInput(),
+              op.getRootAttr());
+          rewriter.replaceOp(op, result);
+          return success();
+        })
+        .Case([&](shard::AllSliceOp op) { return convertAllSlice(op); })
+        .Case<shard::GatherOp, shard::ScatterOp, shard::ReduceOp,
+              shard::SendOp, shard::RecvOp, shard::UpdateHaloOp,
+              shard::ShardOp, shard::ShardShapeOp, shard::GetShardingOp>(
+            [&](Operation *op) {
+              return op->emitError()
+                     << "cannot convert '" << op->getName()
+                     << "' to dist: it has no dist counterpart";
+            })
+        .Default([&](Operation *) {
+          converted = false;
+          return success();
+        });
+  }
+
+private:
+  int64_t groupSizeOf(Operation *op, FlatSymbolRefAttr grid,
+                      ArrayRef<int16_t> axes) {
+    shard::GridOp gridOp = lookupGrid(op, grid);
+    return gridOp ? getGroupSize(gridOp, axes) : ShapedType::kDynamic;
+  }
+
+  LogicalResult convertAllReduce(shard::AllReduceOp op) {
+    auto inType = dyn_cast<RankedTensorType>(op.getInput().getType());
+    auto outType = dyn_cast<RankedTensorType>(op.getResult().getType());
+    if (!inType || !outType)
+      return op.emitError() << "cannot convert 'shard.all_reduce' on "
+                            << op.getInput().getType()
+                            << ": dist collectives take ranked tensors";
+    bool average;
+    FailureOr<ReductionKind> kind =
+        mapReduction(op, op.getReduction(), average);
+    if (failed(kind))
+      return failure();
+    Value input = castElements(rewriter, op.getLoc(), op.getInput(),
+                               outType.getElementType());
+    Value result = AllReduceOp::create(
+        rewriter, op.getLoc(), outType, op.getGridAttr(), op.getGridAxesAttr(),
+        input, ReductionKindAttr::get(rewriter.getContext(), *kind));
+    if (average) {
+      int64_t group = groupSizeOf(op, op.getGridAttr(), op.getGridAxes());
+      if (ShapedType::isDynamic(group))
+        return op.emitError() << "cannot convert an average over a group of "
+                                 "dynamic size";
+      result = divideByGroup(rewriter, op.getLoc(), result, group);
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+
+  LogicalResult convertReduceScatter(shard::ReduceScatterOp op) {
+    auto outType = cast<RankedTensorType>(op.getResult().getType());
+    bool average;
+    FailureOr<ReductionKind> kind =
+        mapReduction(op, op.getReduction(), average);
+    if (failed(kind))
+      return failure();
+    Value input = castElements(rewriter, op.getLoc(), op.getInput(),
+                               outType.getElementType());
+    Value result = ReduceScatterOp::create(
+        rewriter, op.getLoc(), outType, op.getGridAttr(), op.getGridAxesAttr(),
+        input, rewriter.getI64IntegerAttr(op.getScatterAxis().getSExtValue()),
+        ReductionKindAttr::get(rewriter.getContext(), *kind));
+    if (average) {
+      int64_t group = groupSizeOf(op, op.getGridAttr(), op.getGridAxes());
+      if (ShapedType::isDynamic(group))
+        return op.emitError() << "cannot convert an average over a group of "
+                                 "dynamic size";
+      result = divideByGroup(rewriter, op.getLoc(), result, group);
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+
+  /// `all_slice` moves nothing: each rank keeps its block of a value it
+  /// already holds, at its linear position in the group.
+  LogicalResult convertAllSlice(shard::AllSliceOp op) {
+    Location loc = op.getLoc();
+    auto inType = cast<RankedTensorType>(op.getInput().getType());
+    auto outType = cast<RankedTensorType>(op.getResult().getType());
+    int64_t dim = op.getSliceAxis().getSExtValue();
+    shard::GridOp grid = lookupGrid(op, op.getGridAttr());
+    if (!grid)
+      return op.emitError() << "refers to unknown grid " << op.getGridAttr();
+    ArrayRef<int16_t> axes = op.getGridAxes();
+    for (int16_t axis : axes)
+      if (axis < 0 || axis >= grid.getRank() ||
+          ShapedType::isDynamic(grid.getShape()[axis]))
+        return op.emitError()
+               << "cannot convert 'shard.all_slice' over grid axis " << axis
+               << ": it must exist and have a static size";
+    int64_t group = getGroupSize(grid, axes);
+    auto indices = shard::ProcessMultiIndexOp::create(
+        rewriter, loc, grid.getSymName(), axes);
+    // Row-major position over the listed axes.
+    Value position = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    for (auto [axis, index] : llvm::zip(axes, indices.getResults())) {
+      Value size =
+          arith::ConstantIndexOp::create(rewriter, loc, grid.getShape()[axis]);
+      position = arith::AddIOp::create(
+          rewriter, loc, arith::MulIOp::create(rewriter, loc, position, size),
+          index);
+    }
+    SmallVector<OpFoldResult> offsets(inType.getRank(),
+                                      rewriter.getIndexAttr(0));
+    SmallVector<OpFoldResult> sizes;
+    for (int64_t i = 0; i < inType.getRank(); ++i) {
+      if (!outType.isDynamicDim(i)) {
+        sizes.push_back(rewriter.getIndexAttr(outType.getDimSize(i)));
+        continue;
+      }
+      Value full = tensor::DimOp::create(rewriter, loc, op.getInput(), i);
+      if (i == dim)
+        full = arith::DivUIOp::create(
+            rewriter, loc, full,
+            arith::ConstantIndexOp::create(rewriter, loc, group));
+      sizes.push_back(full);
+    }
+    Value blockSize = getValueOrCreateConstantIndexOp(rewriter, loc, sizes[dim]);
+    offsets[dim] =
+        arith::MulIOp::create(rewriter, loc, position, blockSize).getResult();
+    SmallVector<OpFoldResult> strides(inType.getRank(),
+                                      rewriter.getIndexAttr(1));
+    Value slice = tensor::ExtractSliceOp::create(
+        rewriter, loc, outType, op.getInput(), offsets, sizes, strides);
+    rewriter.replaceOp(op, slice);
+    return success();
+  }
+
+  IRRewriter rewriter;
+};
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    bool globalView = false;
+    module.walk([&](Operation *op) {
+      if (isa<shard::ShardOp, shard::ShardingOp>(op)) {
+        globalView = true;
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (partition != "auto" && partition != "always" && partition != "never") {
+      module.emitError() << "braid-import-shard: unknown partition mode '"
+                         << partition << "', expected auto, always or never";
+      return signalPassFailure();
+    }
+    if ((partition == "auto" && globalView) || partition == "always") {
+      if (failed(partitionGlobalView(module)))
+        return signalPassFailure();
+    }
+
+    SmallVector<Operation *> candidates;
+    module.walk([&](Operation *op) {
+      if (isa<shard::ShardDialect>(op->getDialect()))
+        candidates.push_back(op);
+    });
+    CollectiveImporter importer(&getContext());
+    bool failedAny = false;
+    for (Operation *op : candidates) {
+      bool converted = false;
+      if (failed(importer.convert(op, converted)))
+        failedAny = true;
+      else if (converted)
+        ++numConverted;
+    }
+    if (failedAny)
+      return signalPassFailure();
+
+    // Sharding values that annotated nothing are dead now, and partitioning
+    // leaves casts between identical types behind.
+    module.walk([&](Operation *op) {
+      if (isa<shard::ShardingOp>(op) && op->use_empty()) {
+        op->erase();
+        return;
+      }
+      if (auto cast = dyn_cast<tensor::CastOp>(op))
+        if (cast.getSource().getType() == cast.getType()) {
+          cast.replaceAllUsesWith(cast.getSource());
+          cast->erase();
+        }
+    });
+  }
+
+  /// Runs upstream propagation and partitioning on a copy of the module, one
+  /// function at a time inside a crash-recovery context: upstream aborts or
+  /// crashes on some inputs, which must become a diagnostic here.
+  LogicalResult partitionGlobalView(ModuleOp module) {
+    MLIRContext *context = &getContext();
+    DenseMap<StringAttr, FunctionPlacements> placements;
+    module.walk([&](func::FuncOp func) {
+      placements[func.getSymNameAttr()] = collectPlacements(func);
+    });
+
+    OwningOpRef<ModuleOp> copy = module.clone();
+    PassManager pm(context, func::FuncOp::getOperationName());
+    pm.addPass(shard::createShardingPropagation());
+    pm.addPass(shard::createPartition());
+
+    llvm::CrashRecoveryContext::Enable();
+    for (func::FuncOp func : copy->getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      // Diagnostics point at the user's function, not at the copy.
+      Location loc = func.getLoc();
+      if (auto original = module.lookupSymbol<func::FuncOp>(func.getSymName()))
+        loc = original.getLoc();
+      LogicalResult result = failure();
+      llvm::CrashRecoveryContext recovery;
+      if (!recovery.RunSafely([&] { result = pm.run(func); })) {
+        // The copy may be half-rewritten; never touch it again.
+        (void)copy.release();
+        return emitError(loc)
+               << "upstream sharding propagation/partitioning crashed on "
+                  "function '"
+               << func.getSymName()
+               << "' (an upstream shard bug); annotate the intermediate "
+                  "values with shard.shard or hand over the SPMD form";
+      }
+      if (failed(result))
+        return emitError(loc)
+               << "upstream sharding propagation/partitioning failed on "
+                  "function '"
+               << func.getSymName() << "'";
+      ++numPartitionedFunctions;
+    }
+
+    // Adopt the partitioned functions.
+    Block *body = module.getBody();
+    for (Operation &op : llvm::make_early_inc_range(*body))
+      op.erase();
+    body->getOperations().splice(body->end(), copy->getBody()->getOperations());
+
+    StringAttr placementName =
+        StringAttr::get(context, DistDialect::getPlacementAttrName());
+    for (func::FuncOp func : module.getOps<func::FuncOp>()) {
+      auto it = placements.find(func.getSymNameAttr());
+      if (it == placements.end())
+        continue;
+      for (auto [index, placement] : it->second.args)
+        if (index < func.getNumArguments())
+          func.setArgAttr(index, placementName, placement);
+      for (auto [index, placement] : it->second.results)
+        if (index < func.getNumResults())
+          func.setResultAttr(index, placementName, placement);
+    }
+    return success();
+  }
+};
+
+} // namespace

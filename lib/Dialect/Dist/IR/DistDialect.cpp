@@ -1,0 +1,95 @@
+//===- DistDialect.cpp - Dist dialect ---------------------------*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+
+#include "braid/Dialect/Dist/IR/DistOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace braid::dist;
+
+#include "braid/Dialect/Dist/IR/DistOpsDialect.cpp.inc"
+
+void DistDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "braid/Dialect/Dist/IR/DistOps.cpp.inc"
+      >();
+  registerAttributes();
+  registerTypes();
+}
+
+LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  if (attr.getName() == getTopologyAttrName()) {
+    auto grid = dyn_cast<shard::GridOp>(op);
+    if (!grid)
+      return op->emitError() << "'" << getTopologyAttrName()
+                             << "' may only be attached to a 'shard.grid'";
+    auto links = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!links)
+      return op->emitError() << "'" << getTopologyAttrName()
+                             << "' must be an array of #dist.link";
+    if (static_cast<int64_t>(links.size()) != grid.getRank())
+      return op->emitError()
+             << "'" << getTopologyAttrName() << "' has " << links.size()
+             << " links but the grid has " << grid.getRank() << " axes";
+    for (Attribute link : links)
+      if (!isa<LinkAttr>(link))
+        return op->emitError() << "'" << getTopologyAttrName()
+                               << "' entry " << link << " is not a #dist.link";
+    return success();
+  }
+  if (attr.getName() == getPlacementAttrName())
+    return op->emitError() << "'" << getPlacementAttrName()
+                           << "' belongs on function arguments and results; "
+                              "use 'dist.annotate' to place a value";
+  return op->emitError() << "unknown dist attribute '" << attr.getName()
+                         << "'";
+}
+
+/// Checks a placement attached to a function argument or result of `type`.
+static LogicalResult verifyPlacementOn(Operation *op, NamedAttribute attr,
+                                       Type type, StringRef what,
+                                       unsigned index) {
+  if (attr.getName() != DistDialect::getPlacementAttrName())
+    return op->emitError() << "unknown dist attribute '" << attr.getName()
+                           << "' on " << what << " #" << index;
+  auto placement = dyn_cast<PlacementAttr>(attr.getValue());
+  if (!placement)
+    return op->emitError() << "'" << attr.getName() << "' on " << what << " #"
+                           << index << " must be a #dist.placement";
+  shard::GridOp grid = lookupGrid(op, placement.getGrid());
+  return verifyPlacement(placement, type, grid, [&] {
+    return op->emitError() << "placement on " << what << " #" << index << ": ";
+  });
+}
+
+LogicalResult DistDialect::verifyRegionArgAttribute(Operation *op,
+                                                    unsigned regionIndex,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
+  Region &region = op->getRegion(regionIndex);
+  if (region.empty() || argIndex >= region.getNumArguments())
+    return success();
+  return verifyPlacementOn(op, attr, region.getArgument(argIndex).getType(),
+                           "argument", argIndex);
+}
+
+LogicalResult DistDialect::verifyRegionResultAttribute(Operation *op,
+                                                       unsigned regionIndex,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attr) {
+  auto func = dyn_cast<FunctionOpInterface>(op);
+  if (!func || resultIndex >= func.getNumResults())
+    return op->emitError() << "'" << attr.getName()
+                           << "' result attribute needs a function";
+  return verifyPlacementOn(op, attr, func.getResultTypes()[resultIndex],
+                           "result", resultIndex);
+}

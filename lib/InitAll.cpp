@@ -1,0 +1,24 @@
+//===- InitAll.cpp - Register every Braid dialect and pass ------*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+
+#include "braid/InitAll.h"
+
+#include "braid/Conversion/Passes.h"
+#include "braid/Dialect/Dist/IR/DistDialect.h"
+#include "braid/Version.h"
+
+#include "mlir/IR/DialectRegistry.h"
+
+void braid::registerAllDialects(mlir::DialectRegistry &registry) {
+  registry.insert<dist::DistDialect>();
+}
+
+void braid::registerAllPasses() { registerBraidConversionPasses(); }
+
+const char *braid::getVersionString() {
+  return "Braid " BRAID_VERSION " (built against LLVM/MLIR " BRAID_LLVM_VERSION
+         ")";
+}
