@@ -16,6 +16,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/CrashRecoveryContext.h"
 
@@ -225,9 +226,14 @@ public:
           return success();
         })
         .Case([&](shard::AllSliceOp op) { return convertAllSlice(op); })
+        .Case([&](shard::ShardOp op) {
+          return op.emitError()
+                 << "'shard.shard' is a global-view annotation: partition "
+                    "first (braid-import-shard=partition=auto or always)";
+        })
         .Case<shard::GatherOp, shard::ScatterOp, shard::ReduceOp,
               shard::SendOp, shard::RecvOp, shard::UpdateHaloOp,
-              shard::ShardOp, shard::ShardShapeOp, shard::GetShardingOp>(
+              shard::ShardShapeOp, shard::GetShardingOp>(
             [&](Operation *op) {
               return op->emitError()
                      << "cannot convert '" << op->getName()
@@ -415,11 +421,64 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
     });
   }
 
+  /// Rejects annotations that upstream partitioning would silently
+  /// mistranslate: grid axes that do not exist, and static
+  /// dimensions that do not divide evenly over their ranks (upstream
+  /// truncates the shard size).
+  LogicalResult validateShardings(ModuleOp module) {
+    WalkResult result = module.walk([&](shard::ShardOp op) {
+      auto shardingOp = op.getSharding().getDefiningOp<shard::ShardingOp>();
+      if (!shardingOp)
+        return WalkResult::advance();
+      shard::GridOp grid = lookupGrid(op, shardingOp.getGridAttr());
+      if (!grid) {
+        shardingOp.emitError() << "sharding refers to unknown grid "
+                               << shardingOp.getGridAttr();
+        return WalkResult::interrupt();
+      }
+      if (!shardingOp.getStaticShardedDimsOffsets().empty())
+        return WalkResult::advance();
+      auto type = cast<RankedTensorType>(op.getResult().getType());
+      for (auto [dim, axesAttr] :
+           llvm::enumerate(shardingOp.getSplitAxes().getAxes())) {
+        ArrayRef<int16_t> axes = axesAttr.asArrayRef();
+        for (int16_t axis : axes) {
+          if (axis < 0 || axis >= grid.getRank()) {
+            shardingOp.emitError()
+                << "sharding splits dimension " << dim << " over grid axis "
+                << axis << ", but grid " << shardingOp.getGridAttr()
+                << " has " << grid.getRank() << " axes";
+            return WalkResult::interrupt();
+          }
+        }
+        if (static_cast<int64_t>(dim) >= type.getRank()) {
+          op.emitError() << "sharding splits dimension " << dim << " of a rank-"
+                         << type.getRank() << " tensor";
+          return WalkResult::interrupt();
+        }
+        int64_t size = type.getDimSize(dim);
+        int64_t ranks = getGroupSize(grid, axes);
+        if (!ShapedType::isDynamic(size) && !ShapedType::isDynamic(ranks) &&
+            size % ranks != 0) {
+          op.emitError() << "dimension " << dim << " of size " << size
+                         << " does not divide evenly over the " << ranks
+                         << " ranks it is split over (give "
+                            "sharded_dims_offsets for uneven shards)";
+          return WalkResult::interrupt();
+        }
+      }
+      return WalkResult::advance();
+    });
+    return failure(result.wasInterrupted());
+  }
+
   /// Runs upstream propagation and partitioning on a copy of the module, one
   /// function at a time inside a crash-recovery context: upstream aborts or
   /// crashes on some inputs, which must become a diagnostic here.
   LogicalResult partitionGlobalView(ModuleOp module) {
     MLIRContext *context = &getContext();
+    if (failed(validateShardings(module)))
+      return failure();
     DenseMap<StringAttr, FunctionPlacements> placements;
     module.walk([&](func::FuncOp func) {
       placements[func.getSymNameAttr()] = collectPlacements(func);

@@ -50,7 +50,7 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
     return op->emitError() << "'" << getPlacementAttrName()
                            << "' belongs on function arguments and results; "
                               "use 'dist.annotate' to place a value";
-  return op->emitError() << "unknown dist attribute '" << attr.getName()
+  return op->emitError() << "unknown dist attribute '" << attr.getName().getValue()
                          << "'";
 }
 
@@ -59,7 +59,7 @@ static LogicalResult verifyPlacementOn(Operation *op, NamedAttribute attr,
                                        Type type, StringRef what,
                                        unsigned index) {
   if (attr.getName() != DistDialect::getPlacementAttrName())
-    return op->emitError() << "unknown dist attribute '" << attr.getName()
+    return op->emitError() << "unknown dist attribute '" << attr.getName().getValue()
                            << "' on " << what << " #" << index;
   auto placement = dyn_cast<PlacementAttr>(attr.getValue());
   if (!placement)

@@ -1,0 +1,4 @@
+func.func @f(%x: tensor<128x64xf32>) -> tensor<512x64xf32> {
+  %g = shard.all_gather %x on @nowhere grid_axes = [0] gather_axis = 0 : tensor<128x64xf32> -> tensor<512x64xf32>
+  return %g : tensor<512x64xf32>
+}

@@ -1,0 +1,38 @@
+// Global view with shard.shard annotations: upstream propagation and
+// partitioning run first; argument and result shardings become placements.
+// RUN: braid-opt %s --braid-import-shard | FileCheck %s
+// RUN: not braid-opt %s --braid-import-shard=partition=never 2>&1 | FileCheck %s --check-prefix=NEVER
+// RUN: not braid-opt %s --braid-import-shard=partition=sometimes 2>&1 | FileCheck %s --check-prefix=MODE
+
+shard.grid @tp(shape = 4)
+
+// CHECK-LABEL: func.func @megatron
+// CHECK-SAME: %[[X:[^:]*]]: tensor<64x128xf32> {dist.placement = #dist.placement<@tp, [replicate]>}
+// CHECK-SAME: %[[W1:[^:]*]]: tensor<128x128xf32> {dist.placement = #dist.placement<@tp, [shard<1>]>}
+// CHECK-SAME: %[[W2:[^:]*]]: tensor<128x128xf32> {dist.placement = #dist.placement<@tp, [shard<0>]>}
+// CHECK-SAME: -> (tensor<64x128xf32> {dist.placement = #dist.placement<@tp, [replicate]>})
+// CHECK: %[[H:.*]] = linalg.matmul ins(%[[X]], %[[W1]]
+// CHECK: %[[Y:.*]] = linalg.matmul ins(%[[H]], %[[W2]]
+// CHECK: %[[R:.*]] = dist.all_reduce %[[Y]] on @tp axes = [0] reduce = sum : tensor<64x128xf32> -> tensor<64x128xf32>
+// CHECK: return %[[R]]
+// CHECK-NOT: shard.shard
+// CHECK-NOT: shard.sharding
+// NEVER: global-view.mlir:[[@LINE+6]]:9: error: 'shard.shard' is a global-view annotation: partition first (braid-import-shard=partition=auto or always)
+// MODE: error: braid-import-shard: unknown partition mode 'sometimes', expected auto, always or never
+func.func @megatron(%x: tensor<64x128xf32>, %w1: tensor<128x512xf32>, %w2: tensor<512x128xf32>) -> tensor<64x128xf32> {
+  %s_rep = shard.sharding @tp split_axes = [[]] : !shard.sharding
+  %s_col = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding
+  %s_row = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+  %xa = shard.shard %x to %s_rep : tensor<64x128xf32>
+  %w1a = shard.shard %w1 to %s_col : tensor<128x512xf32>
+  %w2a = shard.shard %w2 to %s_row : tensor<512x128xf32>
+  %zero = arith.constant 0.0 : f32
+  %e1 = tensor.empty() : tensor<64x512xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<64x512xf32>) -> tensor<64x512xf32>
+  %h = linalg.matmul ins(%xa, %w1a : tensor<64x128xf32>, tensor<128x512xf32>) outs(%f1 : tensor<64x512xf32>) -> tensor<64x512xf32>
+  %e2 = tensor.empty() : tensor<64x128xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<64x128xf32>) -> tensor<64x128xf32>
+  %y = linalg.matmul ins(%h, %w2a : tensor<64x512xf32>, tensor<512x128xf32>) outs(%f2 : tensor<64x128xf32>) -> tensor<64x128xf32>
+  %ya = shard.shard %y to %s_rep : tensor<64x128xf32>
+  return %ya : tensor<64x128xf32>
+}
