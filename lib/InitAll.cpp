@@ -8,6 +8,7 @@
 
 #include "braid/Conversion/Passes.h"
 #include "braid/Dialect/Dist/IR/DistDialect.h"
+#include "braid/Dialect/Dist/Transforms/Passes.h"
 #include "braid/Version.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -16,7 +17,10 @@ void braid::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<dist::DistDialect>();
 }
 
-void braid::registerAllPasses() { registerBraidConversionPasses(); }
+void braid::registerAllPasses() {
+  registerBraidConversionPasses();
+  dist::registerBraidDistPasses();
+}
 
 const char *braid::getVersionString() {
   return "Braid " BRAID_VERSION " (built against LLVM/MLIR " BRAID_LLVM_VERSION
