@@ -6,15 +6,18 @@
 
 #include "braid/InitAll.h"
 
+#include "braid/Conversion/DistToXfer/BufferizableOpInterfaceImpl.h"
 #include "braid/Conversion/Passes.h"
 #include "braid/Dialect/Dist/IR/DistDialect.h"
 #include "braid/Dialect/Dist/Transforms/Passes.h"
+#include "braid/Dialect/Xfer/IR/XferOps.h"
 #include "braid/Version.h"
 
 #include "mlir/IR/DialectRegistry.h"
 
 void braid::registerAllDialects(mlir::DialectRegistry &registry) {
-  registry.insert<dist::DistDialect>();
+  registry.insert<dist::DistDialect, xfer::XferDialect>();
+  dist::registerBufferizableOpInterfaceExternalModels(registry);
 }
 
 void braid::registerAllPasses() {

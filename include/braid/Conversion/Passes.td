@@ -65,4 +65,63 @@ def ImportShard : Pass<"braid-import-shard", "mlir::ModuleOp"> {
   ];
 }
 
+//===----------------------------------------------------------------------===//
+// XferToRuntime
+//===----------------------------------------------------------------------===//
+
+def ConvertXferToRuntime : Pass<"convert-xfer-to-runtime", "mlir::ModuleOp"> {
+  let summary = "Lowers xfer transfers and grid queries to Braid runtime calls";
+  let description = [{
+    Replaces every `xfer` transfer by a call to the runtime ABI of
+    `include/braid/Runtime/braid_rt.h` (`braid_rt_send`, `braid_rt_recv`,
+    `braid_rt_all_gather`, ...), every `xfer.wait` by `braid_rt_wait` calls,
+    and the grid queries `shard.process_multi_index`,
+    `shard.process_linear_index` and `shard.grid_shape` by `braid_rt_coord`
+    calls and constants. Buffers are passed as integer addresses (aligned
+    pointer plus offset), sizes in bytes or elements, requests as `i64`
+    handles. Group handles are created once per function, at its entry.
+
+    ```mlir
+    %r = xfer.send %b on @tp axes = [0] offset = 1 step = 2 : memref<4x8xf32>
+    xfer.wait %r : !xfer.request
+    // becomes
+    %g = call @braid_rt_group(%c1, %c4, %c1, %c1, %c1, %c1, %c0) : (...) -> i64
+    ...
+    %h = call @braid_rt_send(%g, %c1, %addr, %c128, %c2) : (...) -> i64
+    call @braid_rt_wait(%h) : (i64) -> ()
+    ```
+
+    Grids may have at most four axes, all of static size. `shard.grid` ops
+    that nothing refers to any more are erased.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::memref::MemRefDialect"
+  ];
+}
+
+def EmitEntryPoint : Pass<"braid-emit-entry-point", "mlir::ModuleOp"> {
+  let summary = "Adds the `braid_entry` function runners call";
+  let description = [{
+    Runs on the LLVM dialect, after `convert-func-to-llvm` has produced the
+    C interface `_mlir_ciface_<entry>` of the entry function (which must
+    carry `llvm.emit_c_interface`). Adds
+
+    ```mlir
+    llvm.func @braid_entry(%argv: !llvm.ptr)
+    ```
+
+    where `argv[0]` points to the buffer receiving the result descriptors
+    (null when there are none) and `argv[1 + i]` points to the memref
+    descriptor of argument `i`, so that `braid-exec` can call any entry
+    function through one signature.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"main\"",
+           "Name of the entry function">
+  ];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 #endif // BRAID_CONVERSION_PASSES_TD

@@ -1,0 +1,219 @@
+//===- XferOps.td - Xfer dialect ---------------------------*- tablegen -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BRAID_DIALECT_XFER_IR_XFEROPS_TD
+#define BRAID_DIALECT_XFER_IR_XFEROPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "braid/Dialect/Dist/IR/DistBase.td"
+
+def Xfer_Dialect : Dialect {
+  let name = "xfer";
+  let cppNamespace = "::braid::xfer";
+  let summary = "Rank-local transfers on buffers";
+  let description = [{
+    The `xfer` dialect is the rank-local, buffer-level form of communication
+    that `dist` collectives bufferize to: nonblocking point-to-point transfers
+    to peers addressed by an offset along a grid axis, nonblocking collectives
+    on contiguous buffers, and the waits that complete them.
+
+    Every transfer returns a `!xfer.request`; `xfer.wait` completes requests.
+    A request stands for work on the *comm stream*: it progresses while the
+    *compute stream* (the ops between the transfer and its wait) runs; the
+    wait is the explicit dependency from the comm stream back to compute.
+    Until the wait, a transfer's source must not be written and its
+    destination must be neither read nor written; `braid-check-schedule`
+    proves that, and that every receive has its matching send, for the
+    schedules Braid generates.
+
+    Buffers are contiguous (row-major, possibly with an offset); collectives
+    exchange blocks along the leading dimension, in group order.
+  }];
+  let dependentDialects = [
+    "::mlir::memref::MemRefDialect",
+    "::mlir::shard::ShardDialect"
+  ];
+  let useDefaultTypePrinterParser = 1;
+}
+
+def Xfer_RequestType : TypeDef<Xfer_Dialect, "Request"> {
+  let mnemonic = "request";
+  let summary = "an in-flight transfer or collective";
+  let description = [{
+    Returned by every transfer; completed by exactly one `xfer.wait`.
+  }];
+}
+
+/// In-flight transfers are ordered with respect to each other.
+def Xfer_CommResource : Resource<"::braid::xfer::CommResource">;
+
+class Xfer_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Xfer_Dialect, mnemonic, traits>;
+
+defvar Xfer_ContiguousMemRef = AnyStridedMemRef;
+
+class Xfer_TransferOp<string mnemonic, list<Trait> traits = []>
+    : Xfer_Op<mnemonic, !listconcat(traits, [
+        MemoryEffects<[MemRead<Xfer_CommResource>, MemWrite<Xfer_CommResource>]>,
+        DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
+  let results = (outs Xfer_RequestType:$request);
+  let hasVerifier = 1;
+}
+
+defvar Xfer_GroupArgs = (ins FlatSymbolRefAttr:$grid, DenseI16ArrayAttr:$axes,
+                             I64Attr:$step);
+
+//===----------------------------------------------------------------------===//
+// Point-to-point
+//===----------------------------------------------------------------------===//
+
+def Xfer_SendOp : Xfer_TransferOp<"send"> {
+  let summary = "sends a buffer to the peer at an offset along a grid axis";
+  let description = [{
+    Starts sending `buffer` to the rank whose position along the single axis
+    in `axes` is this rank's plus `offset` (modulo the axis size). It matches
+    the peer's `xfer.recv` with the opposite offset; between two ranks,
+    messages match in the order they are posted. `step` names the transfer
+    in diagnostics and traces.
+
+    ```mlir
+    %r = xfer.send %chunk on @tp axes = [0] offset = 1 step = 2
+        : memref<128x1024xbf16>
+    ```
+  }];
+  let arguments = !con((ins Arg<Xfer_ContiguousMemRef, "", [MemRead]>:$buffer,
+                            I64Attr:$offset), Xfer_GroupArgs);
+  let assemblyFormat = [{
+    $buffer `on` $grid `axes` `=` $axes `offset` `=` $offset `step` `=` $step
+    attr-dict `:` type($buffer)
+  }];
+}
+
+def Xfer_RecvOp : Xfer_TransferOp<"recv"> {
+  let summary = "receives into a buffer from the peer at an offset";
+  let description = [{
+    Starts receiving into `buffer` from the rank whose position along the
+    single axis in `axes` is this rank's plus `offset`. A ring step sends
+    with offset 1 and receives with offset -1.
+
+    ```mlir
+    %r = xfer.recv %next on @tp axes = [0] offset = -1 step = 2
+        : memref<128x1024xbf16>
+    ```
+  }];
+  let arguments = !con((ins Arg<Xfer_ContiguousMemRef, "", [MemWrite]>:$buffer,
+                            I64Attr:$offset), Xfer_GroupArgs);
+  let assemblyFormat = [{
+    $buffer `on` $grid `axes` `=` $axes `offset` `=` $offset `step` `=` $step
+    attr-dict `:` type($buffer)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives on buffers
+//===----------------------------------------------------------------------===//
+
+class Xfer_CollectiveOp<string mnemonic, dag extraArgs, string fmt>
+    : Xfer_TransferOp<mnemonic> {
+  let arguments = !con((ins Arg<Xfer_ContiguousMemRef, "", [MemRead]>:$source,
+                            Arg<Xfer_ContiguousMemRef, "", [MemWrite]>:$dest),
+                       Xfer_GroupArgs, extraArgs);
+  let assemblyFormat = "$source `,` $dest `on` $grid `axes` `=` $axes " # fmt #
+      " `step` `=` $step attr-dict `:` type($source) `,` type($dest)";
+}
+
+def Xfer_AllGatherOp : Xfer_CollectiveOp<"all_gather", (ins), ""> {
+  let summary = "gathers the sources of a group into every destination";
+  let description = [{
+    `dest` holds the `source` of every rank of the group, in group order,
+    one after the other; it has group-size times as many elements.
+
+    ```mlir
+    %r = xfer.all_gather %x, %g on @tp axes = [0] step = 0
+        : memref<128x64xf32>, memref<512x64xf32>
+    ```
+  }];
+}
+
+def Xfer_ReduceScatterOp : Xfer_CollectiveOp<"reduce_scatter",
+    (ins Dist_ReductionKindAttr:$reduction), "`reduce` `=` custom<Reduction>($reduction)"> {
+  let summary = "reduces the sources of a group; each rank keeps one block";
+  let description = [{
+    `source` is split into group-size blocks along its leading dimension;
+    block `i` of the elementwise reduction lands in `dest` on the rank at
+    group position `i`.
+
+    ```mlir
+    %r = xfer.reduce_scatter %p, %s on @tp axes = [0] reduce = sum step = 1
+        : memref<512x64xf32>, memref<128x64xf32>
+    ```
+  }];
+}
+
+def Xfer_AllReduceOp : Xfer_CollectiveOp<"all_reduce",
+    (ins Dist_ReductionKindAttr:$reduction), "`reduce` `=` custom<Reduction>($reduction)"> {
+  let summary = "reduces the sources of a group into every destination";
+  let description = [{
+    ```mlir
+    %r = xfer.all_reduce %p, %s on @tp axes = [0] reduce = sum step = 1
+        : memref<512x64xf32>, memref<512x64xf32>
+    ```
+  }];
+}
+
+def Xfer_AllToAllOp : Xfer_CollectiveOp<"all_to_all", (ins), ""> {
+  let summary = "sends block i of the source to group position i";
+  let description = [{
+    Both buffers hold group-size blocks along the leading dimension; block
+    `i` of `source` goes to the rank at group position `i` and block `j` of
+    `dest` comes from the rank at position `j`.
+
+    ```mlir
+    %r = xfer.all_to_all %x, %y on @ep axes = [0] step = 0
+        : memref<8x64x32xf16>, memref<8x64x32xf16>
+    ```
+  }];
+}
+
+def Xfer_BroadcastOp : Xfer_CollectiveOp<"broadcast",
+    (ins DenseI64ArrayAttr:$root), "`root` `=` $root"> {
+  let summary = "copies the root's source into every destination";
+  let description = [{
+    `root` holds the in-group coordinates of the root, one per axis.
+
+    ```mlir
+    %r = xfer.broadcast %x, %y on @tp axes = [0] root = [0] step = 0
+        : memref<1024xf32>, memref<1024xf32>
+    ```
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// xfer.wait
+//===----------------------------------------------------------------------===//
+
+def Xfer_WaitOp : Xfer_Op<"wait", [
+    MemoryEffects<[MemRead<Xfer_CommResource>, MemWrite<Xfer_CommResource>,
+                   MemRead, MemWrite]>]> {
+  let summary = "completes transfers";
+  let description = [{
+    Blocks until every request has completed. Afterwards the sources may be
+    written again and the destinations hold their data. Each request is
+    waited exactly once.
+
+    ```mlir
+    xfer.wait %send, %recv : !xfer.request, !xfer.request
+    ```
+  }];
+  let arguments = (ins Variadic<Xfer_RequestType>:$requests);
+  let assemblyFormat = "$requests attr-dict `:` type($requests)";
+  let hasVerifier = 1;
+}
+
+#endif // BRAID_DIALECT_XFER_IR_XFEROPS_TD

@@ -1,0 +1,134 @@
+/*===- braid_rt.h - Braid runtime C ABI -----------------------------------===*
+ *
+ * Part of Braid.
+ *
+ * The ABI between code Braid compiles and the runtime that executes it, plus
+ * the lifecycle calls a runner (braid-exec) makes. One implementation per
+ * backend (MPI on CPUs; NCCL + CUDA on GPUs) behind the same symbols.
+ *
+ * Conventions
+ * - Every argument a compiled program passes is an int64_t, so that the
+ *   compiler lowers calls without pointer types: buffer addresses are
+ *   integers (`addr`), sizes are bytes or element counts as named.
+ * - Ranks are numbered row-major over the grid (as upstream `shard` does). A
+ *   group over some grid axes is the set of ranks that differ only along
+ *   those axes; a rank's position in its group is row-major over the listed
+ *   axes in the listed order.
+ * - Grids have at most BRAID_RT_MAX_GRID_RANK axes; shapes are passed as
+ *   (ndims, s0, s1, s2, s3) with unused sizes 1. Group axes are packed one
+ *   axis per byte, least significant first: axes [2, 0] -> naxes = 2,
+ *   packed = 2 | 0 << 8.
+ * - Transfers and collectives are nonblocking: they return a request handle
+ *   (> 0) that must be passed to braid_rt_wait exactly once. Buffers must
+ *   stay untouched (sources unmodified, destinations unread) until then.
+ * - `step` is a compile-time identifier of the transfer (ring step, op
+ *   index) used in error messages and traces; it does not affect matching.
+ * - Any failure (a backend error, a wait past the timeout, a bad argument)
+ *   prints one line "braid: rank R: ..." naming the operation, the step and
+ *   the peer, and aborts every rank with a non-zero exit code. Calls never
+ *   return an error code.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef BRAID_RUNTIME_BRAID_RT_H
+#define BRAID_RUNTIME_BRAID_RT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BRAID_RT_MAX_GRID_RANK 4
+
+/* Element types of reductions. */
+enum braid_rt_dtype {
+  BRAID_RT_F32 = 0,
+  BRAID_RT_F64 = 1,
+  BRAID_RT_F16 = 2,
+  BRAID_RT_BF16 = 3,
+  BRAID_RT_I8 = 4,
+  BRAID_RT_I16 = 5,
+  BRAID_RT_I32 = 6,
+  BRAID_RT_I64 = 7
+};
+
+/* Reductions; the values match dist::ReductionKind. */
+enum braid_rt_reduction {
+  BRAID_RT_SUM = 0,
+  BRAID_RT_MAX = 1,
+  BRAID_RT_MIN = 2,
+  BRAID_RT_PRODUCT = 3,
+  BRAID_RT_BITAND = 4,
+  BRAID_RT_BITOR = 5,
+  BRAID_RT_BITXOR = 6
+};
+
+/*--- Lifecycle: called by the runner, not by compiled code ---------------*/
+
+/* Initializes the backend (MPI_Init_thread, the communication thread).
+ * Safe to call once per process. */
+void braid_rt_init(int *argc, char ***argv);
+/* Waits for the communication thread, finalizes the backend. */
+void braid_rt_finalize(void);
+int64_t braid_rt_world_rank(void);
+int64_t braid_rt_world_size(void);
+/* Seconds a wait may take before the run is aborted (default 120). */
+void braid_rt_set_timeout(double seconds);
+/* Prints "braid: rank R: <message>" to stderr and aborts all ranks (exit 1). */
+void braid_rt_abort(const char *message) __attribute__((noreturn));
+/* Synchronizes all ranks. */
+void braid_rt_barrier(void);
+/* Starts recording a timeline of this rank (comm requests, waits, and the
+ * compute intervals between runtime calls). */
+void braid_rt_trace_begin(void);
+/* Stops recording and writes the timelines of all ranks as one Chrome
+ * trace-event JSON file at `path` (written by rank 0; collective). */
+void braid_rt_trace_end(const char *path);
+
+/*--- Called by compiled code ---------------------------------------------*/
+
+/* Handle of the group over the given axes of a grid of the given shape.
+ * Aborts if the grid's size differs from the number of ranks. Cheap to call
+ * repeatedly (cached). */
+int64_t braid_rt_group(int64_t ndims, int64_t s0, int64_t s1, int64_t s2,
+                       int64_t s3, int64_t naxes, int64_t axes_packed);
+/* This rank's coordinate along `axis` of a grid of the given shape. */
+int64_t braid_rt_coord(int64_t ndims, int64_t s0, int64_t s1, int64_t s2,
+                       int64_t s3, int64_t axis);
+
+/* Point-to-point along a group (a group over one axis for ring steps):
+ * send `bytes` at `addr` to the rank at (my position + peer_offset) mod n;
+ * receive from the rank at (my position + peer_offset) mod n. A send with
+ * offset k matches the peer's receive with offset -k; messages between two
+ * ranks match in posting order. */
+int64_t braid_rt_send(int64_t group, int64_t peer_offset, int64_t addr,
+                      int64_t bytes, int64_t step);
+int64_t braid_rt_recv(int64_t group, int64_t peer_offset, int64_t addr,
+                      int64_t bytes, int64_t step);
+
+/* Collectives over a group, on contiguous buffers (blocks in group order
+ * along the leading dimension). */
+int64_t braid_rt_all_gather(int64_t group, int64_t src, int64_t dst,
+                            int64_t bytes_per_rank, int64_t step);
+int64_t braid_rt_reduce_scatter(int64_t group, int64_t src, int64_t dst,
+                                int64_t count_per_rank, int64_t dtype,
+                                int64_t reduction, int64_t step);
+int64_t braid_rt_all_reduce(int64_t group, int64_t src, int64_t dst,
+                            int64_t count, int64_t dtype, int64_t reduction,
+                            int64_t step);
+int64_t braid_rt_all_to_all(int64_t group, int64_t src, int64_t dst,
+                            int64_t bytes_per_rank, int64_t step);
+/* Every rank receives into `dst` the `src` of the rank at group position
+ * `root`. */
+int64_t braid_rt_broadcast(int64_t group, int64_t src, int64_t dst,
+                           int64_t bytes, int64_t root, int64_t step);
+
+/* Blocks until the request has completed; aborts after the timeout. */
+void braid_rt_wait(int64_t request);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRAID_RUNTIME_BRAID_RT_H */

@@ -1,0 +1,403 @@
+//===- BufferizableOpInterfaceImpl.cpp - dist ops bufferize to xfer -*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+
+#include "braid/Conversion/DistToXfer/BufferizableOpInterfaceImpl.h"
+#include "braid/Dialect/Dist/IR/DistOps.h"
+#include "braid/Dialect/Xfer/IR/XferOps.h"
+
+#include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/DestinationStyleOpInterface.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/SetVector.h"
+
+using namespace mlir;
+using namespace mlir::bufferization;
+using namespace braid;
+using namespace braid::dist;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+/// The buffer of `value`, copied into a fresh contiguous buffer if it is a
+/// strided view (the runtime moves raw byte ranges), or if `forceCopy`.
+static FailureOr<Value> getContiguousBuffer(RewriterBase &rewriter,
+                                            Location loc, Value value,
+                                            bool forceCopy,
+                                            const BufferizationOptions &options,
+                                            BufferizationState &state) {
+  FailureOr<Value> buffer = getBuffer(rewriter, value, options, state);
+  if (failed(buffer))
+    return failure();
+  auto type = cast<MemRefType>(buffer->getType());
+  if (!forceCopy && xfer::isContiguous(type))
+    return buffer;
+  auto contiguous = MemRefType::get(type.getShape(), type.getElementType());
+  FailureOr<Value> copy = options.createAlloc(rewriter, loc, contiguous, {});
+  if (failed(copy) ||
+      failed(options.createMemCpy(rewriter, loc, *buffer, *copy)))
+    return failure();
+  return copy;
+}
+
+/// Values that may share storage with `value` after bufferization: through
+/// view-like tensor ops and through destination-passing ops, whose result
+/// is written into their init in place.
+static SetVector<Value> storageAliases(Value value) {
+  SetVector<Value> aliases;
+  SmallVector<Value> worklist{value};
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    if (!isa<TensorType>(v.getType()) || !aliases.insert(v))
+      continue;
+    if (Operation *def = v.getDefiningOp()) {
+      if (auto view = dyn_cast<ViewLikeOpInterface>(def))
+        worklist.push_back(view.getViewSource());
+      if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
+              tensor::ExtractSliceOp>(def))
+        worklist.push_back(def->getOperand(0));
+      if (auto dps = dyn_cast<DestinationStyleOpInterface>(def))
+        if (auto result = dyn_cast<OpResult>(v))
+          worklist.push_back(dps.getTiedOpOperand(result)->get());
+    }
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (isa<ViewLikeOpInterface, tensor::ExpandShapeOp,
+              tensor::CollapseShapeOp, tensor::CastOp, tensor::ExtractSliceOp>(
+              user))
+        llvm::append_range(worklist, user->getResults());
+      if (auto dps = dyn_cast<DestinationStyleOpInterface>(user))
+        if (dps.isDpsInit(&use))
+          worklist.push_back(dps.getTiedOpResult(&use));
+    }
+  }
+  return aliases;
+}
+
+/// True if `use` may write the storage of the value it uses.
+static bool mayWrite(OpOperand &use) {
+  Operation *user = use.getOwner();
+  if (auto dps = dyn_cast<DestinationStyleOpInterface>(user))
+    return dps.isDpsInit(&use);
+  if (auto insert = dyn_cast<tensor::InsertSliceOp>(user))
+    return &use == &insert.getDestMutable();
+  if (auto insert = dyn_cast<tensor::InsertOp>(user))
+    return &use == &insert.getDestMutable();
+  if (isa<ViewLikeOpInterface, tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+          tensor::CastOp, tensor::ExtractSliceOp>(user) ||
+      isPure(user) || isa<WaitOp, CollectiveOpInterface>(user))
+    return false;
+  return true; // Unknown effects: assume the worst.
+}
+
+/// True if an op between `start` and its wait may write the storage of the
+/// start's input while the transfer still reads it. One-Shot Bufferize
+/// cannot see that hazard: for it the start's read is over once the op is.
+static bool windowMayOverwrite(Operation *start, Value input, Operation *wait) {
+  SetVector<Value> aliases = storageAliases(input);
+  for (Operation *op = start->getNextNode(); op && op != wait;
+       op = op->getNextNode()) {
+    WalkResult result = op->walk([&](Operation *nested) {
+      for (OpOperand &use : nested->getOpOperands())
+        if (aliases.contains(use.get()) && mayWrite(use))
+          return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      return true;
+  }
+  return false;
+}
+
+static int64_t groupSizeOf(CollectiveOpInterface op) {
+  shard::GridOp grid = lookupGrid(op, op.getGridAttr());
+  return grid ? getGroupSize(grid, op.getAxes()) : ShapedType::kDynamic;
+}
+
+/// Checks what the xfer transfers need: static shapes and, for the
+/// collectives that move blocks, blocks that are contiguous (the job of
+/// braid-linearize-collectives).
+static LogicalResult checkLowerable(CollectiveOpInterface op) {
+  if (!op.getInput().getType().hasStaticShape() ||
+      !op.getCollectiveResult().getType().hasStaticShape() ||
+      ShapedType::isDynamic(groupSizeOf(op)))
+    return op->emitError() << "cannot lower '" << op->getName()
+                           << "' with dynamic shapes or group size";
+  auto leadingOnly = [&](RankedTensorType type, int64_t dim) {
+    for (int64_t i = 0; i < dim; ++i)
+      if (type.getDimSize(i) != 1)
+        return false;
+    return true;
+  };
+  auto nonContiguous = [&]() {
+    return op->emitError() << "cannot lower '" << op->getName()
+                           << "': its blocks are not contiguous; run "
+                              "braid-linearize-collectives first";
+  };
+  Operation *raw = op.getOperation();
+  auto in = op.getInput().getType();
+  auto out = op.getCollectiveResult().getType();
+  if (auto g = dyn_cast<AllGatherOp>(raw); g && !leadingOnly(in, g.getDim()))
+    return nonContiguous();
+  if (auto g = dyn_cast<AllGatherStartOp>(raw);
+      g && !leadingOnly(in, g.getDim()))
+    return nonContiguous();
+  if (auto s = dyn_cast<ReduceScatterOp>(raw);
+      s && !leadingOnly(in, s.getDim()))
+    return nonContiguous();
+  if (auto s = dyn_cast<ReduceScatterStartOp>(raw);
+      s && !leadingOnly(in, s.getDim()))
+    return nonContiguous();
+  auto a2aOk = [&](int64_t split, int64_t concat) {
+    return split == concat && leadingOnly(in, split) &&
+           leadingOnly(out, concat);
+  };
+  if (auto a = dyn_cast<AllToAllOp>(raw);
+      a && !a2aOk(a.getSplitDim(), a.getConcatDim()))
+    return nonContiguous();
+  if (auto a = dyn_cast<AllToAllStartOp>(raw);
+      a && !a2aOk(a.getSplitDim(), a.getConcatDim()))
+    return nonContiguous();
+  return success();
+}
+
+/// Step identifiers: the position of the collective in its function, so
+/// that runtime messages and traces can name it.
+static int64_t stepOf(Operation *op) {
+  if (auto step = op->getAttrOfType<IntegerAttr>("braid.step"))
+    return step.getInt();
+  return 0;
+}
+
+/// Emits the transfers of collective `op` from `src` into `dst`; returns
+/// their requests.
+static SmallVector<Value> emitTransfers(RewriterBase &rewriter,
+                                        CollectiveOpInterface op, Value src,
+                                        Value dst) {
+  Location loc = op.getLoc();
+  FlatSymbolRefAttr grid = op.getGridAttr();
+  DenseI16ArrayAttr axes = rewriter.getDenseI16ArrayAttr(op.getAxes());
+  IntegerAttr step = rewriter.getI64IntegerAttr(stepOf(op));
+  Type request = xfer::RequestType::get(rewriter.getContext());
+  Operation *raw = op.getOperation();
+  auto reduction = [&](Operation *o) {
+    return o->getAttrOfType<ReductionKindAttr>("reduction");
+  };
+  if (isa<AllGatherOp, AllGatherStartOp>(raw))
+    return {xfer::AllGatherOp::create(rewriter, loc, request, src, dst, grid, axes, step)};
+  if (isa<ReduceScatterOp, ReduceScatterStartOp>(raw))
+    return {xfer::ReduceScatterOp::create(rewriter, loc, request, src, dst, grid, axes,
+                                          step, reduction(raw))};
+  if (isa<AllReduceOp, AllReduceStartOp>(raw))
+    return {xfer::AllReduceOp::create(rewriter, loc, request, src, dst, grid, axes,
+                                      step, reduction(raw))};
+  if (isa<AllToAllOp, AllToAllStartOp>(raw))
+    return {xfer::AllToAllOp::create(rewriter, loc, request, src, dst, grid, axes,
+                                     step)};
+  if (isa<BroadcastOp, BroadcastStartOp>(raw))
+    return {xfer::BroadcastOp::create(
+        rewriter, loc, request, src, dst, grid, axes, step,
+        raw->getAttrOfType<DenseI64ArrayAttr>("root"))};
+  // A shift: send to +offset, receive from -offset.
+  int64_t offset = raw->getAttrOfType<IntegerAttr>("offset").getInt();
+  Value send =
+      xfer::SendOp::create(rewriter, loc, request, src,
+                           rewriter.getI64IntegerAttr(offset), grid, axes, step);
+  Value recv =
+      xfer::RecvOp::create(rewriter, loc, request, dst,
+                           rewriter.getI64IntegerAttr(-offset), grid, axes, step);
+  return {send, recv};
+}
+
+//===----------------------------------------------------------------------===//
+// External models
+//===----------------------------------------------------------------------===//
+
+/// Shared analysis answers: the input is read, never written or aliased;
+/// the result is a fresh buffer.
+template <typename Concrete, typename OpTy>
+struct CollectiveModelBase
+    : public BufferizableOpInterface::ExternalModel<Concrete, OpTy> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return true;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return false;
+  }
+  AliasingValueList getAliasingValues(Operation *, OpOperand &,
+                                      const AnalysisState &) const {
+    return {};
+  }
+  bool bufferizesToAllocation(Operation *, Value) const { return true; }
+};
+
+template <typename OpTy>
+struct SyncCollectiveModel
+    : public CollectiveModelBase<SyncCollectiveModel<OpTy>, OpTy> {
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto collective = cast<CollectiveOpInterface>(op);
+    if (failed(checkLowerable(collective)))
+      return failure();
+    Location loc = op->getLoc();
+    FailureOr<Value> src = getContiguousBuffer(
+        rewriter, loc, collective.getInput(), /*forceCopy=*/false, options,
+        state);
+    if (failed(src))
+      return failure();
+    auto resultType = collective.getCollectiveResult().getType();
+    FailureOr<Value> dst = options.createAlloc(
+        rewriter, loc,
+        MemRefType::get(resultType.getShape(), resultType.getElementType()),
+        {});
+    if (failed(dst))
+      return failure();
+    SmallVector<Value> requests =
+        emitTransfers(rewriter, collective, *src, *dst);
+    xfer::WaitOp::create(rewriter, loc, requests);
+    replaceOpWithBufferizedValues(rewriter, op, *dst);
+    return success();
+  }
+};
+
+template <typename OpTy>
+struct StartCollectiveModel
+    : public CollectiveModelBase<StartCollectiveModel<OpTy>, OpTy> {
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto collective = cast<CollectiveOpInterface>(op);
+    if (failed(checkLowerable(collective)))
+      return failure();
+    Location loc = op->getLoc();
+    Operation *wait = *collective.getAsyncToken().user_begin();
+    bool privateCopy =
+        windowMayOverwrite(op, collective.getInput(), wait);
+    FailureOr<Value> src =
+        getContiguousBuffer(rewriter, loc, collective.getInput(), privateCopy,
+                            options, state);
+    if (failed(src))
+      return failure();
+    auto resultType = collective.getCollectiveResult().getType();
+    FailureOr<Value> dst = options.createAlloc(
+        rewriter, loc,
+        MemRefType::get(resultType.getShape(), resultType.getElementType()),
+        {});
+    if (failed(dst))
+      return failure();
+    SmallVector<Value> requests =
+        emitTransfers(rewriter, collective, *src, *dst);
+    // The token carries the requests to the wait, which bufferizes next.
+    Value token = UnrealizedConversionCastOp::create(
+                      rewriter, loc, TypeRange{collective.getAsyncToken().getType()},
+                      requests)
+                      .getResult(0);
+    replaceOpWithBufferizedValues(rewriter, op, {token, *dst});
+    return success();
+  }
+};
+
+struct WaitModel
+    : public BufferizableOpInterface::ExternalModel<WaitModel, WaitOp> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return false;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return false;
+  }
+  AliasingValueList getAliasingValues(Operation *op, OpOperand &operand,
+                                      const AnalysisState &) const {
+    if (!isa<TensorType>(operand.get().getType()))
+      return {};
+    return {{op->getResult(0), BufferRelation::Equivalent}};
+  }
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto wait = cast<WaitOp>(op);
+    auto cast =
+        wait.getToken().getDefiningOp<UnrealizedConversionCastOp>();
+    if (!cast)
+      return op->emitError() << "the start of this wait was not bufferized";
+    FailureOr<Value> buffer =
+        getBuffer(rewriter, wait.getFuture(), options, state);
+    if (failed(buffer))
+      return failure();
+    xfer::WaitOp::create(rewriter, op->getLoc(), cast.getInputs());
+    replaceOpWithBufferizedValues(rewriter, op, *buffer);
+    if (cast->use_empty())
+      rewriter.eraseOp(cast);
+    return success();
+  }
+};
+
+/// `dist.annotate` is the identity: its result is its input's buffer.
+struct AnnotateModel
+    : public BufferizableOpInterface::ExternalModel<AnnotateModel, AnnotateOp> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return false;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return false;
+  }
+  AliasingValueList getAliasingValues(Operation *op, OpOperand &,
+                                      const AnalysisState &) const {
+    return {{op->getResult(0), BufferRelation::Equivalent}};
+  }
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    FailureOr<Value> buffer =
+        getBuffer(rewriter, op->getOperand(0), options, state);
+    if (failed(buffer))
+      return failure();
+    replaceOpWithBufferizedValues(rewriter, op, *buffer);
+    return success();
+  }
+};
+
+} // namespace
+
+void braid::dist::registerBufferizableOpInterfaceExternalModels(
+    DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *context, DistDialect *) {
+    AllGatherOp::attachInterface<SyncCollectiveModel<AllGatherOp>>(*context);
+    ReduceScatterOp::attachInterface<SyncCollectiveModel<ReduceScatterOp>>(
+        *context);
+    AllReduceOp::attachInterface<SyncCollectiveModel<AllReduceOp>>(*context);
+    AllToAllOp::attachInterface<SyncCollectiveModel<AllToAllOp>>(*context);
+    ShiftOp::attachInterface<SyncCollectiveModel<ShiftOp>>(*context);
+    BroadcastOp::attachInterface<SyncCollectiveModel<BroadcastOp>>(*context);
+    AllGatherStartOp::attachInterface<StartCollectiveModel<AllGatherStartOp>>(
+        *context);
+    ReduceScatterStartOp::attachInterface<
+        StartCollectiveModel<ReduceScatterStartOp>>(*context);
+    AllReduceStartOp::attachInterface<StartCollectiveModel<AllReduceStartOp>>(
+        *context);
+    AllToAllStartOp::attachInterface<StartCollectiveModel<AllToAllStartOp>>(
+        *context);
+    ShiftStartOp::attachInterface<StartCollectiveModel<ShiftStartOp>>(
+        *context);
+    BroadcastStartOp::attachInterface<StartCollectiveModel<BroadcastStartOp>>(
+        *context);
+    WaitOp::attachInterface<WaitModel>(*context);
+    AnnotateOp::attachInterface<AnnotateModel>(*context);
+    context->loadDialect<xfer::XferDialect, memref::MemRefDialect>();
+  });
+}

@@ -1,0 +1,281 @@
+//===- XferOps.cpp - Xfer dialect -------------------------------*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+
+#include "braid/Dialect/Xfer/IR/XferOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace braid;
+using namespace braid::xfer;
+
+#include "braid/Dialect/Xfer/IR/XferOpsDialect.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "braid/Dialect/Xfer/IR/XferOpsTypes.cpp.inc"
+
+void XferDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "braid/Dialect/Xfer/IR/XferOps.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "braid/Dialect/Xfer/IR/XferOpsTypes.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Custom directives
+//===----------------------------------------------------------------------===//
+
+static ParseResult parseReduction(OpAsmParser &parser,
+                                  dist::ReductionKindAttr &reduction) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<dist::ReductionKind> kind =
+      dist::symbolizeReductionKind(keyword);
+  if (!kind)
+    return parser.emitError(loc) << "unknown reduction '" << keyword << "'";
+  reduction = dist::ReductionKindAttr::get(parser.getContext(), *kind);
+  return success();
+}
+
+static void printReduction(OpAsmPrinter &printer, Operation *,
+                           dist::ReductionKindAttr reduction) {
+  printer << dist::stringifyReductionKind(reduction.getValue());
+}
+
+//===----------------------------------------------------------------------===//
+// Shared verification
+//===----------------------------------------------------------------------===//
+
+bool braid::xfer::isContiguous(MemRefType type) {
+  if (type.getLayout().isIdentity())
+    return true;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)))
+    return false;
+  int64_t expected = 1;
+  for (int64_t i = type.getRank() - 1; i >= 0; --i) {
+    if (type.getDimSize(i) == 1)
+      continue;
+    if (ShapedType::isDynamic(strides[i]) || strides[i] != expected)
+      return false;
+    if (ShapedType::isDynamic(type.getDimSize(i)))
+      return i == 0;
+    expected *= type.getDimSize(i);
+  }
+  return true;
+}
+
+static LogicalResult verifyBuffer(Operation *op, StringRef name, Value value) {
+  auto type = cast<MemRefType>(value.getType());
+  if (!isContiguous(type))
+    return op->emitOpError() << name << " " << type
+                             << " is not contiguous; copy it into a "
+                                "contiguous buffer first";
+  return success();
+}
+
+/// Each request is waited exactly once.
+static LogicalResult verifyRequestUse(Operation *op, Value request) {
+  if (request.use_empty())
+    return op->emitOpError() << "request is never waited";
+  if (!request.hasOneUse())
+    return op->emitOpError() << "request is waited more than once";
+  if (!isa<WaitOp>(*request.user_begin()))
+    return op->emitOpError() << "request must be consumed by 'xfer.wait', not "
+                             << "by '" << request.user_begin()->getName()
+                             << "'";
+  return success();
+}
+
+static LogicalResult verifyAxes(Operation *op, ArrayRef<int16_t> axes) {
+  llvm::SmallDenseSet<int16_t> seen;
+  for (int16_t axis : axes)
+    if (axis < 0 || !seen.insert(axis).second)
+      return op->emitOpError() << "grid axis " << axis
+                               << " is negative or listed twice";
+  return success();
+}
+
+static int64_t numElements(Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  return type.hasStaticShape() ? type.getNumElements() : ShapedType::kDynamic;
+}
+
+/// Checks the grid and returns the group size through `groupSize`.
+static LogicalResult verifyGroup(Operation *op, FlatSymbolRefAttr gridAttr,
+                                 ArrayRef<int16_t> axes,
+                                 SymbolTableCollection &symbolTable,
+                                 int64_t &groupSize) {
+  auto grid =
+      symbolTable.lookupNearestSymbolFrom<shard::GridOp>(op, gridAttr);
+  if (!grid)
+    return op->emitOpError() << "refers to " << gridAttr
+                             << ", which is not a 'shard.grid'";
+  for (int16_t axis : axes)
+    if (axis >= grid.getRank())
+      return op->emitOpError() << "grid axis " << axis
+                               << " does not exist: grid " << gridAttr
+                               << " has " << grid.getRank() << " axes";
+  groupSize = dist::getGroupSize(grid, axes);
+  return success();
+}
+
+/// `big` must have `factor` times the elements of `small` (when static).
+static LogicalResult verifyElementRatio(Operation *op, Value big, Value small,
+                                        int64_t factor, StringRef what) {
+  int64_t b = numElements(big), s = numElements(small);
+  if (ShapedType::isDynamic(b) || ShapedType::isDynamic(s) ||
+      ShapedType::isDynamic(factor))
+    return success();
+  if (b != s * factor)
+    return op->emitOpError() << what << ": " << b << " elements, expected "
+                             << s << " x " << factor << " = " << s * factor;
+  return success();
+}
+
+template <typename OpTy>
+static LogicalResult verifyCollectiveBuffers(OpTy op) {
+  if (failed(verifyAxes(op, op.getAxes())) ||
+      failed(verifyBuffer(op, "source", op.getSource())) ||
+      failed(verifyBuffer(op, "destination", op.getDest())))
+    return failure();
+  Type a = op.getSource().getType().getElementType();
+  Type b = op.getDest().getType().getElementType();
+  if (a != b)
+    return op.emitOpError() << "destination element type " << b
+                            << " differs from source element type " << a;
+  return verifyRequestUse(op, op.getRequest());
+}
+
+//===----------------------------------------------------------------------===//
+// Ops
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyPointToPoint(Operation *op, Value buffer,
+                                        ArrayRef<int16_t> axes,
+                                        Value request) {
+  if (failed(verifyAxes(op, axes)) || failed(verifyBuffer(op, "buffer", buffer)))
+    return failure();
+  if (axes.size() != 1)
+    return op->emitOpError() << "addresses peers along exactly one grid axis, "
+                             << "got " << axes.size();
+  return verifyRequestUse(op, request);
+}
+
+LogicalResult SendOp::verify() {
+  return verifyPointToPoint(*this, getBuffer(), getAxes(), getRequest());
+}
+LogicalResult RecvOp::verify() {
+  return verifyPointToPoint(*this, getBuffer(), getAxes(), getRequest());
+}
+
+LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &table) {
+  int64_t groupSize;
+  return verifyGroup(*this, getGridAttr(), getAxes(), table, groupSize);
+}
+LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &table) {
+  int64_t groupSize;
+  return verifyGroup(*this, getGridAttr(), getAxes(), table, groupSize);
+}
+
+LogicalResult AllGatherOp::verify() { return verifyCollectiveBuffers(*this); }
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &table) {
+  int64_t group;
+  if (failed(verifyGroup(*this, getGridAttr(), getAxes(), table, group)))
+    return failure();
+  return verifyElementRatio(*this, getDest(), getSource(), group,
+                            "destination");
+}
+
+template <typename OpTy>
+static LogicalResult verifyReduction(OpTy op) {
+  if (failed(verifyCollectiveBuffers(op)))
+    return failure();
+  Type element = op.getSource().getType().getElementType();
+  if (!dist::isReductionLegalFor(op.getReduction(), element))
+    return op.emitOpError()
+           << "reduction '" << dist::stringifyReductionKind(op.getReduction())
+           << "' is not defined for element type " << element;
+  return success();
+}
+
+LogicalResult ReduceScatterOp::verify() { return verifyReduction(*this); }
+LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &table) {
+  int64_t group;
+  if (failed(verifyGroup(*this, getGridAttr(), getAxes(), table, group)))
+    return failure();
+  return verifyElementRatio(*this, getSource(), getDest(), group, "source");
+}
+
+LogicalResult AllReduceOp::verify() { return verifyReduction(*this); }
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &table) {
+  int64_t group;
+  if (failed(verifyGroup(*this, getGridAttr(), getAxes(), table, group)))
+    return failure();
+  return verifyElementRatio(*this, getDest(), getSource(), 1, "destination");
+}
+
+LogicalResult AllToAllOp::verify() { return verifyCollectiveBuffers(*this); }
+LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &table) {
+  int64_t group;
+  if (failed(verifyGroup(*this, getGridAttr(), getAxes(), table, group)) ||
+      failed(verifyElementRatio(*this, getDest(), getSource(), 1,
+                                "destination")))
+    return failure();
+  int64_t elements = numElements(getSource());
+  if (!ShapedType::isDynamic(elements) && !ShapedType::isDynamic(group) &&
+      elements % group != 0)
+    return emitOpError() << "source has " << elements
+                         << " elements, not divisible by the group size "
+                         << group;
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  if (failed(verifyCollectiveBuffers(*this)))
+    return failure();
+  if (getRoot().size() != getAxes().size())
+    return emitOpError() << "root has " << getRoot().size()
+                         << " coordinates but the group spans "
+                         << getAxes().size() << " axes";
+  return success();
+}
+LogicalResult BroadcastOp::verifySymbolUses(SymbolTableCollection &table) {
+  int64_t group;
+  if (failed(verifyGroup(*this, getGridAttr(), getAxes(), table, group)))
+    return failure();
+  auto grid = table.lookupNearestSymbolFrom<shard::GridOp>(*this, getGridAttr());
+  for (auto [axis, coordinate] : llvm::zip(getAxes(), getRoot())) {
+    int64_t size = grid.getShape()[axis];
+    if (coordinate < 0 || (!ShapedType::isDynamic(size) && coordinate >= size))
+      return emitOpError() << "root coordinate " << coordinate
+                           << " is out of range for grid axis " << axis;
+  }
+  return verifyElementRatio(*this, getDest(), getSource(), 1, "destination");
+}
+
+LogicalResult WaitOp::verify() {
+  llvm::SmallPtrSet<Value, 8> seen;
+  for (Value request : getRequests())
+    if (!seen.insert(request).second)
+      return emitOpError() << "waits for the same request twice";
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "braid/Dialect/Xfer/IR/XferOps.cpp.inc"

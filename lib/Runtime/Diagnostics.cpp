@@ -1,0 +1,107 @@
+//===- Diagnostics.cpp - Fatal errors of the Braid runtime ------------===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Diagnostics.h"
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+
+namespace braid::rt {
+
+static std::atomic<int> rankForMessages{-1};
+static std::atomic<bool> mpiUsable{false};
+static std::atomic<bool> failing{false};
+
+void setDiagnosticRank(int rank) { rankForMessages.store(rank); }
+int diagnosticRank() { return rankForMessages.load(); }
+void setMPIUsable(bool usable) { mpiUsable.store(usable); }
+
+static std::string vformatString(const char *format, va_list args) {
+  va_list copy;
+  va_copy(copy, args);
+  int length = std::vsnprintf(nullptr, 0, format, copy);
+  va_end(copy);
+  if (length <= 0)
+    return std::string();
+  std::string result(static_cast<size_t>(length) + 1, '\0');
+  std::vsnprintf(result.data(), result.size(), format, args);
+  result.resize(static_cast<size_t>(length));
+  return result;
+}
+
+std::string formatString(const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  std::string result = vformatString(format, args);
+  va_end(args);
+  return result;
+}
+
+void fatal(const std::string &message) {
+  // A second failure (typically the comm thread noticing the abort of the
+  // compute thread's request) must not print again or race MPI_Abort: park
+  // this thread until the first one has taken the process down.
+  if (failing.exchange(true)) {
+    for (;;)
+      pause();
+  }
+  int rank = rankForMessages.load();
+  // One write keeps the line whole when several ranks share a terminal.
+  std::string line = rank >= 0 ? formatString("braid: rank %d: ", rank)
+                               : std::string("braid: ");
+  line += message;
+  line += '\n';
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+  std::fflush(stdout);
+  if (mpiUsable.load())
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  // MPI_Abort does not return; _exit covers the cases where MPI is not (or
+  // no longer) there, without running destructors that may block on the
+  // communication thread.
+  _exit(1);
+}
+
+void fatalf(const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  std::string message = vformatString(format, args);
+  va_end(args);
+  fatal(message);
+}
+
+std::string mpiErrorString(int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(rc, text, &length) != MPI_SUCCESS)
+    return formatString("MPI error %d", rc);
+  return std::string(text, static_cast<size_t>(length));
+}
+
+void checkMPI(int rc, const char *call, const std::string &context) {
+  if (rc == MPI_SUCCESS)
+    return;
+  fatal(formatString("%s failed in %s: %s", call, context.c_str(),
+                     mpiErrorString(rc).c_str()));
+}
+
+std::string formatBytes(int64_t bytes) {
+  if (bytes < 1024)
+    return formatString("%lld B", static_cast<long long>(bytes));
+  static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes) / 1024.0;
+  int unit = 0;
+  while (value >= 1024.0 && unit < 3) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return formatString("%.1f %s", value, units[unit]);
+}
+
+} // namespace braid::rt

@@ -1,0 +1,445 @@
+//===- Runtime.cpp - The C entry points of the Braid runtime ----------===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// Implements braid_rt.h on MPI. The entry points validate their arguments,
+// turn each operation into a Request for the communication thread and, when
+// tracing, mark the boundaries of the compute steps between them.
+//
+//===----------------------------------------------------------------------===//
+
+// The library is built with hidden visibility; only the ABI is exported.
+#pragma GCC visibility push(default)
+#include "braid/Runtime/braid_rt.h"
+#pragma GCC visibility pop
+
+#include "CommThread.h"
+#include "Diagnostics.h"
+#include "Groups.h"
+#include "Reductions.h"
+#include "Trace.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+using namespace braid::rt;
+
+namespace {
+
+constexpr double defaultTimeoutSeconds = 120;
+
+struct Runtime {
+  bool initialized = false;
+  bool finalized = false;
+  /// Whether braid_rt_init initialized MPI (and finalize must finalize it),
+  /// as opposed to a host program that did so itself.
+  bool ownsMPI = false;
+  int worldRank = 0;
+  int worldSize = 1;
+  /// A duplicate of MPI_COMM_WORLD, so that the runtime's collectives never
+  /// match traffic of a host program that uses MPI itself.
+  MPI_Comm world = MPI_COMM_NULL;
+  /// Set by braid_rt_set_timeout, possibly before init.
+  double timeoutOverride = 0;
+  Tracer tracer;
+  GroupTable groups;
+  std::unique_ptr<CommThread> comm;
+};
+
+// Never destroyed: a program that exits without braid_rt_finalize (after an
+// error of its own) must not run a destructor that joins the comm thread.
+Runtime &runtime() {
+  static Runtime *instance = new Runtime();
+  return *instance;
+}
+
+Runtime &initialized(const char *call) {
+  Runtime &rt = runtime();
+  if (!rt.initialized)
+    fatalf("%s called %s", call,
+           rt.finalized ? "after braid_rt_finalize" : "before braid_rt_init");
+  return rt;
+}
+
+/// Marks a runtime call as the end of one compute step and the start of the
+/// next one in the trace.
+class CallScope {
+public:
+  explicit CallScope(Tracer &tracer) : tracer(tracer) {
+    if (tracer.active())
+      tracer.callBegin(nowNs());
+  }
+  ~CallScope() {
+    if (tracer.active())
+      tracer.callEnd(nowNs());
+  }
+
+private:
+  Tracer &tracer;
+};
+
+double timeoutFromEnvironment() {
+  const char *text = std::getenv("BRAID_TIMEOUT");
+  if (!text || !*text)
+    return defaultTimeoutSeconds;
+  char *end = nullptr;
+  double seconds = std::strtod(text, &end);
+  if (*end != '\0' || !(seconds > 0))
+    fatalf("BRAID_TIMEOUT=%s is not a positive number of seconds", text);
+  return seconds;
+}
+
+void checkBuffer(const char *call, const char *name, int64_t addr,
+                 int64_t bytes, int64_t step) {
+  if (bytes < 0)
+    fatalf("%s (step %lld): negative size %lld", call,
+           static_cast<long long>(step), static_cast<long long>(bytes));
+  if (bytes > 0 && addr == 0)
+    fatalf("%s (step %lld): %s is null", call, static_cast<long long>(step),
+           name);
+}
+
+int64_t checkedProduct(const char *call, int64_t a, int64_t b, int64_t step) {
+  int64_t product;
+  if (a < 0 || __builtin_mul_overflow(a, b, &product))
+    fatalf("%s (step %lld): size %lld x %lld is out of range", call,
+           static_cast<long long>(step), static_cast<long long>(a),
+           static_cast<long long>(b));
+  return product;
+}
+
+std::unique_ptr<Request> newRequest(OpKind kind, const Group &group,
+                                    int64_t step) {
+  auto request = std::make_unique<Request>();
+  request->kind = kind;
+  request->group = &group;
+  request->comm = group.comm;
+  request->commSize = group.size;
+  request->step = step;
+  return request;
+}
+
+int64_t pointToPoint(OpKind kind, const char *call, int64_t groupHandle,
+                     int64_t peerOffset, int64_t addr, int64_t bytes,
+                     int64_t step) {
+  Runtime &rt = initialized(call);
+  CallScope scope(rt.tracer);
+  const Group &group = rt.groups.get(groupHandle, call);
+  checkBuffer(call, "the buffer", addr, bytes, step);
+  auto request = newRequest(kind, group, step);
+  int64_t n = group.size;
+  int64_t offset = ((peerOffset % n) + n) % n;
+  request->peerOffset = peerOffset;
+  request->peerPosition = static_cast<int>((group.position + offset) % n);
+  request->peerWorldRank = group.worldRanks[request->peerPosition];
+  // A send with offset k and the matching receive with offset -k use the
+  // same tag, k mod n; messages with one tag between two ranks match in
+  // posting order (MPI does not let them overtake each other).
+  request->tag = static_cast<int>(kind == OpKind::Send ? offset
+                                                       : (n - offset) % n);
+  if (kind == OpKind::Send)
+    request->src = reinterpret_cast<const void *>(addr);
+  else
+    request->dst = reinterpret_cast<void *>(addr);
+  request->bytes = bytes;
+  return rt.comm->submit(std::move(request));
+}
+
+int64_t reduction(OpKind kind, const char *call, int64_t groupHandle,
+                  int64_t src, int64_t dst, int64_t count, int64_t dtype,
+                  int64_t reductionKind, int64_t step) {
+  Runtime &rt = initialized(call);
+  CallScope scope(rt.tracer);
+  const Group &group = rt.groups.get(groupHandle, call);
+  ReductionType type = resolveReduction(
+      dtype, reductionKind,
+      formatString("%s (step %lld)", call, static_cast<long long>(step)));
+  int64_t outBytes = checkedProduct(call, count, type.elementSize, step);
+  int64_t inBytes = kind == OpKind::ReduceScatter
+                        ? checkedProduct(call, outBytes, group.size, step)
+                        : outBytes;
+  checkBuffer(call, "the source", src, inBytes, step);
+  checkBuffer(call, "the destination", dst, outBytes, step);
+  auto request = newRequest(kind, group, step);
+  request->src = reinterpret_cast<const void *>(src);
+  request->dst = reinterpret_cast<void *>(dst);
+  request->count = count;
+  request->reduction = type;
+  return rt.comm->submit(std::move(request));
+}
+
+int64_t blockExchange(OpKind kind, const char *call, int64_t groupHandle,
+                      int64_t src, int64_t dst, int64_t bytesPerRank,
+                      int64_t step) {
+  Runtime &rt = initialized(call);
+  CallScope scope(rt.tracer);
+  const Group &group = rt.groups.get(groupHandle, call);
+  int64_t total = checkedProduct(call, bytesPerRank, group.size, step);
+  checkBuffer(call, "the source", src,
+              kind == OpKind::AllGather ? bytesPerRank : total, step);
+  checkBuffer(call, "the destination", dst, total, step);
+  auto request = newRequest(kind, group, step);
+  request->src = reinterpret_cast<const void *>(src);
+  request->dst = reinterpret_cast<void *>(dst);
+  request->bytes = bytesPerRank;
+  return rt.comm->submit(std::move(request));
+}
+
+/// Waits for a request, recording the blocked time when tracing.
+void waitTraced(Runtime &rt, int64_t handle) {
+  bool tracing = rt.tracer.active();
+  int64_t start = tracing ? nowNs() : 0;
+  std::string name;
+  rt.comm->wait(handle, tracing ? &name : nullptr);
+  if (tracing)
+    rt.tracer.addEvent(Track::Compute, start, nowNs(), "wait " + name);
+}
+
+void worldBarrier(Runtime &rt) {
+  auto request = std::make_unique<Request>();
+  request->kind = OpKind::Barrier;
+  request->comm = rt.world;
+  request->commSize = rt.worldSize;
+  waitTraced(rt, rt.comm->submit(std::move(request)));
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Lifecycle
+//===----------------------------------------------------------------------===//
+
+void braid_rt_init(int *argc, char ***argv) {
+  Runtime &rt = runtime();
+  if (rt.initialized)
+    return;
+  if (rt.finalized)
+    fatal("braid_rt_init called after braid_rt_finalize (MPI cannot be "
+          "initialized twice)");
+
+  int alreadyInitialized = 0;
+  MPI_Initialized(&alreadyInitialized);
+  int provided = MPI_THREAD_SINGLE;
+  if (alreadyInitialized) {
+    MPI_Query_thread(&provided);
+  } else {
+    int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    if (rc != MPI_SUCCESS)
+      fatalf("MPI_Init_thread failed in braid_rt_init (MPI error %d)", rc);
+    rt.ownsMPI = true;
+  }
+  setMPIUsable(true);
+  checkMPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
+           "MPI_Comm_set_errhandler", "braid_rt_init");
+  checkMPI(MPI_Comm_rank(MPI_COMM_WORLD, &rt.worldRank), "MPI_Comm_rank",
+           "braid_rt_init");
+  checkMPI(MPI_Comm_size(MPI_COMM_WORLD, &rt.worldSize), "MPI_Comm_size",
+           "braid_rt_init");
+  setDiagnosticRank(rt.worldRank);
+  // MPI is only ever called by one thread at a time (init and finalize
+  // here, everything in between on the comm thread), which SERIALIZED
+  // allows; MULTIPLE is requested so that a fatal error may call MPI_Abort
+  // from the compute thread while the comm thread is inside MPI.
+  if (provided < MPI_THREAD_SERIALIZED)
+    fatalf("braid_rt_init: the MPI library provides thread level %d, but the "
+           "runtime calls MPI from a communication thread and needs "
+           "MPI_THREAD_SERIALIZED (%d) or better",
+           provided, MPI_THREAD_SERIALIZED);
+  checkMPI(MPI_Comm_dup(MPI_COMM_WORLD, &rt.world), "MPI_Comm_dup",
+           "braid_rt_init");
+  checkMPI(MPI_Comm_set_errhandler(rt.world, MPI_ERRORS_RETURN),
+           "MPI_Comm_set_errhandler", "braid_rt_init");
+  createReductionOps();
+
+  double timeout = rt.timeoutOverride > 0 ? rt.timeoutOverride
+                                          : timeoutFromEnvironment();
+  rt.comm = std::make_unique<CommThread>(rt.tracer, timeout);
+  rt.comm->start();
+  rt.initialized = true;
+}
+
+void braid_rt_finalize(void) {
+  Runtime &rt = runtime();
+  if (!rt.initialized)
+    return;
+  std::string oldest;
+  size_t outstanding = rt.comm->outstanding(&oldest);
+  // Finalizing with operations in flight could hang in MPI_Finalize, and an
+  // unwaited request means the program broke the ABI's contract.
+  if (outstanding)
+    fatalf("braid_rt_finalize: %zu request%s never waited (the oldest: %s)",
+           outstanding, outstanding == 1 ? " was" : "s were", oldest.c_str());
+  rt.comm->stop();
+  rt.comm.reset();
+  rt.groups.freeAll();
+  freeReductionOps();
+  MPI_Comm_free(&rt.world);
+  rt.initialized = false;
+  rt.finalized = true;
+  if (rt.ownsMPI) {
+    int rc = MPI_Finalize();
+    setMPIUsable(false);
+    if (rc != MPI_SUCCESS)
+      fatalf("MPI_Finalize failed in braid_rt_finalize (MPI error %d)", rc);
+  }
+}
+
+int64_t braid_rt_world_rank(void) {
+  return initialized("braid_rt_world_rank").worldRank;
+}
+
+int64_t braid_rt_world_size(void) {
+  return initialized("braid_rt_world_size").worldSize;
+}
+
+void braid_rt_set_timeout(double seconds) {
+  if (!(seconds > 0))
+    fatalf("braid_rt_set_timeout: %g is not a positive number of seconds",
+           seconds);
+  Runtime &rt = runtime();
+  rt.timeoutOverride = seconds;
+  if (rt.comm)
+    rt.comm->setTimeout(seconds);
+}
+
+void braid_rt_abort(const char *message) {
+  fatal(message ? message : "aborted");
+}
+
+void braid_rt_barrier(void) {
+  Runtime &rt = initialized("braid_rt_barrier");
+  CallScope scope(rt.tracer);
+  worldBarrier(rt);
+}
+
+void braid_rt_trace_begin(void) {
+  Runtime &rt = initialized("braid_rt_trace_begin");
+  if (rt.tracer.active())
+    rt.tracer.finish(rt.worldRank); // Restart: drop what was recorded.
+  // All ranks start together so that their time origins line up.
+  worldBarrier(rt);
+  rt.tracer.begin(nowNs());
+}
+
+void braid_rt_trace_end(const char *path) {
+  Runtime &rt = initialized("braid_rt_trace_end");
+  if (!path || !*path)
+    fatal("braid_rt_trace_end: no path given");
+  std::string local = rt.tracer.finish(rt.worldRank);
+  std::string merged;
+  rt.comm->runSync(
+      formatString("gathering the trace for %s (collective over all ranks)",
+                   path),
+      [&] {
+        merged =
+            Tracer::gather(local, rt.world, rt.worldRank, rt.worldSize);
+      });
+  if (rt.worldRank == 0)
+    Tracer::write(path, merged);
+}
+
+//===----------------------------------------------------------------------===//
+// Called by compiled code
+//===----------------------------------------------------------------------===//
+
+int64_t braid_rt_group(int64_t ndims, int64_t s0, int64_t s1, int64_t s2,
+                       int64_t s3, int64_t naxes, int64_t axes_packed) {
+  Runtime &rt = initialized("braid_rt_group");
+  GridShape shape =
+      makeGridShape("braid_rt_group", ndims, s0, s1, s2, s3, rt.worldSize);
+  bool tracing = rt.tracer.active();
+  int64_t start = tracing ? nowNs() : 0;
+  bool created = false;
+  int64_t handle = rt.groups.lookup(shape, naxes, axes_packed, rt.worldRank,
+                                    rt.world, *rt.comm, &created);
+  // A cache hit is a cheap query inside a compute step; creating the
+  // communicator is a collective that deserves its own slice.
+  if (tracing && created) {
+    int64_t end = nowNs();
+    rt.tracer.callBegin(start);
+    rt.tracer.addEvent(Track::Compute, start, end,
+                       "create group " +
+                           rt.groups.get(handle, "braid_rt_group").str());
+    rt.tracer.callEnd(end);
+  }
+  return handle;
+}
+
+int64_t braid_rt_coord(int64_t ndims, int64_t s0, int64_t s1, int64_t s2,
+                       int64_t s3, int64_t axis) {
+  Runtime &rt = initialized("braid_rt_coord");
+  GridShape shape =
+      makeGridShape("braid_rt_coord", ndims, s0, s1, s2, s3, rt.worldSize);
+  if (axis < 0 || axis >= shape.ndims)
+    fatalf("braid_rt_coord: axis %lld is out of range for grid %s",
+           static_cast<long long>(axis), shape.str().c_str());
+  return shape.coordinates(rt.worldRank)[axis];
+}
+
+int64_t braid_rt_send(int64_t group, int64_t peer_offset, int64_t addr,
+                      int64_t bytes, int64_t step) {
+  return pointToPoint(OpKind::Send, "braid_rt_send", group, peer_offset, addr,
+                      bytes, step);
+}
+
+int64_t braid_rt_recv(int64_t group, int64_t peer_offset, int64_t addr,
+                      int64_t bytes, int64_t step) {
+  return pointToPoint(OpKind::Recv, "braid_rt_recv", group, peer_offset, addr,
+                      bytes, step);
+}
+
+int64_t braid_rt_all_gather(int64_t group, int64_t src, int64_t dst,
+                            int64_t bytes_per_rank, int64_t step) {
+  return blockExchange(OpKind::AllGather, "braid_rt_all_gather", group, src,
+                       dst, bytes_per_rank, step);
+}
+
+int64_t braid_rt_reduce_scatter(int64_t group, int64_t src, int64_t dst,
+                                int64_t count_per_rank, int64_t dtype,
+                                int64_t reduction, int64_t step) {
+  return ::reduction(OpKind::ReduceScatter, "braid_rt_reduce_scatter", group,
+                     src, dst, count_per_rank, dtype, reduction, step);
+}
+
+int64_t braid_rt_all_reduce(int64_t group, int64_t src, int64_t dst,
+                            int64_t count, int64_t dtype, int64_t reduction,
+                            int64_t step) {
+  return ::reduction(OpKind::AllReduce, "braid_rt_all_reduce", group, src,
+                     dst, count, dtype, reduction, step);
+}
+
+int64_t braid_rt_all_to_all(int64_t group, int64_t src, int64_t dst,
+                            int64_t bytes_per_rank, int64_t step) {
+  return blockExchange(OpKind::AllToAll, "braid_rt_all_to_all", group, src,
+                       dst, bytes_per_rank, step);
+}
+
+int64_t braid_rt_broadcast(int64_t group, int64_t src, int64_t dst,
+                           int64_t bytes, int64_t root, int64_t step) {
+  Runtime &rt = initialized("braid_rt_broadcast");
+  CallScope scope(rt.tracer);
+  const Group &g = rt.groups.get(group, "braid_rt_broadcast");
+  if (root < 0 || root >= g.size)
+    fatalf("braid_rt_broadcast (step %lld): root %lld is not a position in "
+           "a group of %d ranks",
+           static_cast<long long>(step), static_cast<long long>(root), g.size);
+  checkBuffer("braid_rt_broadcast", "the destination", dst, bytes, step);
+  if (g.position == root)
+    checkBuffer("braid_rt_broadcast", "the source", src, bytes, step);
+  auto request = newRequest(OpKind::Broadcast, g, step);
+  request->src = reinterpret_cast<const void *>(src);
+  request->dst = reinterpret_cast<void *>(dst);
+  request->bytes = bytes;
+  request->root = root;
+  return rt.comm->submit(std::move(request));
+}
+
+void braid_rt_wait(int64_t request) {
+  Runtime &rt = initialized("braid_rt_wait");
+  CallScope scope(rt.tracer);
+  waitTraced(rt, request);
+}
