@@ -11,6 +11,7 @@
 #include "braid/Dialect/Dist/IR/DistDialect.h"
 #include "braid/Dialect/Dist/Transforms/Passes.h"
 #include "braid/Dialect/Xfer/IR/XferOps.h"
+#include "braid/Pipelines/Pipelines.h"
 #include "braid/Version.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -23,6 +24,7 @@ void braid::registerAllDialects(mlir::DialectRegistry &registry) {
 void braid::registerAllPasses() {
   registerBraidConversionPasses();
   dist::registerBraidDistPasses();
+  registerBraidPipelines();
 }
 
 const char *braid::getVersionString() {

@@ -93,7 +93,15 @@ def ConvertXferToRuntime : Pass<"convert-xfer-to-runtime", "mlir::ModuleOp"> {
 
     Grids may have at most four axes, all of static size. `shard.grid` ops
     that nothing refers to any more are erased.
+
+    The function named by `entry` gets `llvm.emit_c_interface`, so that
+    `braid-emit-entry-point` can give runners one way to call it; naming a
+    function that does not exist is an error. An empty `entry` skips this.
   }];
+  let options = [
+    Option<"entry", "entry", "std::string", /*default=*/"\"\"",
+           "Function that runners call (gets llvm.emit_c_interface)">
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::func::FuncDialect",

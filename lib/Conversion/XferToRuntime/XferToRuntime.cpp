@@ -392,8 +392,21 @@ private:
 
 struct ConvertXferToRuntimePass
     : public braid::impl::ConvertXferToRuntimeBase<ConvertXferToRuntimePass> {
+  using Base::Base;
+
   void runOnOperation() override {
-    if (failed(RuntimeLowering(getOperation()).run()))
+    ModuleOp module = getOperation();
+    if (!entry.empty()) {
+      auto function = module.lookupSymbol<func::FuncOp>(entry);
+      if (!function || function.isExternal()) {
+        module.emitError() << "entry function '" << entry
+                           << "' is not defined in the module";
+        return signalPassFailure();
+      }
+      function->setAttr("llvm.emit_c_interface",
+                        UnitAttr::get(&getContext()));
+    }
+    if (failed(RuntimeLowering(module).run()))
       signalPassFailure();
   }
 };

@@ -1,0 +1,81 @@
+//===- Pipelines.h - Braid's compilation pipelines --------------*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// One pipeline, in stages, used by braid-compile, braid-opt
+// (`--braid-pipeline`), the C API and embedders alike:
+//
+//   dist : import upstream shard IR, overlap decisions (dist on tensors)
+//   xfer : collectives laid out contiguously, bufferized to xfer transfers,
+//          buffers deallocated (rank-local IR on buffers)
+//   llvm : runtime calls, loops, the LLVM dialect and the uniform entry point
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BRAID_PIPELINES_PIPELINES_H
+#define BRAID_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+
+namespace mlir {
+class OpPassManager;
+} // namespace mlir
+
+namespace braid {
+
+struct BraidPipelineOptions
+    : public mlir::PassPipelineOptions<BraidPipelineOptions> {
+  Option<std::string> target{*this, "target",
+                             llvm::cl::desc("Code generation target: cpu"),
+                             llvm::cl::init("cpu")};
+  Option<std::string> overlap{
+      *this, "overlap",
+      llvm::cl::desc("Overlap communication with computation: auto (the "
+                     "cost model decides), force (decompose every matched "
+                     "pattern, for tests) or off (collectives stay whole)"),
+      llvm::cl::init("auto")};
+  Option<std::string> targetPreset{
+      *this, "target-preset",
+      llvm::cl::desc("Cost model figures: h100, h200 or cpu"),
+      llvm::cl::init("cpu")};
+  Option<std::string> report{
+      *this, "report",
+      llvm::cl::desc("Write the JSON report of overlap decisions here"),
+      llvm::cl::init("")};
+  Option<std::string> entry{*this, "entry",
+                            llvm::cl::desc("The function runners call"),
+                            llvm::cl::init("main")};
+  Option<bool> checkSchedule{
+      *this, "check-schedule",
+      llvm::cl::desc("Prove the transfer schedule free of deadlocks and "
+                     "races (braid-check-schedule)"),
+      llvm::cl::init(false)};
+  Option<bool> skipImport{
+      *this, "skip-import",
+      llvm::cl::desc("Start after braid-import-shard (the input is dist)"),
+      llvm::cl::init(false)};
+  Option<std::string> stopAfter{
+      *this, "stop-after",
+      llvm::cl::desc("Last stage to run: dist, xfer or llvm"),
+      llvm::cl::init("llvm")};
+};
+
+/// Checks option values; on error returns false and sets `message`.
+bool validatePipelineOptions(const BraidPipelineOptions &options,
+                             std::string &message);
+
+/// Adds the stages of Braid's pipeline up to `options.stopAfter` to `pm`,
+/// which must be anchored on `builtin.module`.
+void buildBraidPipeline(mlir::OpPassManager &pm,
+                        const BraidPipelineOptions &options);
+
+/// Registers `braid-pipeline` with the pass registry.
+void registerBraidPipelines();
+
+} // namespace braid
+
+#endif // BRAID_PIPELINES_PIPELINES_H

@@ -1,0 +1,107 @@
+//===- Pipelines.cpp - Braid's compilation pipelines ------------*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+
+#include "braid/Pipelines/Pipelines.h"
+
+#include "braid/Conversion/Passes.h"
+#include "braid/Dialect/Dist/Transforms/Passes.h"
+
+#include "mlir/InitAllPasses.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/ErrorHandling.h"
+
+#include <mutex>
+
+using namespace mlir;
+
+namespace {
+
+/// Upstream stages are spelled as textual pipelines, which resolve against
+/// the pass registry.
+void ensureUpstreamPassesRegistered() {
+  static std::once_flag once;
+  std::call_once(once, [] { mlir::registerAllPasses(); });
+}
+
+void addTextual(OpPassManager &pm, llvm::StringRef pipeline) {
+  if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
+    llvm::report_fatal_error("braid: malformed built-in pipeline");
+}
+
+} // namespace
+
+bool braid::validatePipelineOptions(const BraidPipelineOptions &options,
+                                    std::string &message) {
+  auto oneOf = [&](llvm::StringRef name, llvm::StringRef value,
+                   std::initializer_list<llvm::StringRef> allowed) {
+    if (llvm::is_contained(allowed, value))
+      return true;
+    message = ("unknown " + name + " '" + value + "', expected one of")
+                  .str();
+    for (llvm::StringRef a : allowed)
+      message += " " + a.str();
+    return false;
+  };
+  return oneOf("target", options.target, {"cpu"}) &&
+         oneOf("overlap mode", options.overlap, {"auto", "force", "off"}) &&
+         oneOf("target preset", options.targetPreset,
+               {"cpu", "h100", "h200"}) &&
+         oneOf("stage", options.stopAfter, {"dist", "xfer", "llvm"});
+}
+
+void braid::buildBraidPipeline(OpPassManager &pm,
+                               const BraidPipelineOptions &options) {
+  ensureUpstreamPassesRegistered();
+
+  // dist: import, then decide how each collective overlaps.
+  if (!options.skipImport) {
+    pm.addPass(createImportShard());
+    pm.addPass(createCanonicalizerPass());
+  }
+  if (options.stopAfter == "dist")
+    return;
+
+  // xfer: contiguous collectives, bufferization (dist -> xfer), buffers
+  // freed at block ends.
+  addTextual(pm, "func.func(convert-elementwise-to-linalg,"
+                 "braid-linearize-collectives,canonicalize)");
+  addTextual(pm, "one-shot-bufferize{bufferize-function-boundaries "
+                 "function-boundary-type-conversion=identity-layout-map}");
+  addTextual(pm, "buffer-deallocation-pipeline,canonicalize,cse");
+  if (options.stopAfter == "xfer")
+    return;
+
+  // llvm: runtime calls, loops, LLVM dialect, the uniform entry point.
+  ConvertXferToRuntimeOptions runtimeOptions;
+  runtimeOptions.entry = options.entry;
+  pm.addPass(createConvertXferToRuntime(runtimeOptions));
+  addTextual(pm, "func.func(convert-linalg-to-loops,lower-affine,"
+                 "convert-scf-to-cf)");
+  addTextual(pm, "arith-expand{include-bf16},"
+                 "math-extend-to-supported-types{extra-types=f16,bf16},"
+                 "arith-emulate-unsupported-floats{source-types=f16,bf16 "
+                 "target-type=f32},convert-math-to-libm,"
+                 "expand-strided-metadata,canonicalize");
+  addTextual(pm, "finalize-memref-to-llvm,convert-math-to-llvm,"
+                 "convert-arith-to-llvm,convert-index-to-llvm,"
+                 "convert-cf-to-llvm,convert-func-to-llvm,"
+                 "reconcile-unrealized-casts");
+  EmitEntryPointOptions entryOptions;
+  entryOptions.entry = options.entry;
+  pm.addPass(createEmitEntryPoint(entryOptions));
+}
+
+void braid::registerBraidPipelines() {
+  PassPipelineRegistration<BraidPipelineOptions>(
+      "braid-pipeline",
+      "Braid's whole pipeline: import, overlap, bufferize to xfer, lower to "
+      "LLVM with runtime calls (stop early with stop-after=dist|xfer)",
+      [](OpPassManager &pm, const BraidPipelineOptions &options) {
+        buildBraidPipeline(pm, options);
+      });
+}
