@@ -61,15 +61,23 @@ void braid::buildBraidPipeline(OpPassManager &pm,
   // dist: import, then decide how each collective overlaps.
   if (!options.skipImport) {
     pm.addPass(createImportShard());
+    // Elementwise work on tensors becomes linalg, which the overlap
+    // schedules chunk through TilingInterface.
+    addTextual(pm, "func.func(convert-elementwise-to-linalg),canonicalize");
+    dist::OverlapOptions overlapOptions;
+    overlapOptions.mode = options.overlap;
+    overlapOptions.preset = options.targetPreset;
+    overlapOptions.report = options.report;
+    pm.addPass(dist::createOverlap(overlapOptions));
     pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
   }
   if (options.stopAfter == "dist")
     return;
 
   // xfer: contiguous collectives, bufferization (dist -> xfer), buffers
   // freed at block ends.
-  addTextual(pm, "func.func(convert-elementwise-to-linalg,"
-                 "braid-linearize-collectives,canonicalize)");
+  addTextual(pm, "func.func(braid-linearize-collectives,canonicalize)");
   addTextual(pm, "one-shot-bufferize{bufferize-function-boundaries "
                  "function-boundary-type-conversion=identity-layout-map}");
   addTextual(pm, "buffer-deallocation-pipeline,canonicalize,cse");
@@ -80,13 +88,12 @@ void braid::buildBraidPipeline(OpPassManager &pm,
   ConvertXferToRuntimeOptions runtimeOptions;
   runtimeOptions.entry = options.entry;
   pm.addPass(createConvertXferToRuntime(runtimeOptions));
-  addTextual(pm, "func.func(convert-linalg-to-loops,lower-affine,"
-                 "convert-scf-to-cf)");
+  addTextual(pm, "func.func(convert-linalg-to-loops),expand-strided-metadata,"
+                 "lower-affine,convert-scf-to-cf");
   addTextual(pm, "arith-expand{include-bf16},"
                  "math-extend-to-supported-types{extra-types=f16,bf16},"
                  "arith-emulate-unsupported-floats{source-types=f16,bf16 "
-                 "target-type=f32},convert-math-to-libm,"
-                 "expand-strided-metadata,canonicalize");
+                 "target-type=f32},convert-math-to-libm,canonicalize");
   addTextual(pm, "finalize-memref-to-llvm,convert-math-to-llvm,"
                  "convert-arith-to-llvm,convert-index-to-llvm,"
                  "convert-cf-to-llvm,convert-func-to-llvm,"

@@ -1,4 +1,4 @@
-//===- CommThread.cpp - The communication thread of a rank ------------===//
+//===- CommThread.cpp - The communication thread of a rank ----------------===//
 //
 // Part of Braid.
 //
@@ -16,20 +16,33 @@
 #include <cmath>
 #include <cstring>
 #include <pthread.h>
+#ifdef __linux__
 #include <sys/prctl.h>
+#endif
 
 namespace braid::rt {
 
 namespace {
 
-/// Polls that merely yield the core before the comm thread starts sleeping:
-/// enough to catch a quick completion without a sleep's wakeup latency.
-constexpr unsigned spinPolls = 16;
-/// Sleeps between polls double from the first to the last of these, so an
-/// idle wait costs a few thousand wakeups a second at most, while a
-/// completion is still noticed within ~64 us.
-constexpr std::chrono::microseconds firstSleep(2);
+/// A thread with nothing to do first polls for this long, yielding the core
+/// between polls, before it sleeps: a sleep's wakeup costs 30-60 us on
+/// virtual machines, longer than most small transfers take, while yielding
+/// lets the other ranks' threads run on an oversubscribed machine.
+constexpr int64_t spinNs = 50'000;
+/// Sleeps between polls then double from the first to the longest of these,
+/// so that a completion is noticed within ~64 us.
+constexpr std::chrono::microseconds firstSleep(4);
 constexpr std::chrono::microseconds longestSleep(64);
+/// Each wakeup costs ~20-40 us of CPU on virtual machines, so polling every
+/// 64 us still takes a quarter of a core from the ranks that compute. When
+/// only small requests are in flight (sent eagerly, so that a poll merely
+/// notices their progress) and nothing has completed for a while, the sleep
+/// grows to an eighth of the idle time: a late peer is noticed at most 12.5%
+/// later, and waiting for it costs a few percent of a core. Large transfers
+/// keep the short sleeps because MPI pipelines their data only while polled.
+constexpr int64_t idleFractionDivisor = 8;
+constexpr std::chrono::microseconds longestIdleSleep(1000);
+constexpr int64_t largeRequestBytes = 64 * 1024;
 /// Timeouts beyond this are treated as "forever", which also keeps deadline
 /// arithmetic on the steady clock from overflowing.
 constexpr double foreverSeconds = 1e8;
@@ -243,7 +256,9 @@ CommThread::~CommThread() {
     stop();
 }
 
-void CommThread::start() { thread = std::thread([this] { run(); }); }
+void CommThread::start() {
+  thread = std::thread([this] { run(); });
+}
 
 void CommThread::stop() {
   {
@@ -274,6 +289,7 @@ int64_t CommThread::submit(std::unique_ptr<Request> request) {
 }
 
 void CommThread::wait(int64_t handle, std::string *traceName) {
+  int64_t startNs = nowNs();
   std::unique_lock<std::mutex> lock(mutex);
   auto it = requests.find(handle);
   if (it == requests.end()) {
@@ -282,27 +298,32 @@ void CommThread::wait(int64_t handle, std::string *traceName) {
            "by the runtime, or already waited)",
            static_cast<long long>(handle));
   }
-  Request &request = *it->second;
-  if (!request.done) {
+  // Blocks at once rather than polling first: on an oversubscribed machine
+  // a polling waiter would compete for the core with the comm thread that
+  // has to complete its request.
+  Request *request = it->second.get();
+  if (!request->done) {
     double limit = timeout();
-    auto isDone = [&] { return request.done; };
+    auto isDone = [&] { return request->done; };
     if (limit >= foreverSeconds) {
       requestDone.wait(lock, isDone);
     } else {
-      auto deadline = std::chrono::steady_clock::now() +
+      auto deadline = std::chrono::steady_clock::time_point(
+                          std::chrono::nanoseconds(startNs)) +
                       std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::duration<double>(limit));
       if (!requestDone.wait_until(lock, deadline, isDone)) {
-        std::string what = request.describe();
+        std::string what = request->describe();
         lock.unlock();
         fatalf("timed out after %g s waiting for %s", limit, what.c_str());
       }
     }
   }
   if (traceName)
-    *traceName = request.traceName();
+    *traceName = request->traceName();
   // Destroy the request outside the lock; the comm thread no longer refers
   // to it once it is done.
+  it = requests.find(handle);
   std::unique_ptr<Request> finished = std::move(it->second);
   requests.erase(it);
   lock.unlock();
@@ -328,23 +349,40 @@ size_t CommThread::outstanding(std::string *first) const {
 }
 
 void CommThread::run() {
+#ifdef __linux__
+  // Names the thread in top -H, gdb and perf.
   pthread_setname_np(pthread_self(), "braid-comm");
   // The default 50 us timer slack would stretch the short backoff sleeps
   // to the longest one; 1 us keeps them what they say.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+#endif
 
   std::vector<Request *> toPost;
-  unsigned idlePolls = 0;
+  // Start of the current stretch without any work (0: working).
+  int64_t emptySinceNs = 0;
+  // Start of the current stretch of polls that completed nothing, and how
+  // many sleeps it has had.
+  int64_t idleSinceNs = 0;
+  unsigned sleeps = 0;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex);
       if (pending.empty() && active.empty()) {
         if (stopping)
           return;
+        int64_t now = nowNs();
+        if (emptySinceNs == 0)
+          emptySinceNs = now;
+        if (now - emptySinceNs < spinNs) {
+          lock.unlock();
+          std::this_thread::yield();
+          continue;
+        }
         // Nothing in flight: sleep until there is work; costs no CPU.
         workAvailable.wait(lock, [&] { return !pending.empty() || stopping; });
         continue;
       }
+      emptySinceNs = 0;
       toPost.assign(pending.begin(), pending.end());
       pending.clear();
     }
@@ -356,18 +394,26 @@ void CommThread::run() {
     if (!active.empty() && progress())
       progressed = true;
     if (progressed) {
-      idlePolls = 0;
+      idleSinceNs = 0;
       continue;
     }
 
-    ++idlePolls;
-    if (idlePolls <= spinPolls) {
+    int64_t now = nowNs();
+    if (idleSinceNs == 0) {
+      idleSinceNs = now;
+      sleeps = 0;
+    }
+    if (now - idleSinceNs < spinNs) {
       std::this_thread::yield();
       continue;
     }
-    unsigned doublings = std::min(idlePolls - spinPolls - 1, 16u);
-    auto sleep = std::min<std::chrono::microseconds>(firstSleep * (1u << doublings),
-                                                     longestSleep);
+    std::chrono::microseconds sleep = std::min<std::chrono::microseconds>(
+        firstSleep * (1u << std::min(sleeps++, 16u)), longestSleep);
+    if (largeInFlight == 0) {
+      std::chrono::microseconds idleShare((now - idleSinceNs) / 1000 /
+                                          idleFractionDivisor);
+      sleep = std::max(sleep, std::min(idleShare, longestIdleSleep));
+    }
     // A submission ends the sleep early: new requests should be posted
     // promptly even while older ones are still in flight.
     std::unique_lock<std::mutex> lock(mutex);
@@ -486,6 +532,8 @@ void CommThread::post(Request &request) {
   // Kept until completion: the status of a receive is read with it.
   request.messageType = message.type;
   request.ownsMessageType = message.owned;
+  request.large = request.payloadBytes() > largeRequestBytes;
+  largeInFlight += request.large;
   active.push_back(request.mpiRequest);
   activeOwners.push_back(&request);
 }
@@ -525,6 +573,7 @@ bool CommThread::progress() {
     }
     request.completeNs = now;
     request.scratch.reset();
+    largeInFlight -= request.large;
     if (request.ownsMessageType)
       check(MPI_Type_free(&request.messageType), "MPI_Type_free", request);
     request.ownsMessageType = false;

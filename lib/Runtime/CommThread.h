@@ -13,9 +13,10 @@
 // well the MPI library handles concurrent callers.
 //
 // Ranks are often oversubscribed (4 ranks on 2 cores), so neither thread
-// spins: the comm thread backs off to short sleeps while requests are in
-// flight and blocks on a condition variable when idle, and waiters block on
-// a condition variable until their request completes.
+// spins: the comm thread polls briefly (yielding the core) and then backs off
+// to sleeps while requests are in flight, and blocks on a condition variable
+// when it has nothing to do; waiters block on a condition variable until
+// their request completes. See the constants in CommThread.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,9 +78,9 @@ struct Request {
   // Buffers and sizes exactly as the ABI passed them.
   const void *src = nullptr;
   void *dst = nullptr;
-  int64_t bytes = 0;  // send/recv/broadcast: message; gather/all_to_all: block
-  int64_t count = 0;  // Reductions: elements per block (reduce_scatter) or all
-  int64_t root = 0;   // Broadcast: group position.
+  int64_t bytes = 0; // send/recv/broadcast: message; gather/all_to_all: block
+  int64_t count = 0; // Reductions: elements per block (reduce_scatter) or all
+  int64_t root = 0;  // Broadcast: group position.
   ReductionType reduction;
 
   // Tasks.
@@ -93,6 +94,8 @@ struct Request {
   /// request owns for messages beyond MPI's int counts.
   MPI_Datatype messageType = MPI_BYTE;
   bool ownsMessageType = false;
+  /// Whether MPI needs frequent polls to move its data (see run()).
+  bool large = false;
 
   int64_t submitNs = 0;
   int64_t completeNs = 0;
@@ -133,7 +136,7 @@ public:
   void wait(int64_t handle, std::string *traceName = nullptr);
 
   /// Runs `function` on the comm thread and waits for it; `name` describes
-  /// it in a timeout message ("creating the communicator of ...").
+  /// it in a timeout message ("the creation of group ...").
   void runSync(std::string name, std::function<void()> function);
 
   /// Number of handles not yet waited; `first` describes the oldest.
@@ -163,6 +166,7 @@ private:
   std::vector<Request *> activeOwners;
   std::vector<int> completedIndices;
   std::vector<MPI_Status> statuses;
+  int largeInFlight = 0;
 };
 
 } // namespace braid::rt

@@ -1,4 +1,4 @@
-//===- Diagnostics.cpp - Fatal errors of the Braid runtime ------------===//
+//===- Diagnostics.cpp - Fatal errors of the Braid runtime ----------------===//
 //
 // Part of Braid.
 //
@@ -60,8 +60,13 @@ void fatal(const std::string &message) {
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
   std::fflush(stdout);
-  if (mpiUsable.load())
+  if (mpiUsable.load()) {
+    // MPI_Abort asks mpirun to kill every rank. Should that itself hang
+    // (a broken launcher connection), SIGALRM's default action still ends
+    // this process, which mpirun notices.
+    alarm(30);
     MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   // MPI_Abort does not return; _exit covers the cases where MPI is not (or
   // no longer) there, without running destructors that may block on the
   // communication thread.

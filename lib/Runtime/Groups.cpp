@@ -1,4 +1,4 @@
-//===- Groups.cpp - Grids, groups and their communicators -------------===//
+//===- Groups.cpp - Grids, groups and their communicators -----------------===//
 //
 // Part of Braid.
 //
@@ -40,8 +40,8 @@ GridShape::coordinates(int64_t rank) const {
   return coords;
 }
 
-GridShape makeGridShape(const char *what, int64_t ndims, int64_t s0,
-                        int64_t s1, int64_t s2, int64_t s3, int worldSize) {
+GridShape makeGridShape(const char *what, int64_t ndims, int64_t s0, int64_t s1,
+                        int64_t s2, int64_t s3, int worldSize) {
   if (ndims < 1 || ndims > BRAID_RT_MAX_GRID_RANK)
     fatalf("%s: a grid has 1 to %d axes, not %lld", what,
            BRAID_RT_MAX_GRID_RANK, static_cast<long long>(ndims));
@@ -87,8 +87,8 @@ int64_t GroupTable::lookup(const GridShape &shape, int64_t naxes,
   std::vector<int> axes;
   bool seen[BRAID_RT_MAX_GRID_RANK] = {};
   for (int64_t i = 0; i < naxes; ++i) {
-    int axis = static_cast<int>((static_cast<uint64_t>(axesPacked) >> (8 * i)) &
-                                0xFF);
+    int axis =
+        static_cast<int>((static_cast<uint64_t>(axesPacked) >> (8 * i)) & 0xFF);
     if (axis >= shape.ndims || seen[axis])
       fatalf("braid_rt_group: bad axes 0x%llx (%lld axes) for grid %s: axis "
              "%d is %s",
@@ -104,9 +104,8 @@ int64_t GroupTable::lookup(const GridShape &shape, int64_t naxes,
   std::copy(shape.sizes.begin(), shape.sizes.end(), key.begin() + 1);
   key[1 + BRAID_RT_MAX_GRID_RANK] = naxes;
   // Bytes past naxes are not part of the group.
-  key[2 + BRAID_RT_MAX_GRID_RANK] =
-      static_cast<int64_t>(static_cast<uint64_t>(axesPacked) &
-                           ((uint64_t(1) << (8 * naxes)) - 1));
+  key[2 + BRAID_RT_MAX_GRID_RANK] = static_cast<int64_t>(
+      static_cast<uint64_t>(axesPacked) & ((uint64_t(1) << (8 * naxes)) - 1));
 
   std::lock_guard<std::mutex> lock(mutex);
   auto found = handles.find(key);
@@ -163,15 +162,21 @@ int64_t GroupTable::lookup(const GridShape &shape, int64_t naxes,
         checkMPI(MPI_Comm_set_errhandler(raw->comm, MPI_ERRORS_RETURN),
                  "MPI_Comm_set_errhandler", context);
         int commRank = -1, commSize = -1;
-        checkMPI(MPI_Comm_rank(raw->comm, &commRank), "MPI_Comm_rank",
-                 context);
-        checkMPI(MPI_Comm_size(raw->comm, &commSize), "MPI_Comm_size",
-                 context);
+        checkMPI(MPI_Comm_rank(raw->comm, &commRank), "MPI_Comm_rank", context);
+        checkMPI(MPI_Comm_size(raw->comm, &commSize), "MPI_Comm_size", context);
+        // Point-to-point tags are peer offsets mod the group size.
+        int *tagUpperBound = nullptr, found = 0;
+        checkMPI(
+            MPI_Comm_get_attr(raw->comm, MPI_TAG_UB, &tagUpperBound, &found),
+            "MPI_Comm_get_attr", context);
+        if (found && *tagUpperBound < raw->size - 1)
+          fatalf("%s: a group of %d ranks needs message tags up to %d, but "
+                 "this MPI allows only up to %d",
+                 context.c_str(), raw->size, raw->size - 1, *tagUpperBound);
         if (commRank != raw->position || commSize != raw->size)
           fatalf("%s: MPI_Comm_split made rank %d of %d, expected position "
                  "%d of %d (do all ranks use the same grid?)",
-                 context.c_str(), commRank, commSize, raw->position,
-                 raw->size);
+                 context.c_str(), commRank, commSize, raw->position, raw->size);
       });
 
   groups.push_back(std::move(group));
@@ -193,7 +198,8 @@ void GroupTable::freeAll() {
   std::lock_guard<std::mutex> lock(mutex);
   for (auto &group : groups)
     if (group->comm != MPI_COMM_NULL)
-      MPI_Comm_free(&group->comm);
+      checkMPI(MPI_Comm_free(&group->comm), "MPI_Comm_free",
+               "braid_rt_finalize");
   groups.clear();
   handles.clear();
 }

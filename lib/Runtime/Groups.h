@@ -44,8 +44,8 @@ struct GridShape {
 
 /// Validates an ABI grid shape against the world size; aborts with a message
 /// naming `what` (the call) otherwise.
-GridShape makeGridShape(const char *what, int64_t ndims, int64_t s0,
-                        int64_t s1, int64_t s2, int64_t s3, int worldSize);
+GridShape makeGridShape(const char *what, int64_t ndims, int64_t s0, int64_t s1,
+                        int64_t s2, int64_t s3, int worldSize);
 
 struct Group {
   GridShape shape;

@@ -1,4 +1,4 @@
-//===- Reductions.cpp - Element types and reduction operators ---------===//
+//===- Reductions.cpp - Element types and reduction operators -------------===//
 //
 // Part of Braid.
 //
@@ -158,28 +158,30 @@ void freeReductionOps() {
   for (auto &ops : halfOps)
     for (MPI_Op &op : ops)
       if (op != MPI_OP_NULL)
-        MPI_Op_free(&op);
+        checkMPI(MPI_Op_free(&op), "MPI_Op_free", "braid_rt_finalize");
 }
 
 ReductionType resolveReduction(int64_t dtype, int64_t reduction,
-                               const std::string &context) {
+                               const char *call, int64_t step) {
   ReductionType result;
   result.dtypeName = dtypeName(dtype);
   result.reductionName = reductionName(reduction);
   if (!result.dtypeName)
-    fatalf("%s: unknown dtype code %lld", context.c_str(),
-           static_cast<long long>(dtype));
+    fatalf("%s (step %lld): unknown dtype code %lld", call,
+           static_cast<long long>(step), static_cast<long long>(dtype));
   if (!result.reductionName)
-    fatalf("%s: unknown reduction code %lld", context.c_str(),
-           static_cast<long long>(reduction));
+    fatalf("%s (step %lld): unknown reduction code %lld", call,
+           static_cast<long long>(step), static_cast<long long>(reduction));
 
   bool isFloat = dtype == BRAID_RT_F32 || dtype == BRAID_RT_F64 ||
                  dtype == BRAID_RT_F16 || dtype == BRAID_RT_BF16;
   bool isBitwise = reduction == BRAID_RT_BITAND ||
                    reduction == BRAID_RT_BITOR || reduction == BRAID_RT_BITXOR;
   if (isFloat && isBitwise)
-    fatalf("%s: %s reduction is only defined for integer types, not %s",
-           context.c_str(), result.reductionName, result.dtypeName);
+    fatalf("%s (step %lld): %s reduction is only defined for integer "
+           "types, not %s",
+           call, static_cast<long long>(step), result.reductionName,
+           result.dtypeName);
 
   switch (dtype) {
   case BRAID_RT_F32:

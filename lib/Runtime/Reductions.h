@@ -34,9 +34,9 @@ void createReductionOps();
 void freeReductionOps();
 
 /// The datatype and operator of a reduction; aborts with a message naming
-/// `context` for unknown codes and for bitwise reductions of floats.
+/// the call and step for unknown codes and for bitwise reductions of floats.
 ReductionType resolveReduction(int64_t dtype, int64_t reduction,
-                               const std::string &context);
+                               const char *call, int64_t step);
 
 } // namespace braid::rt
 

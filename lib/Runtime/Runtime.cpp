@@ -1,4 +1,4 @@
-//===- Runtime.cpp - The C entry points of the Braid runtime ----------===//
+//===- Runtime.cpp - The C entry points of the Braid runtime --------------===//
 //
 // Part of Braid.
 //
@@ -139,8 +139,8 @@ int64_t pointToPoint(OpKind kind, const char *call, int64_t groupHandle,
   // A send with offset k and the matching receive with offset -k use the
   // same tag, k mod n; messages with one tag between two ranks match in
   // posting order (MPI does not let them overtake each other).
-  request->tag = static_cast<int>(kind == OpKind::Send ? offset
-                                                       : (n - offset) % n);
+  request->tag =
+      static_cast<int>(kind == OpKind::Send ? offset : (n - offset) % n);
   if (kind == OpKind::Send)
     request->src = reinterpret_cast<const void *>(addr);
   else
@@ -155,9 +155,7 @@ int64_t reduction(OpKind kind, const char *call, int64_t groupHandle,
   Runtime &rt = initialized(call);
   CallScope scope(rt.tracer);
   const Group &group = rt.groups.get(groupHandle, call);
-  ReductionType type = resolveReduction(
-      dtype, reductionKind,
-      formatString("%s (step %lld)", call, static_cast<long long>(step)));
+  ReductionType type = resolveReduction(dtype, reductionKind, call, step);
   int64_t outBytes = checkedProduct(call, count, type.elementSize, step);
   int64_t inBytes = kind == OpKind::ReduceScatter
                         ? checkedProduct(call, outBytes, group.size, step)
@@ -222,19 +220,23 @@ void braid_rt_init(int *argc, char ***argv) {
           "initialized twice)");
 
   int alreadyInitialized = 0;
-  MPI_Initialized(&alreadyInitialized);
+  if (MPI_Initialized(&alreadyInitialized) != MPI_SUCCESS)
+    fatal("MPI_Initialized failed in braid_rt_init");
   int provided = MPI_THREAD_SINGLE;
-  if (alreadyInitialized) {
-    MPI_Query_thread(&provided);
-  } else {
+  if (!alreadyInitialized) {
     int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
     if (rc != MPI_SUCCESS)
       fatalf("MPI_Init_thread failed in braid_rt_init (MPI error %d)", rc);
     rt.ownsMPI = true;
   }
   setMPIUsable(true);
-  checkMPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
-           "MPI_Comm_set_errhandler", "braid_rt_init");
+  if (alreadyInitialized)
+    checkMPI(MPI_Query_thread(&provided), "MPI_Query_thread", "braid_rt_init");
+  // A host program that initialized MPI keeps its own error handling; the
+  // runtime's communicators (duplicates) get MPI_ERRORS_RETURN regardless.
+  if (rt.ownsMPI)
+    checkMPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
+             "MPI_Comm_set_errhandler", "braid_rt_init");
   checkMPI(MPI_Comm_rank(MPI_COMM_WORLD, &rt.worldRank), "MPI_Comm_rank",
            "braid_rt_init");
   checkMPI(MPI_Comm_size(MPI_COMM_WORLD, &rt.worldSize), "MPI_Comm_size",
@@ -255,8 +257,8 @@ void braid_rt_init(int *argc, char ***argv) {
            "MPI_Comm_set_errhandler", "braid_rt_init");
   createReductionOps();
 
-  double timeout = rt.timeoutOverride > 0 ? rt.timeoutOverride
-                                          : timeoutFromEnvironment();
+  double timeout =
+      rt.timeoutOverride > 0 ? rt.timeoutOverride : timeoutFromEnvironment();
   rt.comm = std::make_unique<CommThread>(rt.tracer, timeout);
   rt.comm->start();
   rt.initialized = true;
@@ -277,7 +279,7 @@ void braid_rt_finalize(void) {
   rt.comm.reset();
   rt.groups.freeAll();
   freeReductionOps();
-  MPI_Comm_free(&rt.world);
+  checkMPI(MPI_Comm_free(&rt.world), "MPI_Comm_free", "braid_rt_finalize");
   rt.initialized = false;
   rt.finalized = true;
   if (rt.ownsMPI) {
@@ -335,8 +337,7 @@ void braid_rt_trace_end(const char *path) {
       formatString("gathering the trace for %s (collective over all ranks)",
                    path),
       [&] {
-        merged =
-            Tracer::gather(local, rt.world, rt.worldRank, rt.worldSize);
+        merged = Tracer::gather(local, rt.world, rt.worldRank, rt.worldSize);
       });
   if (rt.worldRank == 0)
     Tracer::write(path, merged);
@@ -408,14 +409,14 @@ int64_t braid_rt_reduce_scatter(int64_t group, int64_t src, int64_t dst,
 int64_t braid_rt_all_reduce(int64_t group, int64_t src, int64_t dst,
                             int64_t count, int64_t dtype, int64_t reduction,
                             int64_t step) {
-  return ::reduction(OpKind::AllReduce, "braid_rt_all_reduce", group, src,
-                     dst, count, dtype, reduction, step);
+  return ::reduction(OpKind::AllReduce, "braid_rt_all_reduce", group, src, dst,
+                     count, dtype, reduction, step);
 }
 
 int64_t braid_rt_all_to_all(int64_t group, int64_t src, int64_t dst,
                             int64_t bytes_per_rank, int64_t step) {
-  return blockExchange(OpKind::AllToAll, "braid_rt_all_to_all", group, src,
-                       dst, bytes_per_rank, step);
+  return blockExchange(OpKind::AllToAll, "braid_rt_all_to_all", group, src, dst,
+                       bytes_per_rank, step);
 }
 
 int64_t braid_rt_broadcast(int64_t group, int64_t src, int64_t dst,

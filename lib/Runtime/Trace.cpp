@@ -1,4 +1,4 @@
-//===- Trace.cpp - Timeline recording of one rank ---------------------===//
+//===- Trace.cpp - Timeline recording of one rank -------------------------===//
 //
 // Part of Braid.
 //
@@ -84,10 +84,9 @@ std::string Tracer::finish(int rank) {
     std::lock_guard<std::mutex> lock(mutex);
     recorded.swap(events);
   }
-  std::stable_sort(recorded.begin(), recorded.end(),
-                   [](const Event &a, const Event &b) {
-                     return a.startNs < b.startNs;
-                   });
+  std::stable_sort(
+      recorded.begin(), recorded.end(),
+      [](const Event &a, const Event &b) { return a.startNs < b.startNs; });
 
   // Requests overlap (a ring step's send and receive are in flight
   // together), and trace viewers only draw properly nested slices on one
@@ -141,8 +140,8 @@ std::string Tracer::finish(int rank) {
         "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
         "\"ts\":%.3f,\"dur\":%.3f,\"args\":{%s}}",
         jsonEscape(event.name).c_str(),
-        event.track == Track::Comm ? "comm" : "compute", rank, tids[i], ts,
-        dur, event.args.c_str()));
+        event.track == Track::Comm ? "comm" : "compute", rank, tids[i], ts, dur,
+        event.args.c_str()));
   }
   return out;
 }
@@ -155,8 +154,7 @@ std::string Tracer::gather(const std::string &local, MPI_Comm comm, int rank,
            context, formatBytes(static_cast<int64_t>(local.size())).c_str());
   int length = static_cast<int>(local.size());
   std::vector<int> lengths(rank == 0 ? size : 0);
-  checkMPI(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0,
-                      comm),
+  checkMPI(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm),
            "MPI_Gather", context);
   std::vector<int> displacements;
   std::string all;
@@ -172,8 +170,7 @@ std::string Tracer::gather(const std::string &local, MPI_Comm comm, int rank,
     all.resize(static_cast<size_t>(total));
   }
   checkMPI(MPI_Gatherv(local.data(), length, MPI_CHAR, all.data(),
-                       lengths.data(), displacements.data(), MPI_CHAR, 0,
-                       comm),
+                       lengths.data(), displacements.data(), MPI_CHAR, 0, comm),
            "MPI_Gatherv", context);
   if (rank != 0)
     return std::string();
@@ -194,16 +191,16 @@ std::string Tracer::gather(const std::string &local, MPI_Comm comm, int rank,
 void Tracer::write(const std::string &path, const std::string &events) {
   FILE *file = std::fopen(path.c_str(), "w");
   if (!file)
-    fatalf("braid_rt_trace_end: cannot write the trace to %s: %s",
-           path.c_str(), std::strerror(errno));
+    fatalf("braid_rt_trace_end: cannot write the trace to %s: %s", path.c_str(),
+           std::strerror(errno));
   std::string text = "{\"traceEvents\":[\n";
   text += events;
   text += "\n],\n\"displayTimeUnit\":\"ms\"}\n";
   size_t written = std::fwrite(text.data(), 1, text.size(), file);
   int closeError = std::fclose(file);
   if (written != text.size() || closeError != 0)
-    fatalf("braid_rt_trace_end: cannot write the trace to %s: %s",
-           path.c_str(), std::strerror(errno));
+    fatalf("braid_rt_trace_end: cannot write the trace to %s: %s", path.c_str(),
+           std::strerror(errno));
 }
 
 } // namespace braid::rt

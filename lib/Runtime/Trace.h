@@ -58,8 +58,8 @@ public:
   /// Gathers every rank's finish() text at rank 0 of `comm`; returns the
   /// concatenation on rank 0 and an empty string elsewhere. Collective; must
   /// run on the communication thread.
-  static std::string gather(const std::string &local, MPI_Comm comm,
-                            int rank, int size);
+  static std::string gather(const std::string &local, MPI_Comm comm, int rank,
+                            int size);
 
   /// Writes the trace file (rank 0); aborts if it cannot.
   static void write(const std::string &path, const std::string &events);

@@ -267,6 +267,7 @@ int main(int argc, char **argv) {
   braid::registerAllDialects(registry);
   braid::registerAllPasses();
   MLIRContext context(registry);
+  context.printOpOnDiagnostic(false);
   context.loadAllAvailableDialects();
 
   std::string message;

@@ -330,8 +330,8 @@ public:
 
 private:
   void skipSpace() {
-    while (pos < text.size() && std::isspace(static_cast<unsigned char>(
-                                    text[pos])))
+    while (pos < text.size() &&
+           std::isspace(static_cast<unsigned char>(text[pos])))
       ++pos;
   }
   bool consume(char c) {
@@ -360,8 +360,8 @@ private:
       if (consume(')'))
         return true;
       size_t start = pos;
-      while (pos < text.size() && std::isdigit(static_cast<unsigned char>(
-                                      text[pos])))
+      while (pos < text.size() &&
+             std::isdigit(static_cast<unsigned char>(text[pos])))
         ++pos;
       int64_t value;
       if (!parseInt(text.substr(start, pos - start), value))
@@ -440,10 +440,9 @@ std::string parseNpy(const std::vector<char> &contents, NpyHeader &header) {
 void loadInput(int64_t index, const std::string &path,
                const TensorType &expected, char *buffer) {
   auto abortWith = [&](const std::string &found) {
-    std::string message =
-        format("input %lld (%s): expected %s, found %s",
-               static_cast<long long>(index), path.c_str(),
-               expected.str().c_str(), found.c_str());
+    std::string message = format("input %lld (%s): expected %s, found %s",
+                                 static_cast<long long>(index), path.c_str(),
+                                 expected.str().c_str(), found.c_str());
     braid_rt_abort(message.c_str());
   };
   std::vector<char> contents;
@@ -467,8 +466,7 @@ void loadInput(int64_t index, const std::string &path,
   size_t dataBytes = contents.size() - header.dataOffset;
   if (dataBytes != static_cast<size_t>(expected.numBytes()))
     abortWith(format("%s with %zu data bytes instead of %lld", found.c_str(),
-                     dataBytes,
-                     static_cast<long long>(expected.numBytes())));
+                     dataBytes, static_cast<long long>(expected.numBytes())));
   std::memcpy(buffer, contents.data() + header.dataOffset, dataBytes);
   // Compiled code may rely on an i1 byte being exactly 0 or 1.
   if (expected.dtype == DType::I1)
@@ -498,13 +496,19 @@ std::string writeNpy(const std::string &path, const TensorType &type,
   FILE *file = std::fopen(path.c_str(), "wb");
   if (!file)
     return std::strerror(errno);
-  char preamble[10] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0,
+  char preamble[10] = {'\x93',
+                       'N',
+                       'U',
+                       'M',
+                       'P',
+                       'Y',
+                       1,
+                       0,
                        static_cast<char>(header.size() & 0xFF),
                        static_cast<char>(header.size() >> 8)};
-  bool ok = std::fwrite(preamble, 1, sizeof(preamble), file) ==
-                sizeof(preamble) &&
-            std::fwrite(header.data(), 1, header.size(), file) ==
-                header.size();
+  bool ok =
+      std::fwrite(preamble, 1, sizeof(preamble), file) == sizeof(preamble) &&
+      std::fwrite(header.data(), 1, header.size(), file) == header.size();
   size_t bytes = static_cast<size_t>(type.numBytes());
   if (ok && bytes)
     ok = std::fwrite(data, 1, bytes, file) == bytes;
@@ -532,9 +536,9 @@ uint64_t splitMix64(uint64_t x) {
 /// distributions, whose algorithms differ between standard libraries.
 void fillRandom(const TensorType &type, uint64_t seed, int64_t rank,
                 int64_t argument, char *buffer) {
-  uint64_t mixed = splitMix64(splitMix64(splitMix64(seed) ^
-                                         static_cast<uint64_t>(rank)) ^
-                              static_cast<uint64_t>(argument));
+  uint64_t mixed =
+      splitMix64(splitMix64(splitMix64(seed) ^ static_cast<uint64_t>(rank)) ^
+                 static_cast<uint64_t>(argument));
   std::mt19937_64 engine(mixed);
   int64_t count = type.numElements();
   // Uniform in [-1, 1) with 53 random bits.
@@ -589,7 +593,8 @@ int64_t descriptorWords(const TensorType &type) {
 
 std::vector<int64_t> inputDescriptor(const TensorType &type, char *buffer) {
   std::vector<int64_t> words(static_cast<size_t>(descriptorWords(type)));
-  words[0] = words[1] = static_cast<int64_t>(reinterpret_cast<intptr_t>(buffer));
+  words[0] = words[1] =
+      static_cast<int64_t>(reinterpret_cast<intptr_t>(buffer));
   words[2] = 0;
   size_t rank = type.shape.size();
   int64_t stride = 1;
@@ -648,16 +653,19 @@ const char *const usage =
     "Runs a program compiled by Braid, one process per rank.\n"
     "\n"
     "options:\n"
-    "  --manifest=PATH   the program's manifest (default ARTIFACT.so.manifest)\n"
+    "  --manifest=PATH   the program's manifest (default "
+    "ARTIFACT.so.manifest)\n"
     "  --input=@PATH     an input .npy file, once per argument in order;\n"
     "                    {rank} in PATH becomes the rank (default: random)\n"
-    "  --output=@PATH    where to write a result, once per result\n"
+    "  --output=@PATH    where to write a result, once per result; without\n"
+    "                    {rank} in PATH only rank 0 writes it\n"
     "  --seed=N          seed of the random inputs (default 0)\n"
     "  --timeout=S       abort if a transfer waits longer than S seconds\n"
     "                    (default 120, or $BRAID_TIMEOUT)\n"
     "  --trace=FILE      write a Chrome trace of the last run to FILE\n"
     "  --warmup=N        untimed runs before the timed ones (default 0)\n"
-    "  --repeat=N        timed runs; prints their median if N > 1 (default 1)\n";
+    "  --repeat=N        timed runs; prints their median if N > 1 (default "
+    "1)\n";
 
 struct Options {
   std::string artifact;
@@ -674,8 +682,7 @@ struct Options {
 
 /// Parses the command line; returns an error message or "".
 std::string parseOptions(int argc, char **argv, Options &options) {
-  auto value = [](const std::string &arg, const char *name,
-                  std::string &out) {
+  auto value = [](const std::string &arg, const char *name, std::string &out) {
     std::string prefix = std::string(name) + "=";
     if (arg.compare(0, prefix.size(), prefix) != 0)
       return false;
@@ -782,8 +789,8 @@ struct Buffer {
         data(static_cast<char *>(std::aligned_alloc(
             64, (std::max<size_t>(size, 1) + 63) / 64 * 64))) {
     if (!data)
-      braid_rt_abort(format("cannot allocate %zu bytes for an input", size)
-                         .c_str());
+      braid_rt_abort(
+          format("cannot allocate %zu bytes for an input", size).c_str());
   }
   ~Buffer() { std::free(data); }
   Buffer(const Buffer &) = delete;
@@ -931,10 +938,10 @@ int main(int argc, char **argv) {
         results[i].resize(static_cast<size_t>(type.numBytes()));
         std::string problem = readResult(words, type, results[i].data());
         if (!problem.empty())
-          braid_rt_abort(
-              format("result %zu: %s", i, problem.c_str()).c_str());
+          braid_rt_abort(format("result %zu: %s", i, problem.c_str()).c_str());
       }
-      void *allocated = reinterpret_cast<void *>(static_cast<intptr_t>(words[0]));
+      void *allocated =
+          reinterpret_cast<void *>(static_cast<intptr_t>(words[0]));
       // Results are malloc'ed by the callee, but one may be an argument
       // passed through, or the same buffer as another result.
       if (allocated && !inputPointers.count(allocated) &&
@@ -946,8 +953,13 @@ int main(int argc, char **argv) {
 
   // Phase 4: outputs and timing.
   for (size_t i = 0; i < options.outputs.size(); ++i) {
+    // Without {rank} every rank would write the same file at once; rank 0's
+    // result is the one written then.
+    if (options.outputs[i].find("{rank}") == std::string::npos && rank != 0)
+      continue;
     std::string path = substituteRank(options.outputs[i], rank);
-    std::string problem = writeNpy(path, manifest.results[i], results[i].data());
+    std::string problem =
+        writeNpy(path, manifest.results[i], results[i].data());
     if (!problem.empty())
       braid_rt_abort(format("output %zu (%s): cannot write: %s", i,
                             path.c_str(), problem.c_str())
@@ -956,8 +968,8 @@ int main(int argc, char **argv) {
   if (options.repeat > 1) {
     std::sort(timesMs.begin(), timesMs.end());
     size_t n = timesMs.size();
-    double median = n % 2 ? timesMs[n / 2]
-                          : (timesMs[n / 2 - 1] + timesMs[n / 2]) / 2;
+    double median =
+        n % 2 ? timesMs[n / 2] : (timesMs[n / 2 - 1] + timesMs[n / 2]) / 2;
     double slowest = maxOverRanks(median, size);
     if (rank == 0)
       std::printf("braid-exec: median %.3f ms over %zu runs (max over ranks)\n",

@@ -69,18 +69,23 @@ enum braid_rt_reduction {
 /* Initializes the backend (MPI_Init_thread, the communication thread).
  * Safe to call once per process. */
 void braid_rt_init(int *argc, char ***argv);
-/* Waits for the communication thread, finalizes the backend. */
+/* Waits for the communication thread, finalizes the backend. Aborts if a
+ * request was never waited (finalizing with transfers in flight could hang).
+ * Calls after the first are no-ops. */
 void braid_rt_finalize(void);
 int64_t braid_rt_world_rank(void);
 int64_t braid_rt_world_size(void);
-/* Seconds a wait may take before the run is aborted (default 120). */
+/* Seconds a wait may take before the run is aborted (default 120, or the
+ * environment variable BRAID_TIMEOUT); must be positive (infinity waits
+ * forever). May be called before braid_rt_init. */
 void braid_rt_set_timeout(double seconds);
 /* Prints "braid: rank R: <message>" to stderr and aborts all ranks (exit 1). */
 void braid_rt_abort(const char *message) __attribute__((noreturn));
 /* Synchronizes all ranks. */
 void braid_rt_barrier(void);
 /* Starts recording a timeline of this rank (comm requests, waits, and the
- * compute intervals between runtime calls). */
+ * compute intervals between runtime calls). Collective: the ranks start
+ * together (a barrier), which gives their timelines a common origin. */
 void braid_rt_trace_begin(void);
 /* Stops recording and writes the timelines of all ranks as one Chrome
  * trace-event JSON file at `path` (written by rank 0; collective). */
@@ -101,7 +106,10 @@ int64_t braid_rt_coord(int64_t ndims, int64_t s0, int64_t s1, int64_t s2,
  * send `bytes` at `addr` to the rank at (my position + peer_offset) mod n;
  * receive from the rank at (my position + peer_offset) mod n. A send with
  * offset k matches the peer's receive with offset -k; messages between two
- * ranks match in posting order. */
+ * ranks match in posting order. (Offsets are matched mod n: in a group of 2,
+ * +1 and -1 are the same peer and the same channel, so a program exchanging
+ * in both directions must post its receives in the order of the peer's
+ * sends.) Sizes must agree; a mismatch aborts. */
 int64_t braid_rt_send(int64_t group, int64_t peer_offset, int64_t addr,
                       int64_t bytes, int64_t step);
 int64_t braid_rt_recv(int64_t group, int64_t peer_offset, int64_t addr,

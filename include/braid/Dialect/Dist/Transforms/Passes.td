@@ -67,4 +67,79 @@ def LinearizeCollectives
   ];
 }
 
+def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
+  let summary = "Overlaps collectives with computation, as the cost model "
+                "decides";
+  let description = [{
+    For every collective, in program order, the pass finds the schedules
+    that apply, predicts their time with the cost model (alpha-beta links
+    from the grid's `dist.topology` or the preset, roofline compute), and
+    rewrites the collective into the best one, or leaves it whole when none
+    is predicted faster:
+
+    - `all_gather` feeding a contraction (on either operand, along a
+      parallel or the reduction loop): a ring of n steps, each computing on
+      the chunk at hand while it travels on (`ring_ag_matmul`), optionally on
+      two rings in opposite directions (`bidirectional`) and with sub-chunks;
+    - a contraction feeding `reduce_scatter`: a ring in which each step
+      computes the partial block for the next peer (`ring_matmul_rs`);
+    - a contraction feeding `all_reduce`: that ring, then an `all_gather`;
+      elementwise work after the all-reduce moves in between, on 1/n of the
+      data, only when every other value it reads is proven replicated
+      (`rs_ring_ew_ag`, else `rs_ring_ag` and a remark saying why);
+    - `all_to_all` feeding or fed by a contraction: per-peer exchanges, the
+      computation on arrived blocks overlapping those in flight
+      (`a2a_dispatch` / `a2a_combine`);
+    - a collective after a computation it needs whole: micro-batches along
+      a dimension nothing reduces over (`micro_batch`);
+    - everything else: the asynchronous form, started right after its input
+      and waited right before its first use (`async`).
+
+    `mode=force` applies the first schedule that matches regardless of the
+    model (for tests); `mode=off` changes nothing. Every decision is a remark
+    at the collective; `report=FILE` writes them all as JSON:
+
+    ```json
+    {"collectives": [{"kind": "all_gather", "loc": "mlp.mlir:12:9",
+      "decision": "fused", "with": "linalg.matmul",
+      "strategy": "ring_ag_matmul", "chunks": 4, "reason": "...",
+      "predicted": {"compute_us": 812.0, "comm_us": 401.5,
+                    "serial_us": 1213.5, "overlapped_us": 861.2}}]}
+    ```
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"auto\"",
+           "auto (cost model), force (every match) or off">,
+    Option<"preset", "target-preset", "std::string", /*default=*/"\"cpu\"",
+           "Cost model figures: cpu, h100 or h200">,
+    Option<"report", "report", "std::string", /*default=*/"\"\"",
+           "Write the decisions as JSON to this file">,
+    Option<"subChunks", "sub-chunks", "int64_t", /*default=*/"0",
+           "Pieces per peer chunk (0: the model picks 1, 2 or 4)">,
+    Option<"bidirectional", "bidirectional", "std::string",
+           /*default=*/"\"auto\"", "Ring directions: auto, on or off">,
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"0",
+           "Micro-batches for micro_batch (0: the model picks 2 or 4)">,
+    Option<"peakTflops", "peak-tflops", "double", /*default=*/"0",
+           "Override the preset's 16-bit matmul peak (TFLOP/s; f32 scales)">,
+    Option<"memoryBandwidth", "memory-bandwidth", "double", /*default=*/"0",
+           "Override the preset's memory bandwidth (GB/s)">,
+    Option<"linkBandwidth", "link-bandwidth", "double", /*default=*/"0",
+           "Override the preset's default link bandwidth (GB/s)">,
+    Option<"linkLatency", "link-latency", "double", /*default=*/"-1",
+           "Override the preset's default link latency (us)">
+  ];
+  let statistics = [
+    Statistic<"numFused", "fused", "Collectives fused with compute">,
+    Statistic<"numAsync", "async", "Collectives made asynchronous">,
+    Statistic<"numKept", "kept", "Collectives left whole">
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::shard::ShardDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
 #endif // BRAID_DIALECT_DIST_TRANSFORMS_PASSES_TD

@@ -1,0 +1,43 @@
+//===- Replication.h - Proving values replicated across ranks ---*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// A value is replicated along grid axes A when every group of ranks that
+// differ only along A holds the same value. Transforms that move work across
+// a collective rely on it (an elementwise op may run after a reduce-scatter
+// on 1/n of the data only if its other operands are the same on all ranks of
+// the group), and must not fire on what this analysis cannot prove.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BRAID_DIALECT_DIST_TRANSFORMS_REPLICATION_H
+#define BRAID_DIALECT_DIST_TRANSFORMS_REPLICATION_H
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <string>
+
+namespace braid::dist {
+
+class ReplicationAnalysis {
+public:
+  /// True if `value` is provably replicated along every axis in `axes` of
+  /// `grid`. Otherwise false, with `reason` saying what is unknown.
+  bool isReplicated(mlir::Value value, mlir::FlatSymbolRefAttr grid,
+                    llvm::ArrayRef<int16_t> axes, std::string &reason);
+
+private:
+  /// Replicated along the single axis `axis`.
+  bool isReplicatedAlong(mlir::Value value, mlir::FlatSymbolRefAttr grid,
+                         int16_t axis, std::string &reason, unsigned depth);
+
+  llvm::DenseMap<std::pair<mlir::Value, int64_t>, bool> cache;
+};
+
+} // namespace braid::dist
+
+#endif // BRAID_DIALECT_DIST_TRANSFORMS_REPLICATION_H

@@ -1,0 +1,160 @@
+//===- DecomposeAllGatherMatmul.cpp - Ring all-gather fused with compute -===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// all_gather(x) feeding a contraction becomes a ring: at step s a rank
+// computes on the chunk it holds (its own at s = 0) while forwarding that
+// chunk to its neighbour, so that after n steps it has computed on every
+// chunk and each transfer but the last hid behind a chunk of compute. The
+// gathered dimension may index a parallel loop of the consumer (the rows of
+// `A` in `A @ B`: each chunk yields a block of the result) or its reduction
+// loop (the columns of `A`: each chunk adds a partial product).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Decompositions.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace braid::dist;
+using namespace braid::dist::overlap;
+using namespace braid::dist::schedule;
+
+FailureOr<AllGatherMatmul>
+overlap::matchAllGatherMatmul(AllGatherOp op, std::string &reason) {
+  FailureOr<Ring> ring = matchRing(op, reason);
+  if (failed(ring))
+    return failure();
+  Value gathered = op.getResult();
+  linalg::LinalgOp consumer;
+  OpOperand *use = nullptr;
+  for (OpOperand &candidate : gathered.getUses())
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(candidate.getOwner()))
+      if (linalgOp.isDpsInput(&candidate) && !consumer) {
+        consumer = linalgOp;
+        use = &candidate;
+      }
+  if (!consumer) {
+    reason = "its result feeds no linalg computation";
+    return failure();
+  }
+  std::string name = "'" + consumer->getName().getStringRef().str() + "'";
+  if (!consumer.hasPureTensorSemantics() || consumer->getNumResults() != 1) {
+    reason = name + " is not a single-result op on tensors";
+    return failure();
+  }
+  if (consumer->getBlock() != op->getBlock()) {
+    reason = name + " is in another block";
+    return failure();
+  }
+  for (OpOperand &other : gathered.getUses()) {
+    if (&other == use)
+      continue;
+    if (other.getOwner() == consumer.getOperation()) {
+      reason = name + " uses the gathered value twice";
+      return failure();
+    }
+    if (other.getOwner()->getBlock() != consumer->getBlock() ||
+        !consumer->isBeforeInBlock(other.getOwner())) {
+      reason = "another use of the gathered value precedes " + name;
+      return failure();
+    }
+  }
+  int64_t dim = op.getDim();
+  std::optional<unsigned> loop = loopOfOperandDim(consumer, *use, dim);
+  if (!loop) {
+    reason = "the gathered dimension is not indexed by a plain loop of " + name;
+    return failure();
+  }
+  AllGatherMatmul match;
+  match.gather = op;
+  match.consumer = consumer;
+  match.operand = use->getOperandNumber();
+  match.loop = *loop;
+  match.chunkSize = op.getInput().getType().getDimSize(dim);
+  match.ring = *ring;
+  utils::IteratorType iterator = consumer.getIteratorTypesArray()[*loop];
+  if (iterator == utils::IteratorType::reduction) {
+    if (!accumulatesIntoInit(consumer)) {
+      reason = "chunks along a reduction loop need a contraction, " + name +
+               " is not one";
+      return failure();
+    }
+    match.reductionLoop = true;
+  } else if (!resultDimOfLoop(consumer, *loop)) {
+    reason = "the gathered dimension does not reach the result of " + name;
+    return failure();
+  }
+  return match;
+}
+
+LogicalResult overlap::decomposeAllGatherMatmul(RewriterBase &rewriter,
+                                                AllGatherMatmul match,
+                                                RingOptions options) {
+  const Ring &ring = match.ring;
+  int64_t n = ring.groupSize, pieces = options.pieces();
+  if (match.chunkSize % pieces != 0)
+    return rewriter.notifyMatchFailure(match.gather, "chunk not divisible");
+  int64_t pieceSize = match.chunkSize / pieces;
+  int64_t dim = match.gather.getDim();
+  linalg::LinalgOp consumer = match.consumer;
+  Location loc = match.gather.getLoc();
+  rewriter.setInsertionPoint(consumer);
+
+  Value position = groupPosition(rewriter, loc, ring.grid, ring.axis);
+  Value local = match.gather.getInput();
+  Value gathered = match.gather.getResult();
+  bool assemble = !gathered.hasOneUse();
+  Value assembled;
+  if (assemble) {
+    auto type = cast<RankedTensorType>(gathered.getType());
+    assembled = tensor::EmptyOp::create(rewriter, loc, type.getShape(),
+                                        type.getElementType());
+  }
+  Value acc = consumer.getDpsInitOperand(0)->get();
+
+  // Piece q of a chunk: direction q / subChunks, sub-chunk q % subChunks.
+  SmallVector<Value> current;
+  for (int64_t q = 0; q < pieces; ++q)
+    current.push_back(sliceAlong(rewriter, loc, local, dim,
+                                 rewriter.getIndexAttr(q * pieceSize),
+                                 pieceSize));
+  SmallVector<std::pair<Value, Value>> inFlight(pieces);
+  for (int64_t step = 0; step < n; ++step) {
+    for (int64_t p = 0; p < options.subChunks; ++p) {
+      for (int64_t d = 0; d < options.directions(); ++d) {
+        int64_t direction = d == 0 ? 1 : -1;
+        int64_t q = d * options.subChunks + p;
+        if (step > 0)
+          current[q] = waitFor(rewriter, loc, inFlight[q]);
+        if (step < n - 1)
+          inFlight[q] = startShift(rewriter, loc, current[q], ring.grid,
+                                   ring.axis, direction);
+        // The chunk held at this step came from `direction * step` ranks
+        // back along the ring.
+        Value owner = ringIndex(rewriter, loc, position, -direction * step, n);
+        Value offset =
+            affineIndex(rewriter, loc, owner, match.chunkSize, q * pieceSize);
+        FailureOr<Chunk> chunk = computeChunk(
+            rewriter, consumer, match.loop, offset, pieceSize,
+            {{match.operand, current[q]}}, acc);
+        if (failed(chunk))
+          return failure();
+        acc = match.reductionLoop ? chunk->value
+                                  : insertChunk(rewriter, loc, *chunk, acc);
+        if (assemble)
+          assembled =
+              insertAlong(rewriter, loc, current[q], assembled, dim, offset);
+      }
+    }
+  }
+  rewriter.replaceOp(consumer, acc);
+  if (assemble)
+    rewriter.replaceOp(match.gather, assembled);
+  else
+    rewriter.eraseOp(match.gather);
+  return success();
+}

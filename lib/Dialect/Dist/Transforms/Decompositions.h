@@ -1,0 +1,155 @@
+//===- Decompositions.h - Overlapped schedules of collectives ---*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// Internal to BraidDistTransforms. Each pattern has a matcher, which checks
+// everything the rewrite needs and otherwise says why it does not apply,
+// and a rewrite, which replaces the collective and the compute it overlaps
+// with an unrolled schedule of `dist.shift_start` / `dist.wait` steps and
+// chunked compute.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BRAID_LIB_DIALECT_DIST_TRANSFORMS_DECOMPOSITIONS_H
+#define BRAID_LIB_DIALECT_DIST_TRANSFORMS_DECOMPOSITIONS_H
+
+#include "braid/Dialect/Dist/IR/DistOps.h"
+#include "braid/Dialect/Dist/Transforms/Replication.h"
+#include "Schedule.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include <string>
+
+namespace braid::dist::overlap {
+
+using schedule::Ring;
+using schedule::RingOptions;
+
+//===- AllGather -> contraction --------------------------------------------===//
+
+struct AllGatherMatmul {
+  AllGatherOp gather;
+  mlir::linalg::LinalgOp consumer;
+  unsigned operand = 0; ///< Operand of `consumer` that is the gathered value.
+  unsigned loop = 0;    ///< Loop of `consumer` the gathered dim indexes.
+  bool reductionLoop = false;
+  int64_t chunkSize = 0; ///< The local size along the gathered dimension.
+  Ring ring;
+};
+mlir::FailureOr<AllGatherMatmul> matchAllGatherMatmul(AllGatherOp op,
+                                                      std::string &reason);
+mlir::LogicalResult decomposeAllGatherMatmul(mlir::RewriterBase &rewriter,
+                                             AllGatherMatmul match,
+                                             RingOptions options);
+
+//===- contraction -> ReduceScatter ----------------------------------------===//
+
+struct MatmulReduceScatter {
+  ReduceScatterOp scatter;
+  mlir::linalg::LinalgOp producer;
+  unsigned loop = 0;
+  int64_t blockSize = 0;
+  Ring ring;
+};
+mlir::FailureOr<MatmulReduceScatter>
+matchMatmulReduceScatter(ReduceScatterOp op, std::string &reason);
+mlir::LogicalResult
+decomposeMatmulReduceScatter(mlir::RewriterBase &rewriter,
+                             MatmulReduceScatter match,
+                             RingOptions options);
+
+/// The ring reduce-scatter of `producer`'s result along result dimension
+/// `dim` (indexed by parallel loop `loop`), overlapped with computing it:
+/// at each step a rank computes its partial for the block it forwards
+/// next while the previous partial sum travels. Returns this rank's
+/// reduced block. Inserts at the rewriter's insertion point.
+mlir::FailureOr<mlir::Value>
+buildRingReduceScatter(mlir::RewriterBase &rewriter, mlir::Location loc,
+                       mlir::linalg::LinalgOp producer, unsigned loop,
+                       int64_t dim, int64_t blockSize, const Ring &ring,
+                       ReductionKind kind, RingOptions options);
+
+/// The linalg op that computes `value` for its single use, in `block`, or
+/// null with a reason.
+mlir::linalg::LinalgOp soleProducer(mlir::Value value, mlir::Block *block,
+                                    std::string &reason);
+
+/// The parallel loop indexing dimension `dim` of `producer`'s result, and
+/// why not when there is none.
+std::optional<unsigned> scatterLoop(mlir::linalg::LinalgOp producer,
+                                    int64_t dim, std::string &reason);
+
+//===- contraction -> AllReduce (-> elementwise) ---------------------------===//
+
+struct MatmulAllReduce {
+  AllReduceOp reduce;
+  mlir::linalg::LinalgOp producer;
+  unsigned loop = 0;   ///< Producer loop the scatter dimension indexes.
+  int64_t dim = 0;     ///< Result dimension scattered and gathered back.
+  int64_t blockSize = 0;
+  Ring ring;
+  /// Elementwise ops moved between the reduce-scatter and the all-gather
+  /// (each proven to read only replicated values besides the chain).
+  llvm::SmallVector<mlir::linalg::LinalgOp> chain;
+  /// Why the chain stops where it does (empty if nothing follows).
+  std::string chainStop;
+};
+mlir::FailureOr<MatmulAllReduce>
+matchMatmulAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
+                     std::string &reason);
+/// Returns the all-gather that completes the all-reduce.
+mlir::FailureOr<AllGatherOp>
+decomposeMatmulAllReduce(mlir::RewriterBase &rewriter, MatmulAllReduce match,
+                         RingOptions options);
+
+//===- AllToAll <-> contraction --------------------------------------------===//
+
+struct AllToAllMatmul {
+  AllToAllOp exchange;
+  mlir::linalg::LinalgOp compute;
+  bool dispatch = true; ///< a2a feeds compute (else compute feeds a2a).
+  unsigned operand = 0; ///< For dispatch: the compute operand exchanged.
+  unsigned loop = 0;    ///< Loop indexing the per-peer blocks.
+  Ring ring;
+};
+mlir::FailureOr<AllToAllMatmul> matchAllToAllMatmul(AllToAllOp op,
+                                                    std::string &reason);
+mlir::LogicalResult decomposeAllToAllMatmul(mlir::RewriterBase &rewriter,
+                                            AllToAllMatmul match);
+
+//===- Micro-batches -------------------------------------------------------===//
+
+struct MicroBatch {
+  CollectiveOpInterface collective;
+  mlir::linalg::LinalgOp producer;
+  unsigned loop = 0; ///< Parallel producer loop split into micro-batches.
+  int64_t dim = 0;   ///< The collective's input dimension it indexes.
+};
+mlir::FailureOr<MicroBatch> matchMicroBatch(CollectiveOpInterface op,
+                                            int64_t parts,
+                                            std::string &reason);
+mlir::LogicalResult splitMicroBatches(mlir::RewriterBase &rewriter,
+                                      MicroBatch match, int64_t parts);
+
+//===- Latency hiding ------------------------------------------------------===//
+
+/// Where a synchronous collective's start and wait would go: the start
+/// right after its input is defined, the wait right before the first use.
+struct AsyncPlacement {
+  mlir::Operation *startAfter = nullptr; ///< Null: at the block's start.
+  mlir::Operation *waitBefore = nullptr;
+  /// Ops that would run while the collective is in flight.
+  llvm::SmallVector<mlir::Operation *> overlapped;
+};
+AsyncPlacement planAsync(CollectiveOpInterface op);
+/// Rewrites `op` into its start and wait at `placement`.
+void makeAsync(mlir::RewriterBase &rewriter, CollectiveOpInterface op,
+               const AsyncPlacement &placement);
+
+} // namespace braid::dist::overlap
+
+#endif // BRAID_LIB_DIALECT_DIST_TRANSFORMS_DECOMPOSITIONS_H

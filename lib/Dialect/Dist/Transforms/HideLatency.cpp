@@ -1,0 +1,62 @@
+//===- HideLatency.cpp - Start collectives early, wait late -----*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// A collective that no schedule fuses with compute still overlaps whatever
+// does not depend on it: its start moves up to just after its input is
+// defined, its wait down to just before its first use. Only SSA dependencies
+// constrain the motion; every rank runs the same program, so the order of
+// collectives stays the same on all of them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Decompositions.h"
+
+using namespace mlir;
+using namespace braid::dist;
+using namespace braid::dist::overlap;
+
+AsyncPlacement overlap::planAsync(CollectiveOpInterface op) {
+  AsyncPlacement placement;
+  Block *block = op->getBlock();
+  if (Operation *def = op.getInput().getDefiningOp())
+    placement.startAfter = block->findAncestorOpInBlock(*def);
+  for (Operation *user : op.getCollectiveResult().getUsers()) {
+    Operation *ancestor = block->findAncestorOpInBlock(*user);
+    if (ancestor && (!placement.waitBefore ||
+                     ancestor->isBeforeInBlock(placement.waitBefore)))
+      placement.waitBefore = ancestor;
+  }
+  if (!placement.waitBefore)
+    placement.waitBefore = block->getTerminator();
+  Operation *first = placement.startAfter ? placement.startAfter->getNextNode()
+                                          : &block->front();
+  for (Operation *it = first; it && it != placement.waitBefore;
+       it = it->getNextNode())
+    if (it != op.getOperation())
+      placement.overlapped.push_back(it);
+  return placement;
+}
+
+void overlap::makeAsync(RewriterBase &rewriter, CollectiveOpInterface op,
+                        const AsyncPlacement &placement) {
+  Operation *raw = op.getOperation();
+  if (placement.startAfter)
+    rewriter.setInsertionPointAfter(placement.startAfter);
+  else
+    rewriter.setInsertionPointToStart(raw->getBlock());
+  OperationState state(raw->getLoc(),
+                       (raw->getName().getStringRef() + "_start").str());
+  state.addOperands(op.getInput());
+  state.addAttributes(raw->getAttrs());
+  state.addTypes({TokenType::get(raw->getContext()),
+                  op.getCollectiveResult().getType()});
+  Operation *start = rewriter.create(state);
+  rewriter.setInsertionPoint(placement.waitBefore);
+  Value ready = WaitOp::create(rewriter, raw->getLoc(),
+                               op.getCollectiveResult().getType(),
+                               start->getResult(0), start->getResult(1));
+  rewriter.replaceOp(raw, ready);
+}

@@ -1,0 +1,571 @@
+//===- Overlap.cpp - Choose and apply overlapped schedules ------*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Decompositions.h"
+
+#include "braid/Dialect/Dist/IR/DistOps.h"
+#include "braid/Dialect/Dist/Transforms/CostModel.h"
+#include "braid/Dialect/Dist/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <functional>
+
+namespace braid::dist {
+#define GEN_PASS_DEF_OVERLAP
+#include "braid/Dialect/Dist/Transforms/Passes.h.inc"
+} // namespace braid::dist
+
+using namespace mlir;
+using namespace braid::dist;
+using namespace braid::dist::overlap;
+
+namespace {
+
+/// One schedule that applies to a collective, with its prediction.
+struct Candidate {
+  std::string strategy;
+  std::string with; ///< The compute op it overlaps, if any.
+  int64_t chunks = 0;
+  bool fused = true; ///< Fused with compute (else made asynchronous).
+  double compute = 0, serial = 0, overlapped = 0;
+  std::function<LogicalResult(RewriterBase &)> apply;
+  double gain() const { return serial - overlapped; }
+};
+
+/// One record of the report: a collective of the input and what became of
+/// it.
+struct Record {
+  std::string function, kind, loc, decision, with, strategy, reason;
+  int64_t chunks = 0;
+  double compute = 0, comm = 0, serial = 0, overlapped = 0;
+};
+
+std::string formatLoc(Location loc) {
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return (file.getFilename().getValue() + ":" + Twine(file.getLine()) + ":" +
+            Twine(file.getColumn()))
+        .str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (isa<FileLineColLoc>(inner))
+        return formatLoc(inner);
+  if (auto named = dyn_cast<NameLoc>(loc))
+    return formatLoc(named.getChildLoc());
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  loc.print(os);
+  return text;
+}
+
+std::string us(double seconds) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::format("%.1f us", seconds * 1e6);
+  return text;
+}
+
+std::string nameOf(Operation *op) {
+  return op->getName().getStringRef().str();
+}
+
+/// Bytes a collective moves, as collectiveTime expects them.
+double commBytes(CollectiveOpInterface op) {
+  if (isa<AllGatherOp>(op.getOperation()))
+    return tensorBytes(op.getCollectiveResult());
+  return tensorBytes(op.getInput());
+}
+
+int64_t groupSizeOf(CollectiveOpInterface op) {
+  shard::GridOp grid = lookupGrid(op, op.getGridAttr());
+  return grid ? getGroupSize(grid, op.getAxes()) : ShapedType::kDynamic;
+}
+
+struct OverlapPass : public braid::dist::impl::OverlapBase<OverlapPass> {
+  using Base::Base;
+
+  void runOnOperation() override;
+
+private:
+  /// The ring layouts to consider for a chunk of `chunkSize` rows.
+  SmallVector<RingOptions> ringLayouts(int64_t chunkSize) const;
+
+  /// Ring pipeline prediction: `pieceCompute` per piece, `pieces` pieces in
+  /// all, `steps` transfer steps of `stepComm` each.
+  double pipeline(double pieceCompute, int64_t pieces, double stepComm,
+                  int64_t steps) const {
+    double compute =
+        pieceCompute * pieces * (1 + model->getTarget().overlapInterference);
+    return std::max(compute, steps * stepComm + pieceCompute);
+  }
+
+  void addFusedCandidates(CollectiveOpInterface op, double comm,
+                          LinkFigures link, SmallVector<Candidate> &out,
+                          std::string &why);
+  void addMicroBatchCandidates(CollectiveOpInterface op, double comm,
+                               LinkFigures link, SmallVector<Candidate> &out,
+                               std::string &why);
+  void addAsyncCandidate(CollectiveOpInterface op, double comm,
+                         SmallVector<Candidate> &out, std::string &why);
+
+  void processFunction(FunctionOpInterface function);
+  LogicalResult writeReport();
+
+  std::optional<CostModel> model;
+  ReplicationAnalysis replication;
+  std::vector<Record> records;
+  /// Collectives the rewrites create (the all-gather after a ring
+  /// reduce-scatter): made asynchronous at the end, not reported.
+  SmallVector<Operation *> derived;
+  IRRewriter *rewriter = nullptr;
+};
+
+SmallVector<RingOptions> OverlapPass::ringLayouts(int64_t chunkSize) const {
+  SmallVector<RingOptions> layouts;
+  SmallVector<int64_t> subs =
+      subChunks > 0 ? SmallVector<int64_t>{subChunks}
+                    : SmallVector<int64_t>{1, 2, 4};
+  SmallVector<bool> dirs;
+  if (bidirectional != "on")
+    dirs.push_back(false);
+  if (bidirectional != "off")
+    dirs.push_back(true);
+  for (bool bidir : dirs)
+    for (int64_t k : subs) {
+      RingOptions options{k, bidir};
+      if (chunkSize % options.pieces() == 0)
+        layouts.push_back(options);
+    }
+  return layouts;
+}
+
+void OverlapPass::addFusedCandidates(CollectiveOpInterface op, double comm,
+                                     LinkFigures link,
+                                     SmallVector<Candidate> &out,
+                                     std::string &why) {
+  const CostModel &cost = *model;
+  Operation *raw = op.getOperation();
+  int64_t n = groupSizeOf(op);
+  auto ringName = [](StringRef base, RingOptions options) {
+    return (base + (options.bidirectional ? "_bidir" : "")).str();
+  };
+
+  if (auto gather = dyn_cast<AllGatherOp>(raw)) {
+    FailureOr<AllGatherMatmul> match = matchAllGatherMatmul(gather, why);
+    if (failed(match))
+      return;
+    double compute = cost.computeTime(match->consumer);
+    double chunkBytes = tensorBytes(gather.getInput());
+    for (RingOptions options : ringLayouts(match->chunkSize)) {
+      int64_t pieces = options.pieces();
+      double piece = cost.computeTime(match->consumer, 1.0 / (n * pieces));
+      double step = options.subChunks *
+                    cost.messageTime(chunkBytes / pieces, link);
+      Candidate c;
+      c.strategy = ringName("ring_ag_matmul", options);
+      c.with = nameOf(match->consumer);
+      c.chunks = n * pieces;
+      c.compute = compute;
+      c.serial = compute + comm;
+      c.overlapped = pipeline(piece, n * pieces, step, n - 1);
+      AllGatherMatmul m = *match;
+      c.apply = [m, options](RewriterBase &r) mutable {
+        return decomposeAllGatherMatmul(r, m, options);
+      };
+      out.push_back(std::move(c));
+    }
+    if (out.empty())
+      why = "the local chunk of " + std::to_string(match->chunkSize) +
+            " rows does not split into the requested pieces";
+    return;
+  }
+
+  if (auto scatter = dyn_cast<ReduceScatterOp>(raw)) {
+    FailureOr<MatmulReduceScatter> match = matchMatmulReduceScatter(scatter, why);
+    if (failed(match))
+      return;
+    double compute = cost.computeTime(match->producer);
+    double blockBytes = tensorBytes(scatter.getResult());
+    for (RingOptions options : ringLayouts(match->blockSize)) {
+      int64_t pieces = options.pieces();
+      double pieceBytes = blockBytes / pieces;
+      double piece = cost.computeTime(match->producer, 1.0 / (n * pieces)) +
+                     cost.streamTime(3 * pieceBytes);
+      double step = options.subChunks * cost.messageTime(pieceBytes, link);
+      Candidate c;
+      c.strategy = ringName("ring_matmul_rs", options);
+      c.with = nameOf(match->producer);
+      c.chunks = n * pieces;
+      c.compute = compute;
+      c.serial = compute + comm;
+      c.overlapped = pipeline(piece, n * pieces, step, n - 1);
+      MatmulReduceScatter m = *match;
+      c.apply = [m, options](RewriterBase &r) mutable {
+        return decomposeMatmulReduceScatter(r, m, options);
+      };
+      out.push_back(std::move(c));
+    }
+    return;
+  }
+
+  if (auto reduce = dyn_cast<AllReduceOp>(raw)) {
+    FailureOr<MatmulAllReduce> match =
+        matchMatmulAllReduce(reduce, replication, why);
+    if (failed(match))
+      return;
+    if (!match->chainStop.empty())
+      reduce->emitRemark() << "elementwise work stays after the all-reduce: "
+                           << match->chainStop;
+    double compute = cost.computeTime(match->producer);
+    double chainFull = 0, chainPart = 0;
+    for (linalg::LinalgOp e : match->chain) {
+      chainFull += cost.computeTime(e);
+      chainPart += cost.computeTime(e, 1.0 / n);
+    }
+    Value last = match->chain.empty() ? Value(reduce.getResult())
+                                      : match->chain.back()->getResult(0);
+    double gather = cost.collectiveTime("all_gather", tensorBytes(last), n, link);
+    double blockBytes = tensorBytes(reduce.getInput()) / n;
+    for (RingOptions options : ringLayouts(match->blockSize)) {
+      int64_t pieces = options.pieces();
+      double pieceBytes = blockBytes / pieces;
+      double piece = cost.computeTime(match->producer, 1.0 / (n * pieces)) +
+                     cost.streamTime(3 * pieceBytes);
+      double step = options.subChunks * cost.messageTime(pieceBytes, link);
+      Candidate c;
+      c.strategy = ringName(match->chain.empty() ? "rs_ring_ag" : "rs_ring_ew_ag",
+                            options);
+      c.with = nameOf(match->producer);
+      c.chunks = n * pieces;
+      c.compute = compute + chainFull;
+      c.serial = compute + chainFull + comm;
+      c.overlapped =
+          pipeline(piece, n * pieces, step, n - 1) + chainPart + gather;
+      MatmulAllReduce m = *match;
+      c.apply = [m, options, this](RewriterBase &r) mutable {
+        FailureOr<AllGatherOp> gather = decomposeMatmulAllReduce(r, m, options);
+        if (failed(gather))
+          return failure();
+        // The all-gather the rewrite leaves overlaps what follows it.
+        derived.push_back(*gather);
+        return success();
+      };
+      out.push_back(std::move(c));
+    }
+    return;
+  }
+
+  if (auto exchange = dyn_cast<AllToAllOp>(raw)) {
+    FailureOr<AllToAllMatmul> match = matchAllToAllMatmul(exchange, why);
+    if (failed(match))
+      return;
+    double compute = cost.computeTime(match->compute);
+    double piece = cost.computeTime(match->compute, 1.0 / n);
+    Candidate c;
+    c.strategy = match->dispatch ? "a2a_dispatch" : "a2a_combine";
+    c.with = nameOf(match->compute);
+    c.chunks = n;
+    c.compute = compute;
+    c.serial = compute + comm;
+    c.overlapped = pipeline(piece, n, comm / (n - 1), n - 1);
+    AllToAllMatmul m = *match;
+    c.apply = [m](RewriterBase &r) mutable {
+      return decomposeAllToAllMatmul(r, m);
+    };
+    out.push_back(std::move(c));
+    return;
+  }
+  why = "no fused schedule exists for " + op.getCollectiveKind().str();
+}
+
+void OverlapPass::addMicroBatchCandidates(CollectiveOpInterface op, double comm,
+                                          LinkFigures link,
+                                          SmallVector<Candidate> &out,
+                                          std::string &why) {
+  SmallVector<int64_t> counts = microBatches > 0
+                                    ? SmallVector<int64_t>{microBatches}
+                                    : SmallVector<int64_t>{2, 4};
+  int64_t n = groupSizeOf(op);
+  for (int64_t parts : counts) {
+    FailureOr<MicroBatch> match = matchMicroBatch(op, parts, why);
+    if (failed(match))
+      continue;
+    double compute = model->computeTime(match->producer);
+    double piece = model->computeTime(match->producer, 1.0 / parts);
+    double part = model->collectiveTime(op.getCollectiveKind(),
+                                        commBytes(op) / parts, n, link);
+    Candidate c;
+    c.strategy = "micro_batch";
+    c.with = nameOf(match->producer);
+    c.chunks = parts;
+    c.compute = compute;
+    c.serial = compute + comm;
+    c.overlapped =
+        piece +
+        (parts - 1) *
+            std::max(piece * (1 + model->getTarget().overlapInterference),
+                     part) +
+        part;
+    MicroBatch m = *match;
+    c.apply = [m, parts](RewriterBase &r) mutable {
+      return splitMicroBatches(r, m, parts);
+    };
+    out.push_back(std::move(c));
+  }
+}
+
+void OverlapPass::addAsyncCandidate(CollectiveOpInterface op, double comm,
+                                    SmallVector<Candidate> &out,
+                                    std::string &why) {
+  AsyncPlacement placement = planAsync(op);
+  double between = 0;
+  int64_t computeOps = 0;
+  for (Operation *other : placement.overlapped)
+    if (isa<linalg::LinalgOp>(other)) {
+      between += model->computeTime(other);
+      ++computeOps;
+    }
+  if (computeOps == 0) {
+    why = "no independent computation to overlap it with";
+    return;
+  }
+  Candidate c;
+  c.strategy = "async";
+  c.fused = false;
+  c.compute = between;
+  c.serial = between + comm;
+  c.overlapped = std::max(between * (1 + model->getTarget().overlapInterference),
+                          comm);
+  c.chunks = 1;
+  c.apply = [op, placement](RewriterBase &r) mutable {
+    makeAsync(r, op, placement);
+    return success();
+  };
+  out.push_back(std::move(c));
+}
+
+void OverlapPass::processFunction(FunctionOpInterface function) {
+  SmallVector<CollectiveOpInterface> collectives;
+  function->walk([&](CollectiveOpInterface op) {
+    if (!op.isAsync())
+      collectives.push_back(op);
+  });
+  for (CollectiveOpInterface op : collectives) {
+    Record record;
+    record.function = function.getName().str();
+    record.kind = op.getCollectiveKind().str();
+    record.loc = formatLoc(op.getLoc());
+    int64_t n = groupSizeOf(op);
+    LinkFigures link = model->link(op, op.getGridAttr(), op.getAxes());
+    record.comm = ShapedType::isDynamic(n)
+                      ? 0
+                      : model->collectiveTime(op.getCollectiveKind(),
+                                              commBytes(op), n, link);
+    record.serial = record.overlapped = record.comm;
+
+    if (mode == "off") {
+      record.decision = "kept";
+      record.reason = "overlap=off";
+      op->emitRemark() << op.getCollectiveKind() << " kept whole: overlap=off";
+      ++numKept;
+      records.push_back(record);
+      continue;
+    }
+
+    SmallVector<Candidate> fused, micro, async;
+    std::string whyFused, whyMicro, whyAsync;
+    if (!ShapedType::isDynamic(n)) {
+      addFusedCandidates(op, record.comm, link, fused, whyFused);
+      addMicroBatchCandidates(op, record.comm, link, micro, whyMicro);
+    } else {
+      whyFused = "the group size is dynamic";
+    }
+    addAsyncCandidate(op, record.comm, async, whyAsync);
+
+    const Candidate *chosen = nullptr;
+    std::string declined;
+    if (mode == "force") {
+      // The first layout of the first kind that applies: a fused schedule,
+      // else micro-batches, else the asynchronous form.
+      for (auto *list : {&fused, &micro, &async})
+        if (!list->empty()) {
+          chosen = &list->front();
+          break;
+        }
+      if (!chosen)
+        declined = whyFused.empty() ? whyAsync : whyFused + "; " + whyAsync;
+    } else {
+      const Candidate *best = nullptr;
+      for (auto *list : {&fused, &micro, &async})
+        for (const Candidate &c : *list)
+          if (!best || c.gain() > best->gain())
+            best = &c;
+      if (best && best->gain() > 0.01 * best->serial) {
+        chosen = best;
+      } else if (best) {
+        declined = "no schedule is predicted faster: best is " +
+                   best->strategy + " at " + us(best->overlapped) +
+                   " against " + us(best->serial) + " serial";
+        record.with = best->with;
+        record.compute = best->compute;
+        record.serial = record.overlapped = best->serial;
+      } else {
+        declined = whyFused.empty() ? whyAsync : whyFused + "; " + whyAsync;
+      }
+    }
+
+    if (!chosen) {
+      record.decision = "kept";
+      record.reason = declined;
+      op->emitRemark() << op.getCollectiveKind()
+                       << " kept whole: " << declined;
+      ++numKept;
+      records.push_back(record);
+      continue;
+    }
+    record.decision = chosen->fused ? "fused" : "async";
+    record.with = chosen->with;
+    record.strategy = chosen->strategy;
+    record.chunks = chosen->chunks;
+    record.compute = chosen->compute;
+    record.serial = chosen->serial;
+    record.overlapped = chosen->overlapped;
+    record.reason =
+        (mode == "force" ? "overlap=force; " : "") +
+        std::string("predicted ") + us(chosen->serial) + " serial, " +
+        us(chosen->overlapped) + " overlapped";
+    if (!whyFused.empty() && !chosen->fused)
+      record.reason += "; not fused: " + whyFused;
+    InFlightDiagnostic remark = op->emitRemark();
+    if (chosen->fused)
+      remark << op.getCollectiveKind() << " fused with '" << chosen->with
+             << "' as " << chosen->strategy << " (" << chosen->chunks
+             << " chunks): ";
+    else
+      remark << op.getCollectiveKind() << " made asynchronous: ";
+    remark << "predicted " << us(chosen->serial) << " serial, "
+           << us(chosen->overlapped) << " overlapped";
+    if (!chosen->fused && !whyFused.empty())
+      remark << "; not fused: " << whyFused;
+    remark.report();
+    if (failed(chosen->apply(*rewriter))) {
+      op->emitError() << "braid-overlap: the " << chosen->strategy
+                      << " rewrite failed";
+      return signalPassFailure();
+    }
+    chosen->fused ? ++numFused : ++numAsync;
+    records.push_back(record);
+  }
+
+  // The all-gathers that rewrites left behind overlap what follows them.
+  for (Operation *op : derived) {
+    auto collective = cast<CollectiveOpInterface>(op);
+    AsyncPlacement placement = planAsync(collective);
+    if (llvm::any_of(placement.overlapped,
+                     [](Operation *o) { return isa<linalg::LinalgOp>(o); }))
+      makeAsync(*rewriter, collective, placement);
+  }
+  derived.clear();
+}
+
+LogicalResult OverlapPass::writeReport() {
+  if (report.empty())
+    return success();
+  std::string message;
+  std::unique_ptr<llvm::ToolOutputFile> file =
+      openOutputFile(report, &message);
+  if (!file)
+    return getOperation().emitError()
+           << "braid-overlap: cannot write the report: " << message;
+  // Written in a fixed key order, times in microseconds with one decimal.
+  llvm::json::OStream json(file->os(), /*IndentSize=*/2);
+  auto time = [&](StringRef key, double seconds) {
+    json.attributeBegin(key);
+    json.rawValue(llvm::formatv("{0:f1}", seconds * 1e6).str());
+    json.attributeEnd();
+  };
+  auto optional = [&](StringRef key, const std::string &value) {
+    if (value.empty())
+      json.attribute(key, nullptr);
+    else
+      json.attribute(key, value);
+  };
+  json.object([&] {
+    json.attribute("target_preset", preset);
+    json.attribute("mode", mode);
+    json.attributeArray("collectives", [&] {
+      for (const Record &r : records)
+        json.object([&] {
+          json.attribute("kind", r.kind);
+          json.attribute("loc", r.loc);
+          json.attribute("function", r.function);
+          json.attribute("decision", r.decision);
+          optional("with", r.with);
+          optional("strategy", r.strategy);
+          json.attribute("chunks", r.chunks);
+          json.attribute("reason", r.reason);
+          json.attributeObject("predicted", [&] {
+            time("compute_us", r.compute);
+            time("comm_us", r.comm);
+            time("serial_us", r.serial);
+            time("overlapped_us", r.overlapped);
+          });
+        });
+    });
+  });
+  file->os() << "\n";
+  file->keep();
+  return success();
+}
+
+void OverlapPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto bad = [&](const Twine &what) {
+    module.emitError() << "braid-overlap: " << what;
+    signalPassFailure();
+  };
+  if (mode != "auto" && mode != "force" && mode != "off")
+    return bad("unknown mode '" + mode + "', expected auto, force or off");
+  if (bidirectional != "auto" && bidirectional != "on" &&
+      bidirectional != "off")
+    return bad("unknown bidirectional '" + bidirectional +
+               "', expected auto, on or off");
+  if (subChunks < 0 || microBatches < 0 || microBatches == 1)
+    return bad("sub-chunks must be >= 0 and micro-batches 0 or >= 2");
+  std::optional<TargetDescription> target = TargetDescription::preset(preset);
+  if (!target)
+    return bad("unknown target preset '" + preset +
+               "', expected cpu, h100 or h200");
+  if (peakTflops > 0) {
+    double scale = target->peakFlops32 / target->peakFlops16;
+    target->peakFlops16 = peakTflops * 1e12;
+    target->peakFlops32 = peakTflops * 1e12 * scale;
+  }
+  if (memoryBandwidth > 0)
+    target->memoryBandwidth = memoryBandwidth * 1e9;
+  if (linkBandwidth > 0)
+    target->defaultLink.bandwidth = linkBandwidth * 1e9;
+  if (linkLatency >= 0)
+    target->defaultLink.latency = linkLatency * 1e-6;
+  model.emplace(*target);
+
+  IRRewriter rewriterInstance(&getContext());
+  rewriter = &rewriterInstance;
+  SmallVector<FunctionOpInterface> functions;
+  module.walk([&](FunctionOpInterface f) { functions.push_back(f); });
+  for (FunctionOpInterface function : functions)
+    processFunction(function);
+  if (failed(writeReport()))
+    signalPassFailure();
+}
+
+} // namespace

@@ -1,0 +1,146 @@
+//===- Replication.cpp - Proving values replicated across ranks -*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+
+#include "braid/Dialect/Dist/Transforms/Replication.h"
+#include "braid/Dialect/Dist/IR/DistOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+using namespace mlir;
+using namespace braid::dist;
+
+static constexpr unsigned kMaxDepth = 64;
+
+static std::string describe(Value value) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    os << "argument #" << arg.getArgNumber();
+  } else {
+    os << "the result of '" << value.getDefiningOp()->getName() << "'";
+  }
+  return text;
+}
+
+bool ReplicationAnalysis::isReplicated(Value value, FlatSymbolRefAttr grid,
+                                       ArrayRef<int16_t> axes,
+                                       std::string &reason) {
+  for (int16_t axis : axes)
+    if (!isReplicatedAlong(value, grid, axis, reason, 0))
+      return false;
+  return true;
+}
+
+/// The collectives whose result is the same on every rank of their group.
+static bool replicatesAlong(Operation *op, FlatSymbolRefAttr grid,
+                            int16_t axis) {
+  auto collective = dyn_cast<CollectiveOpInterface>(op);
+  if (!collective || collective.getGridAttr() != grid ||
+      !isa<AllGatherOp, AllReduceOp, BroadcastOp>(op))
+    return false;
+  return llvm::is_contained(collective.getAxes(), axis);
+}
+
+bool ReplicationAnalysis::isReplicatedAlong(Value value, FlatSymbolRefAttr grid,
+                                            int16_t axis, std::string &reason,
+                                            unsigned depth) {
+  auto key = std::make_pair(value, static_cast<int64_t>(axis));
+  if (auto it = cache.find(key); it != cache.end()) {
+    if (!it->second && reason.empty())
+      reason = describe(value) + " is not known to be replicated";
+    return it->second;
+  }
+  auto remember = [&](bool result) {
+    cache[key] = result;
+    return result;
+  };
+  if (depth > kMaxDepth) {
+    reason = "the proof is too deep";
+    return false;
+  }
+
+  // Function arguments: only a stated placement proves anything.
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    auto function =
+        dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+    if (function && arg.getOwner()->isEntryBlock()) {
+      if (auto placement = function.getArgAttrOfType<PlacementAttr>(
+              arg.getArgNumber(), DistDialect::getPlacementAttrName()))
+        if (placement.getGrid() == grid &&
+            placement.isReplicatedAlong(axis))
+          return remember(true);
+      reason = describe(value) + " has no placement 'replicate' along grid "
+               "axis " + std::to_string(axis);
+      return remember(false);
+    }
+    reason = describe(value) + " is a block argument of unknown origin";
+    return remember(false);
+  }
+
+  Operation *op = value.getDefiningOp();
+  if (matchPattern(value, m_Constant()))
+    return remember(true);
+  if (auto annotate = dyn_cast<AnnotateOp>(op)) {
+    PlacementAttr placement = annotate.getPlacement();
+    if (placement.getGrid() == grid && placement.isReplicatedAlong(axis))
+      return remember(true);
+    reason = describe(value) + " is annotated without 'replicate' along grid "
+             "axis " + std::to_string(axis);
+    return remember(false);
+  }
+  if (replicatesAlong(op, grid, axis))
+    return remember(true);
+  // tensor.empty has no defined contents: it can only be an init that a
+  // payload never reads, which the caller checks.
+  if (isa<tensor::EmptyOp>(op))
+    return remember(true);
+
+  // A deterministic computation of replicated operands is replicated. Only
+  // value-semantics dialects qualify: a process-index query (shard) is pure
+  // yet differs across ranks.
+  bool valueSemantics =
+      isa<arith::ArithDialect, math::MathDialect, linalg::LinalgDialect,
+          tensor::TensorDialect>(op->getDialect()) &&
+      isPure(op);
+  if (!valueSemantics) {
+    reason = describe(value) + " is computed by '" +
+             op->getName().getStringRef().str() +
+             "', which Braid does not analyse";
+    return remember(false);
+  }
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  for (OpOperand &operand : op->getOpOperands()) {
+    // An init whose value the payload never reads does not matter.
+    if (linalgOp && linalgOp.isDpsInit(&operand) &&
+        !linalgOp.payloadUsesValueFromOperand(&operand))
+      continue;
+    std::string inner;
+    if (!isReplicatedAlong(operand.get(), grid, axis, inner, depth + 1)) {
+      reason = inner;
+      return remember(false);
+    }
+  }
+  // Payloads may capture values from above; those must be replicated too.
+  bool capturesOk = true;
+  op->walk([&](Operation *nested) {
+    for (Value operand : nested->getOperands()) {
+      if (!capturesOk ||
+          op->isAncestor(operand.getParentRegion()->getParentOp()))
+        continue;
+      std::string inner;
+      if (!isReplicatedAlong(operand, grid, axis, inner, depth + 1)) {
+        reason = inner;
+        capturesOk = false;
+      }
+    }
+  });
+  return remember(capturesOk);
+}

@@ -1,0 +1,232 @@
+//===- Schedule.cpp - Building blocks of overlapped schedules ---*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Schedule.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Interfaces/TilingInterface.h"
+
+using namespace mlir;
+using namespace braid::dist;
+using namespace braid::dist::schedule;
+
+Value schedule::groupPosition(OpBuilder &b, Location loc, FlatSymbolRefAttr grid,
+                            int16_t axis) {
+  return shard::ProcessMultiIndexOp::create(b, loc, grid.getValue(),
+                                            ArrayRef<shard::GridAxis>{axis})
+      .getResult()[0];
+}
+
+Value schedule::ringIndex(OpBuilder &b, Location loc, Value position,
+                        int64_t delta, int64_t n) {
+  int64_t shift = ((delta % n) + n) % n;
+  if (shift == 0)
+    return position;
+  Value sum = arith::AddIOp::create(
+      b, loc, position, arith::ConstantIndexOp::create(b, loc, shift));
+  return arith::RemUIOp::create(b, loc, sum,
+                                arith::ConstantIndexOp::create(b, loc, n));
+}
+
+Value schedule::affineIndex(OpBuilder &b, Location loc, Value index,
+                          int64_t scale, int64_t add) {
+  Value result = index;
+  if (scale != 1)
+    result = arith::MulIOp::create(
+        b, loc, result, arith::ConstantIndexOp::create(b, loc, scale));
+  if (add != 0)
+    result = arith::AddIOp::create(b, loc, result,
+                                   arith::ConstantIndexOp::create(b, loc, add));
+  return result;
+}
+
+std::optional<unsigned> schedule::loopOfOperandDim(linalg::LinalgOp op,
+                                                 OpOperand &operand,
+                                                 int64_t dim) {
+  AffineMap map = op.getMatchingIndexingMap(&operand);
+  if (dim >= map.getNumResults())
+    return std::nullopt;
+  if (auto expr = dyn_cast<AffineDimExpr>(map.getResult(dim)))
+    return expr.getPosition();
+  return std::nullopt;
+}
+
+std::optional<int64_t> schedule::resultDimOfLoop(linalg::LinalgOp op,
+                                               unsigned loop) {
+  if (op->getNumResults() != 1)
+    return std::nullopt;
+  AffineMap map = op.getIndexingMapMatchingResult(op->getResult(0));
+  for (auto [i, expr] : llvm::enumerate(map.getResults()))
+    if (auto dim = dyn_cast<AffineDimExpr>(expr); dim && dim.getPosition() == loop)
+      return static_cast<int64_t>(i);
+  return std::nullopt;
+}
+
+bool schedule::accumulatesIntoInit(linalg::LinalgOp op) {
+  return linalg::isaContractionOpInterface(op);
+}
+
+bool schedule::isElementwiseIn(linalg::LinalgOp op, OpOperand &operand) {
+  if (op->getNumResults() != 1 || op.getNumLoops() != op.getNumParallelLoops())
+    return false;
+  AffineMap in = op.getMatchingIndexingMap(&operand);
+  AffineMap out = op.getIndexingMapMatchingResult(op->getResult(0));
+  auto inType = cast<ShapedType>(operand.get().getType());
+  auto outType = cast<ShapedType>(op->getResult(0).getType());
+  return in.isIdentity() && out.isIdentity() &&
+         inType.getShape() == outType.getShape();
+}
+
+Value schedule::sliceAlong(OpBuilder &b, Location loc, Value value, int64_t dim,
+                         OpFoldResult offset, int64_t size) {
+  auto type = cast<RankedTensorType>(value.getType());
+  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
+  SmallVector<OpFoldResult> sizes, strides(type.getRank(), b.getIndexAttr(1));
+  for (int64_t i = 0; i < type.getRank(); ++i)
+    sizes.push_back(b.getIndexAttr(i == dim ? size : type.getDimSize(i)));
+  offsets[dim] = offset;
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = size;
+  return tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get(shape, type.getElementType()), value,
+      offsets, sizes, strides);
+}
+
+Value schedule::insertAlong(OpBuilder &b, Location loc, Value chunk, Value dest,
+                          int64_t dim, OpFoldResult offset) {
+  auto type = cast<RankedTensorType>(chunk.getType());
+  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
+  SmallVector<OpFoldResult> sizes, strides(type.getRank(), b.getIndexAttr(1));
+  for (int64_t i = 0; i < type.getRank(); ++i)
+    sizes.push_back(b.getIndexAttr(type.getDimSize(i)));
+  offsets[dim] = offset;
+  return tensor::InsertSliceOp::create(b, loc, chunk, dest, offsets, sizes,
+                                       strides);
+}
+
+FailureOr<Chunk>
+schedule::computeChunk(RewriterBase &rewriter, linalg::LinalgOp op,
+                     unsigned loop, OpFoldResult offset, int64_t size,
+                     ArrayRef<std::pair<unsigned, Value>> replacements,
+                     Value initSource) {
+  auto tiling = cast<TilingInterface>(op.getOperation());
+  Location loc = op.getLoc();
+  SmallVector<Range> domain = tiling.getIterationDomain(rewriter);
+  SmallVector<OpFoldResult> offsets, sizes;
+  for (auto [i, range] : llvm::enumerate(domain)) {
+    offsets.push_back(i == loop ? offset : range.offset);
+    sizes.push_back(i == loop ? OpFoldResult(rewriter.getIndexAttr(size))
+                              : range.size);
+  }
+  FailureOr<TilingResult> tiled =
+      tiling.getTiledImplementation(rewriter, offsets, sizes);
+  if (failed(tiled) || tiled->tiledOps.size() != 1 ||
+      tiled->tiledValues.size() != 1)
+    return rewriter.notifyMatchFailure(op, "cannot compute a chunk of it");
+  Operation *tiledOp = tiled->tiledOps.front();
+  auto replaceOperand = [&](unsigned index, Value value) -> LogicalResult {
+    Value old = tiledOp->getOperand(index);
+    if (old.getType() != value.getType())
+      return rewriter.notifyMatchFailure(op, "chunk operand type mismatch");
+    rewriter.modifyOpInPlace(tiledOp, [&] { tiledOp->setOperand(index, value); });
+    if (Operation *def = old.getDefiningOp(); def && def->use_empty())
+      rewriter.eraseOp(def);
+    return success();
+  };
+  for (auto [index, value] : replacements)
+    if (failed(replaceOperand(index, value)))
+      return failure();
+  Chunk chunk;
+  chunk.value = tiledOp->getResult(0);
+  if (failed(tiling.getResultTilePosition(rewriter, 0, offsets, sizes,
+                                          chunk.resultOffsets,
+                                          chunk.resultSizes)))
+    return rewriter.notifyMatchFailure(op, "no result tile position");
+  if (initSource) {
+    auto dps = cast<DestinationStyleOpInterface>(tiledOp);
+    OpOperand *init = dps.getDpsInitOperand(0);
+    auto initType = cast<RankedTensorType>(init->get().getType());
+    SmallVector<OpFoldResult> strides(initType.getRank(),
+                                      rewriter.getIndexAttr(1));
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPoint(tiledOp);
+    Value slice = initSource;
+    if (initSource.getType() != initType)
+      slice = tensor::ExtractSliceOp::create(rewriter, loc, initType,
+                                             initSource, chunk.resultOffsets,
+                                             chunk.resultSizes, strides);
+    if (failed(replaceOperand(init->getOperandNumber(), slice)))
+      return failure();
+  }
+  return chunk;
+}
+
+Value schedule::insertChunk(OpBuilder &b, Location loc, const Chunk &chunk,
+                          Value dest) {
+  auto type = cast<RankedTensorType>(dest.getType());
+  SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
+  return tensor::InsertSliceOp::create(b, loc, chunk.value, dest,
+                                       chunk.resultOffsets, chunk.resultSizes,
+                                       strides);
+}
+
+FailureOr<Value> schedule::combine(OpBuilder &b, Location loc,
+                                 ReductionKind kind, Value lhs, Value rhs) {
+  ValueRange inputs{lhs, rhs};
+  ValueRange outputs{lhs};
+  switch (kind) {
+  case ReductionKind::Sum:
+    return linalg::AddOp::create(b, loc, inputs, outputs)->getResult(0);
+  case ReductionKind::Max:
+    return linalg::MaxOp::create(b, loc, inputs, outputs)->getResult(0);
+  case ReductionKind::Min:
+    return linalg::MinOp::create(b, loc, inputs, outputs)->getResult(0);
+  case ReductionKind::Product:
+    return linalg::MulOp::create(b, loc, inputs, outputs)->getResult(0);
+  default:
+    return failure();
+  }
+}
+
+std::pair<Value, Value> schedule::startShift(OpBuilder &b, Location loc,
+                                           Value value, FlatSymbolRefAttr grid,
+                                           int16_t axis, int64_t offset) {
+  auto start = ShiftStartOp::create(
+      b, loc, TokenType::get(b.getContext()), value.getType(), grid,
+      b.getDenseI16ArrayAttr({axis}), value, b.getI64IntegerAttr(offset));
+  return {start.getToken(), start.getFuture()};
+}
+
+Value schedule::waitFor(OpBuilder &b, Location loc,
+                      std::pair<Value, Value> started) {
+  return WaitOp::create(b, loc, started.second.getType(), started.first,
+                        started.second);
+}
+
+FailureOr<Ring> schedule::matchRing(CollectiveOpInterface op,
+                                    std::string &reason) {
+  if (!op.getInput().getType().hasStaticShape() ||
+      !op.getCollectiveResult().getType().hasStaticShape()) {
+    reason = "dynamic shapes";
+    return failure();
+  }
+  if (op.getAxes().size() != 1) {
+    reason = "ring schedules run along one grid axis, this group spans " +
+             std::to_string(op.getAxes().size());
+    return failure();
+  }
+  shard::GridOp grid = lookupGrid(op, op.getGridAttr());
+  int64_t n = grid ? getGroupSize(grid, op.getAxes()) : ShapedType::kDynamic;
+  if (ShapedType::isDynamic(n) || n < 2) {
+    reason = ShapedType::isDynamic(n) ? "the group size is dynamic"
+                                      : "the group has a single rank";
+    return failure();
+  }
+  return Ring{op.getGridAttr(), op.getAxes()[0], n};
+}

@@ -1,0 +1,127 @@
+//===- Schedule.h - Building blocks of overlapped schedules -----*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// Internal to BraidDistTransforms: ring index arithmetic, chunked versions
+// of linalg ops (through TilingInterface, so every contraction and
+// elementwise op a frontend emits qualifies), and one-dimensional slices.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BRAID_LIB_DIALECT_DIST_TRANSFORMS_SCHEDULE_H
+#define BRAID_LIB_DIALECT_DIST_TRANSFORMS_SCHEDULE_H
+
+#include "braid/Dialect/Dist/IR/DistOps.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include <optional>
+#include <string>
+
+namespace braid::dist::schedule {
+
+/// How a ring schedule is cut: `subChunks` pieces per peer chunk, and one
+/// ring or two rings in opposite directions (each carrying half).
+struct RingOptions {
+  int64_t subChunks = 1;
+  bool bidirectional = false;
+
+  int64_t directions() const { return bidirectional ? 2 : 1; }
+  /// Pieces each peer chunk is cut into.
+  int64_t pieces() const { return subChunks * directions(); }
+};
+
+/// What every ring pattern shares: the collective's grid, its single axis
+/// and its group size.
+struct Ring {
+  mlir::FlatSymbolRefAttr grid;
+  int16_t axis = 0;
+  int64_t groupSize = 0;
+};
+
+/// Common checks: static shapes, one grid axis, a static group of >1 ranks.
+mlir::FailureOr<Ring> matchRing(CollectiveOpInterface op, std::string &reason);
+
+
+/// This rank's position along grid axis `axis` (an index value).
+mlir::Value groupPosition(mlir::OpBuilder &b, mlir::Location loc,
+                          mlir::FlatSymbolRefAttr grid, int16_t axis);
+
+/// (position + delta) mod n, for a constant delta of any sign.
+mlir::Value ringIndex(mlir::OpBuilder &b, mlir::Location loc,
+                      mlir::Value position, int64_t delta, int64_t n);
+
+/// index * scale + add.
+mlir::Value affineIndex(mlir::OpBuilder &b, mlir::Location loc,
+                        mlir::Value index, int64_t scale, int64_t add);
+
+/// The loop of `op` that dimension `dim` of `operand` is indexed by, if the
+/// indexing expression is a plain loop dimension.
+std::optional<unsigned> loopOfOperandDim(mlir::linalg::LinalgOp op,
+                                         mlir::OpOperand &operand,
+                                         int64_t dim);
+
+/// The dimension of `op`'s (single) result indexed by `loop`, if any.
+std::optional<int64_t> resultDimOfLoop(mlir::linalg::LinalgOp op,
+                                       unsigned loop);
+
+/// True if the op accumulates into its init with an associative combiner
+/// (a contraction), so that chunks along a reduction loop may be chained.
+bool accumulatesIntoInit(mlir::linalg::LinalgOp op);
+
+/// True if `op` is elementwise in its input `operand`: all loops parallel,
+/// identity maps on that operand and on the single result.
+bool isElementwiseIn(mlir::linalg::LinalgOp op, mlir::OpOperand &operand);
+
+/// Slice of `value` along `dim`: [offset, offset + size), other dims whole.
+mlir::Value sliceAlong(mlir::OpBuilder &b, mlir::Location loc,
+                       mlir::Value value, int64_t dim,
+                       mlir::OpFoldResult offset, int64_t size);
+
+/// Inserts `chunk` into `dest` at `offset` along `dim`.
+mlir::Value insertAlong(mlir::OpBuilder &b, mlir::Location loc,
+                        mlir::Value chunk, mlir::Value dest, int64_t dim,
+                        mlir::OpFoldResult offset);
+
+/// The part of `op` for `loop` in [offset, offset + size), every other loop
+/// whole, computed on operand slices; `replacements` give, by operand
+/// number, values to use instead of the slices (same type as the slice).
+/// A non-null `initSource` (a tensor shaped like the op's result) supplies
+/// the init slice instead of the op's own init: the accumulator a schedule
+/// threads through its chunks, so that bufferization writes every chunk in
+/// place. Returns the chunk's result and where it sits in the op's result.
+struct Chunk {
+  mlir::Value value;
+  llvm::SmallVector<mlir::OpFoldResult> resultOffsets;
+  llvm::SmallVector<mlir::OpFoldResult> resultSizes;
+};
+mlir::FailureOr<Chunk>
+computeChunk(mlir::RewriterBase &rewriter, mlir::linalg::LinalgOp op,
+             unsigned loop, mlir::OpFoldResult offset, int64_t size,
+             llvm::ArrayRef<std::pair<unsigned, mlir::Value>> replacements,
+             mlir::Value initSource);
+
+/// Inserts a chunk computed by computeChunk into `dest` at its place.
+mlir::Value insertChunk(mlir::OpBuilder &b, mlir::Location loc,
+                        const Chunk &chunk, mlir::Value dest);
+
+/// The elementwise combination of two tensors by `kind` (sum, max, ...).
+mlir::FailureOr<mlir::Value> combine(mlir::OpBuilder &b, mlir::Location loc,
+                                     ReductionKind kind, mlir::Value lhs,
+                                     mlir::Value rhs);
+
+/// Starts a ring shift of `value` and returns (token, future).
+std::pair<mlir::Value, mlir::Value>
+startShift(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
+           mlir::FlatSymbolRefAttr grid, int16_t axis, int64_t offset);
+
+/// Waits for a started transfer.
+mlir::Value waitFor(mlir::OpBuilder &b, mlir::Location loc,
+                    std::pair<mlir::Value, mlir::Value> started);
+
+} // namespace braid::dist::schedule
+
+#endif // BRAID_LIB_DIALECT_DIST_TRANSFORMS_SCHEDULE_H
