@@ -21,8 +21,14 @@ llvm_config.use_default_substitutions()
 
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.braid_tools_dir, config.llvm_tools_dir]
-tools = ["braid-opt", "braid-lsp-server"]
+tools = ["braid-opt", "braid-lsp-server", "braid-compile"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 if config.mpi_found in ("TRUE", "ON", "1"):
     config.available_features.add("mpi")
+    config.substitutions.append(
+        ("%mpirun", "mpirun --allow-run-as-root --oversubscribe"))
+    config.substitutions.append(
+        ("%braid_lib", os.path.join(config.braid_obj_root, "lib")))
+    llvm_config.add_tool_substitutions(
+        ["braid-exec", "braid-rt-selftest"], tool_dirs)

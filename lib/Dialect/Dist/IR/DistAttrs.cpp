@@ -162,7 +162,7 @@ static ParseResult parseAxisPlacement(AsmParser &parser,
     return success();
   }
   if (keyword == "shard") {
-    int64_t dim;
+    int64_t dim = 0;
     if (parser.parseLess() || parser.parseInteger(dim) || parser.parseGreater())
       return failure();
     placement = AxisPlacement::shard(dim);

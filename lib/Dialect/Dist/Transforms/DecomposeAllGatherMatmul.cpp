@@ -42,6 +42,10 @@ overlap::matchAllGatherMatmul(AllGatherOp op, std::string &reason) {
     return failure();
   }
   std::string name = "'" + consumer->getName().getStringRef().str() + "'";
+  if (consumer.getNumReductionLoops() == 0) {
+    reason = "its consumer " + name + " is not a contraction";
+    return failure();
+  }
   if (!consumer.hasPureTensorSemantics() || consumer->getNumResults() != 1) {
     reason = name + " is not a single-result op on tensors";
     return failure();

@@ -37,7 +37,8 @@ FailureOr<AllToAllMatmul> overlap::matchAllToAllMatmul(AllToAllOp op,
   if (result.hasOneUse()) {
     OpOperand &use = *result.use_begin();
     auto consumer = dyn_cast<linalg::LinalgOp>(use.getOwner());
-    if (consumer && consumer.hasPureTensorSemantics() &&
+    if (consumer && consumer.getNumReductionLoops() > 0 &&
+        consumer.hasPureTensorSemantics() &&
         consumer->getNumResults() == 1 && consumer.isDpsInput(&use) &&
         consumer->getBlock() == op->getBlock()) {
       std::optional<unsigned> loop =
@@ -60,7 +61,7 @@ FailureOr<AllToAllMatmul> overlap::matchAllToAllMatmul(AllToAllOp op,
   // Combine: the exchanged value is computed by one contraction.
   std::string why;
   linalg::LinalgOp producer = soleProducer(op.getInput(), op->getBlock(), why);
-  if (producer) {
+  if (producer && producer.getNumReductionLoops() > 0) {
     if (std::optional<unsigned> loop =
             scatterLoop(producer, op.getSplitDim(), why)) {
       match.compute = producer;

@@ -43,6 +43,10 @@ overlap::matchMatmulAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
       soleProducer(op.getInput(), op->getBlock(), reason);
   if (!producer)
     return failure();
+  if (producer.getNumReductionLoops() == 0) {
+    reason = "its input is not computed by a contraction";
+    return failure();
+  }
   MatmulAllReduce match;
   match.reduce = op;
   match.producer = producer;

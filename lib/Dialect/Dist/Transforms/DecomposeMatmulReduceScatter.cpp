@@ -72,6 +72,10 @@ overlap::matchMatmulReduceScatter(ReduceScatterOp op, std::string &reason) {
       soleProducer(op.getInput(), op->getBlock(), reason);
   if (!producer)
     return failure();
+  if (producer.getNumReductionLoops() == 0) {
+    reason = "its input is not computed by a contraction";
+    return failure();
+  }
   std::optional<unsigned> loop = scatterLoop(producer, op.getDim(), reason);
   if (!loop)
     return failure();

@@ -123,9 +123,11 @@ private:
   std::optional<CostModel> model;
   ReplicationAnalysis replication;
   std::vector<Record> records;
-  /// Collectives the rewrites create (the all-gather after a ring
-  /// reduce-scatter): made asynchronous at the end, not reported.
-  SmallVector<Operation *> derived;
+  /// Collectives to make asynchronous once every fused rewrite is done, so
+  /// that their waits land before the final first uses: those the model
+  /// chose `async` for, and those the rewrites create (the all-gather after
+  /// a ring reduce-scatter), which are not reported separately.
+  SmallVector<Operation *> deferredAsync;
   IRRewriter *rewriter = nullptr;
 };
 
@@ -256,7 +258,7 @@ void OverlapPass::addFusedCandidates(CollectiveOpInterface op, double comm,
         if (failed(gather))
           return failure();
         // The all-gather the rewrite leaves overlaps what follows it.
-        derived.push_back(*gather);
+        deferredAsync.push_back(*gather);
         return success();
       };
       out.push_back(std::move(c));
@@ -346,8 +348,8 @@ void OverlapPass::addAsyncCandidate(CollectiveOpInterface op, double comm,
   c.overlapped = std::max(between * (1 + model->getTarget().overlapInterference),
                           comm);
   c.chunks = 1;
-  c.apply = [op, placement](RewriterBase &r) mutable {
-    makeAsync(r, op, placement);
+  c.apply = [op, this](RewriterBase &) mutable {
+    deferredAsync.push_back(op);
     return success();
   };
   out.push_back(std::move(c));
@@ -466,15 +468,15 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     records.push_back(record);
   }
 
-  // The all-gathers that rewrites left behind overlap what follows them.
-  for (Operation *op : derived) {
+  // Start early, wait late, now that the schedules around are final.
+  for (Operation *op : deferredAsync) {
     auto collective = cast<CollectiveOpInterface>(op);
     AsyncPlacement placement = planAsync(collective);
     if (llvm::any_of(placement.overlapped,
                      [](Operation *o) { return isa<linalg::LinalgOp>(o); }))
       makeAsync(*rewriter, collective, placement);
   }
-  derived.clear();
+  deferredAsync.clear();
 }
 
 LogicalResult OverlapPass::writeReport() {

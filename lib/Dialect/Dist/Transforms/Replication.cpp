@@ -98,6 +98,14 @@ bool ReplicationAnalysis::isReplicatedAlong(Value value, FlatSymbolRefAttr grid,
   }
   if (replicatesAlong(op, grid, axis))
     return remember(true);
+  // The same for the asynchronous forms, through their wait.
+  if (auto wait = dyn_cast<WaitOp>(op))
+    if (CollectiveOpInterface start = wait.getStart())
+      if (isa<AllGatherStartOp, AllReduceStartOp, BroadcastStartOp>(
+              start.getOperation()) &&
+          start.getGridAttr() == grid &&
+          llvm::is_contained(start.getAxes(), axis))
+        return remember(true);
   // tensor.empty has no defined contents: it can only be an init that a
   // payload never reads, which the caller checks.
   if (isa<tensor::EmptyOp>(op))

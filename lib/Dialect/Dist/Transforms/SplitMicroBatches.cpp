@@ -27,12 +27,13 @@ static SmallVector<int64_t> freeDims(CollectiveOpInterface op) {
   SmallVector<int64_t> dims;
   Operation *raw = op.getOperation();
   for (int64_t d = 0; d < op.getInput().getType().getRank(); ++d) {
-    if (auto g = dyn_cast<AllGatherOp>(raw); g && g.getDim() == d)
+    uint64_t dim = d;
+    if (auto g = dyn_cast<AllGatherOp>(raw); g && g.getDim() == dim)
       continue;
-    if (auto s = dyn_cast<ReduceScatterOp>(raw); s && s.getDim() == d)
+    if (auto s = dyn_cast<ReduceScatterOp>(raw); s && s.getDim() == dim)
       continue;
     if (auto a = dyn_cast<AllToAllOp>(raw);
-        a && (a.getSplitDim() == d || a.getConcatDim() == d))
+        a && (a.getSplitDim() == dim || a.getConcatDim() == dim))
       continue;
     dims.push_back(d);
   }
