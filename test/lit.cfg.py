@@ -15,6 +15,7 @@ config.test_exec_root = os.path.join(config.braid_obj_root, "test")
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%braid_src", config.braid_src_root))
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%braid_bin", config.braid_tools_dir))
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()

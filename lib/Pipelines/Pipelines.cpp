@@ -51,7 +51,11 @@ bool braid::validatePipelineOptions(const BraidPipelineOptions &options,
          oneOf("overlap mode", options.overlap, {"auto", "force", "off"}) &&
          oneOf("target preset", options.targetPreset,
                {"cpu", "h100", "h200"}) &&
-         oneOf("stage", options.stopAfter, {"dist", "xfer", "llvm"});
+         oneOf("bidirectional", options.bidirectional,
+               {"auto", "on", "off"}) &&
+         oneOf("stage", options.stopAfter, {"dist", "xfer", "llvm"}) &&
+         (options.subChunks >= 0 ||
+          (message = "sub-chunks must be 0 (automatic) or positive", false));
 }
 
 void braid::buildBraidPipeline(OpPassManager &pm,
@@ -68,6 +72,8 @@ void braid::buildBraidPipeline(OpPassManager &pm,
     overlapOptions.mode = options.overlap;
     overlapOptions.preset = options.targetPreset;
     overlapOptions.report = options.report;
+    overlapOptions.subChunks = options.subChunks;
+    overlapOptions.bidirectional = options.bidirectional;
     pm.addPass(dist::createOverlap(overlapOptions));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
@@ -90,10 +96,13 @@ void braid::buildBraidPipeline(OpPassManager &pm,
   pm.addPass(createConvertXferToRuntime(runtimeOptions));
   addTextual(pm, "func.func(convert-linalg-to-loops),expand-strided-metadata,"
                  "lower-affine,convert-scf-to-cf");
-  addTextual(pm, "arith-expand{include-bf16},"
-                 "math-extend-to-supported-types{extra-types=f16,bf16},"
+  // f16 and bf16 arithmetic runs in f32 (rounded back after each op, as
+  // the types demand); then the bf16 conversions become integer code,
+  // since the C runtime of our Debian toolchain lacks the bf16 helpers.
+  addTextual(pm, "math-extend-to-supported-types{extra-types=f16,bf16},"
                  "arith-emulate-unsupported-floats{source-types=f16,bf16 "
-                 "target-type=f32},convert-math-to-libm,canonicalize");
+                 "target-type=f32},arith-expand{include-bf16},"
+                 "convert-math-to-libm,canonicalize");
   addTextual(pm, "finalize-memref-to-llvm,convert-math-to-llvm,"
                  "convert-arith-to-llvm,convert-index-to-llvm,"
                  "convert-cf-to-llvm,convert-func-to-llvm,"

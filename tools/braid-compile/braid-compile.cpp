@@ -74,6 +74,16 @@ static cl::opt<std::string>
 static cl::opt<std::string>
     report("report", cl::desc("Write the JSON report of overlap decisions"),
            cl::value_desc("file.json"), cl::init(""), cl::cat(category));
+static cl::opt<int64_t>
+    subChunks("sub-chunks",
+              cl::desc("Pieces per peer chunk in ring schedules (0: the cost "
+                       "model picks 1, 2 or 4)"),
+              cl::init(0), cl::cat(category));
+static cl::opt<std::string>
+    bidirectional("bidirectional",
+                  cl::desc("Ring directions: auto, on (two rings, each "
+                           "carrying half) or off"),
+                  cl::init("auto"), cl::cat(category));
 static cl::opt<std::string> entry("entry",
                                   cl::desc("Entry function (default: main, "
                                            "or the only public function)"),
@@ -287,6 +297,8 @@ int main(int argc, char **argv) {
   options.targetPreset = targetPreset;
   options.report = report;
   options.checkSchedule = checkSchedule;
+  options.subChunks = subChunks;
+  options.bidirectional = bidirectional;
   if (!braid::validatePipelineOptions(options, message))
     return fail(message);
 

@@ -92,7 +92,8 @@ def ConvertXferToRuntime : Pass<"convert-xfer-to-runtime", "mlir::ModuleOp"> {
     ```
 
     Grids may have at most four axes, all of static size. `shard.grid` ops
-    that nothing refers to any more are erased.
+    that nothing refers to any more are erased, and so are the
+    `dist.placement` attributes of function arguments and results.
 
     The function named by `entry` gets `llvm.emit_c_interface`, so that
     `braid-emit-entry-point` can give runners one way to call it; naming a

@@ -42,6 +42,15 @@ struct BraidPipelineOptions
       *this, "target-preset",
       llvm::cl::desc("Cost model figures: h100, h200 or cpu"),
       llvm::cl::init("cpu")};
+  Option<int64_t> subChunks{
+      *this, "sub-chunks",
+      llvm::cl::desc("Pieces per peer chunk in ring schedules (0: the cost "
+                     "model picks)"),
+      llvm::cl::init(0)};
+  Option<std::string> bidirectional{
+      *this, "bidirectional",
+      llvm::cl::desc("Ring directions: auto, on or off"),
+      llvm::cl::init("auto")};
   Option<std::string> report{
       *this, "report",
       llvm::cl::desc("Write the JSON report of overlap decisions here"),

@@ -340,6 +340,15 @@ private:
   }
 
   LogicalResult lowerFunction(FunctionOpInterface function) {
+    // Placements describe distributed tensors; below this point there are
+    // only pointers, to which the attribute cannot apply.
+    StringRef placement = dist::DistDialect::getPlacementAttrName();
+    for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i)
+      function.removeArgAttr(i, StringAttr::get(function.getContext(),
+                                              placement));
+    for (unsigned i = 0, e = function.getNumResults(); i < e; ++i)
+      function.removeResultAttr(i, StringAttr::get(function.getContext(),
+                                                   placement));
     if (function.isExternal())
       return success();
     entryBlock = &function.getFunctionBody().front();

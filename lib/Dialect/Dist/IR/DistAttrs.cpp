@@ -247,9 +247,12 @@ LogicalResult
 braid::dist::verifyPlacement(PlacementAttr placement, Type type,
                              shard::GridOp grid,
                              function_ref<InFlightDiagnostic()> emitError) {
-  auto tensorType = dyn_cast<RankedTensorType>(type);
-  if (!tensorType)
-    return emitError() << "a placement needs a ranked tensor, got " << type;
+  // Bufferized functions keep their placements on memref arguments.
+  auto tensorType = dyn_cast<ShapedType>(type);
+  if (!tensorType || !tensorType.hasRank() ||
+      !isa<RankedTensorType, MemRefType>(type))
+    return emitError() << "a placement needs a ranked tensor or memref, got "
+                       << type;
   if (!grid)
     return emitError() << "unknown grid " << placement.getGrid();
   if (static_cast<int64_t>(placement.getAxes().size()) != grid.getRank())

@@ -295,7 +295,7 @@ void OverlapPass::addMicroBatchCandidates(CollectiveOpInterface op, double comm,
                                           std::string &why) {
   SmallVector<int64_t> counts = microBatches > 0
                                     ? SmallVector<int64_t>{microBatches}
-                                    : SmallVector<int64_t>{2, 4};
+                                    : SmallVector<int64_t>{2, 3, 4};
   int64_t n = groupSizeOf(op);
   for (int64_t parts : counts) {
     FailureOr<MicroBatch> match = matchMicroBatch(op, parts, why);

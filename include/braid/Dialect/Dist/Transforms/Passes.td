@@ -119,7 +119,7 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     Option<"bidirectional", "bidirectional", "std::string",
            /*default=*/"\"auto\"", "Ring directions: auto, on or off">,
     Option<"microBatches", "micro-batches", "int64_t", /*default=*/"0",
-           "Micro-batches for micro_batch (0: the model picks 2 or 4)">,
+           "Micro-batches for micro_batch (0: the model picks 2, 3 or 4)">,
     Option<"peakTflops", "peak-tflops", "double", /*default=*/"0",
            "Override the preset's 16-bit matmul peak (TFLOP/s; f32 scales)">,
     Option<"memoryBandwidth", "memory-bandwidth", "double", /*default=*/"0",

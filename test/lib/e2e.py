@@ -1,0 +1,427 @@
+#!/usr/bin/env python3
+"""End-to-end numerical tests of Braid's schedules on CPU ranks.
+
+For one pattern and one configuration (grid, axis, element type, sizes),
+this script writes an SPMD program in upstream `shard` form, draws per-rank
+inputs, computes the expected per-rank results with numpy (test/lib/spmd.py,
+independent of Braid), then for each overlap mode compiles the program with
+braid-compile, runs it with braid-exec on as many MPI ranks as the grid has,
+and compares. With --expect, it also checks from the JSON report that the
+schedule under test was really applied.
+
+Usage: e2e.py PATTERN --grid 4|2x2 [--axis A] [--dtype f32|f16|bf16]
+              [--variant V] [--modes force,off] [--expect STRATEGY]
+              [--bin BUILD/bin] [--keep DIR]
+Exit status 0 when every mode matches the reference, 1 otherwise.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import spmd  # noqa: E402
+
+TOLERANCE = {"f32": 2e-4, "f16": 2e-2, "bf16": 4e-2}
+
+
+# --- element types -------------------------------------------------------
+
+def to_bf16_bits(values):
+    """Rounds float32 values to bfloat16 (nearest even) and returns bits."""
+    bits = np.asarray(values, dtype=np.float32).view(np.uint32)
+    rounding = ((bits >> 16) & 1) + 0x7FFF
+    return ((bits + rounding) >> 16).astype(np.uint16)
+
+
+def from_bf16_bits(bits):
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def quantize(values, dtype):
+    """The float64 values the program actually sees for `dtype` inputs."""
+    if dtype == "bf16":
+        return from_bf16_bits(to_bf16_bits(values)).astype(np.float64)
+    if dtype == "f16":
+        return values.astype(np.float16).astype(np.float64)
+    return values.astype(np.float32).astype(np.float64)
+
+
+def storage(values, dtype):
+    if dtype == "bf16":
+        return to_bf16_bits(values)
+    return values.astype({"f16": np.float16, "f32": np.float32}[dtype])
+
+
+def load(path, dtype):
+    data = np.load(path)
+    if dtype == "bf16":
+        return from_bf16_bits(data).astype(np.float64)
+    return data.astype(np.float64)
+
+
+def tensor(shape, dtype):
+    return "tensor<" + "x".join(str(s) for s in shape) + "x" + dtype + ">"
+
+
+# --- patterns --------------------------------------------------------------
+# Each returns (mlir text, input specs [(shape, dtype[, "replicated"])],
+# result dtypes,
+# reference function(grid, inputs) -> per-rank list of result lists).
+
+MATMUL_MAPS = {
+    "nn": "",
+    "nt": ("indexing_maps = [affine_map<(m, n, k) -> (m, k)>, "
+           "affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>] "),
+}
+
+
+def matmul(out, a, b, a_type, b_type, shape, acc, maps="nn"):
+    return (f"  %{out}_e = tensor.empty() : {tensor(shape, acc)}\n"
+            f"  %{out}_z = linalg.fill ins(%zero : {acc}) outs(%{out}_e : {tensor(shape, acc)}) -> {tensor(shape, acc)}\n"
+            f"  %{out} = linalg.matmul {MATMUL_MAPS[maps]}ins(%{a}, %{b} : {a_type}, {b_type}) "
+            f"outs(%{out}_z : {tensor(shape, acc)}) -> {tensor(shape, acc)}\n")
+
+
+def header(grid_shape):
+    return f"shard.grid @g(shape = {'x'.join(str(s) for s in grid_shape)})\n"
+
+
+def acc_type(dtype):
+    # bf16 operands accumulate in f32 (mixed precision); f16 and f32 in their
+    # own type (uniform precision).
+    return "f32" if dtype == "bf16" else dtype
+
+
+def pattern_ag_matmul(cfg):
+    """all_gather feeding a matmul: rows of A, columns of B (through a
+    transposed-B matmul), or the reduction dimension."""
+    n, dt, acc = cfg.group, cfg.dtype, acc_type(cfg.dtype)
+    m, k, c = 4, 16, 12
+    if cfg.variant == "rows":
+        xs, ws = (m, k), (k, c)
+        g = (n * m, k)
+        body = (f"  %g = shard.all_gather %x on @g grid_axes = [{cfg.axis}] gather_axis = 0 : {tensor(xs, dt)} -> {tensor(g, dt)}\n"
+                + matmul("y", "g", "w", tensor(g, dt), tensor(ws, dt), (n * m, c), acc))
+        ref = lambda grid, x, w: [gx @ wr for gx, wr in zip(spmd.all_gather(grid, x, [cfg.axis], 0), w)]
+        out = (n * m, c)
+    elif cfg.variant == "cols":
+        xs, ws = (c, k), (m, k)        # x: this rank's rows of B^T; w: A
+        g = (n * c, k)
+        body = (f"  %g = shard.all_gather %x on @g grid_axes = [{cfg.axis}] gather_axis = 0 : {tensor(xs, dt)} -> {tensor(g, dt)}\n"
+                + matmul("y", "w", "g", tensor(ws, dt), tensor(g, dt), (m, n * c), acc, maps="nt"))
+        ref = lambda grid, x, w: [wr @ gx.T for gx, wr in zip(spmd.all_gather(grid, x, [cfg.axis], 0), w)]
+        out = (m, n * c)
+    elif cfg.variant == "reduction":
+        xs, ws = (m, k), (n * k, c)
+        g = (m, n * k)
+        body = (f"  %g = shard.all_gather %x on @g grid_axes = [{cfg.axis}] gather_axis = 1 : {tensor(xs, dt)} -> {tensor(g, dt)}\n"
+                + matmul("y", "g", "w", tensor(g, dt), tensor(ws, dt), (m, c), acc))
+        ref = lambda grid, x, w: [gx @ wr for gx, wr in zip(spmd.all_gather(grid, x, [cfg.axis], 1), w)]
+        out = (m, c)
+    else:
+        raise SystemExit(f"unknown variant {cfg.variant}")
+    text = (header(cfg.grid) +
+            f"func.func @main(%x: {tensor(xs, dt)}, %w: {tensor(ws, dt)}) -> {tensor(out, acc)} {{\n"
+            f"  %zero = arith.constant 0.0 : {acc}\n" + body +
+            f"  return %y : {tensor(out, acc)}\n}}\n")
+    return text, [(xs, dt), (ws, dt)], [acc], lambda grid, ins: [[y] for y in ref(grid, *ins)]
+
+
+def pattern_matmul_rs(cfg):
+    """A matmul whose result is reduce-scattered along rows or columns."""
+    n, dt, acc = cfg.group, cfg.dtype, acc_type(cfg.dtype)
+    m, k, c = 4 * n, 16, 4 * n
+    dim = 0 if cfg.variant == "rows" else 1
+    out = (m // n, c) if dim == 0 else (m, c // n)
+    text = (header(cfg.grid) +
+            f"func.func @main(%a: {tensor((m, k), dt)}, %b: {tensor((k, c), dt)}) -> {tensor(out, acc)} {{\n"
+            f"  %zero = arith.constant 0.0 : {acc}\n" +
+            matmul("y", "a", "b", tensor((m, k), dt), tensor((k, c), dt), (m, c), acc) +
+            f"  %s = shard.reduce_scatter %y on @g grid_axes = [{cfg.axis}] scatter_axis = {dim} : {tensor((m, c), acc)} -> {tensor(out, acc)}\n"
+            f"  return %s : {tensor(out, acc)}\n}}\n")
+
+    def ref(grid, ins):
+        a, b = ins
+        ys = [ar @ br for ar, br in zip(a, b)]
+        return [[s] for s in spmd.reduce_scatter(grid, ys, [cfg.axis], dim)]
+    return text, [((m, k), dt), ((k, c), dt)], [acc], ref
+
+
+GELU = """\
+  ^bb0(%v: f32, %bb: f32, %o: f32):
+    %s = arith.addf %v, %bb : f32
+    %t = math.tanh %s : f32
+    %act = arith.mulf %s, %t : f32
+    linalg.yield %act : f32"""
+
+
+def pattern_matmul_ar(cfg):
+    """Row-parallel matmul, all-reduce, then bias + activation + residual +
+    cast. Variant `replicated`: the bias carries a replicate placement and
+    the residual is an all-gather result, so the elementwise work moves
+    between reduce-scatter and all-gather. Variant `unproven`: the same
+    program without the placement (each rank's bias differs): the work must
+    stay after the all-reduce and each rank's result differs."""
+    n, dt = cfg.group, cfg.dtype
+    m, k, c = 4 * n, 8, 12
+    bias_attr = (f" {{dist.placement = #dist.placement<@g, [{', '.join('replicate' for _ in cfg.grid)}]>}}"
+                 if cfg.variant == "replicated" else "")
+    maps2 = "[affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>]"
+    maps3 = "[affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>]"
+    text = (header(cfg.grid) +
+            f"func.func @main(%h: {tensor((m, k), 'f32')}, %w: {tensor((k, c), 'f32')}, "
+            f"%bias: {tensor((c,), 'f32')}{bias_attr}, %xs: {tensor((m // n, c), 'f32')}) -> {tensor((m, c), dt)} {{\n"
+            f"  %zero = arith.constant 0.0 : f32\n" +
+            matmul("y", "h", "w", tensor((m, k), "f32"), tensor((k, c), "f32"), (m, c), "f32") +
+            f"  %x = shard.all_gather %xs on @g grid_axes = [{cfg.axis}] gather_axis = 0 : {tensor((m // n, c), 'f32')} -> {tensor((m, c), 'f32')}\n"
+            f"  %r = shard.all_reduce %y on @g grid_axes = [{cfg.axis}] : {tensor((m, c), 'f32')} -> {tensor((m, c), 'f32')}\n"
+            f"  %e = tensor.empty() : {tensor((m, c), 'f32')}\n"
+            f"  %b = linalg.generic {{indexing_maps = {maps2}, iterator_types = [\"parallel\", \"parallel\"]}}\n"
+            f"      ins(%r, %bias : {tensor((m, c), 'f32')}, {tensor((c,), 'f32')}) outs(%e : {tensor((m, c), 'f32')}) {{\n{GELU}\n"
+            f"  }} -> {tensor((m, c), 'f32')}\n"
+            f"  %e2 = tensor.empty() : {tensor((m, c), dt)}\n"
+            f"  %o = linalg.generic {{indexing_maps = {maps3}, iterator_types = [\"parallel\", \"parallel\"]}}\n"
+            f"      ins(%b, %x : {tensor((m, c), 'f32')}, {tensor((m, c), 'f32')}) outs(%e2 : {tensor((m, c), dt)}) {{\n"
+            f"  ^bb0(%v: f32, %res: f32, %out: {dt}):\n"
+            f"    %s = arith.addf %v, %res : f32\n" +
+            (f"    %t = arith.truncf %s : f32 to {dt}\n    linalg.yield %t : {dt}\n" if dt != "f32"
+             else "    linalg.yield %s : f32\n") +
+            f"  }} -> {tensor((m, c), dt)}\n"
+            f"  return %o : {tensor((m, c), dt)}\n}}\n")
+
+    def ref(grid, ins):
+        h, w, bias, xs = ins
+        r = spmd.all_reduce(grid, [hr @ wr for hr, wr in zip(h, w)], [cfg.axis])
+        x = spmd.all_gather(grid, xs, [cfg.axis], 0)
+        out = []
+        for rank in range(grid.size):
+            s = r[rank] + bias[rank]
+            out.append([s * np.tanh(s) + x[rank]])
+        return out
+    # The placement promises the same bias on every rank: the inputs keep
+    # the promise.
+    bias_spec = ((c,), "f32", "replicated") if cfg.variant == "replicated" else ((c,), "f32")
+    specs = [((m, k), "f32"), ((k, c), "f32"), bias_spec, ((m // n, c), "f32")]
+    return text, specs, [dt], ref
+
+
+def pattern_a2a(cfg):
+    """Expert-parallel all-to-all: dispatch feeding the expert matmul, or
+    combine after it."""
+    n, dt, acc = cfg.group, cfg.dtype, acc_type(cfg.dtype)
+    t, h, f = 2 * n, 8, 6
+    if cfg.variant == "dispatch":
+        text = (header(cfg.grid) +
+                f"func.func @main(%x: {tensor((t, h), dt)}, %w: {tensor((h, f), dt)}) -> {tensor((t, f), acc)} {{\n"
+                f"  %zero = arith.constant 0.0 : {acc}\n"
+                f"  %d = shard.all_to_all %x on @g grid_axes = [{cfg.axis}] split_axis = 0 concat_axis = 0 : {tensor((t, h), dt)} -> {tensor((t, h), dt)}\n" +
+                matmul("y", "d", "w", tensor((t, h), dt), tensor((h, f), dt), (t, f), acc) +
+                f"  return %y : {tensor((t, f), acc)}\n}}\n")
+
+        def ref(grid, ins):
+            x, w = ins
+            d = spmd.all_to_all(grid, x, [cfg.axis], 0, 0)
+            return [[dr @ wr] for dr, wr in zip(d, w)]
+        return text, [((t, h), dt), ((h, f), dt)], [acc], ref
+    text = (header(cfg.grid) +
+            f"func.func @main(%x: {tensor((t, h), dt)}, %w: {tensor((h, f), dt)}) -> {tensor((t, f), acc)} {{\n"
+            f"  %zero = arith.constant 0.0 : {acc}\n" +
+            matmul("y", "x", "w", tensor((t, h), dt), tensor((h, f), dt), (t, f), acc) +
+            f"  %c = shard.all_to_all %y on @g grid_axes = [{cfg.axis}] split_axis = 0 concat_axis = 0 : {tensor((t, f), acc)} -> {tensor((t, f), acc)}\n"
+            f"  return %c : {tensor((t, f), acc)}\n}}\n")
+
+    def ref(grid, ins):
+        x, w = ins
+        return [[c] for c in spmd.all_to_all(grid, [xr @ wr for xr, wr in zip(x, w)], [cfg.axis], 0, 0)]
+    return text, [((t, h), dt), ((h, f), dt)], [acc], ref
+
+
+def pattern_micro_batch(cfg):
+    """All-reduce after a matmul whose result no ring can split (no dimension
+    divides by the group size), feeding a row norm."""
+    n, dt, acc = cfg.group, cfg.dtype, acc_type(cfg.dtype)
+    # No dimension divides by the group size; one divides into micro-batches.
+    m, k, c = (9, 8, 5) if n == 2 else (6, 8, 6)
+    text = (header(cfg.grid) +
+            f"func.func @main(%a: {tensor((m, k), dt)}, %b: {tensor((k, c), dt)}) -> {tensor((m,), acc)} {{\n"
+            f"  %zero = arith.constant 0.0 : {acc}\n" +
+            matmul("y", "a", "b", tensor((m, k), dt), tensor((k, c), dt), (m, c), acc) +
+            f"  %r = shard.all_reduce %y on @g grid_axes = [{cfg.axis}] : {tensor((m, c), acc)} -> {tensor((m, c), acc)}\n"
+            f"  %e = tensor.empty() : {tensor((m,), acc)}\n"
+            f"  %z = linalg.fill ins(%zero : {acc}) outs(%e : {tensor((m,), acc)}) -> {tensor((m,), acc)}\n"
+            f"  %s = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>], "
+            f"iterator_types = [\"parallel\", \"reduction\"]}} ins(%r : {tensor((m, c), acc)}) outs(%z : {tensor((m,), acc)}) {{\n"
+            f"  ^bb0(%v: {acc}, %s0: {acc}):\n    %q = arith.mulf %v, %v : {acc}\n    %t = arith.addf %s0, %q : {acc}\n"
+            f"    linalg.yield %t : {acc}\n  }} -> {tensor((m,), acc)}\n"
+            f"  return %s : {tensor((m,), acc)}\n}}\n")
+
+    def ref(grid, ins):
+        a, b = ins
+        r = spmd.all_reduce(grid, [ar @ br for ar, br in zip(a, b)], [cfg.axis])
+        return [[(x * x).sum(axis=1)] for x in r]
+    return text, [((m, k), dt), ((k, c), dt)], [acc], ref
+
+
+def pattern_async(cfg):
+    """Collectives with independent compute around them: a gradient
+    all-reduce, a broadcast, a ring shift and an all-to-all whose results
+    only reach the return, while a matmul runs."""
+    n, dt = cfg.group, cfg.dtype
+    a = cfg.axis
+    shapes = {"g": (4, 2 * n), "v": (2 * n, 4), "p": (8, 8)}
+    text = (header(cfg.grid) +
+            f"func.func @main(%g: {tensor(shapes['g'], dt)}, %v: {tensor(shapes['v'], dt)}, %p: {tensor(shapes['p'], dt)}) -> "
+            f"({tensor(shapes['g'], dt)}, {tensor(shapes['v'], dt)}, {tensor(shapes['v'], dt)}, {tensor(shapes['v'], dt)}, {tensor(shapes['p'], dt)}) {{\n"
+            f"  %zero = arith.constant 0.0 : {dt}\n"
+            f"  %r = shard.all_reduce %g on @g grid_axes = [{a}] reduction = max : {tensor(shapes['g'], dt)} -> {tensor(shapes['g'], dt)}\n"
+            f"  %b = shard.broadcast %v on @g grid_axes = [{a}] root = [1] : ({tensor(shapes['v'], dt)}) -> {tensor(shapes['v'], dt)}\n"
+            f"  %s = shard.shift %v on @g grid_axes = [{a}] shift_axis = {a} offset = -1 rotate : {tensor(shapes['v'], dt)} -> {tensor(shapes['v'], dt)}\n"
+            f"  %t = shard.all_to_all %v on @g grid_axes = [{a}] split_axis = 0 concat_axis = 0 : {tensor(shapes['v'], dt)} -> {tensor(shapes['v'], dt)}\n" +
+            matmul("m", "p", "p", tensor(shapes['p'], dt), tensor(shapes['p'], dt), shapes['p'], dt) +
+            f"  return %r, %b, %s, %t, %m : {tensor(shapes['g'], dt)}, {tensor(shapes['v'], dt)}, {tensor(shapes['v'], dt)}, {tensor(shapes['v'], dt)}, {tensor(shapes['p'], dt)}\n}}\n")
+
+    def ref(grid, ins):
+        g, v, p = ins
+        r = spmd.all_reduce(grid, g, [a], "max")
+        b = spmd.broadcast(grid, v, [a], [1])
+        s = spmd.shift(grid, v, a, -1)
+        t = spmd.all_to_all(grid, v, [a], 0, 0)
+        return [[r[i], b[i], s[i], t[i], p[i] @ p[i]] for i in range(grid.size)]
+    return text, [(shapes["g"], dt), (shapes["v"], dt), (shapes["p"], dt)], [dt] * 5, ref
+
+
+PATTERNS = {
+    "ag_matmul": pattern_ag_matmul,
+    "matmul_rs": pattern_matmul_rs,
+    "matmul_ar": pattern_matmul_ar,
+    "a2a": pattern_a2a,
+    "micro_batch": pattern_micro_batch,
+    "async": pattern_async,
+}
+
+
+# --- driver ------------------------------------------------------------------
+
+class Config:
+    pass
+
+
+def run(cmd, **kwargs):
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    if proc.returncode != 0:
+        sys.stdout.write(f"command failed ({proc.returncode}): {' '.join(cmd)}\n")
+        sys.stdout.write(proc.stdout + proc.stderr)
+    return proc
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("pattern", choices=sorted(PATTERNS))
+    parser.add_argument("--grid", default="4")
+    parser.add_argument("--axis", type=int, default=0)
+    parser.add_argument("--dtype", default="f32", choices=sorted(TOLERANCE))
+    parser.add_argument("--variant", default="")
+    parser.add_argument("--modes", default="force,off")
+    parser.add_argument("--expect", default="",
+                        help="strategy the force run must apply (from the report)")
+    parser.add_argument("--compile-flags", default="")
+    parser.add_argument("--expect-divergent", action="store_true",
+                        help="the ranks of a group must get different results "
+                             "(inputs that are not replicated must show)")
+    parser.add_argument("--bin", default=os.path.join(
+        os.path.dirname(__file__), "..", "..", "build", "bin"))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep", default="")
+    args = parser.parse_args()
+
+    cfg = Config()
+    cfg.grid = [int(s) for s in args.grid.split("x")]
+    cfg.axis = args.axis
+    cfg.group = cfg.grid[args.axis]
+    cfg.dtype = args.dtype
+    cfg.variant = args.variant
+    grid = spmd.Grid(cfg.grid)
+    text, specs, result_dtypes, reference = PATTERNS[args.pattern](cfg)
+
+    work = args.keep or tempfile.mkdtemp(prefix="braid-e2e-")
+    os.makedirs(work, exist_ok=True)
+    try:
+        program = os.path.join(work, "program.mlir")
+        with open(program, "w") as f:
+            f.write(text)
+        rng = np.random.default_rng(args.seed)
+        inputs = []  # per argument: per-rank float64 values the program sees
+        for index, spec in enumerate(specs):
+            shape, dtype = spec[0], spec[1]
+            replicated = len(spec) > 2 and spec[2] == "replicated"
+            per_rank = []
+            shared = rng.uniform(-1, 1, size=shape)
+            for rank in range(grid.size):
+                raw = shared if replicated else rng.uniform(-1, 1, size=shape)
+                np.save(os.path.join(work, f"a{index}.r{rank}.npy"), storage(raw, dtype))
+                per_rank.append(quantize(raw, dtype))
+            inputs.append(per_rank)
+        expected = reference(grid, inputs)
+
+        label = f"{args.pattern}{('/' + cfg.variant) if cfg.variant else ''} grid={args.grid} axis={cfg.axis} {cfg.dtype}"
+        failed = False
+        for mode in args.modes.split(","):
+            lib = os.path.join(work, f"prog-{mode}.so")
+            report = os.path.join(work, f"report-{mode}.json")
+            compile_cmd = [os.path.join(args.bin, "braid-compile"), program, "-o", lib,
+                           f"--overlap={mode}", f"--report={report}"] + args.compile_flags.split()
+            if run(compile_cmd).returncode != 0:
+                return 1
+            if mode == "force" and args.expect:
+                with open(report) as f:
+                    strategies = [c["strategy"] for c in json.load(f)["collectives"]]
+                if args.expect not in strategies:
+                    print(f"FAIL {label} mode={mode}: expected strategy {args.expect}, report has {strategies}")
+                    return 1
+            run_cmd = ["mpirun", "--oversubscribe", "-np", str(grid.size)]
+            if os.geteuid() == 0:
+                run_cmd.insert(1, "--allow-run-as-root")
+            run_cmd += [os.path.join(args.bin, "braid-exec"), lib, "--timeout=60"]
+            run_cmd += [f"--input=@{work}/a{i}.r{{rank}}.npy" for i in range(len(specs))]
+            run_cmd += [f"--output=@{work}/{mode}.o{k}.r{{rank}}.npy" for k in range(len(result_dtypes))]
+            if run(run_cmd).returncode != 0:
+                return 1
+            worst = 0.0
+            for rank in range(grid.size):
+                for k, dtype in enumerate(result_dtypes):
+                    got = load(os.path.join(work, f"{mode}.o{k}.r{rank}.npy"), dtype)
+                    want = expected[rank][k]
+                    if got.shape != want.shape:
+                        print(f"FAIL {label} mode={mode}: rank {rank} result {k} has shape {got.shape}, expected {want.shape}")
+                        return 1
+                    scale = max(np.abs(want).max(), 1e-6)
+                    err = np.abs(got - want).max() / scale
+                    worst = max(worst, err)
+                    if err > TOLERANCE[dtype]:
+                        index = np.unravel_index(np.argmax(np.abs(got - want)), got.shape)
+                        print(f"FAIL {label} mode={mode}: rank {rank} result {k} element {list(index)}: "
+                              f"got {got[index]}, expected {want[index]} (relative error {err:.3g} > {TOLERANCE[dtype]})")
+                        failed = True
+            if args.expect_divergent and not failed:
+                first = [load(os.path.join(work, f"{mode}.o0.r{r}.npy"), result_dtypes[0])
+                         for r in grid.group(0, [cfg.axis])]
+                if all(np.array_equal(first[0], other) for other in first[1:]):
+                    print(f"FAIL {label} mode={mode}: every rank of a group got the same "
+                          "result, but their inputs differ")
+                    failed = True
+            if not failed:
+                print(f"PASS {label} mode={mode} (max relative error {worst:.2e})")
+        return 1 if failed else 0
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
