@@ -400,7 +400,7 @@ func.func @placement_grid(%x: tensor<8xf32> {dist.placement = #dist.placement<@m
 // -----
 
 shard.grid @g(shape = 4)
-// expected-error @+1 {{placement on argument #0: a placement needs a ranked tensor, got 'f32'}}
+// expected-error @+1 {{placement on argument #0: a placement needs a ranked tensor or memref, got 'f32'}}
 func.func @placement_scalar(%x: f32 {dist.placement = #dist.placement<@g, [replicate]>}) {
   return
 }
