@@ -11,6 +11,7 @@
 #include "braid/Dialect/Dist/IR/DistDialect.h"
 #include "braid/Dialect/Dist/Transforms/Passes.h"
 #include "braid/Dialect/Xfer/IR/XferOps.h"
+#include "braid/Dialect/Xfer/Transforms/Passes.h"
 #include "braid/Pipelines/Pipelines.h"
 #include "braid/Version.h"
 
@@ -24,6 +25,7 @@ void braid::registerAllDialects(mlir::DialectRegistry &registry) {
 void braid::registerAllPasses() {
   registerBraidConversionPasses();
   dist::registerBraidDistPasses();
+  xfer::registerBraidXferPasses();
   registerBraidPipelines();
 }
 

@@ -8,6 +8,7 @@
 
 #include "braid/Conversion/Passes.h"
 #include "braid/Dialect/Dist/Transforms/Passes.h"
+#include "braid/Dialect/Xfer/Transforms/Passes.h"
 
 #include "mlir/InitAllPasses.h"
 #include "mlir/Pass/PassManager.h"
@@ -87,6 +88,8 @@ void braid::buildBraidPipeline(OpPassManager &pm,
   addTextual(pm, "one-shot-bufferize{bufferize-function-boundaries "
                  "function-boundary-type-conversion=identity-layout-map}");
   addTextual(pm, "buffer-deallocation-pipeline,canonicalize,cse");
+  if (options.checkSchedule)
+    addTextual(pm, "func.func(braid-check-schedule)");
   if (options.stopAfter == "xfer")
     return;
 

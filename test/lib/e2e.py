@@ -375,7 +375,8 @@ def main():
             lib = os.path.join(work, f"prog-{mode}.so")
             report = os.path.join(work, f"report-{mode}.json")
             compile_cmd = [os.path.join(args.bin, "braid-compile"), program, "-o", lib,
-                           f"--overlap={mode}", f"--report={report}"] + args.compile_flags.split()
+                           f"--overlap={mode}", f"--report={report}",
+                           "--check-schedule"] + args.compile_flags.split()
             if run(compile_cmd).returncode != 0:
                 return 1
             if mode == "force" and args.expect:

@@ -1,0 +1,46 @@
+//===- Passes.td - Xfer passes -----------------------------*- tablegen -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BRAID_DIALECT_XFER_TRANSFORMS_PASSES_TD
+#define BRAID_DIALECT_XFER_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def CheckSchedule
+    : InterfacePass<"braid-check-schedule", "mlir::FunctionOpInterface"> {
+  let summary = "Proves a transfer schedule free of deadlocks and races";
+  let description = [{
+    Every rank runs the same program, so the k-th send with offset `+d`
+    along an axis meets the k-th receive with offset `-d` on the peer, at
+    the same program point. The pass walks each block in order and proves:
+
+    - **matching**: every receive has its send and every send its receive
+      (counts balance per grid, axis and offset), with equal byte counts;
+    - **no deadlock**: a wait on a receive (or a send) comes after the
+      matching send (or receive) is posted — otherwise the peer, running
+      the same program, would be waiting at that wait before posting it;
+    - **no race**: between a transfer and its wait, no op writes the
+      transfer's source, and no op reads or writes its destination,
+      deallocations included (buffers with the same allocation are assumed
+      to overlap unless their static subviews are disjoint);
+    - every request is waited in the block that posted it.
+
+    A violation is an error naming the step, the ranks involved and the
+    buffer; the schedules Braid generates always pass. The pass changes
+    nothing.
+
+    ```mlir
+    // error: rank r waits at step 1 for the receive from rank r-1 along
+    // axis 0 of @tp before the matching send is posted: deadlock
+    %r = xfer.recv %b on @tp axes = [0] offset = -1 step = 1 : memref<8xf32>
+    xfer.wait %r : !xfer.request
+    %s = xfer.send %a on @tp axes = [0] offset = 1 step = 1 : memref<8xf32>
+    xfer.wait %s : !xfer.request
+    ```
+  }];
+}
+
+#endif // BRAID_DIALECT_XFER_TRANSFORMS_PASSES_TD
