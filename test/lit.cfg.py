@@ -32,4 +32,4 @@ if config.mpi_found in ("TRUE", "ON", "1"):
     config.substitutions.append(
         ("%braid_lib", os.path.join(config.braid_obj_root, "lib")))
     llvm_config.add_tool_substitutions(
-        ["braid-exec", "braid-rt-selftest"], tool_dirs)
+        ["braid-exec", "braid-run", "braid-rt-selftest"], tool_dirs)

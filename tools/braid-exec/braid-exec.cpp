@@ -8,7 +8,8 @@
 // Loads the artifact, feeds its entry point inputs (.npy files or seeded
 // random data), writes its results as .npy files, and optionally times
 // repeated runs and traces the last one. Links only the runtime (which it
-// also uses for its own collectives), MPI and libdl: no LLVM or MLIR.
+// also uses for its own collectives), BraidArtifact (manifests and .npy
+// files, shared with braid-run), MPI and libdl: no LLVM or MLIR.
 //
 // Errors every rank sees alike (usage, manifest, rank count, loading the
 // artifact) are agreed on with one all-reduce and reported once by rank 0,
@@ -17,507 +18,48 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "braid/Runtime/Artifact.h"
 #include "braid/Runtime/braid_rt.h"
 
 #include "HalfFloat.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
-#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
-#include <fstream>
 #include <memory>
 #include <random>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
+using namespace braid::artifact;
 using namespace braid::rt;
 
 namespace {
 
 //===----------------------------------------------------------------------===//
-// Element types and tensor types
+// Inputs
 //===----------------------------------------------------------------------===//
-
-enum class DType { F32, F64, F16, BF16, I1, I8, I16, I32, I64 };
-
-struct DTypeInfo {
-  DType dtype;
-  const char *name;
-  int64_t size;
-  /// The .npy descr written for results.
-  const char *descr;
-  /// Every .npy descr accepted for inputs (numpy has no bfloat16, so bf16
-  /// travels as its uint16 bit pattern).
-  std::vector<const char *> accepted;
-};
-
-const std::vector<DTypeInfo> &dtypes() {
-  static const std::vector<DTypeInfo> table = {
-      {DType::F32, "f32", 4, "<f4", {"<f4"}},
-      {DType::F64, "f64", 8, "<f8", {"<f8"}},
-      {DType::F16, "f16", 2, "<f2", {"<f2"}},
-      {DType::BF16, "bf16", 2, "<u2", {"<u2", "<V2", "|V2"}},
-      {DType::I1, "i1", 1, "|b1", {"|b1", "|u1", "|i1"}},
-      {DType::I8, "i8", 1, "|i1", {"|i1"}},
-      {DType::I16, "i16", 2, "<i2", {"<i2"}},
-      {DType::I32, "i32", 4, "<i4", {"<i4"}},
-      {DType::I64, "i64", 8, "<i8", {"<i8"}},
-  };
-  return table;
-}
-
-const DTypeInfo &info(DType dtype) {
-  for (const DTypeInfo &entry : dtypes())
-    if (entry.dtype == dtype)
-      return entry;
-  return dtypes().front();
-}
-
-const DTypeInfo *dtypeByName(const std::string &name) {
-  for (const DTypeInfo &entry : dtypes())
-    if (name == entry.name)
-      return &entry;
-  return nullptr;
-}
-
-std::string shapeString(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i)
-      text += ", ";
-    text += std::to_string(shape[i]);
-  }
-  return text + "]";
-}
-
-struct TensorType {
-  DType dtype = DType::F32;
-  std::vector<int64_t> shape;
-
-  int64_t numElements() const {
-    int64_t count = 1;
-    for (int64_t size : shape)
-      count *= size;
-    return count;
-  }
-  int64_t numBytes() const { return numElements() * info(dtype).size; }
-  std::string str() const {
-    return "shape " + shapeString(shape) + " dtype " + info(dtype).name;
-  }
-};
-
-std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string format(const char *fmt, ...) {
-  va_list args;
-  va_start(args, fmt);
-  char small[512];
-  int length = std::vsnprintf(small, sizeof(small), fmt, args);
-  va_end(args);
-  if (length < static_cast<int>(sizeof(small)))
-    return std::string(small, length > 0 ? static_cast<size_t>(length) : 0);
-  std::string result(static_cast<size_t>(length) + 1, '\0');
-  va_start(args, fmt);
-  std::vsnprintf(result.data(), result.size(), fmt, args);
-  va_end(args);
-  result.resize(static_cast<size_t>(length));
-  return result;
-}
-
-//===----------------------------------------------------------------------===//
-// Manifest
-//===----------------------------------------------------------------------===//
-
-struct Manifest {
-  std::string path;
-  std::string entry;
-  int64_t ranks = 0;
-  std::vector<TensorType> args;
-  std::vector<TensorType> results;
-};
-
-std::vector<std::string> splitWords(const std::string &line) {
-  std::istringstream stream(line);
-  std::vector<std::string> words;
-  std::string word;
-  while (stream >> word)
-    words.push_back(word);
-  return words;
-}
-
-/// Parses a non-negative decimal integer that fits int64_t.
-bool parseInt(const std::string &text, int64_t &value) {
-  if (text.empty() || text.size() > 18 ||
-      text.find_first_not_of("0123456789") != std::string::npos)
-    return false;
-  value = std::strtoll(text.c_str(), nullptr, 10);
-  return true;
-}
-
-/// Reads the manifest; returns an error message or an empty string.
-std::string readManifest(const std::string &path, Manifest &manifest) {
-  manifest.path = path;
-  std::ifstream file(path);
-  if (!file)
-    return format("cannot read the manifest %s: %s", path.c_str(),
-                  std::strerror(errno));
-  std::string line;
-  int lineNumber = 0;
-  bool sawHeader = false, sawRanks = false;
-  while (std::getline(file, line)) {
-    ++lineNumber;
-    auto fail = [&](const std::string &message) {
-      return format("manifest %s:%d: %s", path.c_str(), lineNumber,
-                    message.c_str());
-    };
-    std::vector<std::string> words = splitWords(line);
-    // Blank lines and '#' comments keep hand-written manifests readable.
-    if (words.empty() || words[0][0] == '#')
-      continue;
-    const std::string &key = words[0];
-    if (!sawHeader) {
-      if (key != "braid-manifest" || words.size() != 2)
-        return fail("expected 'braid-manifest 1' first, found '" + line + "'");
-      if (words[1] != "1")
-        return fail("unsupported manifest version " + words[1] +
-                    " (this braid-exec reads version 1)");
-      sawHeader = true;
-      continue;
-    }
-    if (key == "entry") {
-      if (words.size() != 2)
-        return fail("expected 'entry NAME'");
-      if (!manifest.entry.empty())
-        return fail("a second 'entry' line");
-      manifest.entry = words[1];
-    } else if (key == "ranks") {
-      if (words.size() != 2 || !parseInt(words[1], manifest.ranks) ||
-          manifest.ranks < 1)
-        return fail("expected 'ranks N' with N >= 1");
-      if (sawRanks)
-        return fail("a second 'ranks' line");
-      sawRanks = true;
-    } else if (key == "grid") {
-      // Informational: the runtime checks each grid it is asked about.
-      if (words.size() < 3 || words.size() > 2 + BRAID_RT_MAX_GRID_RANK)
-        return fail(format("expected 'grid NAME SIZE...' with 1 to %d sizes",
-                           BRAID_RT_MAX_GRID_RANK));
-      for (size_t i = 2; i < words.size(); ++i) {
-        int64_t size;
-        if (!parseInt(words[i], size) || size < 1)
-          return fail("grid size '" + words[i] + "' is not a positive integer");
-      }
-    } else if (key == "arg" || key == "result") {
-      std::vector<TensorType> &list =
-          key == "arg" ? manifest.args : manifest.results;
-      int64_t index;
-      if (words.size() < 3 || !parseInt(words[1], index))
-        return fail("expected '" + key + " INDEX DTYPE DIM...'");
-      if (index != static_cast<int64_t>(list.size()))
-        return fail(format("%s %lld out of order (expected %s %zu)",
-                           key.c_str(), static_cast<long long>(index),
-                           key.c_str(), list.size()));
-      const DTypeInfo *dtype = dtypeByName(words[2]);
-      if (!dtype)
-        return fail("unknown dtype '" + words[2] +
-                    "' (expected f32 f64 f16 bf16 i1 i8 i16 i32 i64)");
-      TensorType type;
-      type.dtype = dtype->dtype;
-      for (size_t i = 3; i < words.size(); ++i) {
-        int64_t size;
-        if (!parseInt(words[i], size))
-          return fail("dimension '" + words[i] +
-                      "' is not a non-negative integer");
-        type.shape.push_back(size);
-      }
-      int64_t bytes = dtype->size;
-      for (int64_t size : type.shape)
-        if (__builtin_mul_overflow(bytes, size, &bytes))
-          return fail("tensor " + shapeString(type.shape) + " is too large");
-      list.push_back(type);
-    } else {
-      return fail("unknown line '" + line + "'");
-    }
-  }
-  if (!sawHeader)
-    return format("manifest %s: empty (expected 'braid-manifest 1')",
-                  path.c_str());
-  if (manifest.entry.empty())
-    return format("manifest %s: no 'entry' line", path.c_str());
-  if (!sawRanks)
-    return format("manifest %s: no 'ranks' line", path.c_str());
-  return std::string();
-}
-
-//===----------------------------------------------------------------------===//
-// .npy files
-//===----------------------------------------------------------------------===//
-
-/// A parsed .npy header.
-struct NpyHeader {
-  std::string descr;
-  bool fortranOrder = false;
-  std::vector<int64_t> shape;
-  size_t dataOffset = 0;
-};
-
-/// A minimal parser for the Python literal numpy writes as the header:
-/// {'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }
-class HeaderParser {
-public:
-  explicit HeaderParser(const std::string &text) : text(text) {}
-
-  std::string parse(NpyHeader &header) {
-    bool sawDescr = false, sawOrder = false, sawShape = false;
-    skipSpace();
-    if (!consume('{'))
-      return "the header is not a dict";
-    for (;;) {
-      skipSpace();
-      if (consume('}'))
-        break;
-      std::string key;
-      if (!parseString(key))
-        return "a header key is not a string";
-      skipSpace();
-      if (!consume(':'))
-        return "expected ':' after '" + key + "'";
-      skipSpace();
-      if (key == "descr") {
-        if (!parseString(header.descr))
-          return "'descr' is not a string (structured arrays are not "
-                 "supported)";
-        sawDescr = true;
-      } else if (key == "fortran_order") {
-        if (text.compare(pos, 4, "True") == 0) {
-          header.fortranOrder = true;
-          pos += 4;
-        } else if (text.compare(pos, 5, "False") == 0) {
-          header.fortranOrder = false;
-          pos += 5;
-        } else {
-          return "'fortran_order' is not True or False";
-        }
-        sawOrder = true;
-      } else if (key == "shape") {
-        if (!parseShape(header.shape))
-          return "'shape' is not a tuple of non-negative integers";
-        sawShape = true;
-      } else {
-        return "unexpected header key '" + key + "'";
-      }
-      skipSpace();
-      if (consume(','))
-        continue;
-      skipSpace();
-      if (consume('}'))
-        break;
-      return "expected ',' or '}' in the header";
-    }
-    if (!sawDescr || !sawOrder || !sawShape)
-      return "the header lacks 'descr', 'fortran_order' or 'shape'";
-    return std::string();
-  }
-
-private:
-  void skipSpace() {
-    while (pos < text.size() &&
-           std::isspace(static_cast<unsigned char>(text[pos])))
-      ++pos;
-  }
-  bool consume(char c) {
-    if (pos < text.size() && text[pos] == c) {
-      ++pos;
-      return true;
-    }
-    return false;
-  }
-  bool parseString(std::string &out) {
-    if (pos >= text.size() || (text[pos] != '\'' && text[pos] != '"'))
-      return false;
-    char quote = text[pos++];
-    size_t end = text.find(quote, pos);
-    if (end == std::string::npos)
-      return false;
-    out = text.substr(pos, end - pos);
-    pos = end + 1;
-    return true;
-  }
-  bool parseShape(std::vector<int64_t> &shape) {
-    if (!consume('('))
-      return false;
-    for (;;) {
-      skipSpace();
-      if (consume(')'))
-        return true;
-      size_t start = pos;
-      while (pos < text.size() &&
-             std::isdigit(static_cast<unsigned char>(text[pos])))
-        ++pos;
-      int64_t value;
-      if (!parseInt(text.substr(start, pos - start), value))
-        return false;
-      consume('L'); // Python 2 longs.
-      shape.push_back(value);
-      skipSpace();
-      if (consume(','))
-        continue;
-      skipSpace();
-      if (consume(')'))
-        return true;
-      return false;
-    }
-  }
-
-  const std::string &text;
-  size_t pos = 0;
-};
-
-/// Reads a whole file; returns an error message or an empty string.
-std::string readFile(const std::string &path, std::vector<char> &contents) {
-  FILE *file = std::fopen(path.c_str(), "rb");
-  if (!file)
-    return std::strerror(errno);
-  std::fseek(file, 0, SEEK_END);
-  long size = std::ftell(file);
-  std::fseek(file, 0, SEEK_SET);
-  if (size < 0) {
-    std::fclose(file);
-    return "cannot determine its size";
-  }
-  contents.resize(static_cast<size_t>(size));
-  size_t got = size ? std::fread(contents.data(), 1, contents.size(), file) : 0;
-  int readError = std::ferror(file);
-  std::fclose(file);
-  if (readError || got != contents.size())
-    return "read error";
-  return std::string();
-}
-
-/// Parses the header of a .npy file; returns an error message or "".
-std::string parseNpy(const std::vector<char> &contents, NpyHeader &header) {
-  static const char magic[] = "\x93NUMPY";
-  if (contents.size() < 10 || std::memcmp(contents.data(), magic, 6) != 0)
-    return "not a .npy file (bad magic)";
-  unsigned major = static_cast<unsigned char>(contents[6]);
-  size_t headerLength, headerStart;
-  auto byte = [&](size_t i) {
-    return static_cast<size_t>(static_cast<unsigned char>(contents[i]));
-  };
-  if (major == 1) {
-    headerLength = byte(8) | byte(9) << 8;
-    headerStart = 10;
-  } else if (major == 2 || major == 3) {
-    if (contents.size() < 12)
-      return "a truncated .npy header";
-    headerLength = byte(8) | byte(9) << 8 | byte(10) << 16 | byte(11) << 24;
-    headerStart = 12;
-  } else {
-    return format(".npy version %u.%u (supported: 1.0, 2.0, 3.0)", major,
-                  static_cast<unsigned>(byte(7)));
-  }
-  if (headerStart + headerLength > contents.size())
-    return "a truncated .npy header";
-  std::string text(contents.data() + headerStart, headerLength);
-  std::string error = HeaderParser(text).parse(header);
-  if (!error.empty())
-    return "a malformed .npy header: " + error;
-  header.dataOffset = headerStart + headerLength;
-  return std::string();
-}
 
 /// Loads input `index` from `path` into `buffer` (expected.numBytes()
 /// bytes); aborts the job on any mismatch.
 void loadInput(int64_t index, const std::string &path,
                const TensorType &expected, char *buffer) {
-  auto abortWith = [&](const std::string &found) {
-    std::string message = format("input %lld (%s): expected %s, found %s",
-                                 static_cast<long long>(index), path.c_str(),
-                                 expected.str().c_str(), found.c_str());
-    braid_rt_abort(message.c_str());
-  };
-  std::vector<char> contents;
-  std::string error = readFile(path, contents);
-  if (!error.empty())
-    abortWith("no readable file (" + error + ")");
   NpyHeader header;
-  error = parseNpy(contents, header);
-  if (!error.empty())
-    abortWith(error);
-  const DTypeInfo &dtype = info(expected.dtype);
-  bool descrOk = std::any_of(
-      dtype.accepted.begin(), dtype.accepted.end(),
-      [&](const char *accepted) { return header.descr == accepted; });
-  std::string found =
-      "shape " + shapeString(header.shape) + " dtype " + header.descr;
-  if (!descrOk || header.shape != expected.shape)
-    abortWith(found);
-  if (header.fortranOrder && expected.shape.size() > 1)
-    abortWith(found + " in Fortran order (only C order is supported)");
-  size_t dataBytes = contents.size() - header.dataOffset;
-  if (dataBytes != static_cast<size_t>(expected.numBytes()))
-    abortWith(format("%s with %zu data bytes instead of %lld", found.c_str(),
-                     dataBytes, static_cast<long long>(expected.numBytes())));
-  std::memcpy(buffer, contents.data() + header.dataOffset, dataBytes);
-  // Compiled code may rely on an i1 byte being exactly 0 or 1.
-  if (expected.dtype == DType::I1)
-    for (size_t i = 0; i < dataBytes; ++i)
-      buffer[i] = buffer[i] != 0;
-}
-
-/// Writes a C-order .npy v1.0 file; returns an error message or "".
-std::string writeNpy(const std::string &path, const TensorType &type,
-                     const char *data) {
-  // Python tuple syntax: (), (4,), (4, 3).
-  std::string shape = "(";
-  for (size_t i = 0; i < type.shape.size(); ++i)
-    shape += (i ? ", " : "") + std::to_string(type.shape[i]);
-  shape += type.shape.size() == 1 ? ",)" : ")";
-  std::string header = format("{'descr': '%s', 'fortran_order': False, "
-                              "'shape': %s, }",
-                              info(type.dtype).descr, shape.c_str());
-  // numpy pads the header with spaces and a newline so that the data starts
-  // 64-byte aligned.
-  size_t total = 10 + header.size() + 1;
-  header.append((64 - total % 64) % 64, ' ');
-  header += '\n';
-  if (header.size() > 65535)
-    return "the shape is too long for a .npy v1.0 header";
-
-  FILE *file = std::fopen(path.c_str(), "wb");
-  if (!file)
-    return std::strerror(errno);
-  char preamble[10] = {'\x93',
-                       'N',
-                       'U',
-                       'M',
-                       'P',
-                       'Y',
-                       1,
-                       0,
-                       static_cast<char>(header.size() & 0xFF),
-                       static_cast<char>(header.size() >> 8)};
-  bool ok =
-      std::fwrite(preamble, 1, sizeof(preamble), file) == sizeof(preamble) &&
-      std::fwrite(header.data(), 1, header.size(), file) == header.size();
-  size_t bytes = static_cast<size_t>(type.numBytes());
-  if (ok && bytes)
-    ok = std::fwrite(data, 1, bytes, file) == bytes;
-  int savedErrno = errno;
-  if (std::fclose(file) != 0 && ok) {
-    ok = false;
-    savedErrno = errno;
-  }
-  return ok ? std::string() : std::string(std::strerror(savedErrno));
+  std::vector<char> data;
+  std::string found = readNpy(path, expected, header, data);
+  if (!found.empty())
+    braid_rt_abort(format("input %lld (%s): expected %s, found %s",
+                          static_cast<long long>(index), path.c_str(),
+                          expected.str().c_str(), found.c_str())
+                       .c_str());
+  std::memcpy(buffer, data.data(), data.size());
 }
 
 //===----------------------------------------------------------------------===//
@@ -739,15 +281,6 @@ std::string parseOptions(int argc, char **argv, Options &options) {
   if (options.manifest.empty())
     options.manifest = options.artifact + ".manifest";
   return std::string();
-}
-
-std::string substituteRank(std::string path, int64_t rank) {
-  const std::string pattern = "{rank}";
-  std::string value = std::to_string(rank);
-  for (size_t at = path.find(pattern); at != std::string::npos;
-       at = path.find(pattern, at + value.size()))
-    path.replace(at, pattern.size(), value);
-  return path;
 }
 
 //===----------------------------------------------------------------------===//

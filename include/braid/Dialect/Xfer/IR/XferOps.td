@@ -35,7 +35,9 @@ def Xfer_Dialect : Dialect {
     Buffers are contiguous (row-major, possibly with an offset); collectives
     exchange blocks along the leading dimension, in group order.
   }];
+  // dist owns the reduction kinds xfer collectives carry.
   let dependentDialects = [
+    "::braid::dist::DistDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::shard::ShardDialect"
   ];

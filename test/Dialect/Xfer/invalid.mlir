@@ -1,0 +1,168 @@
+// One case per verifier rule of the xfer dialect.
+// RUN: braid-opt %s -split-input-file -verify-diagnostics
+
+shard.grid @tp(shape = 4)
+func.func @not_contiguous(%a: memref<8x16xf32, strided<[32, 1]>>) {
+  // expected-error @+1 {{buffer 'memref<8x16xf32, strided<[32, 1]>>' is not contiguous; copy it into a contiguous buffer first}}
+  %0 = xfer.send %a on @tp axes = [0] offset = 1 step = 0 : memref<8x16xf32, strided<[32, 1]>>
+  xfer.wait %0 : !xfer.request
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 2x2)
+func.func @two_axes(%a: memref<8xf32>) {
+  // expected-error @+1 {{addresses peers along exactly one grid axis, got 2}}
+  %0 = xfer.recv %a on @tp axes = [0, 1] offset = 1 step = 0 : memref<8xf32>
+  xfer.wait %0 : !xfer.request
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @never_waited(%a: memref<8xf32>) {
+  // expected-error @+1 {{request is never waited}}
+  %0 = xfer.send %a on @tp axes = [0] offset = 1 step = 0 : memref<8xf32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @waited_twice(%a: memref<8xf32>) {
+  // expected-error @+1 {{request is waited more than once}}
+  %0 = xfer.send %a on @tp axes = [0] offset = 1 step = 0 : memref<8xf32>
+  xfer.wait %0 : !xfer.request
+  xfer.wait %0 : !xfer.request
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @same_wait_twice(%a: memref<8xf32>) {
+  // expected-error @+1 {{request is waited more than once}}
+  %0 = xfer.send %a on @tp axes = [0] offset = 1 step = 0 : memref<8xf32>
+  xfer.wait %0, %0 : !xfer.request, !xfer.request
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @returned(%a: memref<8xf32>) -> !xfer.request {
+  // expected-error @+1 {{request must be consumed by 'xfer.wait', not by 'func.return'}}
+  %0 = xfer.send %a on @tp axes = [0] offset = 1 step = 0 : memref<8xf32>
+  return %0 : !xfer.request
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @duplicate_axis(%a: memref<8xf32>, %b: memref<32xf32>) {
+  // expected-error @+1 {{grid axis 0 is negative or listed twice}}
+  %0 = xfer.all_gather %a, %b on @tp axes = [0, 0] step = 0 : memref<8xf32>, memref<32xf32>
+  xfer.wait %0 : !xfer.request
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @element_types(%a: memref<8xf32>, %b: memref<32xf16>) {
+  // expected-error @+1 {{destination element type 'f16' differs from source element type 'f32'}}
+  %0 = xfer.all_gather %a, %b on @tp axes = [0] step = 0 : memref<8xf32>, memref<32xf16>
+  xfer.wait %0 : !xfer.request
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @gather_size(%a: memref<8xf32>, %b: memref<16xf32>) {
+  // expected-error @+1 {{destination: 16 elements, expected 8 x 4 = 32}}
+  %0 = xfer.all_gather %a, %b on @tp axes = [0] step = 0 : memref<8xf32>, memref<16xf32>
+  xfer.wait %0 : !xfer.request
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @scatter_size(%a: memref<8xf32>, %b: memref<4xf32>) {
+  // expected-error @+1 {{source: 8 elements, expected 4 x 4 = 16}}
+  %0 = xfer.reduce_scatter %a, %b on @tp axes = [0] reduce = sum step = 0 : memref<8xf32>, memref<4xf32>
+  xfer.wait %0 : !xfer.request
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @reduction_type(%a: memref<8xf32>, %b: memref<8xf32>) {
+  // expected-error @+1 {{reduction 'bitor' is not defined for element type 'f32'}}
+  %0 = xfer.all_reduce %a, %b on @tp axes = [0] reduce = bitor step = 0 : memref<8xf32>, memref<8xf32>
+  xfer.wait %0 : !xfer.request
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @reduce_size(%a: memref<8xf32>, %b: memref<4xf32>) {
+  // expected-error @+1 {{destination: 4 elements, expected 8 x 1 = 8}}
+  %0 = xfer.all_reduce %a, %b on @tp axes = [0] reduce = sum step = 0 : memref<8xf32>, memref<4xf32>
+  xfer.wait %0 : !xfer.request
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @a2a_divisible(%a: memref<6xf32>, %b: memref<6xf32>) {
+  // expected-error @+1 {{source has 6 elements, not divisible by the group size 4}}
+  %0 = xfer.all_to_all %a, %b on @tp axes = [0] step = 0 : memref<6xf32>, memref<6xf32>
+  xfer.wait %0 : !xfer.request
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @root_count(%a: memref<6xf32>, %b: memref<6xf32>) {
+  // expected-error @+1 {{root has 2 coordinates but the group spans 1 axes}}
+  %0 = xfer.broadcast %a, %b on @tp axes = [0] root = [0, 1] step = 0 : memref<6xf32>, memref<6xf32>
+  xfer.wait %0 : !xfer.request
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @root_range(%a: memref<6xf32>, %b: memref<6xf32>) {
+  // expected-error @+1 {{root coordinate 4 is out of range for grid axis 0}}
+  %0 = xfer.broadcast %a, %b on @tp axes = [0] root = [4] step = 0 : memref<6xf32>, memref<6xf32>
+  xfer.wait %0 : !xfer.request
+  return
+}
+
+// -----
+
+func.func @unknown_grid(%a: memref<6xf32>) {
+  // expected-error @+1 {{refers to @nowhere, which is not a 'shard.grid'}}
+  %0 = xfer.send %a on @nowhere axes = [0] offset = 1 step = 0 : memref<6xf32>
+  xfer.wait %0 : !xfer.request
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @missing_axis(%a: memref<6xf32>) {
+  // expected-error @+1 {{grid axis 1 does not exist: grid @tp has 1 axes}}
+  %0 = xfer.send %a on @tp axes = [1] offset = 1 step = 0 : memref<6xf32>
+  xfer.wait %0 : !xfer.request
+  return
+}

@@ -1,0 +1,30 @@
+// Round trip of every xfer op in custom form, generic form and bytecode.
+// RUN: braid-opt %s | braid-opt | FileCheck %s
+// RUN: braid-opt %s --mlir-print-op-generic | braid-opt | FileCheck %s
+// RUN: braid-opt %s --emit-bytecode | braid-opt | FileCheck %s
+
+shard.grid @tp(shape = 2x4)
+
+// CHECK-LABEL: func.func @transfers
+func.func @transfers(%a: memref<8x16xf32>, %b: memref<8x16xf32>, %g: memref<64x16xf32>,
+                     %s: memref<1x16xf32>, %h: memref<4x2x16xbf16>, %i: memref<4x2x16xbf16>,
+                     %v: memref<8x16xf32, strided<[16, 1], offset: ?>>) {
+  // CHECK: %[[S:.*]] = xfer.send %{{.*}} on @tp axes = [1] offset = 1 step = 3 : memref<8x16xf32>
+  // CHECK: %[[R:.*]] = xfer.recv %{{.*}} on @tp axes = [1] offset = -1 step = 3 : memref<8x16xf32, strided<[16, 1], offset: ?>>
+  %0 = xfer.send %a on @tp axes = [1] offset = 1 step = 3 : memref<8x16xf32>
+  %1 = xfer.recv %v on @tp axes = [1] offset = -1 step = 3 : memref<8x16xf32, strided<[16, 1], offset: ?>>
+  // CHECK: xfer.all_gather %{{.*}}, %{{.*}} on @tp axes = [0, 1] step = 4 : memref<8x16xf32>, memref<64x16xf32>
+  %2 = xfer.all_gather %a, %g on @tp axes = [0, 1] step = 4 : memref<8x16xf32>, memref<64x16xf32>
+  // CHECK: xfer.reduce_scatter %{{.*}}, %{{.*}} on @tp axes = [0] reduce = sum step = 5 : memref<8x16xf32>, memref<4x16xf32>
+  %t = memref.alloc() : memref<4x16xf32>
+  %3 = xfer.reduce_scatter %b, %t on @tp axes = [0] reduce = sum step = 5 : memref<8x16xf32>, memref<4x16xf32>
+  // CHECK: xfer.all_reduce %{{.*}}, %{{.*}} on @tp axes = [1] reduce = max step = 6 : memref<1x16xf32>, memref<1x16xf32>
+  %4 = xfer.all_reduce %s, %s on @tp axes = [1] reduce = max step = 6 : memref<1x16xf32>, memref<1x16xf32>
+  // CHECK: xfer.all_to_all %{{.*}}, %{{.*}} on @tp axes = [1] step = 7 : memref<4x2x16xbf16>, memref<4x2x16xbf16>
+  %5 = xfer.all_to_all %h, %i on @tp axes = [1] step = 7 : memref<4x2x16xbf16>, memref<4x2x16xbf16>
+  // CHECK: xfer.broadcast %{{.*}}, %{{.*}} on @tp axes = [0] root = [1] step = 8 : memref<1x16xf32>, memref<1x16xf32>
+  %6 = xfer.broadcast %s, %s on @tp axes = [0] root = [1] step = 8 : memref<1x16xf32>, memref<1x16xf32>
+  // CHECK: xfer.wait %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : !xfer.request, !xfer.request, !xfer.request, !xfer.request, !xfer.request, !xfer.request, !xfer.request
+  xfer.wait %0, %1, %2, %3, %4, %5, %6 : !xfer.request, !xfer.request, !xfer.request, !xfer.request, !xfer.request, !xfer.request, !xfer.request
+  return
+}
