@@ -6,9 +6,10 @@
 //
 // A collective that no schedule fuses with compute still overlaps whatever
 // does not depend on it: its start moves up to just after its input is
-// defined, its wait down to just before its first use. Only SSA dependencies
-// constrain the motion; every rank runs the same program, so the order of
-// collectives stays the same on all of them.
+// defined (but not above an earlier collective), its wait down to just
+// before its first use. Only SSA dependencies constrain the motion; every
+// rank runs the same program, so the order of collectives stays the same on
+// all of them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +24,14 @@ AsyncPlacement overlap::planAsync(CollectiveOpInterface op) {
   Block *block = op->getBlock();
   if (Operation *def = op.getInput().getDefiningOp())
     placement.startAfter = block->findAncestorOpInBlock(*def);
+  // Collectives keep their relative order, which keeps traces and the
+  // runtime's posting order the same as in the input.
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode())
+    if (isa<CollectiveOpInterface>(prev)) {
+      if (!placement.startAfter || placement.startAfter->isBeforeInBlock(prev))
+        placement.startAfter = prev;
+      break;
+    }
   for (Operation *user : op.getCollectiveResult().getUsers()) {
     Operation *ancestor = block->findAncestorOpInBlock(*user);
     if (ancestor && (!placement.waitBefore ||
