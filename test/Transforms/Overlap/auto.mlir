@@ -4,7 +4,7 @@
 // RUN: braid-opt %s --braid-overlap="target-preset=h100" -verify-diagnostics -o /dev/null
 // RUN: braid-opt %s --braid-overlap="target-preset=h100 report=%t.json" -o /dev/null 2>/dev/null
 // RUN: FileCheck %s --input-file=%t.json --check-prefix=JSON
-// RUN: braid-opt %s --braid-overlap="mode=off report=%t.off.json" -verify-diagnostics=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=OFF
+// RUN: braid-opt %s --braid-overlap="mode=off report=%t.off.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OFF
 // RUN: FileCheck %s --input-file=%t.off.json --check-prefix=OFFJSON
 
 shard.grid @tp(shape = 8) {dist.topology = [#dist.link<nvlink, bandwidth = 450.0, latency = 3.0>]}
