@@ -1,0 +1,20 @@
+// The whole pipeline from braid-opt, stage by stage.
+// RUN: braid-opt %s --braid-pipeline="stop-after=dist overlap=force" 2>/dev/null | FileCheck %s --check-prefix=DIST
+// RUN: braid-opt %s --braid-pipeline="stop-after=xfer overlap=force check-schedule=1" 2>/dev/null | FileCheck %s --check-prefix=XFER
+// RUN: braid-opt %s --braid-pipeline="entry=f overlap=off" 2>/dev/null | FileCheck %s --check-prefix=LLVM
+
+shard.grid @tp(shape = 2)
+
+// DIST: dist.shift_start
+// XFER: xfer.send
+// XFER: xfer.recv
+// LLVM: llvm.call @braid_rt_all_gather
+// LLVM: llvm.func @braid_entry
+func.func @f(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %g = shard.all_gather %x on @tp grid_axes = [0] gather_axis = 0 : tensor<4x8xf32> -> tensor<8x8xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %y = linalg.matmul ins(%g, %w : tensor<8x8xf32>, tensor<8x8xf32>) outs(%z : tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %y : tensor<8x8xf32>
+}
