@@ -2,19 +2,27 @@
 # Sets everything up (scripts/setup.sh), then runs Braid's main job on the
 # bundled example: a sequence-parallel transformer MLP on a 4-way grid in
 # upstream `shard` form. Pass another .mlir file to use it instead.
+#
+#  1. import from upstream shard, verify, list the collectives found;
+#  2. the cost model's overlap decisions for an H100 node, as a table;
+#  3. compile for CPU ranks with every overlap schedule applied, run on 4
+#     MPI ranks with --check against the program with collectives whole,
+#     and write a timeline of the run (Chrome trace format).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${BRAID_BUILD_DIR:-$ROOT/build}"
 INPUT="${1:-$ROOT/examples/sp_mlp.mlir}"
 "$ROOT/scripts/setup.sh" >/dev/null
 
-OPT="$BUILD/bin/braid-opt"
+BIN="$BUILD/bin"
+PYTHON=/usr/bin/python3
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
 echo "== Braid demo on ${INPUT#$ROOT/}"
-echo "-- import from upstream shard, verify, list the collectives"
-"$OPT" "$INPUT" --verify-each --mlir-print-op-on-diagnostic=false \
+echo
+echo "-- 1. import from upstream shard, verify, list the collectives"
+"$BIN/braid-opt" "$INPUT" --verify-each --mlir-print-op-on-diagnostic=false \
   --pass-pipeline='builtin.module(braid-import-shard,func.func(braid-list-collectives))' \
   -o "$WORK/dist.mlir" 2>"$WORK/remarks.txt" || { cat "$WORK/remarks.txt" >&2; exit 1; }
 if grep -q 'shard\.\(all_\|reduce_scatter\|shift\|broadcast\)' "$WORK/dist.mlir"; then
@@ -22,10 +30,22 @@ if grep -q 'shard\.\(all_\|reduce_scatter\|shift\|broadcast\)' "$WORK/dist.mlir"
   exit 1
 fi
 echo "   verified; no shard collective left"
-echo
 printf '   %-6s %s\n' "line" "collective"
 sed -n 's/^[^:]*:\([0-9]*\):[0-9]*: remark: \(.*\)$/\1\t\2/p' "$WORK/remarks.txt" |
   while IFS=$'\t' read -r line text; do printf '   %-6s %s\n' "$line" "$text"; done
+
 echo
-echo "-- the imported program, dist ops"
-grep -E 'dist\.|func.func' "$WORK/dist.mlir" | sed 's/^  /   /'
+echo "-- 2. overlap decisions of the cost model for an H100 node (target-preset=h100)"
+"$BIN/braid-compile" "$INPUT" --emit=dist --target-preset=h100 \
+  --report="$WORK/h100.json" -o "$WORK/h100.mlir" 2>/dev/null
+"$PYTHON" "$ROOT/scripts/report_table.py" "$WORK/h100.json"
+
+echo
+echo "-- 3. run on 4 CPU ranks: overlap=force against overlap=off (--check)"
+"$BIN/braid-run" "$INPUT" --overlap=force --check \
+  --report="$WORK/force.json" --trace="$WORK/trace.json" 2>/dev/null
+"$PYTHON" "$ROOT/scripts/report_table.py" "$WORK/force.json"
+mkdir -p "$ROOT/build/demo"
+cp "$WORK/trace.json" "$ROOT/build/demo/trace.json"
+echo "   timeline of the overlapped run: build/demo/trace.json (open it in"
+echo "   https://ui.perfetto.dev or chrome://tracing)"

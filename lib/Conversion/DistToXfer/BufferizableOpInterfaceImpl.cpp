@@ -170,10 +170,9 @@ static LogicalResult checkLowerable(CollectiveOpInterface op) {
   return success();
 }
 
-/// Step identifiers: the position of the collective in its function, so
-/// that runtime messages and traces can name it.
+/// The step runtime messages and traces name the transfer by.
 static int64_t stepOf(Operation *op) {
-  if (auto step = op->getAttrOfType<IntegerAttr>("braid.step"))
+  if (auto step = op->getAttrOfType<IntegerAttr>(DistDialect::getStepAttrName()))
     return step.getInt();
   return 0;
 }

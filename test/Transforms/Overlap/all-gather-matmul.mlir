@@ -62,7 +62,7 @@ shard.grid @g2(shape = 2x4)
 // grid, through a transposed-B matmul (indexing maps) in f16.
 // CHECK-LABEL: func.func @transposed_b_f16
 // CHECK: shard.process_multi_index on @g2 axes = [1] : index
-// CHECK-COUNT-3: dist.shift_start %{{.*}} on @g2 axes = [1] offset = 1 : tensor<6x32xf16> -> tensor<6x32xf16>
+// CHECK-COUNT-3: dist.shift_start %{{.*}} on @g2 axes = [1] offset = 1 {{.*}}: tensor<6x32xf16> -> tensor<6x32xf16>
 func.func @transposed_b_f16(%a: tensor<64x32xf16>, %bt: tensor<6x32xf16>) -> tensor<64x24xf16> {
   // expected-remark @+1 {{all_gather fused with 'linalg.matmul' as ring_ag_matmul (4 chunks)}}
   %g = dist.all_gather %bt on @g2 axes = [1] dim = 0 : tensor<6x32xf16> -> tensor<24x32xf16>

@@ -7,9 +7,9 @@ shard.grid @ep(shape = 4)
 // keeps is computed at once, then each arriving block in turn.
 // CHECK-LABEL: func.func @dispatch
 // CHECK: %[[POS:.*]] = shard.process_multi_index on @ep axes = [0] : index
-// CHECK: %[[T1:.*]], %[[F1:.*]] = dist.shift_start %{{.*}} on @ep axes = [0] offset = 1 : tensor<2x16xbf16>
-// CHECK: %[[T2:.*]], %[[F2:.*]] = dist.shift_start %{{.*}} on @ep axes = [0] offset = 2 : tensor<2x16xbf16>
-// CHECK: %[[T3:.*]], %[[F3:.*]] = dist.shift_start %{{.*}} on @ep axes = [0] offset = 3 : tensor<2x16xbf16>
+// CHECK: %[[T1:.*]], %[[F1:.*]] = dist.shift_start %{{.*}} on @ep axes = [0] offset = 1 {dist.step = 1 : i64} : tensor<2x16xbf16>
+// CHECK: %[[T2:.*]], %[[F2:.*]] = dist.shift_start %{{.*}} on @ep axes = [0] offset = 2 {{.*}}: tensor<2x16xbf16>
+// CHECK: %[[T3:.*]], %[[F3:.*]] = dist.shift_start %{{.*}} on @ep axes = [0] offset = 3 {{.*}}: tensor<2x16xbf16>
 // CHECK: linalg.matmul
 // CHECK: %[[B1:.*]] = dist.wait %[[T1]], %[[F1]]
 // CHECK: linalg.matmul ins(%[[B1]],
@@ -36,7 +36,7 @@ shard.grid @ep(shape = 2x4)
 // is computed, the own block last.
 // CHECK-LABEL: func.func @combine
 // CHECK: linalg.matmul
-// CHECK: dist.shift_start %{{.*}} on @ep axes = [1] offset = 1 : tensor<2x8xf16>
+// CHECK: dist.shift_start %{{.*}} on @ep axes = [1] offset = 1 {{.*}}: tensor<2x8xf16>
 // CHECK: linalg.matmul
 // CHECK: dist.shift_start %{{.*}} on @ep axes = [1] offset = 2
 // CHECK: linalg.matmul

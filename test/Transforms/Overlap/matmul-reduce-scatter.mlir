@@ -37,7 +37,7 @@ shard.grid @g2(shape = 2x2)
 // CHECK-LABEL: func.func @columns_max
 // CHECK: shard.process_multi_index on @g2 axes = [1] : index
 // CHECK: linalg.matmul {{.*}} -> tensor<16x4xf32>
-// CHECK: dist.shift_start %{{.*}} on @g2 axes = [1] offset = 1 : tensor<16x4xf32>
+// CHECK: dist.shift_start %{{.*}} on @g2 axes = [1] offset = 1 {{.*}}: tensor<16x4xf32>
 // CHECK: linalg.max
 func.func @columns_max(%a: tensor<16x32xbf16>, %b: tensor<32x8xbf16>) -> tensor<16x4xf32> {
   %zero = arith.constant 0.0 : f32

@@ -10,15 +10,15 @@ shard.grid @tp(shape = 4)
 
 // Two pieces per chunk: 3 forwarding steps of 2 pieces each.
 // SUB-LABEL: func.func @ag
-// SUB-COUNT-6: dist.shift_start %{{.*}} on @tp axes = [0] offset = 1 : tensor<4x16xf32> -> tensor<4x16xf32>
+// SUB-COUNT-6: dist.shift_start %{{.*}} on @tp axes = [0] offset = 1 {{.*}}: tensor<4x16xf32> -> tensor<4x16xf32>
 // SUB-NOT: dist.shift_start
 // EIGHT: 8
 // SIXTEEN: 16
 
 // Two rings, each carrying half of every chunk.
 // BIDIR-LABEL: func.func @ag
-// BIDIR: dist.shift_start %{{.*}} on @tp axes = [0] offset = 1 : tensor<4x16xf32>
-// BIDIR: dist.shift_start %{{.*}} on @tp axes = [0] offset = -1 : tensor<4x16xf32>
+// BIDIR: dist.shift_start %{{.*}} on @tp axes = [0] offset = 1 {{.*}}: tensor<4x16xf32>
+// BIDIR: dist.shift_start %{{.*}} on @tp axes = [0] offset = -1 {{.*}}: tensor<4x16xf32>
 
 // A local chunk of 8 rows does not split into 3 pieces: no fused layout
 // fits, the collective is made asynchronous instead.

@@ -46,6 +46,13 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                                << "' entry " << link << " is not a #dist.link";
     return success();
   }
+  if (attr.getName() == getStepAttrName()) {
+    if (!isa<CollectiveOpInterface>(op) ||
+        !isa<IntegerAttr>(attr.getValue()))
+      return op->emitError() << "'" << getStepAttrName()
+                             << "' must be an integer on a dist collective";
+    return success();
+  }
   if (attr.getName() == getPlacementAttrName())
     return op->emitError() << "'" << getPlacementAttrName()
                            << "' belongs on function arguments and results; "

@@ -136,7 +136,7 @@ LogicalResult overlap::decomposeAllGatherMatmul(RewriterBase &rewriter,
           current[q] = waitFor(rewriter, loc, inFlight[q]);
         if (step < n - 1)
           inFlight[q] = startShift(rewriter, loc, current[q], ring.grid,
-                                   ring.axis, direction);
+                                   ring.axis, direction, step);
         // The chunk held at this step came from `direction * step` ranks
         // back along the ring.
         Value owner = ringIndex(rewriter, loc, position, -direction * step, n);

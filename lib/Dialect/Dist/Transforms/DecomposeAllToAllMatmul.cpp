@@ -104,7 +104,7 @@ LogicalResult overlap::decomposeAllToAllMatmul(RewriterBase &rewriter,
     SmallVector<std::pair<Value, Value>> started;
     for (int64_t t = 1; t < n; ++t)
       started.push_back(
-          startShift(rewriter, loc, block(t), ring.grid, ring.axis, t));
+          startShift(rewriter, loc, block(t), ring.grid, ring.axis, t, t));
     Value acc = consumer.getDpsInitOperand(0)->get();
     auto computeOn = [&](Value data, int64_t delta) -> LogicalResult {
       Value owner = ringIndex(rewriter, loc, position, delta, n);
@@ -146,7 +146,7 @@ LogicalResult overlap::decomposeAllToAllMatmul(RewriterBase &rewriter,
     if (failed(block))
       return failure();
     started.push_back(
-        startShift(rewriter, loc, *block, ring.grid, ring.axis, t));
+        startShift(rewriter, loc, *block, ring.grid, ring.axis, t, t));
   }
   FailureOr<Value> own = computeFor(0);
   if (failed(own))

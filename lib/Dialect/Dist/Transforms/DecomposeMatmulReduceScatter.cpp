@@ -133,7 +133,7 @@ FailureOr<Value> overlap::buildRingReduceScatter(
         }
         if (step < n - 1)
           inFlight[q] = startShift(rewriter, loc, acc[q], ring.grid,
-                                   ring.axis, direction);
+                                   ring.axis, direction, step);
       }
     }
   }

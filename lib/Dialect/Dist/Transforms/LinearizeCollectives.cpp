@@ -317,6 +317,13 @@ struct LinearizeCollectivesPass
   void runOnOperation() override {
     SmallVector<CollectiveOpInterface> ops;
     getOperation()->walk([&](CollectiveOpInterface op) { ops.push_back(op); });
+    // Collectives that no schedule numbered get their position in the
+    // function, so that every transfer has a name at run time.
+    StringRef step = DistDialect::getStepAttrName();
+    for (auto [index, op] : llvm::enumerate(ops))
+      if (!op->hasAttr(step))
+        op->setAttr(step, IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                           index));
     Linearizer linearizer(&getContext());
     bool failed = false;
     for (CollectiveOpInterface op : ops)

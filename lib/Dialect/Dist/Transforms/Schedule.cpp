@@ -196,10 +196,12 @@ FailureOr<Value> schedule::combine(OpBuilder &b, Location loc,
 
 std::pair<Value, Value> schedule::startShift(OpBuilder &b, Location loc,
                                            Value value, FlatSymbolRefAttr grid,
-                                           int16_t axis, int64_t offset) {
+                                           int16_t axis, int64_t offset,
+                                           int64_t step) {
   auto start = ShiftStartOp::create(
       b, loc, TokenType::get(b.getContext()), value.getType(), grid,
       b.getDenseI16ArrayAttr({axis}), value, b.getI64IntegerAttr(offset));
+  start->setAttr(DistDialect::getStepAttrName(), b.getI64IntegerAttr(step));
   return {start.getToken(), start.getFuture()};
 }
 

@@ -113,10 +113,13 @@ mlir::FailureOr<mlir::Value> combine(mlir::OpBuilder &b, mlir::Location loc,
                                      ReductionKind kind, mlir::Value lhs,
                                      mlir::Value rhs);
 
-/// Starts a ring shift of `value` and returns (token, future).
+/// Starts a ring shift of `value` and returns (token, future). `step`
+/// becomes the transfer's `dist.step`, which runtime messages and traces
+/// show.
 std::pair<mlir::Value, mlir::Value>
 startShift(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value,
-           mlir::FlatSymbolRefAttr grid, int16_t axis, int64_t offset);
+           mlir::FlatSymbolRefAttr grid, int16_t axis, int64_t offset,
+           int64_t step);
 
 /// Waits for a started transfer.
 mlir::Value waitFor(mlir::OpBuilder &b, mlir::Location loc,

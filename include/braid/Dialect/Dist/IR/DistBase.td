@@ -56,6 +56,12 @@ def Dist_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getTopologyAttrName() {
       return ::llvm::StringLiteral("dist.topology");
     }
+    /// Name of the discardable attribute numbering a collective's transfers
+    /// for diagnostics and traces: the ring step for schedule steps, the
+    /// collective's position in its function otherwise.
+    static constexpr ::llvm::StringLiteral getStepAttrName() {
+      return ::llvm::StringLiteral("dist.step");
+    }
     /// Name of the argument/result attribute holding a placement.
     static constexpr ::llvm::StringLiteral getPlacementAttrName() {
       return ::llvm::StringLiteral("dist.placement");

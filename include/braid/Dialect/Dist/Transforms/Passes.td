@@ -60,6 +60,10 @@ def LinearizeCollectives
 
     Collectives on tensors with dynamic dimensions that need rewriting are
     reported as errors: the CPU and GPU lowerings need static shapes there.
+
+    The pass also gives every collective without a `dist.step` its position
+    in the function as its step, the number runtime diagnostics and traces
+    name its transfers by.
   }];
   let dependentDialects = [
     "::mlir::linalg::LinalgDialect",
