@@ -4,7 +4,9 @@
 # upstream `shard` form. Pass another .mlir file to use it instead.
 #
 #  1. import from upstream shard, verify, list the collectives found;
-#  2. the cost model's overlap decisions for an H100 node, as a table;
+#  2. the cost model's overlap decisions for an H100 node, as a table, on
+#     the example and on a Llama-3-70B layer at tensor parallelism 8
+#     (examples/llama3_70b_layer_tp8.mlir);
 #  3. compile for CPU ranks with every overlap schedule applied, run on 4
 #     MPI ranks with --check against the program with collectives whole,
 #     and write a timeline of the run (Chrome trace format).
@@ -39,6 +41,11 @@ echo "-- 2. overlap decisions of the cost model for an H100 node (target-preset=
 "$BIN/braid-compile" "$INPUT" --emit=dist --target-preset=h100 \
   --report="$WORK/h100.json" -o "$WORK/h100.mlir" 2>/dev/null
 "$PYTHON" "$ROOT/scripts/report_table.py" "$WORK/h100.json"
+echo
+echo "   the same on a Llama-3-70B layer, TP 8, 8192 tokens:"
+"$BIN/braid-compile" "$ROOT/examples/llama3_70b_layer_tp8.mlir" --emit=dist \
+  --target-preset=h100 --report="$WORK/llama.json" -o "$WORK/llama.mlir" 2>/dev/null
+"$PYTHON" "$ROOT/scripts/report_table.py" "$WORK/llama.json"
 
 echo
 echo "-- 3. run on 4 CPU ranks: overlap=force against overlap=off (--check)"
