@@ -87,7 +87,12 @@ void braid::buildBraidPipeline(OpPassManager &pm,
   addTextual(pm, "func.func(braid-linearize-collectives,canonicalize)");
   addTextual(pm, "one-shot-bufferize{bufferize-function-boundaries "
                  "function-boundary-type-conversion=identity-layout-map}");
-  addTextual(pm, "buffer-deallocation-pipeline,canonicalize,cse");
+  // Ownership-based deallocation without the simplification pass, whose
+  // cost grows quadratically with the size of a function; the deallocations
+  // it would simplify are conditional on static ownerships that canonicalize
+  // folds anyway.
+  addTextual(pm, "ownership-based-buffer-deallocation,canonicalize,"
+                 "bufferization-lower-deallocations,canonicalize,cse");
   if (options.checkSchedule)
     addTextual(pm, "func.func(braid-check-schedule)");
   if (options.stopAfter == "xfer")
@@ -97,8 +102,8 @@ void braid::buildBraidPipeline(OpPassManager &pm,
   ConvertXferToRuntimeOptions runtimeOptions;
   runtimeOptions.entry = options.entry;
   pm.addPass(createConvertXferToRuntime(runtimeOptions));
-  addTextual(pm, "func.func(convert-linalg-to-loops),expand-strided-metadata,"
-                 "lower-affine,convert-scf-to-cf");
+  addTextual(pm, "braid-outline-kernels,func.func(convert-linalg-to-loops),"
+                 "expand-strided-metadata,lower-affine,convert-scf-to-cf");
   // f16 and bf16 arithmetic runs in f32 (rounded back after each op, as
   // the types demand); then the bf16 conversions become integer code,
   // since the C runtime of our Debian toolchain lacks the bf16 helpers.

@@ -43,4 +43,26 @@ def CheckSchedule
   }];
 }
 
+def OutlineKernels : Pass<"braid-outline-kernels", "mlir::ModuleOp"> {
+  let summary = "Moves each computation on buffers into a function of its own";
+  let description = [{
+    Every linalg op on buffers becomes a call to a private function holding
+    it (`<function>_kernel_<n>`), taking the buffers and values it uses.
+    The function that remains is the program's schedule: kernel calls,
+    transfers and waits in one straight block, as a GPU program's host code
+    is. Lowering loops then happens in many small functions instead of one
+    huge one, which keeps the upstream passes that are super-linear in the
+    size of a function (SCF to CF) linear in the size of the program; LLVM
+    may inline the kernels back.
+
+    ```mlir
+    linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x8xf32>)
+                  outs(%c : memref<8x8xf32>)
+    // becomes
+    call @main_kernel_3(%a, %b, %c) : (memref<8x16xf32>, ...) -> ()
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 #endif // BRAID_DIALECT_XFER_TRANSFORMS_PASSES_TD
