@@ -9,6 +9,8 @@
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace braid::dist;
 
@@ -20,11 +22,12 @@ TargetDescription::preset(llvm::StringRef name) {
     // H100/H200 SXM: dense tensor-core throughput (bf16/fp16 989 TFLOP/s;
     // f32 without tensor cores 67 TFLOP/s), HBM3 3.35 TB/s (H100) or HBM3e
     // 4.8 TB/s (H200), NVLink 4 at 450 GB/s per direction. A GEMM fills
-    // the 132 SMs at about 132 tiles of 128x256 outputs.
+    // the 132 SMs with one 64x128 tile each; cuBLAS picks smaller tiles for
+    // smaller problems, which computeTime models with a square root.
     t.peakFlops16 = 989e12;
     t.peakFlops32 = 67e12;
     t.gemmEfficiency = 0.75;
-    t.gemmSaturationOutputs = 132.0 * 128 * 256;
+    t.gemmSaturationOutputs = 132.0 * 64 * 128;
     t.memoryBandwidth = name == "h100" ? 3.35e12 : 4.8e12;
     t.memoryEfficiency = 0.85;
     t.launchOverhead = 4e-6;
@@ -117,8 +120,8 @@ double CostModel::computeTime(Operation *op, double fraction) const {
     if (auto type = dyn_cast<ShapedType>(result.getType());
         type && type.hasStaticShape())
       outputs = type.getNumElements();
-  double fill = std::min(1.0, outputs * fraction /
-                                  std::max(1.0, target.gemmSaturationOutputs));
+  double fill = std::sqrt(std::min(
+      1.0, outputs * fraction / std::max(1.0, target.gemmSaturationOutputs)));
   double rate = peak * target.gemmEfficiency * std::max(fill, 1e-3);
   return std::max(flops / rate, memory) + target.launchOverhead;
 }
@@ -137,12 +140,15 @@ double CostModel::collectiveTime(llvm::StringRef kind, double bytes,
     return 0;
   double block = bytes / n;
   double ring = (n - 1) * messageTime(block, link);
+  // Reductions run on each block as it arrives, pipelined with the
+  // transfers of the next (as NCCL does): the slower of the two bounds it.
+  double reduce = (n - 1) * streamTime(3 * block);
   if (kind == "all_gather" || kind == "all_to_all")
     return ring;
   if (kind == "reduce_scatter")
-    return ring + (n - 1) * streamTime(3 * block);
+    return std::max(ring, reduce);
   if (kind == "all_reduce")
-    return 2 * ring + (n - 1) * streamTime(3 * block);
+    return std::max(ring, reduce) + ring;
   if (kind == "shift")
     return messageTime(bytes, link);
   // broadcast: pipelined ring.

@@ -465,6 +465,7 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       return signalPassFailure();
     }
     chosen->fused ? ++numFused : ++numAsync;
+    replication.invalidate();
     records.push_back(record);
   }
 

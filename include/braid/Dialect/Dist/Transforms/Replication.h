@@ -30,6 +30,10 @@ public:
   bool isReplicated(mlir::Value value, mlir::FlatSymbolRefAttr grid,
                     llvm::ArrayRef<int16_t> axes, std::string &reason);
 
+  /// Forgets what was proven: after IR changes, cached values may be gone
+  /// (and their storage reused).
+  void invalidate() { cache.clear(); }
+
 private:
   /// Replicated along the single axis `axis`.
   bool isReplicatedAlong(mlir::Value value, mlir::FlatSymbolRefAttr grid,
