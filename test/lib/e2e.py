@@ -102,7 +102,8 @@ def pattern_ag_matmul(cfg):
     """all_gather feeding a matmul: rows of A, columns of B (through a
     transposed-B matmul), or the reduction dimension."""
     n, dt, acc = cfg.group, cfg.dtype, acc_type(cfg.dtype)
-    m, k, c = 4, 16, 12
+    z = cfg.scale
+    m, k, c = 4 * z, 16 * z, 12 * z
     if cfg.variant == "rows":
         xs, ws = (m, k), (k, c)
         g = (n * m, k)
@@ -136,7 +137,8 @@ def pattern_ag_matmul(cfg):
 def pattern_matmul_rs(cfg):
     """A matmul whose result is reduce-scattered along rows or columns."""
     n, dt, acc = cfg.group, cfg.dtype, acc_type(cfg.dtype)
-    m, k, c = 4 * n, 16, 4 * n
+    z = cfg.scale
+    m, k, c = 4 * n * z, 16 * z, 4 * n * z
     dim = 0 if cfg.variant == "rows" else 1
     out = (m // n, c) if dim == 0 else (m, c // n)
     text = (header(cfg.grid) +
@@ -169,7 +171,8 @@ def pattern_matmul_ar(cfg):
     program without the placement (each rank's bias differs): the work must
     stay after the all-reduce and each rank's result differs."""
     n, dt = cfg.group, cfg.dtype
-    m, k, c = 4 * n, 8, 12
+    z = cfg.scale
+    m, k, c = 4 * n * z, 8 * z, 12 * z
     bias_attr = (f" {{dist.placement = #dist.placement<@g, [{', '.join('replicate' for _ in cfg.grid)}]>}}"
                  if cfg.variant == "replicated" else "")
     maps2 = "[affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>]"
@@ -215,7 +218,8 @@ def pattern_a2a(cfg):
     """Expert-parallel all-to-all: dispatch feeding the expert matmul, or
     combine after it."""
     n, dt, acc = cfg.group, cfg.dtype, acc_type(cfg.dtype)
-    t, h, f = 2 * n, 8, 6
+    z = cfg.scale
+    t, h, f = 2 * n * z, 8 * z, 6 * z
     if cfg.variant == "dispatch":
         text = (header(cfg.grid) +
                 f"func.func @main(%x: {tensor((t, h), dt)}, %w: {tensor((h, f), dt)}) -> {tensor((t, f), acc)} {{\n"
@@ -247,7 +251,8 @@ def pattern_micro_batch(cfg):
     divides by the group size), feeding a row norm."""
     n, dt, acc = cfg.group, cfg.dtype, acc_type(cfg.dtype)
     # No dimension divides by the group size; one divides into micro-batches.
-    m, k, c = (9, 8, 5) if n == 2 else (6, 8, 6)
+    z = cfg.scale  # odd multipliers keep the sizes indivisible
+    m, k, c = (9 * z, 8 * z, 5 * z) if n == 2 else (6 * z, 8 * z, 6 * z)
     text = (header(cfg.grid) +
             f"func.func @main(%a: {tensor((m, k), dt)}, %b: {tensor((k, c), dt)}) -> {tensor((m,), acc)} {{\n"
             f"  %zero = arith.constant 0.0 : {acc}\n" +
@@ -346,6 +351,7 @@ def main():
     cfg.group = cfg.grid[args.axis]
     cfg.dtype = args.dtype
     cfg.variant = args.variant
+    cfg.scale = 1
     grid = spmd.Grid(cfg.grid)
     text, specs, result_dtypes, reference = PATTERNS[args.pattern](cfg)
 
