@@ -16,6 +16,7 @@ config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%braid_src", config.braid_src_root))
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%braid_bin", config.braid_tools_dir))
+config.substitutions.append(("%braid_obj", config.braid_obj_root))
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
@@ -32,4 +33,4 @@ if config.mpi_found in ("TRUE", "ON", "1"):
     config.substitutions.append(
         ("%braid_lib", os.path.join(config.braid_obj_root, "lib")))
     llvm_config.add_tool_substitutions(
-        ["braid-exec", "braid-run", "braid-rt-selftest"], tool_dirs)
+        ["braid-exec", "braid-run", "braid-rt-selftest", "braid-capi-test"], tool_dirs)
