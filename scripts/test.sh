@@ -11,6 +11,20 @@ echo "== lit suite"
 # machine responsive.
 "/usr/lib/llvm-22/bin/lit" -sv -j "${BRAID_LIT_JOBS:-2}" "$BUILD/test"
 
+echo "== Python package (pytest, Debian's python3)"
+/usr/bin/python3 -m pytest -q "$ROOT/python/tests"
+
+echo "== PyTorch front door (pytest in the frontends venv)"
+# scripts/setup-frontends.sh installs torch and torch-mlir from PyPI (once:
+# the venv is shared by clones). BRAID_SKIP_FRONTENDS=1 skips this part, for
+# machines without PyPI; CI runs it.
+if [[ "${BRAID_SKIP_FRONTENDS:-0}" == 1 ]]; then
+  echo "skipped (BRAID_SKIP_FRONTENDS=1)"
+else
+  FRONTENDS_PYTHON="$("$ROOT/scripts/setup-frontends.sh")"
+  "$FRONTENDS_PYTHON" -m pytest -q "$ROOT/python/tests/test_pytorch.py"
+fi
+
 echo "== generated docs are current"
 "$ROOT/scripts/check-docs.sh"
 

@@ -65,6 +65,7 @@ void braid::buildBraidPipeline(OpPassManager &pm,
 
   // dist: import, then decide how each collective overlaps.
   if (!options.skipImport) {
+    pm.addPass(createApplyParallelPlan());
     pm.addPass(createImportShard());
     // Elementwise work on tensors becomes linalg, which the overlap
     // schedules chunk through TilingInterface.

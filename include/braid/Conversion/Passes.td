@@ -65,6 +65,50 @@ def ImportShard : Pass<"braid-import-shard", "mlir::ModuleOp"> {
   ];
 }
 
+def ApplyParallelPlan : Pass<"braid-apply-parallel-plan", "mlir::ModuleOp"> {
+  let summary = "Turns a per-weight tensor-parallel plan into shard annotations";
+  let description = [{
+    Frameworks describe tensor parallelism per weight, as PyTorch's
+    `parallelize_module` plans do. This pass reads such a plan from the
+    `braid.parallel` attribute of function arguments and results of a
+    global-view function and writes the `shard.shard` annotations that
+    upstream sharding propagation and partitioning (run by
+    `braid-import-shard`) need, with the layouts of PyTorch's DTensor:
+
+    - `"colwise"`: a weight split along the output features of the
+      contraction it feeds (found through `linalg.transpose`, so both the
+      `[out, in]` and the `[in, out]` layout work); a rank-1 argument that
+      feeds no contraction (a bias) is split along its dimension. The
+      contraction's other operand is replicated; its result is split along
+      the same features.
+    - `"rowwise"`: a weight split along the contraction's reduction
+      dimension; the other operand arrives split the same way and the result
+      takes the activation layout, so partial sums are all-reduced (or
+      reduce-scattered under sequence parallelism).
+    - `"replicate"`: the same on every rank.
+    - `"sequence"`: split along the second-to-last dimension (the sequence);
+      one such argument or result makes the activation layout
+      sequence-split (sequence parallelism: all-gather before colwise
+      layers, reduce-scatter after rowwise ones).
+
+    The grid is the function's `braid.grid` attribute or the module's only
+    `shard.grid`; the plan splits along `braid.grid_axis` (default 0).
+    Functions without a plan are left alone.
+
+    ```mlir
+    func.func @mlp(%x: tensor<16x64xf32> {braid.parallel = "replicate"},
+                   %w_up: tensor<256x64xf32> {braid.parallel = "colwise"},
+                   %w_down: tensor<64x256xf32> {braid.parallel = "rowwise"})
+        -> (tensor<16x64xf32> {braid.parallel = "replicate"})
+    ```
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+  let statistics = [
+    Statistic<"numPlannedFunctions", "planned-functions",
+              "Number of functions whose plan was applied">
+  ];
+}
+
 //===----------------------------------------------------------------------===//
 // XferToRuntime
 //===----------------------------------------------------------------------===//

@@ -322,6 +322,23 @@ private:
                << "cannot convert 'shard.all_slice' over grid axis " << axis
                << ": it must exist and have a static size";
     int64_t group = getGroupSize(grid, axes);
+    // A sum over the group that each rank then slices is a reduce-scatter:
+    // partitioning writes one for a partial sum that becomes split (a
+    // rowwise layer under sequence parallelism).
+    if (auto reduce = op.getInput().getDefiningOp<AllReduceOp>()) {
+      if (reduce->hasOneUse() && reduce.getReduction() == ReductionKind::Sum &&
+          reduce.getGridAttr() == op.getGridAttr() &&
+          reduce.getAxes() == axes && outType.hasStaticShape() &&
+          inType.hasStaticShape()) {
+        Value result = ReduceScatterOp::create(
+            rewriter, loc, outType, op.getGridAttr(), reduce.getAxesAttr(),
+            reduce.getInput(), rewriter.getI64IntegerAttr(dim),
+            reduce.getReductionAttr());
+        rewriter.replaceOp(op, result);
+        rewriter.eraseOp(reduce);
+        return success();
+      }
+    }
     auto indices = shard::ProcessMultiIndexOp::create(
         rewriter, loc, grid.getSymName(), axes);
     // Row-major position over the listed axes.

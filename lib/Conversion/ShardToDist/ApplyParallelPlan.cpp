@@ -1,0 +1,379 @@
+//===- ApplyParallelPlan.cpp - Per-weight plans to shard annotations -----===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// Turns a tensor-parallel plan given per function argument, in the style of
+// PyTorch's parallelize_module (colwise, rowwise, replicate, sequence), into
+// the shard.shard annotations of upstream's global view, with DTensor's
+// layouts:
+//
+//   colwise   the weight is split along the output features of the
+//             contraction it feeds (a bias: along its only dimension); the
+//             contraction's activation is replicated, its result split along
+//             the same features.
+//   rowwise   the weight is split along the contraction's reduction
+//             dimension; the activation arrives split the same way, and the
+//             partial sums are reduced to a replicated result (an
+//             all-reduce, or a reduce-scatter when a sequence-split value
+//             follows: braid-import-shard fuses the reduction and the
+//             slice).
+//   replicate the value is the same on every rank.
+//   sequence  an activation split along its sequence dimension (the second
+//             to last): sequence parallelism.
+//
+// Weights are traced to their contractions through linalg.transpose, so
+// both PyTorch's [out, in] layout and [in, out] work.
+//
+//===----------------------------------------------------------------------===//
+
+#include "braid/Conversion/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace braid {
+#define GEN_PASS_DEF_APPLYPARALLELPLAN
+#include "braid/Conversion/Passes.h.inc"
+} // namespace braid
+
+using namespace mlir;
+
+namespace {
+
+constexpr StringLiteral kPlanAttr = "braid.parallel";
+constexpr StringLiteral kGridAttr = "braid.grid";
+constexpr StringLiteral kAxisAttr = "braid.grid_axis";
+
+/// Where a plan splits a tensor: one dimension, or none (replicated).
+struct Layout {
+  std::optional<int64_t> dim;
+  bool operator==(const Layout &other) const { return dim == other.dim; }
+};
+
+/// A contraction a weight reaches, and the dimension of the weight (as the
+/// function receives it) that each of the contraction's operand dimensions
+/// comes from.
+struct Use {
+  linalg::LinalgOp op;
+  unsigned operand;
+  /// permutation[j]: the argument dimension behind operand dimension j.
+  SmallVector<int64_t> permutation;
+};
+
+class PlanBuilder {
+public:
+  PlanBuilder(func::FuncOp func, FlatSymbolRefAttr grid, int16_t axis)
+      : func(func), grid(grid), axis(axis) {}
+
+  LogicalResult run();
+
+private:
+  Value sharding(Location loc, Layout layout, OpBuilder &b) {
+    // Replicated is one empty group ([[]]), which prints in a form the
+    // parser reads back, unlike no groups at all.
+    SmallVector<shard::GridAxesAttr> split(
+        layout.dim ? *layout.dim + 1 : 1,
+        shard::GridAxesAttr::get(b.getContext(), {}));
+    if (layout.dim)
+      split.back() = shard::GridAxesAttr::get(b.getContext(), {axis});
+    return shard::ShardingOp::create(b, loc, grid, split).getResult();
+  }
+
+  /// Annotates `value` with `layout` after its definition and redirects its
+  /// uses (but not `except`) to the annotation.
+  void annotateResult(Value value, Layout layout) {
+    OpBuilder b(func.getContext());
+    b.setInsertionPointAfterValue(value);
+    Value s = sharding(value.getLoc(), layout, b);
+    auto annotated = shard::ShardOp::create(b, value.getLoc(), value, s);
+    value.replaceAllUsesExcept(annotated.getResult(), annotated);
+  }
+
+  /// Annotates operand `index` of `op` for that use only.
+  void annotateOperand(Operation *op, unsigned index, Layout layout) {
+    OpBuilder b(op);
+    Value value = op->getOperand(index);
+    Value s = sharding(op->getLoc(), layout, b);
+    auto annotated = shard::ShardOp::create(b, op->getLoc(), value, s,
+                                            /*annotate_for_users=*/true);
+    op->setOperand(index, annotated.getResult());
+  }
+
+  /// Annotates a function argument for all its users.
+  void annotateArgument(BlockArgument arg, Layout layout) {
+    OpBuilder b = OpBuilder::atBlockBegin(arg.getOwner());
+    Value s = sharding(arg.getLoc(), layout, b);
+    auto annotated = shard::ShardOp::create(b, arg.getLoc(), arg, s,
+                                            /*annotate_for_users=*/true);
+    arg.replaceAllUsesExcept(annotated.getResult(), annotated);
+  }
+
+  LogicalResult collectUses(BlockArgument arg, SmallVectorImpl<Use> &uses);
+  LogicalResult planWeight(BlockArgument arg, StringRef style);
+
+  func::FuncOp func;
+  FlatSymbolRefAttr grid;
+  int16_t axis;
+};
+
+LogicalResult PlanBuilder::collectUses(BlockArgument arg,
+                                       SmallVectorImpl<Use> &uses) {
+  auto type = cast<RankedTensorType>(arg.getType());
+  SmallVector<std::pair<Value, SmallVector<int64_t>>> worklist;
+  worklist.push_back(
+      {arg, llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()))});
+  while (!worklist.empty()) {
+    auto [value, permutation] = worklist.pop_back_val();
+    for (OpOperand &operand : value.getUses()) {
+      Operation *user = operand.getOwner();
+      if (auto transpose = dyn_cast<linalg::TransposeOp>(user)) {
+        if (operand.get() != transpose.getInput())
+          continue;
+        SmallVector<int64_t> next;
+        for (int64_t p : transpose.getPermutation())
+          next.push_back(permutation[p]);
+        worklist.push_back({transpose->getResult(0), next});
+        continue;
+      }
+      auto linalgOp = dyn_cast<linalg::LinalgOp>(user);
+      if (linalgOp && linalg::isaContractionOpInterface(linalgOp) &&
+          linalgOp.isDpsInput(&operand))
+        uses.push_back({linalgOp, operand.getOperandNumber(), permutation});
+    }
+  }
+  return success();
+}
+
+LogicalResult PlanBuilder::planWeight(BlockArgument arg, StringRef style) {
+  auto type = cast<RankedTensorType>(arg.getType());
+  Location loc = arg.getLoc();
+  SmallVector<Use> uses;
+  if (failed(collectUses(arg, uses)))
+    return failure();
+  if (uses.empty()) {
+    // A bias: only colwise splits it (rowwise layers add theirs after the
+    // reduction, replicated).
+    if (style == "colwise" && type.getRank() == 1) {
+      annotateArgument(arg, Layout{0});
+      return success();
+    }
+    return emitError(loc) << "argument #" << arg.getArgNumber() << " is "
+                          << style
+                          << " but reaches no contraction (linalg.matmul and "
+                             "the like, through linalg.transpose)"
+                          << (type.getRank() == 1
+                                  ? "; a rowwise layer's bias is replicate"
+                                  : "");
+  }
+
+  std::optional<int64_t> argDim;
+  for (Use &use : uses) {
+    FailureOr<linalg::ContractionDimensions> dims =
+        linalg::inferContractionDims(use.op);
+    if (failed(dims))
+      return emitError(use.op->getLoc())
+             << "cannot tell the dimensions of this contraction apart";
+    AffineMap map = use.op.getMatchingIndexingMap(&use.op->getOpOperand(
+        use.operand));
+    // The loop dimension to split: an output feature (m or n) for colwise,
+    // the reduction (k) for rowwise.
+    std::optional<unsigned> loopDim, operandDim;
+    for (auto [j, expr] : llvm::enumerate(map.getResults())) {
+      auto d = dyn_cast<AffineDimExpr>(expr);
+      if (!d)
+        continue;
+      unsigned pos = d.getPosition();
+      bool isK = llvm::is_contained(dims->k, pos);
+      bool isMN = llvm::is_contained(dims->m, pos) ||
+                  llvm::is_contained(dims->n, pos);
+      if ((style == "rowwise" && isK) || (style == "colwise" && isMN)) {
+        if (loopDim)
+          return emitError(use.op->getLoc())
+                 << "argument #" << arg.getArgNumber()
+                 << " is " << style << " but has several candidate "
+                 << "dimensions in this contraction";
+        loopDim = pos;
+        operandDim = j;
+      }
+    }
+    if (!loopDim)
+      return emitError(use.op->getLoc())
+             << "argument #" << arg.getArgNumber() << " is " << style
+             << " but this contraction gives it no "
+             << (style == "rowwise" ? "reduction" : "output-feature")
+             << " dimension";
+    int64_t dim = use.permutation[*operandDim];
+    if (argDim && *argDim != dim)
+      return emitError(loc) << "argument #" << arg.getArgNumber()
+                            << " feeds contractions that split it along "
+                               "different dimensions";
+    argDim = dim;
+
+    // The other operand (the activation) and the result.
+    unsigned other = use.operand == 0 ? 1 : 0;
+    AffineMap otherMap =
+        use.op.getMatchingIndexingMap(&use.op->getOpOperand(other));
+    AffineMap resultMap = use.op.getIndexingMapMatchingResult(
+        cast<OpResult>(use.op->getResult(0)));
+    auto positionIn = [&](AffineMap m) -> std::optional<int64_t> {
+      for (auto [j, expr] : llvm::enumerate(m.getResults()))
+        if (auto d = dyn_cast<AffineDimExpr>(expr))
+          if (d.getPosition() == *loopDim)
+            return j;
+      return std::nullopt;
+    };
+    if (style == "colwise") {
+      annotateOperand(use.op, other, Layout{});
+      annotateResult(use.op->getResult(0), Layout{positionIn(resultMap)});
+    } else {
+      // The partial sums are reduced to a replicated result. Under
+      // sequence parallelism the next sequence-split value slices it, which
+      // braid-import-shard turns into a reduce-scatter (upstream cannot
+      // partition a contraction whose result is split along a dimension its
+      // operands are not).
+      annotateOperand(use.op, other, Layout{positionIn(otherMap)});
+      annotateResult(use.op->getResult(0), Layout{});
+    }
+  }
+  annotateArgument(arg, Layout{argDim});
+  return success();
+}
+
+} // namespace
+
+LogicalResult PlanBuilder::run() {
+  auto styleOf = [](Attribute attr) -> std::optional<StringRef> {
+    if (auto text = dyn_cast_or_null<StringAttr>(attr))
+      return text.getValue();
+    return std::nullopt;
+  };
+  auto checkStyle = [&](Location loc, Attribute attr,
+                        bool isResult) -> FailureOr<StringRef> {
+    std::optional<StringRef> style = styleOf(attr);
+    bool known = style && (*style == "replicate" || *style == "sequence" ||
+                           (!isResult && (*style == "colwise" ||
+                                          *style == "rowwise")));
+    if (!known)
+      return emitError(loc)
+             << kPlanAttr << " must be a string: "
+             << (isResult ? "replicate or sequence"
+                          : "colwise, rowwise, replicate or sequence")
+             << ", got " << attr;
+    return *style;
+  };
+
+  for (BlockArgument arg : func.getArguments()) {
+    Attribute attr = func.getArgAttr(arg.getArgNumber(), kPlanAttr);
+    if (!attr)
+      continue;
+    FailureOr<StringRef> style = checkStyle(arg.getLoc(), attr, false);
+    if (failed(style))
+      return failure();
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type)
+      return emitError(arg.getLoc())
+             << "argument #" << arg.getArgNumber() << " has a plan but type "
+             << arg.getType() << "; plans apply to ranked tensors";
+    if (*style == "replicate") {
+      annotateArgument(arg, Layout{});
+    } else if (*style == "sequence") {
+      if (type.getRank() < 2)
+        return emitError(arg.getLoc())
+               << "argument #" << arg.getArgNumber()
+               << " is sequence-split but has rank " << type.getRank()
+               << "; the sequence dimension is the second to last";
+      annotateArgument(arg, Layout{type.getRank() - 2});
+    } else if (failed(planWeight(arg, *style))) {
+      return failure();
+    }
+    func.removeArgAttr(arg.getArgNumber(), kPlanAttr);
+  }
+
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+    Attribute attr = func.getResultAttr(i, kPlanAttr);
+    if (!attr)
+      continue;
+    FailureOr<StringRef> style = checkStyle(func.getLoc(), attr, true);
+    if (failed(style))
+      return failure();
+    auto type = dyn_cast<RankedTensorType>(func.getResultTypes()[i]);
+    if (!type || (*style == "sequence" && type.getRank() < 2))
+      return emitError(func.getLoc())
+             << "result #" << i << " cannot be " << *style;
+    Layout layout;
+    if (*style == "sequence")
+      layout.dim = type.getRank() - 2;
+    for (auto ret : llvm::to_vector(func.getOps<func::ReturnOp>())) {
+      OpBuilder b(ret);
+      Value s = sharding(ret.getLoc(), layout, b);
+      auto annotated =
+          shard::ShardOp::create(b, ret.getLoc(), ret.getOperand(i), s);
+      ret->setOperand(i, annotated.getResult());
+    }
+    func.removeResultAttr(i, StringAttr::get(func.getContext(), kPlanAttr));
+  }
+  return success();
+}
+
+namespace {
+
+struct ApplyParallelPlanPass
+    : public braid::impl::ApplyParallelPlanBase<ApplyParallelPlanPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
+      if (func.isExternal())
+        continue;
+      bool hasPlan = false;
+      for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+        hasPlan |= static_cast<bool>(func.getArgAttr(i, kPlanAttr));
+      for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+        hasPlan |= static_cast<bool>(func.getResultAttr(i, kPlanAttr));
+      if (!hasPlan)
+        continue;
+
+      // The grid: braid.grid, or the module's only one.
+      FlatSymbolRefAttr gridRef =
+          func->getAttrOfType<FlatSymbolRefAttr>(kGridAttr);
+      shard::GridOp grid;
+      if (gridRef) {
+        grid = module.lookupSymbol<shard::GridOp>(gridRef);
+        if (!grid) {
+          func.emitError() << kGridAttr << " names " << gridRef
+                           << ", which is not a shard.grid";
+          return signalPassFailure();
+        }
+      } else {
+        auto grids = llvm::to_vector(module.getOps<shard::GridOp>());
+        if (grids.size() != 1) {
+          func.emitError() << "a parallel plan needs its grid: the module has "
+                           << grids.size() << " shard.grid ops; name one with "
+                           << kGridAttr << " = @name";
+          return signalPassFailure();
+        }
+        grid = grids.front();
+        gridRef = FlatSymbolRefAttr::get(grid.getSymNameAttr());
+      }
+      int64_t axis = 0;
+      if (auto axisAttr = func->getAttrOfType<IntegerAttr>(kAxisAttr))
+        axis = axisAttr.getInt();
+      if (axis < 0 || axis >= grid.getRank()) {
+        func.emitError() << kAxisAttr << " = " << axis << " is not an axis of "
+                         << gridRef << " (rank " << grid.getRank() << ")";
+        return signalPassFailure();
+      }
+      if (failed(PlanBuilder(func, gridRef, axis).run()))
+        return signalPassFailure();
+      func->removeAttr(kGridAttr);
+      func->removeAttr(kAxisAttr);
+      ++numPlannedFunctions;
+    }
+  }
+};
+
+} // namespace

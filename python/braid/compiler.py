@@ -1,0 +1,280 @@
+"""braid.compile and Artifact: Braid's compiler and runner from Python."""
+import ctypes
+import json
+import os
+import re
+import shutil
+import tempfile
+import weakref
+
+import numpy as np
+
+from . import _capi
+from .dtypes import from_storage, numpy_storage_dtype, to_storage
+
+__all__ = ["compile", "Artifact", "BraidError", "CompileError", "RunError",
+           "Diagnostic", "TensorSpec"]
+
+# Text stages Artifact.ir accepts, and braid-compile's name for each.
+_STAGES = {"dist": "dist", "xfer": "xfer", "llvm": "llvm-mlir",
+           "llvm-mlir": "llvm-mlir", "llvm-ir": "llvm-ir"}
+
+# Keyword options of braid.compile and the braid-compile flag of each.
+_OPTIONS = {"overlap": "overlap", "target_preset": "target-preset",
+            "sub_chunks": "sub-chunks", "bidirectional": "bidirectional",
+            "entry": "entry", "check_schedule": "check-schedule",
+            "opt_level": "O", "cpu": "cpu"}
+
+_DIAGNOSTIC = re.compile(
+    r"^(?:(?P<file>.*?):(?P<line>\d+):(?P<col>\d+): )?"
+    r"(?P<severity>error|warning|note|remark): (?P<message>.*)$", re.S)
+
+
+class Diagnostic:
+    """One diagnostic of the compiler: severity, message and location
+    (file, line, column; None when it has none), with its notes."""
+
+    def __init__(self, text):
+        self.text = text
+        first, *rest = text.split("\n")
+        match = _DIAGNOSTIC.match(first)
+        self.file = self.line = self.column = None
+        self.severity, self.message = "error", first
+        if match:
+            self.severity, self.message = match["severity"], match["message"]
+            if match["file"] is not None:
+                self.file = match["file"]
+                self.line, self.column = int(match["line"]), int(match["col"])
+        self.notes = [Diagnostic(note) for note in rest]
+
+    def __repr__(self):
+        return f"Diagnostic({self.text!r})"
+
+    def __str__(self):
+        return self.text
+
+
+class BraidError(Exception):
+    """A failure of the compiler or the runner. `diagnostics` holds every
+    diagnostic (a list of Diagnostic); str() shows the errors."""
+
+    def __init__(self, summary, diagnostics=()):
+        self.diagnostics = [d if isinstance(d, Diagnostic) else Diagnostic(d)
+                            for d in diagnostics]
+        shown = [d.text for d in self.diagnostics if d.severity == "error"]
+        super().__init__("\n".join([summary] + shown) if shown else summary)
+
+
+class CompileError(BraidError):
+    pass
+
+
+class RunError(BraidError):
+    pass
+
+
+class TensorSpec:
+    """An argument or result of the entry point as each rank sees it."""
+
+    def __init__(self, dtype, shape):
+        self.dtype, self.shape = dtype, tuple(shape)
+
+    def __repr__(self):
+        return f"TensorSpec({self.dtype!r}, {self.shape})"
+
+    def __eq__(self, other):
+        return (isinstance(other, TensorSpec) and
+                (self.dtype, self.shape) == (other.dtype, other.shape))
+
+
+def _read_source(text_or_path):
+    if isinstance(text_or_path, os.PathLike) or (
+            isinstance(text_or_path, str) and "\n" not in text_or_path
+            and "{" not in text_or_path):
+        path = os.fspath(text_or_path)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no such MLIR file: {path}")
+        with open(path) as f:
+            return f.read(), path
+    return str(text_or_path), "<string>"
+
+
+def _option_words(target, options):
+    words = [f"target={target}"]
+    for key, value in options.items():
+        if key not in _OPTIONS:
+            raise TypeError(f"braid.compile() got an unknown option {key!r}; "
+                            f"expected one of {', '.join(sorted(_OPTIONS))}")
+        if value is None:
+            continue
+        flag = _OPTIONS[key]
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        value = str(value)
+        if not value or any(c.isspace() for c in value):
+            raise ValueError(f"option {key}={value!r} must be one word")
+        words.append(f"{flag}={value}")
+    return " ".join(words)
+
+
+def _compile(source, name, words, output_path=""):
+    lib = _capi.library()
+    sink = _capi.Collector()
+    result = lib.braidCompileSource(
+        _capi.MlirStringRef.of(source), _capi.MlirStringRef.of(name),
+        _capi.MlirStringRef.of(words), _capi.MlirStringRef.of(output_path),
+        sink.pointer())
+    diagnostics = [Diagnostic(d) for d in sink.diagnostics]
+    if not result.value:
+        raise CompileError(f"braid.compile failed for {name}", diagnostics)
+    return sink, diagnostics
+
+
+def compile(text_or_path, target="cpu", **options):
+    """Compiles an MLIR program (text, or the path of a .mlir file) in
+    upstream `shard` form, or already in Braid's `dist` dialect, into a
+    runnable Artifact.
+
+    Options are braid-compile's: overlap ("auto", "force", "off"),
+    target_preset ("cpu", "h100", "h200"), sub_chunks, bidirectional,
+    entry, check_schedule (bool), opt_level (0-3), cpu. Raises
+    CompileError, carrying the located diagnostics, when the program or an
+    option is wrong.
+    """
+    source, name = _read_source(text_or_path)
+    words = _option_words(target, options)
+    directory = tempfile.mkdtemp(prefix="braid-")
+    path = os.path.join(directory, "program.so")
+    try:
+        sink, diagnostics = _compile(source, name, words, path)
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    report = json.loads(sink.report[0]) if sink.report else None
+    return Artifact(path, source, name, words, report, diagnostics,
+                    directory=directory)
+
+
+class Artifact:
+    """A compiled program: a shared library and its manifest.
+
+    report      the parsed JSON report of overlap decisions
+    remarks     the compiler's remarks and warnings (Diagnostic)
+    arguments   TensorSpec of each argument, per rank
+    results     TensorSpec of each result, per rank
+    ranks       how many ranks it runs on
+    path        the shared library (its manifest is path + ".manifest")
+    """
+
+    def __init__(self, path, source, name, words, report, remarks,
+                 directory=None):
+        self.path, self.report, self.remarks = path, report, remarks
+        self._source, self._name, self._words = source, name, words
+        self._stages = {}
+        lib = _capi.library()
+        sink = _capi.Collector()
+        handle = lib.braidArtifactLoad(_capi.MlirStringRef.of(path),
+                                       sink.pointer())
+        if not handle:
+            raise BraidError(f"cannot load {path}", sink.diagnostics)
+        self._handle = handle
+        self.ranks = lib.braidArtifactGetNumRanks(handle)
+
+        def spec(tensor_type):
+            shape = [tensor_type.shape[i] for i in range(tensor_type.rank)]
+            return TensorSpec(tensor_type.dtype.decode(), shape)
+        self.arguments = [spec(lib.braidArtifactGetArgumentType(handle, i))
+                          for i in range(lib.braidArtifactGetNumArguments(handle))]
+        self.results = [spec(lib.braidArtifactGetResultType(handle, i))
+                        for i in range(lib.braidArtifactGetNumResults(handle))]
+        self._finalizer = weakref.finalize(
+            self, Artifact._release, lib, handle, directory)
+
+    @staticmethod
+    def _release(lib, handle, directory):
+        lib.braidArtifactDestroy(handle)
+        if directory:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    def ir(self, stage):
+        """The program's text at `stage`: "dist" (after import and overlap),
+        "xfer" (bufferized transfers), "llvm" (the LLVM dialect), "llvm-ir",
+        or "ptx" (only for target="cuda")."""
+        if stage == "ptx":
+            raise BraidError("stage 'ptx' needs target='cuda', which this "
+                             "build of Braid does not provide yet; stages: "
+                             + ", ".join(sorted(_STAGES)))
+        if stage not in _STAGES:
+            raise ValueError(f"unknown stage {stage!r}; expected one of "
+                             + ", ".join(sorted(_STAGES)) + " or ptx")
+        if stage not in self._stages:
+            sink, _ = _compile(self._source, self._name,
+                               self._words + f" emit={_STAGES[stage]}")
+            self._stages[stage] = "".join(sink.output)
+        return self._stages[stage]
+
+    def run(self, inputs, ranks=None, trace=None, timeout=None):
+        """Runs the program on `ranks` CPU ranks (default: its grid's size).
+
+        `inputs` has one entry per rank, each a list with one numpy array
+        per argument, of the argument's per-rank shape. Floating-point
+        arrays are converted to the argument's type (bf16 rounds to nearest
+        even; a uint16 array is taken as bf16 bits). Returns one list per
+        rank with one array per result (bf16 results as float32).
+        `trace` names a Chrome trace file to write; `timeout` bounds a wait
+        for a transfer, in seconds.
+        """
+        ranks = self.ranks if ranks is None else int(ranks)
+        if len(inputs) != ranks:
+            raise ValueError(f"inputs has {len(inputs)} entries; the program "
+                             f"runs on {ranks} ranks (one list per rank)")
+        buffers, pointers = [], []
+        for rank, arrays in enumerate(inputs):
+            if len(arrays) != len(self.arguments):
+                raise ValueError(f"rank {rank} has {len(arrays)} inputs; the "
+                                 f"program takes {len(self.arguments)}")
+            for index, (array, spec) in enumerate(zip(arrays, self.arguments)):
+                array = np.asarray(array)
+                if tuple(array.shape) != spec.shape:
+                    raise ValueError(
+                        f"input {index} of rank {rank} has shape "
+                        f"{tuple(array.shape)}; expected {spec.shape} "
+                        f"({spec.dtype})")
+                stored = np.ascontiguousarray(to_storage(array, spec.dtype))
+                buffers.append(stored)
+                pointers.append(stored.ctypes.data)
+        outputs, out_pointers = [], []
+        for rank in range(ranks):
+            row = []
+            for spec in self.results:
+                array = np.empty(spec.shape, numpy_storage_dtype(spec.dtype))
+                row.append(array)
+                out_pointers.append(array.ctypes.data)
+            outputs.append(row)
+        words = []
+        if trace:
+            words.append(f"--trace={os.path.abspath(os.fspath(trace))}")
+        if timeout:
+            words.append(f"--timeout={int(timeout)}")
+        lib = _capi.library()
+        sink = _capi.Collector()
+        in_array = _pointer_array(pointers)
+        out_array = _pointer_array(out_pointers)
+        result = lib.braidArtifactRun(
+            self._handle, ranks, in_array, out_array,
+            _capi.MlirStringRef.of(" ".join(words)), sink.pointer())
+        del buffers
+        if not result.value:
+            raise RunError(f"running {self.path} on {ranks} ranks failed",
+                           sink.diagnostics)
+        return [[from_storage(a, spec.dtype) for a, spec in zip(row, self.results)]
+                for row in outputs]
+
+    def __repr__(self):
+        args = ", ".join(f"{s.dtype}{list(s.shape)}" for s in self.arguments)
+        res = ", ".join(f"{s.dtype}{list(s.shape)}" for s in self.results)
+        return f"<braid.Artifact ({args}) -> ({res}) on {self.ranks} ranks>"
+
+
+def _pointer_array(values):
+    return (ctypes.c_void_p * max(1, len(values)))(*values)

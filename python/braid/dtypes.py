@@ -1,0 +1,58 @@
+"""Element types between numpy and Braid's programs.
+
+numpy has no bfloat16: bf16 travels as its uint16 bit pattern, converted
+from float arrays by rounding to nearest even and returned as float32.
+"""
+import numpy as np
+
+_STORAGE = {"f32": np.float32, "f64": np.float64, "f16": np.float16,
+            "bf16": np.uint16, "i1": np.bool_, "i8": np.int8,
+            "i16": np.int16, "i32": np.int32, "i64": np.int64}
+
+FLOAT_TYPES = ("f32", "f16", "bf16", "f64")
+
+
+def numpy_storage_dtype(dtype):
+    """The numpy dtype a buffer of Braid type `dtype` is stored in."""
+    try:
+        return np.dtype(_STORAGE[dtype])
+    except KeyError:
+        raise ValueError(f"unknown element type {dtype!r}") from None
+
+
+def bf16_bits(values):
+    """Rounds float values to bfloat16 (nearest even); returns the bits."""
+    bits = np.asarray(values, dtype=np.float32).view(np.uint32)
+    rounding = ((bits >> 16) & 1) + 0x7FFF
+    return ((bits + rounding) >> 16).astype(np.uint16)
+
+
+def bf16_values(bits):
+    """float32 values of bfloat16 bit patterns."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(
+        np.float32)
+
+
+def to_storage(array, dtype):
+    """`array` as the buffer a `dtype` argument takes."""
+    array = np.asarray(array)
+    if dtype == "bf16":
+        if array.dtype == np.uint16:
+            return array
+        return bf16_bits(array)
+    return array.astype(numpy_storage_dtype(dtype), copy=False)
+
+
+def from_storage(array, dtype):
+    """A result buffer as the numpy array users get (bf16 as float32)."""
+    return bf16_values(array) if dtype == "bf16" else array
+
+
+def quantize(values, dtype):
+    """float64 values after rounding to `dtype`: what a program sees."""
+    values = np.asarray(values, dtype=np.float64)
+    if dtype == "bf16":
+        return bf16_values(bf16_bits(values)).astype(np.float64)
+    if dtype in ("f16", "f32"):
+        return values.astype(_STORAGE[dtype]).astype(np.float64)
+    return values

@@ -1,0 +1,784 @@
+"""Transformer blocks in upstream `shard` SPMD form, with numpy references.
+
+The model builder that Braid's examples, tests and benchmarks use. Each block
+is written as one rank's program (per-rank shapes, explicit `shard`
+collectives along one axis of a 1-D or 2-D grid), the form in which
+Megatron-LM-style tensor, sequence and expert parallelism is usually
+written by hand:
+
+  MLP        GPT (GELU) or Llama (SwiGLU) feed-forward; tp: column-parallel
+             up (and gate), row-parallel down, all-reduce; sp: all-gather of
+             the sequence-sharded input first, reduce-scatter last.
+  Attention  causal multi-head self-attention; heads split over the group,
+             fused QKV projection, row-parallel output projection, tp or sp
+             as above.
+  MoE        expert parallelism: tokens already grouped by destination
+             expert (capacity C per expert and source rank) go to their
+             experts with an all-to-all, through each expert's MLP, and come
+             back with a second all-to-all, weighted by the router's gates.
+  Transformer  layers of Attention then MLP, residuals included.
+
+Every block computes in f32 and stores activations in its dtype (f32, f16,
+bf16): matmuls accumulate in f32, collectives carry the f32 accumulators,
+residual sums are rounded back to the dtype. `reference()` computes the
+same per-rank results in float64 numpy with the same roundings, independent
+of Braid.
+
+    block = MLP(Grid([4]), tokens=64, hidden=32, ffn=128, parallel="sp")
+    artifact = braid.compile(block.mlir(), overlap="force")
+    inputs = block.random_inputs(seed=0)
+    outputs = artifact.run(inputs)
+    expected = block.reference(inputs)
+"""
+import math
+
+import numpy as np
+
+from .dtypes import FLOAT_TYPES, quantize, to_storage
+
+__all__ = ["Grid", "Function", "MLP", "Attention", "MoE", "Transformer"]
+
+
+# --- grids -------------------------------------------------------------------
+
+class Grid:
+    """A device grid: `shape` (1-D or 2-D), ranks in row-major order, as
+    upstream `shard` defines them."""
+
+    def __init__(self, shape, name="g"):
+        self.shape = tuple(int(s) for s in shape)
+        if not self.shape or any(s < 1 for s in self.shape):
+            raise ValueError(f"bad grid shape {shape}")
+        self.name = name
+
+    @property
+    def size(self):
+        return math.prod(self.shape)
+
+    def coords(self, rank):
+        out = []
+        for extent in reversed(self.shape):
+            out.append(rank % extent)
+            rank //= extent
+        return tuple(reversed(out))
+
+    def rank(self, coords):
+        rank = 0
+        for c, extent in zip(coords, self.shape):
+            rank = rank * extent + c
+        return rank
+
+    def groups(self, axis):
+        """The groups a collective along `axis` runs in: lists of ranks that
+        differ only in their `axis` coordinate, in coordinate order."""
+        seen, groups = set(), []
+        for rank in range(self.size):
+            if rank in seen:
+                continue
+            base = list(self.coords(rank))
+            group = []
+            for i in range(self.shape[axis]):
+                base[axis] = i
+                group.append(self.rank(base))
+            seen.update(group)
+            groups.append(group)
+        return groups
+
+    def mlir(self):
+        return f"shard.grid @{self.name}(shape = {'x'.join(map(str, self.shape))})"
+
+
+# --- building functions ------------------------------------------------------
+
+def tensor_type(shape, dtype):
+    if not shape:
+        return f"tensor<{dtype}>"
+    return f"tensor<{'x'.join(str(d) for d in shape)}x{dtype}>"
+
+
+class Value:
+    def __init__(self, name, shape, dtype):
+        self.name, self.shape, self.dtype = name, tuple(shape), dtype
+
+    @property
+    def type(self):
+        return tensor_type(self.shape, self.dtype)
+
+    def __str__(self):
+        return self.name
+
+
+def _map(rank, dims):
+    loops = ", ".join(f"d{i}" for i in range(rank))
+    return f"affine_map<({loops}) -> ({', '.join(f'd{i}' for i in dims)})>"
+
+
+class Function:
+    """Writes one func.func in shard SPMD form, an op at a time."""
+
+    def __init__(self, grid, name="main"):
+        self.grid, self.name = grid, name
+        self.args, self.lines, self.counter = [], [], 0
+        self.specs = []  # (name, shape, dtype) of each argument
+
+    def fresh(self, hint="v"):
+        self.counter += 1
+        return f"%{hint}{self.counter}"
+
+    def arg(self, hint, shape, dtype):
+        value = Value(f"%{hint}", shape, dtype)
+        if any(a.name == value.name for a in self.args):
+            raise ValueError(f"argument {hint} declared twice")
+        self.args.append(value)
+        self.specs.append((hint, tuple(shape), dtype))
+        return value
+
+    def emit(self, text):
+        self.lines.append("  " + text)
+
+    def _result(self, hint, shape, dtype, text):
+        value = Value(self.fresh(hint), shape, dtype)
+        self.emit(f"{value} = {text}")
+        return value
+
+    # -- tensors --
+
+    def empty(self, shape, dtype):
+        return self._result("e", shape, dtype,
+                            f"tensor.empty() : {tensor_type(shape, dtype)}")
+
+    def filled(self, shape, dtype, value):
+        c = self._result("c", (), dtype, f"arith.constant {value} : {dtype}")
+        e = self.empty(shape, dtype)
+        t = tensor_type(shape, dtype)
+        return self._result("f", shape, dtype,
+                            f"linalg.fill ins({c.name} : {dtype}) outs({e} : {t}) -> {t}")
+
+    def matmul(self, a, b, acc="f32"):
+        """a[m, k] @ b[k, n], accumulated in `acc`."""
+        (m, k), (k2, n) = a.shape, b.shape
+        assert k == k2, (a.shape, b.shape)
+        init = self.filled((m, n), acc, "0.0")
+        t = tensor_type((m, n), acc)
+        return self._result("mm", (m, n), acc,
+                            f"linalg.matmul ins({a}, {b} : {a.type}, {b.type}) "
+                            f"outs({init} : {t}) -> {t}")
+
+    def batch_matmul(self, a, b, acc="f32"):
+        """a[e, m, k] @ b[e, k, n] for each e."""
+        (e, m, k), (e2, k2, n) = a.shape, b.shape
+        assert e == e2 and k == k2, (a.shape, b.shape)
+        init = self.filled((e, m, n), acc, "0.0")
+        t = tensor_type((e, m, n), acc)
+        return self._result("bmm", (e, m, n), acc,
+                            f"linalg.batch_matmul ins({a}, {b} : {a.type}, {b.type}) "
+                            f"outs({init} : {t}) -> {t}")
+
+    def transpose(self, x, perm):
+        shape = tuple(x.shape[p] for p in perm)
+        init = self.empty(shape, x.dtype)
+        t = tensor_type(shape, x.dtype)
+        return self._result("tr", shape, x.dtype,
+                            f"linalg.transpose ins({x} : {x.type}) outs({init} : {t}) "
+                            f"permutation = [{', '.join(map(str, perm))}]")
+
+    def expand(self, x, shape, reassociation):
+        groups = ", ".join("[" + ", ".join(map(str, g)) + "]" for g in reassociation)
+        return self._result("ex", shape, x.dtype,
+                            f"tensor.expand_shape {x} [{groups}] output_shape "
+                            f"[{', '.join(map(str, shape))}] : {x.type} into "
+                            f"{tensor_type(shape, x.dtype)}")
+
+    def collapse(self, x, reassociation):
+        shape = tuple(math.prod(x.shape[i] for i in g) for g in reassociation)
+        groups = ", ".join("[" + ", ".join(map(str, g)) + "]" for g in reassociation)
+        return self._result("co", shape, x.dtype,
+                            f"tensor.collapse_shape {x} [{groups}] : {x.type} into "
+                            f"{tensor_type(shape, x.dtype)}")
+
+    def slice(self, x, offsets, sizes):
+        shape = tuple(sizes)
+        return self._result("sl", shape, x.dtype,
+                            f"tensor.extract_slice {x}[{', '.join(map(str, offsets))}] "
+                            f"[{', '.join(map(str, sizes))}] [{', '.join('1' for _ in sizes)}] "
+                            f": {x.type} to {tensor_type(shape, x.dtype)}")
+
+    def map(self, inputs, out_dtype, body, shape=None, index=False):
+        """An elementwise linalg.generic over `shape` (default: the first
+        input's). Each input is a Value or (Value, dims): the loop dims it
+        is indexed by (broadcasting the others). `body(b, *args)` gets f32
+        block values (extended from f16/bf16) and returns the f32 result,
+        which is rounded to `out_dtype`. With `index`, body also receives
+        the loop indices (as index values) after the args."""
+        inputs = [i if isinstance(i, tuple) else (i, None) for i in inputs]
+        shape = tuple(shape or inputs[0][0].shape)
+        rank = len(shape)
+        maps, types, names = [], [], []
+        for value, dims in inputs:
+            dims = tuple(range(rank)) if dims is None else dims
+            maps.append(_map(rank, dims))
+            types.append(value.type)
+            names.append(value.name)
+        maps.append(_map(rank, range(rank)))
+        init = self.empty(shape, out_dtype)
+        out_type = tensor_type(shape, out_dtype)
+        b = _Body(self)
+        block_args = [b.fresh("a") for _ in inputs]
+        out_arg = b.fresh("o")
+        sig = ", ".join(f"{n}: {v.dtype}" for n, (v, _) in zip(block_args, inputs))
+        sig += f", {out_arg}: {out_dtype}"
+        f32_args = [b.extend(n, v.dtype) for n, (v, _) in zip(block_args, inputs)]
+        if index:
+            f32_args += [b.index(d) for d in range(rank)]
+        result = b.truncate(body(b, *f32_args), out_dtype)
+        result_name = self.fresh("g")
+        iterators = ", ".join(['"parallel"'] * rank)
+        text = [f"{result_name} = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
+                f"iterator_types = [{iterators}]}}",
+                f"    ins({', '.join(names)} : {', '.join(types)}) outs({init} : {out_type}) {{",
+                f"  ^bb0({sig}):"]
+        text += [f"    {line}" for line in b.lines]
+        text += [f"    linalg.yield {result} : {out_dtype}", f"  }} -> {out_type}"]
+        self.lines.append("  " + "\n  ".join(text))
+        return Value(result_name, shape, out_dtype)
+
+    def reduce_last(self, x, kind):
+        """max or sum of an f32 tensor over its last dimension."""
+        rank = len(x.shape)
+        shape = x.shape[:-1]
+        init = self.filled(shape, "f32", "-3.0e+38" if kind == "max" else "0.0")
+        op = "arith.maximumf" if kind == "max" else "arith.addf"
+        iters = ", ".join(['"parallel"'] * (rank - 1) + ['"reduction"'])
+        out_type = tensor_type(shape, "f32")
+        name = self.fresh("red")
+        self.lines.append(
+            f"  {name} = linalg.generic {{indexing_maps = [{_map(rank, range(rank))}, "
+            f"{_map(rank, range(rank - 1))}], iterator_types = [{iters}]}}\n"
+            f"      ins({x} : {x.type}) outs({init} : {out_type}) {{\n"
+            f"    ^bb0(%in: f32, %acc: f32):\n"
+            f"      %r = {op} %acc, %in : f32\n"
+            f"      linalg.yield %r : f32\n"
+            f"  }} -> {out_type}")
+        return Value(name, shape, "f32")
+
+    # -- collectives --
+
+    def _axes(self, axis):
+        return f"on @{self.grid.name} grid_axes = [{axis}]"
+
+    def all_gather(self, x, axis, dim):
+        n = self.grid.shape[axis]
+        shape = tuple(d * n if i == dim else d for i, d in enumerate(x.shape))
+        return self._result("ag", shape, x.dtype,
+                            f"shard.all_gather {x} {self._axes(axis)} gather_axis = {dim} "
+                            f": {x.type} -> {tensor_type(shape, x.dtype)}")
+
+    def reduce_scatter(self, x, axis, dim):
+        n = self.grid.shape[axis]
+        if x.shape[dim] % n:
+            raise ValueError(f"dimension {dim} of {x.shape} does not divide by {n}")
+        shape = tuple(d // n if i == dim else d for i, d in enumerate(x.shape))
+        return self._result("rs", shape, x.dtype,
+                            f"shard.reduce_scatter {x} {self._axes(axis)} scatter_axis = {dim} "
+                            f": {x.type} -> {tensor_type(shape, x.dtype)}")
+
+    def all_reduce(self, x, axis):
+        return self._result("ar", x.shape, x.dtype,
+                            f"shard.all_reduce {x} {self._axes(axis)} : {x.type} -> {x.type}")
+
+    def all_to_all(self, x, axis, split, concat):
+        n = self.grid.shape[axis]
+        shape = list(x.shape)
+        shape[split] //= n
+        shape[concat] *= n
+        return self._result("a2a", shape, x.dtype,
+                            f"shard.all_to_all {x} {self._axes(axis)} split_axis = {split} "
+                            f"concat_axis = {concat} : {x.type} -> {tensor_type(shape, x.dtype)}")
+
+    # -- the function --
+
+    def text(self, results):
+        args = ", ".join(f"{a}: {a.type}" for a in self.args)
+        rtypes = ", ".join(r.type for r in results)
+        body = "\n".join(self.lines)
+        return (f"func.func @{self.name}({args}) -> ({rtypes}) {{\n{body}\n"
+                f"  return {', '.join(r.name for r in results)} : {rtypes}\n}}\n")
+
+
+class _Body:
+    """Scalar ops inside a linalg.generic body, in f32."""
+
+    def __init__(self, fn):
+        self.fn, self.lines, self.counter = fn, [], 0
+
+    def fresh(self, hint="s"):
+        self.counter += 1
+        return f"%{hint}{self.counter}"
+
+    def emit(self, text, hint="s"):
+        name = self.fresh(hint)
+        self.lines.append(f"{name} = {text}")
+        return name
+
+    def extend(self, name, dtype):
+        if dtype == "f32":
+            return name
+        return self.emit(f"arith.extf {name} : {dtype} to f32")
+
+    def truncate(self, name, dtype):
+        if dtype == "f32":
+            return name
+        return self.emit(f"arith.truncf {name} : f32 to {dtype}")
+
+    def index(self, dim):
+        return self.emit(f"linalg.index {dim} : index", "i")
+
+    def const(self, value):
+        return self.emit(f"arith.constant {float(value):.9e} : f32")
+
+    def binary(self, op, a, b):
+        return self.emit(f"arith.{op} {a}, {b} : f32")
+
+    def add(self, a, b):
+        return self.binary("addf", a, b)
+
+    def sub(self, a, b):
+        return self.binary("subf", a, b)
+
+    def mul(self, a, b):
+        return self.binary("mulf", a, b)
+
+    def div(self, a, b):
+        return self.binary("divf", a, b)
+
+    def exp(self, a):
+        return self.emit(f"math.exp {a} : f32")
+
+    def tanh(self, a):
+        return self.emit(f"math.tanh {a} : f32")
+
+    def gelu(self, x):
+        """GELU, tanh approximation (as GPT-2)."""
+        x3 = self.mul(self.mul(x, x), x)
+        inner = self.mul(self.add(x, self.mul(x3, self.const(0.044715))),
+                         self.const(0.7978845608028654))
+        return self.mul(self.mul(x, self.const(0.5)),
+                        self.add(self.tanh(inner), self.const(1.0)))
+
+    def silu(self, x):
+        one = self.const(1.0)
+        return self.div(x, self.add(one, self.exp(self.sub(self.const(0.0), x))))
+
+
+def gelu(x):
+    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3)))
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+# --- blocks ------------------------------------------------------------------
+
+class Block:
+    """Common parts: the function, inputs and the reference."""
+
+    name = "block"
+    #: Largest error allowed, relative to the largest magnitude of a result.
+    TOLERANCE = {"f32": 1e-4, "f16": 1e-2, "bf16": 3e-2}
+
+    def __init__(self, grid, axis, dtype):
+        self.grid = grid if isinstance(grid, Grid) else Grid(grid)
+        if not 0 <= axis < len(self.grid.shape):
+            raise ValueError(f"axis {axis} is not an axis of grid {self.grid.shape}")
+        if dtype not in ("f32", "f16", "bf16"):
+            raise ValueError(f"dtype must be f32, f16 or bf16, not {dtype!r}")
+        self.axis, self.dtype = axis, dtype
+        self.n = self.grid.shape[axis]
+
+    @property
+    def tolerance(self):
+        return self.TOLERANCE[self.dtype]
+
+    def _require(self, value, what):
+        if value % self.n:
+            raise ValueError(f"{what} = {value} must divide by the group size {self.n}")
+
+    def mlir(self):
+        """The whole module: the grid and one function."""
+        fn = Function(self.grid, self.name)
+        x = fn.arg("x", self.input_shape(), self.dtype)
+        out = self.emit(fn, x, "")
+        self.arg_specs = fn.specs
+        return f"{self.grid.mlir()}\n{fn.text([out])}"
+
+    def signature(self):
+        """(name, per-rank shape, dtype) of each argument."""
+        fn = Function(self.grid, self.name)
+        x = fn.arg("x", self.input_shape(), self.dtype)
+        self.emit(fn, x, "")
+        return fn.specs
+
+    def random_inputs(self, seed=0, scale=1.0):
+        """One list of arrays per rank, in the argument order, drawn so
+        that values replicated over a group (the tp input) agree, and
+        stored in the block's dtype (bf16 as float32 values)."""
+        rng = np.random.default_rng(seed)
+        specs = self.signature()
+        per_rank = [[None] * len(specs) for _ in range(self.grid.size)]
+        for group in self.grid.groups(self.axis):
+            for i, (name, shape, dtype) in enumerate(specs):
+                std = self._std(name, shape) * scale
+                shared = rng.standard_normal(shape) * std
+                for rank in group:
+                    value = shared if self._replicated(name) else rng.standard_normal(shape) * std
+                    per_rank[rank][i] = _stored(value, dtype)
+        return per_rank
+
+    def _std(self, name, shape):
+        # Weights scaled by 1/sqrt(fan-in) keep activations near unit size.
+        if name == "x" or name.endswith("_x") or name.startswith("gates"):
+            return 1.0
+        fan_in = shape[-2] if len(shape) >= 2 else 1
+        return 1.0 / math.sqrt(fan_in)
+
+    def _replicated(self, name):
+        return False
+
+    def reference(self, inputs):
+        """Expected per-rank results (float64) for per-rank `inputs`."""
+        specs = self.signature()
+        values = [[quantize(np.asarray(a, dtype=np.float64)
+                            if np.asarray(a).dtype != np.uint16 else
+                            np.asarray(a), dtype)
+                   for a, (_, _, dtype) in zip(rank_inputs, specs)]
+                  for rank_inputs in inputs]
+        x = [v[0] for v in values]
+        weights = [v[1:] for v in values]
+        return [[y] for y in self.forward(x, weights, "")]
+
+    def check(self, outputs, inputs):
+        """Largest error of `outputs` against the reference, relative to the
+        reference's largest magnitude; raises AssertionError past the
+        block's tolerance."""
+        expected = self.reference(inputs)
+        worst = 0.0
+        for rank, (got, want) in enumerate(zip(outputs, expected)):
+            for g, w in zip(got, want):
+                g = np.asarray(g, dtype=np.float64)
+                if g.shape != w.shape:
+                    raise AssertionError(f"rank {rank}: shape {g.shape}, expected {w.shape}")
+                scale = max(1.0, float(np.max(np.abs(w))))
+                err = float(np.max(np.abs(g - w))) / scale
+                worst = max(worst, err)
+        if not worst <= self.tolerance:
+            raise AssertionError(f"{self.name}: relative error {worst:.3g} exceeds "
+                                 f"{self.tolerance:g} ({self.dtype})")
+        return worst
+
+    # Group helpers for references.
+    def _gather(self, values, dim):
+        out = [None] * self.grid.size
+        for group in self.grid.groups(self.axis):
+            full = np.concatenate([values[r] for r in group], axis=dim)
+            for r in group:
+                out[r] = full
+        return out
+
+    def _reduce(self, values, scatter_dim=None):
+        out = [None] * self.grid.size
+        for group in self.grid.groups(self.axis):
+            total = sum(values[r] for r in group)
+            parts = (np.split(total, self.n, axis=scatter_dim)
+                     if scatter_dim is not None else [total] * self.n)
+            for i, r in enumerate(group):
+                out[r] = parts[i]
+        return out
+
+    def _all_to_all(self, values, split, concat):
+        out = [None] * self.grid.size
+        for group in self.grid.groups(self.axis):
+            pieces = {r: np.split(values[r], self.n, axis=split) for r in group}
+            for i, r in enumerate(group):
+                out[r] = np.concatenate([pieces[s][i] for s in group], axis=concat)
+        return out
+
+
+def _stored(values, dtype):
+    """Random values as the block's inputs: rounded to dtype, as numpy
+    arrays of the storage type (float32 for bf16, exactly representable)."""
+    q = quantize(values, dtype)
+    if dtype == "bf16":
+        return q.astype(np.float32)
+    return q.astype({"f32": np.float32, "f16": np.float16}[dtype])
+
+
+class MLP(Block):
+    """A transformer MLP block with its residual: out = x + MLP(x).
+
+    kind      "gpt" (up, GELU, down) or "llama" (SwiGLU: gate, up, down)
+    parallel  "tp": x [tokens, hidden] replicated over the group, out
+              likewise; "sp": x and out sharded by rows [tokens/n, hidden]
+    Weights per rank: w_up [hidden, ffn/n] (and w_gate), w_down
+    [ffn/n, hidden].
+    """
+
+    name = "mlp"
+
+    def __init__(self, grid, tokens, hidden, ffn, axis=0, dtype="f32",
+                 kind="gpt", parallel="tp"):
+        super().__init__(grid, axis, dtype)
+        if kind not in ("gpt", "llama"):
+            raise ValueError(f"kind must be gpt or llama, not {kind!r}")
+        if parallel not in ("tp", "sp"):
+            raise ValueError(f"parallel must be tp or sp, not {parallel!r}")
+        self._require(ffn, "ffn")
+        if parallel == "sp":
+            self._require(tokens, "tokens")
+        self.tokens, self.hidden, self.ffn = tokens, hidden, ffn
+        self.kind, self.parallel = kind, parallel
+
+    def input_shape(self):
+        t = self.tokens // self.n if self.parallel == "sp" else self.tokens
+        return (t, self.hidden)
+
+    def _replicated(self, name):
+        return self.parallel == "tp" and name == "x"
+
+    def emit(self, fn, x, prefix):
+        h, f, dt = self.hidden, self.ffn // self.n, self.dtype
+        w_gate = fn.arg(f"{prefix}w_gate", (h, f), dt) if self.kind == "llama" else None
+        w_up = fn.arg(f"{prefix}w_up", (h, f), dt)
+        w_down = fn.arg(f"{prefix}w_down", (f, h), dt)
+        xg = fn.all_gather(x, self.axis, 0) if self.parallel == "sp" else x
+        up = fn.matmul(xg, w_up)
+        if self.kind == "llama":
+            gate = fn.matmul(xg, w_gate)
+            act = fn.map([gate, up], dt, lambda b, g, u: b.mul(b.silu(g), u))
+        else:
+            act = fn.map([up], dt, lambda b, u: b.gelu(u))
+        y = fn.matmul(act, w_down)
+        if self.parallel == "sp":
+            y = fn.reduce_scatter(y, self.axis, 0)
+        else:
+            y = fn.all_reduce(y, self.axis)
+        return fn.map([y, x], dt, lambda b, a, r: b.add(a, r))
+
+    def forward(self, x, weights, prefix):
+        dt = self.dtype
+        xg = self._gather(x, 0) if self.parallel == "sp" else x
+        partial = []
+        for rank in range(self.grid.size):
+            w = weights[rank]
+            if self.kind == "llama":
+                w_gate, w_up, w_down = w[:3]
+                act = quantize(silu(xg[rank] @ w_gate) * (xg[rank] @ w_up), dt)
+            else:
+                w_up, w_down = w[:2]
+                act = quantize(gelu(xg[rank] @ w_up), dt)
+            partial.append(act @ w_down)
+        y = self._reduce(partial, 0 if self.parallel == "sp" else None)
+        return [quantize(y[r] + x[r], dt) for r in range(self.grid.size)]
+
+    def num_weights(self):
+        return 3 if self.kind == "llama" else 2
+
+
+class Attention(Block):
+    """Causal multi-head self-attention with its residual:
+    out = x + softmax(q k^T / sqrt(d) + causal mask) v W_o.
+
+    The group splits the heads: per rank w_qkv [hidden, 3 * heads/n *
+    head_dim] (q, k, v side by side) and w_o [heads/n * head_dim, hidden].
+    parallel "tp" or "sp" as for MLP.
+    """
+
+    name = "attention"
+
+    def __init__(self, grid, tokens, hidden, heads, head_dim=None, axis=0,
+                 dtype="f32", parallel="tp", causal=True):
+        super().__init__(grid, axis, dtype)
+        if parallel not in ("tp", "sp"):
+            raise ValueError(f"parallel must be tp or sp, not {parallel!r}")
+        self._require(heads, "heads")
+        if parallel == "sp":
+            self._require(tokens, "tokens")
+        self.tokens, self.hidden, self.heads = tokens, hidden, heads
+        self.head_dim = head_dim or hidden // heads
+        self.parallel, self.causal = parallel, causal
+
+    def input_shape(self):
+        t = self.tokens // self.n if self.parallel == "sp" else self.tokens
+        return (t, self.hidden)
+
+    def _replicated(self, name):
+        return self.parallel == "tp" and name == "x"
+
+    def emit(self, fn, x, prefix):
+        t, h, dt = self.tokens, self.hidden, self.dtype
+        hl, d = self.heads // self.n, self.head_dim
+        w_qkv = fn.arg(f"{prefix}w_qkv", (h, 3 * hl * d), dt)
+        w_o = fn.arg(f"{prefix}w_o", (hl * d, h), dt)
+        xg = fn.all_gather(x, self.axis, 0) if self.parallel == "sp" else x
+        qkv = fn.matmul(xg, w_qkv)
+
+        def heads_of(i):
+            part = fn.slice(qkv, (0, i * hl * d), (t, hl * d))
+            return fn.expand(part, (t, hl, d), [[0], [1, 2]])
+        q = fn.transpose(heads_of(0), (1, 0, 2))   # [hl, t, d]
+        k = fn.transpose(heads_of(1), (1, 2, 0))   # [hl, d, t]
+        v = fn.transpose(heads_of(2), (1, 0, 2))   # [hl, t, d]
+        scores = fn.batch_matmul(q, k)             # [hl, t, t]
+        scale = 1.0 / math.sqrt(d)
+        causal = self.causal
+
+        def masked(b, s, head, i, j):
+            scaled = b.mul(s, b.const(scale))
+            if not causal:
+                return scaled
+            future = b.emit(f"arith.cmpi ugt, {j}, {i} : index", "p")
+            return b.emit(f"arith.select {future}, {b.const(-1.0e30)}, {scaled} : f32")
+        s = fn.map([scores], "f32", masked, index=True)
+        m = fn.reduce_last(s, "max")
+        e = fn.map([s, (m, (0, 1))], "f32", lambda b, a, mx: b.exp(b.sub(a, mx)))
+        z = fn.reduce_last(e, "sum")
+        p = fn.map([e, (z, (0, 1))], "f32", lambda b, a, zz: b.div(a, zz))
+        ctx = fn.batch_matmul(p, v)                # [hl, t, d]
+        ctx = fn.collapse(fn.transpose(ctx, (1, 0, 2)), [[0], [1, 2]])
+        ctx = fn.map([ctx], dt, lambda b, a: a)    # stored in dt for W_o
+        y = fn.matmul(ctx, w_o)
+        if self.parallel == "sp":
+            y = fn.reduce_scatter(y, self.axis, 0)
+        else:
+            y = fn.all_reduce(y, self.axis)
+        return fn.map([y, x], dt, lambda b, a, r: b.add(a, r))
+
+    def forward(self, x, weights, prefix):
+        dt, t = self.dtype, self.tokens
+        hl, d = self.heads // self.n, self.head_dim
+        xg = self._gather(x, 0) if self.parallel == "sp" else x
+        partial = []
+        for rank in range(self.grid.size):
+            w_qkv, w_o = weights[rank][:2]
+            qkv = xg[rank] @ w_qkv
+            q, k, v = (qkv[:, i * hl * d:(i + 1) * hl * d].reshape(t, hl, d).transpose(1, 0, 2)
+                       for i in range(3))
+            s = q @ k.transpose(0, 2, 1) / math.sqrt(d)
+            if self.causal:
+                s = np.where(np.triu(np.ones((t, t), bool), 1), -1.0e30, s)
+            s = s - s.max(axis=-1, keepdims=True)
+            p = np.exp(s)
+            p = p / p.sum(axis=-1, keepdims=True)
+            ctx = quantize((p @ v).transpose(1, 0, 2).reshape(t, hl * d), dt)
+            partial.append(ctx @ w_o)
+        y = self._reduce(partial, 0 if self.parallel == "sp" else None)
+        return [quantize(y[r] + x[r], dt) for r in range(self.grid.size)]
+
+    def num_weights(self):
+        return 2
+
+
+class MoE(Block):
+    """An expert-parallel mixture-of-experts MLP (GELU experts).
+
+    Each rank holds `experts_per_rank` experts; expert j*E + e lives on
+    rank j of the group (E = experts_per_rank). The router has already
+    grouped each rank's tokens by destination: x [E, n*C, hidden] holds, at
+    [e, j*C + c], the c-th token this rank sends to expert e of rank j
+    (zeros where fewer than C tokens go). An all-to-all delivers them; each
+    expert runs its MLP (w1 [E, hidden, ffn], w2 [E, ffn, hidden]); a
+    second all-to-all returns the results, scaled by gates [E, n*C] (the
+    router's weight of each token, 0 for padding). With one expert per rank
+    the expert dimension is dropped (x [n*C, hidden], w1 [hidden, ffn], ...)
+    and the experts are plain matmuls, which Braid can fuse with the
+    all-to-alls.
+    """
+
+    name = "moe"
+
+    def __init__(self, grid, capacity, hidden, ffn, experts_per_rank=1,
+                 axis=0, dtype="f32"):
+        super().__init__(grid, axis, dtype)
+        self.capacity, self.hidden, self.ffn = capacity, hidden, ffn
+        self.experts = experts_per_rank
+
+    def _lead(self):
+        return () if self.experts == 1 else (self.experts,)
+
+    def input_shape(self):
+        return self._lead() + (self.n * self.capacity, self.hidden)
+
+    def emit(self, fn, x, prefix):
+        lead, dt, h, f = self._lead(), self.dtype, self.hidden, self.ffn
+        slots = self.n * self.capacity
+        gates = fn.arg(f"{prefix}gates", lead + (slots,), dt)
+        w1 = fn.arg(f"{prefix}w1", lead + (h, f), dt)
+        w2 = fn.arg(f"{prefix}w2", lead + (f, h), dt)
+        dim = len(lead)
+        routed = fn.all_to_all(x, self.axis, dim, dim)
+        mm = fn.batch_matmul if lead else fn.matmul
+        act = fn.map([mm(routed, w1)], dt, lambda b, u: b.gelu(u))
+        back = fn.all_to_all(mm(act, w2), self.axis, dim, dim)
+        gate_dims = tuple(range(dim + 1))
+        return fn.map([back, (gates, gate_dims)], dt, lambda b, y, g: b.mul(y, g))
+
+    def _std(self, name, shape):
+        if name == "gates":
+            return 0.5
+        return super()._std(name, shape)
+
+    def forward(self, x, weights, prefix):
+        dt, dim = self.dtype, len(self._lead())
+        routed = self._all_to_all(x, dim, dim)
+        ys = []
+        for rank in range(self.grid.size):
+            gates, w1, w2 = weights[rank][:3]
+            act = quantize(gelu(routed[rank] @ w1), dt)
+            ys.append(act @ w2)
+        back = self._all_to_all(ys, dim, dim)
+        return [quantize(back[r] * weights[r][0][..., None], dt)
+                for r in range(self.grid.size)]
+
+    def num_weights(self):
+        return 3
+
+
+class Transformer(Block):
+    """`layers` transformer layers (Attention then MLP, each with its
+    residual) in one function; weights are the layers' in order, named
+    l{i}_w_qkv, l{i}_w_o, l{i}_w_up, ..."""
+
+    name = "transformer"
+    TOLERANCE = {"f32": 1e-3, "f16": 3e-2, "bf16": 6e-2}
+
+    def __init__(self, grid, layers, tokens, hidden, heads, ffn, head_dim=None,
+                 axis=0, dtype="f32", kind="llama", parallel="sp",
+                 causal=True):
+        super().__init__(grid, axis, dtype)
+        self.layers = layers
+        self.attention = Attention(grid, tokens, hidden, heads, head_dim, axis,
+                                   dtype, parallel, causal)
+        self.mlp = MLP(grid, tokens, hidden, ffn, axis, dtype, kind, parallel)
+        self.parallel = parallel
+
+    def input_shape(self):
+        return self.mlp.input_shape()
+
+    def _replicated(self, name):
+        return self.parallel == "tp" and name == "x"
+
+    def emit(self, fn, x, prefix):
+        for i in range(self.layers):
+            x = self.attention.emit(fn, x, f"{prefix}l{i}_")
+            x = self.mlp.emit(fn, x, f"{prefix}l{i}_")
+        return x
+
+    def forward(self, x, weights, prefix):
+        na, nm = self.attention.num_weights(), self.mlp.num_weights()
+        offset = 0
+        for _ in range(self.layers):
+            x = self.attention.forward(x, [w[offset:offset + na] for w in weights], "")
+            offset += na
+            x = self.mlp.forward(x, [w[offset:offset + nm] for w in weights], "")
+            offset += nm
+        return x

@@ -1,0 +1,5 @@
+"""pytest setup: the braid package from this checkout's python/."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

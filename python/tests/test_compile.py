@@ -1,0 +1,98 @@
+"""braid.compile, Artifact and the errors they raise."""
+import os
+
+import numpy as np
+import pytest
+
+import braid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SP_MLP = os.path.join(ROOT, "examples", "sp_mlp.mlir")
+
+AG_MATMUL = """
+shard.grid @g(shape = 2)
+func.func @main(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>) -> tensor<8x8xf32> {
+  %all = shard.all_gather %x on @g grid_axes = [0] gather_axis = 0
+      : tensor<4x16xf32> -> tensor<8x16xf32>
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<8x8xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %y = linalg.matmul ins(%all, %w : tensor<8x16xf32>, tensor<16x8xf32>)
+      outs(%init : tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %y : tensor<8x8xf32>
+}
+"""
+
+
+def test_version():
+    assert braid.version().startswith("Braid ")
+
+
+def test_compile_file_report_and_stages():
+    artifact = braid.compile(SP_MLP, overlap="force", target_preset="h100")
+    assert artifact.ranks == 4
+    assert [a.dtype for a in artifact.arguments] == ["bf16", "bf16", "f32", "bf16"]
+    assert artifact.arguments[0].shape == (256, 512)
+    report = artifact.report
+    assert report["mode"] == "force" and report["target_preset"] == "h100"
+    kinds = {c["kind"]: c["decision"] for c in report["collectives"]}
+    assert kinds == {"all_gather": "fused", "reduce_scatter": "fused"}
+    assert "dist.all_gather" not in artifact.ir("dist")
+    assert "dist.shift_start" in artifact.ir("dist")
+    assert "xfer.send" in artifact.ir("xfer")
+    assert "llvm.func @braid_entry" in artifact.ir("llvm")
+    assert "define void @braid_entry" in artifact.ir("llvm-ir")
+    with pytest.raises(braid.BraidError, match="target='cuda'"):
+        artifact.ir("ptx")
+    with pytest.raises(ValueError, match="unknown stage"):
+        artifact.ir("asm")
+
+
+def test_run_matches_numpy_on_two_ranks():
+    artifact = braid.compile(AG_MATMUL, overlap="force", check_schedule=True)
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((4, 16)).astype(np.float32) for _ in range(2)]
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+    outputs = artifact.run([[xs[0], w], [xs[1], w]])
+    expected = np.concatenate(xs) @ w
+    assert len(outputs) == 2 and len(outputs[0]) == 1
+    for rank in range(2):
+        np.testing.assert_allclose(outputs[rank][0], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_program_errors_carry_locations():
+    bad = AG_MATMUL.replace("shape = 2", "shape = 3")
+    with pytest.raises(braid.CompileError) as info:
+        braid.compile(bad)
+    errors = [d for d in info.value.diagnostics if d.severity == "error"]
+    assert errors, info.value.diagnostics
+    first = errors[0]
+    assert first.file == "<string>" and first.line == 4 and first.column == 10
+    assert "Dimension size mismatch" in first.message
+    assert "<string>:4:10: error:" in str(info.value)
+
+
+def test_option_errors():
+    with pytest.raises(braid.CompileError, match="unknown overlap mode 'sometimes'"):
+        braid.compile(AG_MATMUL, overlap="sometimes")
+    with pytest.raises(TypeError, match="unknown option 'overlapp'"):
+        braid.compile(AG_MATMUL, overlapp="force")
+    with pytest.raises(FileNotFoundError):
+        braid.compile("no/such/file.mlir")
+
+
+def test_run_argument_errors():
+    artifact = braid.compile(AG_MATMUL)
+    x, w = np.zeros((4, 16), np.float32), np.zeros((16, 8), np.float32)
+    with pytest.raises(ValueError, match="one list per rank"):
+        artifact.run([[x, w]])
+    with pytest.raises(ValueError, match="expected \\(4, 16\\)"):
+        artifact.run([[w, w], [x, w]])
+    with pytest.raises(ValueError, match="takes 2"):
+        artifact.run([[x], [x]])
+
+
+def test_remarks_are_diagnostics():
+    artifact = braid.compile(AG_MATMUL, overlap="force")
+    assert any(d.severity == "remark" and "ring_ag_matmul" in d.message
+               for d in artifact.remarks)

@@ -1,0 +1,75 @@
+// Plans that cannot apply are located errors.
+// RUN: braid-opt %s --split-input-file --verify-diagnostics --braid-apply-parallel-plan
+
+shard.grid @g(shape = 2)
+// expected-error @+1 {{braid.parallel must be a string: colwise, rowwise, replicate or sequence, got "diagonal"}}
+func.func @unknown(%x: tensor<4x4xf32> {braid.parallel = "diagonal"}) -> tensor<4x4xf32> {
+  return %x : tensor<4x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+// expected-error @+1 {{argument #0 is rowwise but reaches no contraction (linalg.matmul and the like, through linalg.transpose); a rowwise layer's bias is replicate}}
+func.func @rowwise_bias(%b: tensor<4xf32> {braid.parallel = "rowwise"}) -> tensor<4xf32> {
+  return %b : tensor<4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+// expected-error @+1 {{argument #0 is colwise but reaches no contraction}}
+func.func @colwise_unused(%w: tensor<4x4xf32> {braid.parallel = "colwise"}) -> tensor<4x4xf32> {
+  return %w : tensor<4x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+// expected-error @+1 {{argument #0 is sequence-split but has rank 1; the sequence dimension is the second to last}}
+func.func @sequence_rank1(%x: tensor<4xf32> {braid.parallel = "sequence"}) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+shard.grid @a(shape = 2)
+shard.grid @b(shape = 2)
+// expected-error @+1 {{a parallel plan needs its grid: the module has 2 shard.grid ops; name one with braid.grid = @name}}
+func.func @two_grids(%x: tensor<4x4xf32> {braid.parallel = "replicate"}) -> tensor<4x4xf32> {
+  return %x : tensor<4x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+// expected-error @+1 {{braid.grid_axis = 1 is not an axis of @g (rank 1)}}
+func.func @bad_axis(%x: tensor<4x4xf32> {braid.parallel = "replicate"}) -> tensor<4x4xf32>
+    attributes {braid.grid_axis = 1 : i64} {
+  return %x : tensor<4x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+// expected-error @+1 {{braid.grid names @nowhere, which is not a shard.grid}}
+func.func @bad_grid(%x: tensor<4x4xf32> {braid.parallel = "replicate"}) -> tensor<4x4xf32>
+    attributes {braid.grid = @nowhere} {
+  return %x : tensor<4x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+// expected-error @+1 {{result #0 cannot be sequence}}
+func.func @result_rank1(%x: tensor<4xf32>) -> (tensor<4xf32> {braid.parallel = "sequence"}) {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+// expected-error @+1 {{braid.parallel must be a string: replicate or sequence, got "colwise"}}
+func.func @result_colwise(%x: tensor<4x4xf32>) -> (tensor<4x4xf32> {braid.parallel = "colwise"}) {
+  return %x : tensor<4x4xf32>
+}

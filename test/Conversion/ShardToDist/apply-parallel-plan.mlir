@@ -1,0 +1,99 @@
+// A per-weight plan (PyTorch's colwise/rowwise, DTensor layouts) becomes
+// shard annotations; import then partitions as Megatron-LM would.
+// RUN: braid-opt %s --split-input-file --braid-apply-parallel-plan | FileCheck %s
+// RUN: braid-opt %s --split-input-file --braid-apply-parallel-plan --braid-import-shard | FileCheck %s --check-prefix=DIST
+
+shard.grid @tp(shape = 4)
+
+// Torch's [out, in] weights reach the matmuls through linalg.transpose.
+// CHECK-LABEL: func.func @mlp(
+// CHECK-SAME: %[[X:[^:]*]]: tensor<16x64xf32>, %[[UP:[^:]*]]: tensor<256x64xf32>, %[[BIAS:[^:]*]]: tensor<256xf32>, %[[DOWN:[^:]*]]: tensor<64x256xf32>)
+// CHECK-NOT: braid.parallel
+// The split dimensions show in the partitioned shapes (DIST below).
+// CHECK-DAG: shard.shard %[[DOWN]] to %{{.*}} annotate_for_users : tensor<64x256xf32>
+// CHECK-DAG: shard.shard %[[UP]] to %{{.*}} annotate_for_users : tensor<256x64xf32>
+// CHECK-DAG: shard.shard %[[BIAS]] to %{{.*}} annotate_for_users : tensor<256xf32>
+// CHECK-DAG: shard.shard %[[X]] to %{{.*}} annotate_for_users : tensor<16x64xf32>
+// CHECK: %[[H:.*]] = linalg.matmul
+// CHECK: %[[COLS:.*]] = shard.sharding @tp split_axes = {{\[}}[], [0]] : !shard.sharding
+// CHECK: shard.shard %[[H]] to %[[COLS]] : tensor<16x256xf32>
+// CHECK: %[[Y:.*]] = linalg.matmul
+// CHECK: %[[REP:.*]] = shard.sharding @tp split_axes = {{\[}}[]] : !shard.sharding
+// CHECK: shard.shard %[[Y]] to %[[REP]] : tensor<16x64xf32>
+
+// DIST-LABEL: func.func @mlp(
+// DIST-SAME: tensor<16x64xf32>, %{{.*}}: tensor<64x64xf32>, %{{.*}}: tensor<64xf32>, %{{.*}}: tensor<64x64xf32>)
+// DIST-NOT: dist.all_gather
+// DIST: dist.all_reduce
+// DIST-NOT: dist.all_gather
+// DIST: return
+#bias = affine_map<(d0, d1) -> (d1)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @mlp(%x: tensor<16x64xf32> {braid.parallel = "replicate"},
+               %up: tensor<256x64xf32> {braid.parallel = "colwise"},
+               %b: tensor<256xf32> {braid.parallel = "colwise"},
+               %down: tensor<64x256xf32> {braid.parallel = "rowwise"})
+    -> (tensor<16x64xf32> {braid.parallel = "replicate"}) {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<64x256xf32>
+  %upt = linalg.transpose ins(%up : tensor<256x64xf32>) outs(%e0 : tensor<64x256xf32>) permutation = [1, 0]
+  %e1 = tensor.empty() : tensor<16x256xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<16x256xf32>) -> tensor<16x256xf32>
+  %h = linalg.matmul ins(%x, %upt : tensor<16x64xf32>, tensor<64x256xf32>) outs(%f1 : tensor<16x256xf32>) -> tensor<16x256xf32>
+  %hb = linalg.generic {indexing_maps = [#id, #bias, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%h, %b : tensor<16x256xf32>, tensor<256xf32>) outs(%e1 : tensor<16x256xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %s = arith.addf %a, %c : f32
+    %r = arith.maximumf %s, %zero : f32
+    linalg.yield %r : f32
+  } -> tensor<16x256xf32>
+  %e2 = tensor.empty() : tensor<256x64xf32>
+  %downt = linalg.transpose ins(%down : tensor<64x256xf32>) outs(%e2 : tensor<256x64xf32>) permutation = [1, 0]
+  %e3 = tensor.empty() : tensor<16x64xf32>
+  %f3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %y = linalg.matmul ins(%hb, %downt : tensor<16x256xf32>, tensor<256x64xf32>) outs(%f3 : tensor<16x64xf32>) -> tensor<16x64xf32>
+  return %y : tensor<16x64xf32>
+}
+
+// -----
+
+// Sequence parallelism, [in, out] weights, the grid named by braid.grid and
+// the second axis of a 2-D grid: all-gather before, reduce-scatter after.
+shard.grid @other(shape = 3)
+shard.grid @g2(shape = 2x4)
+
+// CHECK-LABEL: func.func @sp(
+// CHECK-NOT: braid.grid
+// CHECK: shard.sharding @g2 split_axes = {{\[}}[1]] : !shard.sharding
+// DIST-LABEL: func.func @sp(
+// DIST-SAME: %{{.*}}: tensor<4x64xf32>, %{{.*}}: tensor<64x32xf32>, %{{.*}}: tensor<32x64xf32>)
+// DIST-SAME: -> (tensor<4x64xf32> {dist.placement = #dist.placement<@g2, [replicate, shard<0>]>})
+// DIST: dist.all_gather %{{.*}} on @g2 axes = [1] dim = 0 : tensor<4x64xf32> -> tensor<16x64xf32>
+// DIST: linalg.matmul
+// DIST: linalg.matmul
+// DIST: dist.reduce_scatter %{{.*}} on @g2 axes = [1] dim = 0 reduce = sum : tensor<16x64xf32> -> tensor<4x64xf32>
+// DIST-NOT: dist.all_reduce
+func.func @sp(%x: tensor<16x64xf32> {braid.parallel = "sequence"},
+              %w1: tensor<64x128xf32> {braid.parallel = "colwise"},
+              %w2: tensor<128x64xf32> {braid.parallel = "rowwise"})
+    -> (tensor<16x64xf32> {braid.parallel = "sequence"})
+    attributes {braid.grid = @g2, braid.grid_axis = 1 : i64} {
+  %zero = arith.constant 0.0 : f32
+  %e1 = tensor.empty() : tensor<16x128xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<16x128xf32>) -> tensor<16x128xf32>
+  %h = linalg.matmul ins(%x, %w1 : tensor<16x64xf32>, tensor<64x128xf32>) outs(%f1 : tensor<16x128xf32>) -> tensor<16x128xf32>
+  %e2 = tensor.empty() : tensor<16x64xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %y = linalg.matmul ins(%h, %w2 : tensor<16x128xf32>, tensor<128x64xf32>) outs(%f2 : tensor<16x64xf32>) -> tensor<16x64xf32>
+  return %y : tensor<16x64xf32>
+}
+
+// -----
+
+// Without a plan nothing changes.
+shard.grid @g(shape = 2)
+// CHECK-LABEL: func.func @untouched(
+// CHECK-NOT: shard.shard
+func.func @untouched(%x: tensor<4xf32>) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
