@@ -1,120 +1,23 @@
 #!/usr/bin/env python3
-"""Generates an N-layer transformer in upstream `shard` SPMD form.
+"""Generates an N-layer transformer in upstream `shard` SPMD form for the
+benchmarks, with Braid's model builder (python/braid/models.py).
 
-Each layer is a sequence-parallel (Megatron-LM) block on a 1-D tensor-parallel
-grid: all-gather of the sequence-sharded activations, fused QKV projection
-(column-parallel), a softmax-like row normalisation standing in for
-attention, output projection (row-parallel), reduce-scatter, residual; then
-the MLP: all-gather, up projection, GELU, down projection, reduce-scatter,
-residual. Shapes are per rank.
+Each layer is a sequence-parallel (Megatron-LM) Llama block on a 1-D
+tensor-parallel grid: all-gather of the sequence-sharded activations, fused
+QKV projection (column-parallel), causal attention over the local heads,
+output projection (row-parallel), reduce-scatter, residual; then the SwiGLU
+MLP: all-gather, gate and up projections, SiLU, down projection,
+reduce-scatter, residual. Defaults are Llama-3-70B's sizes.
 
 Usage: gen_transformer.py --layers N [--tp 4] [--seq 8192] [--hidden 8192]
-                          [--ffn 28672] [--dtype bf16] [-o FILE]
+                          [--heads 64] [--ffn 28672] [--dtype bf16] [-o FILE]
 """
 import argparse
+import os
 import sys
 
-GELU = """\
-  ^bb0(%v: f32, %o: {dt}):
-    %c05 = arith.constant 0.5 : f32
-    %c1 = arith.constant 1.0 : f32
-    %k0 = arith.constant 0.7978845608 : f32
-    %k1 = arith.constant 0.044715 : f32
-    %v2 = arith.mulf %v, %v : f32
-    %v3 = arith.mulf %v2, %v : f32
-    %i0 = arith.mulf %v3, %k1 : f32
-    %i1 = arith.addf %v, %i0 : f32
-    %i2 = arith.mulf %i1, %k0 : f32
-    %t = math.tanh %i2 : f32
-    %p = arith.addf %t, %c1 : f32
-    %h = arith.mulf %v, %c05 : f32
-    %g = arith.mulf %h, %p : f32
-    %r = arith.truncf %g : f32 to {dt}
-    linalg.yield %r : {dt}"""
-
-RESIDUAL = """\
-  ^bb0(%p: f32, %r: {dt}, %o: {dt}):
-    %rf = arith.extf %r : {dt} to f32
-    %s = arith.addf %p, %rf : f32
-    %t = arith.truncf %s : f32 to {dt}
-    linalg.yield %t : {dt}"""
-
-EXP_NORM = """\
-  ^bb0(%v: f32, %o: {dt}):
-    %e = math.exp %v : f32
-    %t = arith.truncf %e : f32 to {dt}
-    linalg.yield %t : {dt}"""
-
-MAP2 = "affine_map<(i, j) -> (i, j)>"
-
-
-def matmul(out, a, b, m, k, n, dt, acc="f32"):
-    return (f"  {out}_e = tensor.empty() : tensor<{m}x{n}x{acc}>\n"
-            f"  {out}_z = linalg.fill ins(%zero : {acc}) outs({out}_e : tensor<{m}x{n}x{acc}>) -> tensor<{m}x{n}x{acc}>\n"
-            f"  {out} = linalg.matmul ins({a}, {b} : tensor<{m}x{k}x{dt}>, tensor<{k}x{n}x{dt}>) "
-            f"outs({out}_z : tensor<{m}x{n}x{acc}>) -> tensor<{m}x{n}x{acc}>\n")
-
-
-def elementwise(out, ins, in_types, m, n, dt, body):
-    maps = ", ".join([MAP2] * (len(ins) + 1))
-    return (f"  {out}_e = tensor.empty() : tensor<{m}x{n}x{dt}>\n"
-            f"  {out} = linalg.generic {{indexing_maps = [{maps}], iterator_types = [\"parallel\", \"parallel\"]}}\n"
-            f"      ins({', '.join(ins)} : {', '.join(in_types)}) outs({out}_e : tensor<{m}x{n}x{dt}>) {{\n"
-            f"{body.format(dt=dt)}\n"
-            f"  }} -> tensor<{m}x{n}x{dt}>\n")
-
-
-def layer(i, x, args, tp, seq, hidden, ffn, dt):
-    s_local, s_full = seq // tp, seq
-    qkv, f_local = 3 * hidden // tp, ffn // tp
-    h_local = hidden // tp
-    p = f"%l{i}"
-    text = ""
-    text += (f"  {p}_g0 = shard.all_gather {x} on @tp grid_axes = [0] gather_axis = 0 "
-             f": tensor<{s_local}x{hidden}x{dt}> -> tensor<{s_full}x{hidden}x{dt}>\n")
-    text += matmul(f"{p}_qkv", f"{p}_g0", args["wqkv"], s_full, hidden, qkv, dt)
-    text += elementwise(f"{p}_att", [f"{p}_qkv"], [f"tensor<{s_full}x{qkv}xf32>"], s_full, qkv, dt, EXP_NORM)
-    text += (f"  {p}_ctx = tensor.extract_slice {p}_att[0, 0] [{s_full}, {h_local}] [1, 1] "
-             f": tensor<{s_full}x{qkv}x{dt}> to tensor<{s_full}x{h_local}x{dt}>\n")
-    text += matmul(f"{p}_o", f"{p}_ctx", args["wo"], s_full, h_local, hidden, dt)
-    text += (f"  {p}_rs0 = shard.reduce_scatter {p}_o on @tp grid_axes = [0] scatter_axis = 0 "
-             f": tensor<{s_full}x{hidden}xf32> -> tensor<{s_local}x{hidden}xf32>\n")
-    text += elementwise(f"{p}_x1", [f"{p}_rs0", x], [f"tensor<{s_local}x{hidden}xf32>", f"tensor<{s_local}x{hidden}x{dt}>"],
-                        s_local, hidden, dt, RESIDUAL)
-    text += (f"  {p}_g1 = shard.all_gather {p}_x1 on @tp grid_axes = [0] gather_axis = 0 "
-             f": tensor<{s_local}x{hidden}x{dt}> -> tensor<{s_full}x{hidden}x{dt}>\n")
-    text += matmul(f"{p}_up", f"{p}_g1", args["w1"], s_full, hidden, f_local, dt)
-    text += elementwise(f"{p}_act", [f"{p}_up"], [f"tensor<{s_full}x{f_local}xf32>"], s_full, f_local, dt, GELU)
-    text += matmul(f"{p}_down", f"{p}_act", args["w2"], s_full, f_local, hidden, dt)
-    text += (f"  {p}_rs1 = shard.reduce_scatter {p}_down on @tp grid_axes = [0] scatter_axis = 0 "
-             f": tensor<{s_full}x{hidden}xf32> -> tensor<{s_local}x{hidden}xf32>\n")
-    text += elementwise(f"{p}_out", [f"{p}_rs1", f"{p}_x1"], [f"tensor<{s_local}x{hidden}xf32>", f"tensor<{s_local}x{hidden}x{dt}>"],
-                        s_local, hidden, dt, RESIDUAL)
-    return text, f"{p}_out"
-
-
-def generate(layers, tp, seq, hidden, ffn, dt):
-    s_local = seq // tp
-    out = [f"// {layers}-layer sequence-parallel transformer, TP={tp}, seq={seq}, "
-           f"hidden={hidden}, ffn={ffn}, {dt}; generated by bench/gen_transformer.py",
-           f"shard.grid @tp(shape = {tp})",
-           ""]
-    sig = [f"%x: tensor<{s_local}x{hidden}x{dt}>"]
-    arg_names = {}
-    for i in range(layers):
-        for name, shape in (("wqkv", f"{hidden}x{3 * hidden // tp}"), ("wo", f"{hidden // tp}x{hidden}"),
-                            ("w1", f"{hidden}x{ffn // tp}"), ("w2", f"{ffn // tp}x{hidden}")):
-            sig.append(f"%{name}{i}: tensor<{shape}x{dt}>")
-    out.append(f"func.func @transformer({', '.join(sig)}) -> tensor<{s_local}x{hidden}x{dt}> {{")
-    out.append("  %zero = arith.constant 0.0 : f32")
-    x = "%x"
-    for i in range(layers):
-        args = {name: f"%{name}{i}" for name in ("wqkv", "wo", "w1", "w2")}
-        text, x = layer(i, x, args, tp, seq, hidden, ffn, dt)
-        out.append(text.rstrip("\n"))
-    out.append(f"  return {x} : tensor<{s_local}x{hidden}x{dt}>")
-    out.append("}")
-    return "\n".join(out) + "\n"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from braid import models  # noqa: E402
 
 
 def main():
@@ -123,21 +26,15 @@ def main():
     parser.add_argument("--tp", type=int, default=4)
     parser.add_argument("--seq", type=int, default=8192)
     parser.add_argument("--hidden", type=int, default=8192)
+    parser.add_argument("--heads", type=int, default=64)
     parser.add_argument("--ffn", type=int, default=28672)
     parser.add_argument("--dtype", default="bf16", choices=["f32", "f16", "bf16"])
     parser.add_argument("-o", "--output", default="-")
     args = parser.parse_args()
-    for name in ("seq", "hidden", "ffn"):
-        if getattr(args, name) % args.tp:
-            parser.error(f"--{name} must be divisible by --tp")
-    if (3 * args.hidden) % args.tp:
-        parser.error("3 * --hidden must be divisible by --tp")
-    text = generate(args.layers, args.tp, args.seq, args.hidden, args.ffn, args.dtype)
-    if args.output == "-":
-        sys.stdout.write(text)
-    else:
-        with open(args.output, "w") as f:
-            f.write(text)
+    models.main(["transformer", "--grid", str(args.tp), "--layers", str(args.layers),
+                 "--tokens", str(args.seq), "--hidden", str(args.hidden),
+                 "--heads", str(args.heads), "--ffn", str(args.ffn),
+                 "--dtype", args.dtype, "--name", "transformer", "-o", args.output])
 
 
 if __name__ == "__main__":
