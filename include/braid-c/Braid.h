@@ -80,9 +80,8 @@ typedef struct BraidCallbacks {
 /// stop-after (dist, xfer or llvm; default llvm). When `callbacks->report`
 /// is set the JSON report is delivered to it. Errors are emitted as
 /// diagnostics on the module's context.
-MLIR_CAPI_EXPORTED MlirLogicalResult
-braidRunPipeline(MlirModule module, MlirStringRef options,
-                 const BraidCallbacks *callbacks);
+MLIR_CAPI_EXPORTED MlirLogicalResult braidRunPipeline(
+    MlirModule module, MlirStringRef options, const BraidCallbacks *callbacks);
 
 /// Compiles `module` as braid-compile does. `options` are braid-compile's
 /// (emit, target, overlap, target-preset, entry, sub-chunks, bidirectional,
@@ -98,10 +97,9 @@ braidCompileModule(MlirModule module, MlirStringRef options,
 /// context of its own and compiles it as braidCompileModule does, delivering
 /// every diagnostic to `callbacks->diagnostic`. The one-call entry point for
 /// bindings.
-MLIR_CAPI_EXPORTED MlirLogicalResult
-braidCompileSource(MlirStringRef source, MlirStringRef sourceName,
-                   MlirStringRef options, MlirStringRef outputPath,
-                   const BraidCallbacks *callbacks);
+MLIR_CAPI_EXPORTED MlirLogicalResult braidCompileSource(
+    MlirStringRef source, MlirStringRef sourceName, MlirStringRef options,
+    MlirStringRef outputPath, const BraidCallbacks *callbacks);
 
 //===----------------------------------------------------------------------===//
 // Artifacts
@@ -122,8 +120,8 @@ typedef struct BraidTensorType {
 
 /// Reads `libraryPath`.manifest. Returns null (and reports to
 /// `callbacks->diagnostic`) when it is missing or malformed.
-MLIR_CAPI_EXPORTED BraidArtifact braidArtifactLoad(
-    MlirStringRef libraryPath, const BraidCallbacks *callbacks);
+MLIR_CAPI_EXPORTED BraidArtifact
+braidArtifactLoad(MlirStringRef libraryPath, const BraidCallbacks *callbacks);
 
 MLIR_CAPI_EXPORTED void braidArtifactDestroy(BraidArtifact artifact);
 
@@ -145,10 +143,10 @@ braidArtifactGetResultType(BraidArtifact artifact, intptr_t index);
 /// "timeout=SECONDS"). The runner is the braid-run next to this library
 /// (../bin from its directory) or $BRAID_RUN. Failures (a rank's error, a
 /// timeout) go to `callbacks->diagnostic`.
-MLIR_CAPI_EXPORTED MlirLogicalResult braidArtifactRun(
-    BraidArtifact artifact, int64_t ranks, const void *const *inputs,
-    void *const *outputs, MlirStringRef options,
-    const BraidCallbacks *callbacks);
+MLIR_CAPI_EXPORTED MlirLogicalResult
+braidArtifactRun(BraidArtifact artifact, int64_t ranks,
+                 const void *const *inputs, void *const *outputs,
+                 MlirStringRef options, const BraidCallbacks *callbacks);
 
 #ifdef __cplusplus
 }

@@ -278,8 +278,8 @@ MlirLogicalResult braidCompileSource(MlirStringRef source,
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return wrap(failure());
-  return wrap(compileWithCallbacks(*module, unwrap(options),
-                                   unwrap(outputPath), callbacks));
+  return wrap(compileWithCallbacks(*module, unwrap(options), unwrap(outputPath),
+                                   callbacks));
 }
 
 //===----------------------------------------------------------------------===//
@@ -290,8 +290,8 @@ BraidArtifact braidArtifactLoad(MlirStringRef libraryPath,
                                 const BraidCallbacks *callbacks) {
   auto artifact = std::make_unique<BraidArtifactImpl>();
   artifact->libraryPath = unwrap(libraryPath).str();
-  std::string error =
-      art::readManifest(artifact->libraryPath + ".manifest", artifact->manifest);
+  std::string error = art::readManifest(artifact->libraryPath + ".manifest",
+                                        artifact->manifest);
   if (!error.empty()) {
     reportError(callbacks, error);
     return nullptr;

@@ -143,7 +143,7 @@ FailureOr<std::string> buildManifest(ModuleOp module, func::FuncOp function) {
 }
 
 std::unique_ptr<llvm::TargetMachine> createTargetMachine(StringRef cpu,
-                                                          std::string &error) {
+                                                         std::string &error) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
@@ -256,7 +256,8 @@ void braid::registerCompilerDialects(DialectRegistry &registry) {
 }
 
 LogicalResult braid::compile(ModuleOp module, const CompileOptions &options,
-                             StringRef outputPath, llvm::raw_ostream *textOutput) {
+                             StringRef outputPath,
+                             llvm::raw_ostream *textOutput) {
   MLIRContext *context = module.getContext();
   auto fail = [&](const Twine &message) {
     return emitError(module.getLoc()) << message, failure();
@@ -366,11 +367,11 @@ LogicalResult braid::compile(ModuleOp module, const CompileOptions &options,
   llvm::ErrorOr<std::string> linker = llvm::sys::findProgramByName("cc");
   if (!linker)
     return fail("no C compiler 'cc' on PATH to link the shared library");
-  SmallVector<StringRef> linkArgs{*linker, "-shared", "-o", outputPath,
-                                  objectPath, "-lm"};
+  SmallVector<StringRef> linkArgs{*linker,    "-shared",  "-o",
+                                  outputPath, objectPath, "-lm"};
   std::string linkError;
-  int status = llvm::sys::ExecuteAndWait(*linker, linkArgs, std::nullopt, {},
-                                         0, 0, &linkError);
+  int status = llvm::sys::ExecuteAndWait(*linker, linkArgs, std::nullopt, {}, 0,
+                                         0, &linkError);
   llvm::sys::fs::remove(objectPath);
   if (status != 0)
     return fail("linking " + outputPath + " failed" +

@@ -513,7 +513,46 @@ def _stored(values, dtype):
     return q.astype({"f32": np.float32, "f16": np.float16}[dtype])
 
 
-class MLP(Block):
+class _ActivationBlock(Block):
+    """A block on [tokens, hidden] activations with its residual, in tensor
+    ("tp": replicated over the group) or sequence ("sp": split by rows)
+    parallelism: the input is all-gathered first under sp, and the
+    partial sums are all-reduced (tp) or reduce-scattered (sp) last."""
+
+    def __init__(self, grid, axis, dtype, tokens, hidden, parallel):
+        super().__init__(grid, axis, dtype)
+        if parallel not in ("tp", "sp"):
+            raise ValueError(f"parallel must be tp or sp, not {parallel!r}")
+        if parallel == "sp":
+            self._require(tokens, "tokens")
+        self.tokens, self.hidden, self.parallel = tokens, hidden, parallel
+
+    def input_shape(self):
+        t = self.tokens // self.n if self.parallel == "sp" else self.tokens
+        return (t, self.hidden)
+
+    def _replicated(self, name):
+        return self.parallel == "tp" and name == "x"
+
+    def _gathered(self, fn, x):
+        return fn.all_gather(x, self.axis, 0) if self.parallel == "sp" else x
+
+    def _reduced_residual(self, fn, y, x):
+        if self.parallel == "sp":
+            y = fn.reduce_scatter(y, self.axis, 0)
+        else:
+            y = fn.all_reduce(y, self.axis)
+        return fn.map([y, x], self.dtype, lambda b, a, r: b.add(a, r))
+
+    def _gathered_ref(self, x):
+        return self._gather(x, 0) if self.parallel == "sp" else x
+
+    def _reduced_residual_ref(self, partial, x):
+        y = self._reduce(partial, 0 if self.parallel == "sp" else None)
+        return [quantize(y[r] + x[r], self.dtype) for r in range(self.grid.size)]
+
+
+class MLP(_ActivationBlock):
     """A transformer MLP block with its residual: out = x + MLP(x).
 
     kind      "gpt" (up, GELU, down) or "llama" (SwiGLU: gate, up, down)
@@ -527,46 +566,29 @@ class MLP(Block):
 
     def __init__(self, grid, tokens, hidden, ffn, axis=0, dtype="f32",
                  kind="gpt", parallel="tp"):
-        super().__init__(grid, axis, dtype)
+        super().__init__(grid, axis, dtype, tokens, hidden, parallel)
         if kind not in ("gpt", "llama"):
             raise ValueError(f"kind must be gpt or llama, not {kind!r}")
-        if parallel not in ("tp", "sp"):
-            raise ValueError(f"parallel must be tp or sp, not {parallel!r}")
         self._require(ffn, "ffn")
-        if parallel == "sp":
-            self._require(tokens, "tokens")
-        self.tokens, self.hidden, self.ffn = tokens, hidden, ffn
-        self.kind, self.parallel = kind, parallel
-
-    def input_shape(self):
-        t = self.tokens // self.n if self.parallel == "sp" else self.tokens
-        return (t, self.hidden)
-
-    def _replicated(self, name):
-        return self.parallel == "tp" and name == "x"
+        self.ffn, self.kind = ffn, kind
 
     def emit(self, fn, x, prefix):
         h, f, dt = self.hidden, self.ffn // self.n, self.dtype
         w_gate = fn.arg(f"{prefix}w_gate", (h, f), dt) if self.kind == "llama" else None
         w_up = fn.arg(f"{prefix}w_up", (h, f), dt)
         w_down = fn.arg(f"{prefix}w_down", (f, h), dt)
-        xg = fn.all_gather(x, self.axis, 0) if self.parallel == "sp" else x
+        xg = self._gathered(fn, x)
         up = fn.matmul(xg, w_up)
         if self.kind == "llama":
             gate = fn.matmul(xg, w_gate)
             act = fn.map([gate, up], dt, lambda b, g, u: b.mul(b.silu(g), u))
         else:
             act = fn.map([up], dt, lambda b, u: b.gelu(u))
-        y = fn.matmul(act, w_down)
-        if self.parallel == "sp":
-            y = fn.reduce_scatter(y, self.axis, 0)
-        else:
-            y = fn.all_reduce(y, self.axis)
-        return fn.map([y, x], dt, lambda b, a, r: b.add(a, r))
+        return self._reduced_residual(fn, fn.matmul(act, w_down), x)
 
     def forward(self, x, weights, prefix):
         dt = self.dtype
-        xg = self._gather(x, 0) if self.parallel == "sp" else x
+        xg = self._gathered_ref(x)
         partial = []
         for rank in range(self.grid.size):
             w = weights[rank]
@@ -577,14 +599,13 @@ class MLP(Block):
                 w_up, w_down = w[:2]
                 act = quantize(gelu(xg[rank] @ w_up), dt)
             partial.append(act @ w_down)
-        y = self._reduce(partial, 0 if self.parallel == "sp" else None)
-        return [quantize(y[r] + x[r], dt) for r in range(self.grid.size)]
+        return self._reduced_residual_ref(partial, x)
 
     def num_weights(self):
         return 3 if self.kind == "llama" else 2
 
 
-class Attention(Block):
+class Attention(_ActivationBlock):
     """Causal multi-head self-attention with its residual:
     out = x + softmax(q k^T / sqrt(d) + causal mask) v W_o.
 
@@ -597,29 +618,17 @@ class Attention(Block):
 
     def __init__(self, grid, tokens, hidden, heads, head_dim=None, axis=0,
                  dtype="f32", parallel="tp", causal=True):
-        super().__init__(grid, axis, dtype)
-        if parallel not in ("tp", "sp"):
-            raise ValueError(f"parallel must be tp or sp, not {parallel!r}")
+        super().__init__(grid, axis, dtype, tokens, hidden, parallel)
         self._require(heads, "heads")
-        if parallel == "sp":
-            self._require(tokens, "tokens")
-        self.tokens, self.hidden, self.heads = tokens, hidden, heads
-        self.head_dim = head_dim or hidden // heads
-        self.parallel, self.causal = parallel, causal
-
-    def input_shape(self):
-        t = self.tokens // self.n if self.parallel == "sp" else self.tokens
-        return (t, self.hidden)
-
-    def _replicated(self, name):
-        return self.parallel == "tp" and name == "x"
+        self.heads, self.head_dim = heads, head_dim or hidden // heads
+        self.causal = causal
 
     def emit(self, fn, x, prefix):
         t, h, dt = self.tokens, self.hidden, self.dtype
         hl, d = self.heads // self.n, self.head_dim
         w_qkv = fn.arg(f"{prefix}w_qkv", (h, 3 * hl * d), dt)
         w_o = fn.arg(f"{prefix}w_o", (hl * d, h), dt)
-        xg = fn.all_gather(x, self.axis, 0) if self.parallel == "sp" else x
+        xg = self._gathered(fn, x)
         qkv = fn.matmul(xg, w_qkv)
 
         def heads_of(i):
@@ -646,17 +655,12 @@ class Attention(Block):
         ctx = fn.batch_matmul(p, v)                # [hl, t, d]
         ctx = fn.collapse(fn.transpose(ctx, (1, 0, 2)), [[0], [1, 2]])
         ctx = fn.map([ctx], dt, lambda b, a: a)    # stored in dt for W_o
-        y = fn.matmul(ctx, w_o)
-        if self.parallel == "sp":
-            y = fn.reduce_scatter(y, self.axis, 0)
-        else:
-            y = fn.all_reduce(y, self.axis)
-        return fn.map([y, x], dt, lambda b, a, r: b.add(a, r))
+        return self._reduced_residual(fn, fn.matmul(ctx, w_o), x)
 
     def forward(self, x, weights, prefix):
         dt, t = self.dtype, self.tokens
         hl, d = self.heads // self.n, self.head_dim
-        xg = self._gather(x, 0) if self.parallel == "sp" else x
+        xg = self._gathered_ref(x)
         partial = []
         for rank in range(self.grid.size):
             w_qkv, w_o = weights[rank][:2]
@@ -671,8 +675,7 @@ class Attention(Block):
             p = p / p.sum(axis=-1, keepdims=True)
             ctx = quantize((p @ v).transpose(1, 0, 2).reshape(t, hl * d), dt)
             partial.append(ctx @ w_o)
-        y = self._reduce(partial, 0 if self.parallel == "sp" else None)
-        return [quantize(y[r] + x[r], dt) for r in range(self.grid.size)]
+        return self._reduced_residual_ref(partial, x)
 
     def num_weights(self):
         return 2
@@ -743,7 +746,7 @@ class MoE(Block):
         return 3
 
 
-class Transformer(Block):
+class Transformer(_ActivationBlock):
     """`layers` transformer layers (Attention then MLP, each with its
     residual) in one function; weights are the layers' in order, named
     l{i}_w_qkv, l{i}_w_o, l{i}_w_up, ..."""
@@ -754,18 +757,11 @@ class Transformer(Block):
     def __init__(self, grid, layers, tokens, hidden, heads, ffn, head_dim=None,
                  axis=0, dtype="f32", kind="llama", parallel="sp",
                  causal=True):
-        super().__init__(grid, axis, dtype)
+        super().__init__(grid, axis, dtype, tokens, hidden, parallel)
         self.layers = layers
         self.attention = Attention(grid, tokens, hidden, heads, head_dim, axis,
                                    dtype, parallel, causal)
         self.mlp = MLP(grid, tokens, hidden, ffn, axis, dtype, kind, parallel)
-        self.parallel = parallel
-
-    def input_shape(self):
-        return self.mlp.input_shape()
-
-    def _replicated(self, name):
-        return self.parallel == "tp" and name == "x"
 
     def emit(self, fn, x, prefix):
         for i in range(self.layers):

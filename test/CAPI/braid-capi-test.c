@@ -5,7 +5,7 @@
 |* braid-capi-test pipeline|errors|run [ARTIFACT-PATH]                        *|
 |*                                                                            *|
 |* pipeline: registers dialects on an MlirContext, runs Braid's pipeline on  *|
-|*           a module to the dist stage and prints it and the report.          *|
+|*           a module to the dist stage and prints it and the report. *|
 |* errors:   bad options and bad input arrive as located diagnostics.         *|
 |* run:      compiles an all-gather matmul from source to ARTIFACT-PATH, runs *|
 |*           it on 2 ranks with buffers from here and compares every result   *|
@@ -80,8 +80,7 @@ static int testPipeline(void) {
   BraidCallbacks callbacks = {NULL, printLine, NULL, stdout};
   printf("report:\n");
   MlirLogicalResult result = braidRunPipeline(
-      module,
-      mlirStringRefCreateFromCString("overlap=force stop-after=dist"),
+      module, mlirStringRefCreateFromCString("overlap=force stop-after=dist"),
       &callbacks);
   if (mlirLogicalResultIsFailure(result)) {
     fprintf(stderr, "pipeline failed\n");
@@ -105,9 +104,9 @@ static int testErrors(void) {
   if (mlirLogicalResultIsSuccess(braidRunPipeline(
           module, mlirStringRefCreateFromCString("overlap=sometimes"), &none)))
     return 1;
-  if (mlirLogicalResultIsSuccess(braidCompileModule(
-          module, mlirStringRefCreateFromCString("emit=asm"),
-          mlirStringRefCreateFromCString(""), &none)))
+  if (mlirLogicalResultIsSuccess(
+          braidCompileModule(module, mlirStringRefCreateFromCString("emit=asm"),
+                             mlirStringRefCreateFromCString(""), &none)))
     return 1;
   mlirModuleDestroy(module);
   mlirContextDestroy(context);
@@ -121,17 +120,17 @@ static int testErrors(void) {
       "      : tensor<4x16xf32> -> tensor<8x16xf32>\n"
       "  return %all : tensor<8x16xf32>\n"
       "}\n";
-  if (mlirLogicalResultIsSuccess(braidCompileSource(
-          mlirStringRefCreateFromCString(bad),
-          mlirStringRefCreateFromCString("bad.mlir"),
-          mlirStringRefCreateFromCString("emit=dist"),
-          mlirStringRefCreateFromCString(""), &callbacks)))
+  if (mlirLogicalResultIsSuccess(
+          braidCompileSource(mlirStringRefCreateFromCString(bad),
+                             mlirStringRefCreateFromCString("bad.mlir"),
+                             mlirStringRefCreateFromCString("emit=dist"),
+                             mlirStringRefCreateFromCString(""), &callbacks)))
     return 1;
-  if (mlirLogicalResultIsSuccess(braidCompileSource(
-          mlirStringRefCreateFromCString(program),
-          mlirStringRefCreateFromCString("good.mlir"),
-          mlirStringRefCreateFromCString("overlap=maybe"),
-          mlirStringRefCreateFromCString(""), &callbacks)))
+  if (mlirLogicalResultIsSuccess(
+          braidCompileSource(mlirStringRefCreateFromCString(program),
+                             mlirStringRefCreateFromCString("good.mlir"),
+                             mlirStringRefCreateFromCString("overlap=maybe"),
+                             mlirStringRefCreateFromCString(""), &callbacks)))
     return 1;
   /* A missing artifact. */
   if (braidArtifactLoad(mlirStringRefCreateFromCString("/nonexistent/a.so"),
@@ -177,15 +176,15 @@ static int testRun(const char *path) {
       w[r][i] = (float)(i % 7) * 0.25f - 0.5f;
   const void *inputs[4] = {xs[0], w[0], xs[1], w[1]};
   void *outputs[2] = {y[0], y[1]};
-  if (mlirLogicalResultIsFailure(braidArtifactRun(
-          artifact, ranks, inputs, outputs, mlirStringRefCreateFromCString(""),
-          &callbacks)))
+  if (mlirLogicalResultIsFailure(
+          braidArtifactRun(artifact, ranks, inputs, outputs,
+                           mlirStringRefCreateFromCString(""), &callbacks)))
     return 1;
 
   /* Wrong rank count: an error, not a hang. */
-  if (mlirLogicalResultIsSuccess(braidArtifactRun(
-          artifact, 3, inputs, outputs, mlirStringRefCreateFromCString(""),
-          &callbacks)))
+  if (mlirLogicalResultIsSuccess(
+          braidArtifactRun(artifact, 3, inputs, outputs,
+                           mlirStringRefCreateFromCString(""), &callbacks)))
     return 1;
 
   double worst = 0.0;

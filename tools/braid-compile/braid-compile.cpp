@@ -35,8 +35,8 @@ static cl::opt<std::string> inputFilename(cl::Positional,
                                           cl::desc("<input .mlir>"),
                                           cl::init("-"), cl::cat(category));
 static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
-                                           cl::value_desc("path"),
-                                           cl::init(""), cl::cat(category));
+                                           cl::value_desc("path"), cl::init(""),
+                                           cl::cat(category));
 static cl::opt<std::string>
     emit("emit",
          cl::desc("What to write: dist, xfer, llvm-mlir, llvm-ir, obj or lib "
@@ -93,9 +93,8 @@ int fail(const llvm::Twine &message) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
-    os << braid::getVersionString() << "\n";
-  });
+  cl::AddExtraVersionPrinter(
+      [](llvm::raw_ostream &os) { os << braid::getVersionString() << "\n"; });
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "Braid compiler\n");
 
@@ -143,9 +142,9 @@ int main(int argc, char **argv) {
     return 1;
   if (binary)
     return 0;
-  auto file = openOutputFile(
-      outputFilename.empty() ? std::string("-") : outputFilename.getValue(),
-      &message);
+  auto file = openOutputFile(outputFilename.empty() ? std::string("-")
+                                                    : outputFilename.getValue(),
+                             &message);
   if (!file)
     return fail(message);
   file->os() << text;

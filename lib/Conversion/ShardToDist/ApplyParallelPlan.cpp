@@ -178,8 +178,8 @@ LogicalResult PlanBuilder::planWeight(BlockArgument arg, StringRef style) {
     if (failed(dims))
       return emitError(use.op->getLoc())
              << "cannot tell the dimensions of this contraction apart";
-    AffineMap map = use.op.getMatchingIndexingMap(&use.op->getOpOperand(
-        use.operand));
+    AffineMap map =
+        use.op.getMatchingIndexingMap(&use.op->getOpOperand(use.operand));
     // The loop dimension to split: an output feature (m or n) for colwise,
     // the reduction (k) for rowwise.
     std::optional<unsigned> loopDim, operandDim;
@@ -189,13 +189,13 @@ LogicalResult PlanBuilder::planWeight(BlockArgument arg, StringRef style) {
         continue;
       unsigned pos = d.getPosition();
       bool isK = llvm::is_contained(dims->k, pos);
-      bool isMN = llvm::is_contained(dims->m, pos) ||
-                  llvm::is_contained(dims->n, pos);
+      bool isMN =
+          llvm::is_contained(dims->m, pos) || llvm::is_contained(dims->n, pos);
       if ((style == "rowwise" && isK) || (style == "colwise" && isMN)) {
         if (loopDim)
           return emitError(use.op->getLoc())
-                 << "argument #" << arg.getArgNumber()
-                 << " is " << style << " but has several candidate "
+                 << "argument #" << arg.getArgNumber() << " is " << style
+                 << " but has several candidate "
                  << "dimensions in this contraction";
         loopDim = pos;
         operandDim = j;
@@ -255,9 +255,9 @@ LogicalResult PlanBuilder::run() {
   auto checkStyle = [&](Location loc, Attribute attr,
                         bool isResult) -> FailureOr<StringRef> {
     std::optional<StringRef> style = styleOf(attr);
-    bool known = style && (*style == "replicate" || *style == "sequence" ||
-                           (!isResult && (*style == "colwise" ||
-                                          *style == "rowwise")));
+    bool known =
+        style && (*style == "replicate" || *style == "sequence" ||
+                  (!isResult && (*style == "colwise" || *style == "rowwise")));
     if (!known)
       return emitError(loc)
              << kPlanAttr << " must be a string: "

@@ -8,13 +8,13 @@
 #include "braid/Dialect/Dist/IR/DistOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -124,9 +124,8 @@ static Value castElements(OpBuilder &builder, Location loc, Value value,
 
 /// Maps an upstream reduction; `average` becomes a sum that the caller
 /// divides by the group size.
-static FailureOr<ReductionKind> mapReduction(Operation *op,
-                                             shard::ReductionKind kind,
-                                             bool &average) {
+static FailureOr<ReductionKind>
+mapReduction(Operation *op, shard::ReductionKind kind, bool &average) {
   average = false;
   switch (kind) {
   case shard::ReductionKind::Sum:
@@ -190,13 +189,12 @@ public:
           return success();
         })
         .Case([&](shard::AllReduceOp op) { return convertAllReduce(op); })
-        .Case([&](shard::ReduceScatterOp op) {
-          return convertReduceScatter(op);
-        })
+        .Case(
+            [&](shard::ReduceScatterOp op) { return convertReduceScatter(op); })
         .Case([&](shard::AllToAllOp op) {
           Value result = AllToAllOp::create(
-              rewriter, op.getLoc(), op.getResult().getType(),
-              op.getGridAttr(), op.getGridAxesAttr(), op.getInput(),
+              rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
+              op.getGridAxesAttr(), op.getInput(),
               rewriter.getI64IntegerAttr(op.getSplitAxis().getSExtValue()),
               rewriter.getI64IntegerAttr(op.getConcatAxis().getSExtValue()));
           rewriter.replaceOp(op, result);
@@ -206,8 +204,7 @@ public:
           // Upstream leaves the result undefined on ranks without a source
           // when `rotate` is absent; rotating is one valid refinement.
           Value result = ShiftOp::create(
-              rewriter, op.getLoc(), op.getResult().getType(),
-              op.getGridAttr(),
+              rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
               rewriter.getDenseI16ArrayAttr(
                   {static_cast<int16_t>(op.getShiftAxis().getSExtValue())}),
               op.getInput(), rewriter.getI64IntegerAttr(op.getOffset()));
@@ -219,9 +216,8 @@ public:
             return op.emitError()
                    << "cannot convert 'shard.broadcast' with a dynamic root";
           Value result = BroadcastOp::create(
-              rewriter, op.getLoc(), op.getResult().getType(),
-              op.getGridAttr(), op.getGridAxesAttr(), op.getInput(),
-              op.getRootAttr());
+              rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
+              op.getGridAxesAttr(), op.getInput(), op.getRootAttr());
           rewriter.replaceOp(op, result);
           return success();
         })
@@ -231,14 +227,12 @@ public:
                  << "'shard.shard' is a global-view annotation: partition "
                     "first (braid-import-shard=partition=auto or always)";
         })
-        .Case<shard::GatherOp, shard::ScatterOp, shard::ReduceOp,
-              shard::SendOp, shard::RecvOp, shard::UpdateHaloOp,
-              shard::ShardShapeOp, shard::GetShardingOp>(
-            [&](Operation *op) {
-              return op->emitError()
-                     << "cannot convert '" << op->getName()
-                     << "' to dist: it has no dist counterpart";
-            })
+        .Case<shard::GatherOp, shard::ScatterOp, shard::ReduceOp, shard::SendOp,
+              shard::RecvOp, shard::UpdateHaloOp, shard::ShardShapeOp,
+              shard::GetShardingOp>([&](Operation *op) {
+          return op->emitError() << "cannot convert '" << op->getName()
+                                 << "' to dist: it has no dist counterpart";
+        })
         .Default([&](Operation *) {
           converted = false;
           return success();
@@ -339,8 +333,8 @@ private:
         return success();
       }
     }
-    auto indices = shard::ProcessMultiIndexOp::create(
-        rewriter, loc, grid.getSymName(), axes);
+    auto indices = shard::ProcessMultiIndexOp::create(rewriter, loc,
+                                                      grid.getSymName(), axes);
     // Row-major position over the listed axes.
     Value position = arith::ConstantIndexOp::create(rewriter, loc, 0);
     for (auto [axis, index] : llvm::zip(axes, indices.getResults())) {
@@ -365,7 +359,8 @@ private:
             arith::ConstantIndexOp::create(rewriter, loc, group));
       sizes.push_back(full);
     }
-    Value blockSize = getValueOrCreateConstantIndexOp(rewriter, loc, sizes[dim]);
+    Value blockSize =
+        getValueOrCreateConstantIndexOp(rewriter, loc, sizes[dim]);
     offsets[dim] =
         arith::MulIOp::create(rewriter, loc, position, blockSize).getResult();
     SmallVector<OpFoldResult> strides(inType.getRank(),
@@ -449,8 +444,8 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
         return WalkResult::advance();
       shard::GridOp grid = lookupGrid(op, shardingOp.getGridAttr());
       if (!grid) {
-        shardingOp.emitError() << "sharding refers to unknown grid "
-                               << shardingOp.getGridAttr();
+        shardingOp.emitError()
+            << "sharding refers to unknown grid " << shardingOp.getGridAttr();
         return WalkResult::interrupt();
       }
       if (!shardingOp.getStaticShardedDimsOffsets().empty())
@@ -463,8 +458,8 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
           if (axis < 0 || axis >= grid.getRank()) {
             shardingOp.emitError()
                 << "sharding splits dimension " << dim << " over grid axis "
-                << axis << ", but grid " << shardingOp.getGridAttr()
-                << " has " << grid.getRank() << " axes";
+                << axis << ", but grid " << shardingOp.getGridAttr() << " has "
+                << grid.getRank() << " axes";
             return WalkResult::interrupt();
           }
         }

@@ -25,11 +25,11 @@ int main(int argc, char **argv) {
   size_t length = fread(source, 1, sizeof(source), file);
   fclose(file);
   BraidCallbacks callbacks = {print, NULL, print, stdout};
-  MlirLogicalResult result = braidCompileSource(
-      mlirStringRefCreate(source, length),
-      mlirStringRefCreateFromCString(argv[1]),
-      mlirStringRefCreateFromCString("emit=dist"),
-      mlirStringRefCreateFromCString(""), &callbacks);
+  MlirLogicalResult result =
+      braidCompileSource(mlirStringRefCreate(source, length),
+                         mlirStringRefCreateFromCString(argv[1]),
+                         mlirStringRefCreateFromCString("emit=dist"),
+                         mlirStringRefCreateFromCString(""), &callbacks);
   printf("%s\n", braidGetVersion());
   return mlirLogicalResultIsSuccess(result) ? 0 : 1;
 }

@@ -37,8 +37,8 @@ int main(int argc, char **argv) {
     return 1;
 
   braid::BraidPipelineOptions options;
-  if (mlir::failed(options.parseFromString(argc > 2 ? argv[2]
-                                                    : "stop-after=xfer")))
+  if (mlir::failed(
+          options.parseFromString(argc > 2 ? argv[2] : "stop-after=xfer")))
     return 1;
   std::string error;
   if (!braid::validatePipelineOptions(options, error)) {
