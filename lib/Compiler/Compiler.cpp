@@ -189,6 +189,8 @@ bool braid::parseCompileOptions(StringRef text, CompileOptions &options,
     };
     if (key == "overlap")
       options.overlap = value.str();
+    else if (key == "fuse")
+      options.fuse = value.str();
     else if (key == "target")
       options.target = value.str();
     else if (key == "target-preset")
@@ -237,6 +239,7 @@ bool braid::validateCompileOptions(const CompileOptions &options,
   BraidPipelineOptions pipeline;
   pipeline.target = options.target;
   pipeline.overlap = options.overlap;
+  pipeline.fuse = options.fuse;
   pipeline.targetPreset = options.targetPreset;
   pipeline.subChunks = options.subChunks;
   pipeline.bidirectional = options.bidirectional;
@@ -274,6 +277,7 @@ LogicalResult braid::compile(ModuleOp module, const CompileOptions &options,
   BraidPipelineOptions pipeline;
   pipeline.target = options.target;
   pipeline.overlap = options.overlap;
+  pipeline.fuse = options.fuse;
   pipeline.targetPreset = options.targetPreset;
   pipeline.report = options.report;
   pipeline.checkSchedule = options.checkSchedule;

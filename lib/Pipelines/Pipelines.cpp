@@ -10,6 +10,7 @@
 #include "braid/Dialect/Dist/Transforms/Passes.h"
 #include "braid/Dialect/Xfer/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -52,6 +53,7 @@ bool braid::validatePipelineOptions(const BraidPipelineOptions &options,
          oneOf("overlap mode", options.overlap, {"auto", "force", "off"}) &&
          oneOf("target preset", options.targetPreset,
                {"cpu", "h100", "h200"}) &&
+         oneOf("fusion mode", options.fuse, {"auto", "off"}) &&
          oneOf("bidirectional", options.bidirectional,
                {"auto", "on", "off"}) &&
          oneOf("stage", options.stopAfter, {"dist", "xfer", "llvm"}) &&
@@ -83,8 +85,11 @@ void braid::buildBraidPipeline(OpPassManager &pm,
   if (options.stopAfter == "dist")
     return;
 
-  // xfer: contiguous collectives, bufferization (dist -> xfer), buffers
-  // freed at block ends.
+  // xfer: memory-bound chains fused into kernels, contiguous collectives,
+  // bufferization (dist -> xfer), buffers freed at block ends.
+  dist::FuseMemoryBoundOptions fuseOptions;
+  fuseOptions.mode = options.fuse;
+  pm.addNestedPass<func::FuncOp>(dist::createFuseMemoryBound(fuseOptions));
   addTextual(pm, "func.func(braid-linearize-collectives,canonicalize)");
   addTextual(pm, "one-shot-bufferize{bufferize-function-boundaries "
                  "function-boundary-type-conversion=identity-layout-map}");
@@ -103,7 +108,8 @@ void braid::buildBraidPipeline(OpPassManager &pm,
   ConvertXferToRuntimeOptions runtimeOptions;
   runtimeOptions.entry = options.entry;
   pm.addPass(createConvertXferToRuntime(runtimeOptions));
-  addTextual(pm, "braid-outline-kernels,func.func(convert-linalg-to-loops),"
+  addTextual(pm, "braid-outline-kernels,"
+                 "func.func(scf-forall-to-for,convert-linalg-to-loops),"
                  "expand-strided-metadata,lower-affine,convert-scf-to-cf");
   // f16 and bf16 arithmetic runs in f32 (rounded back after each op, as
   // the types demand); then the bf16 conversions become integer code,

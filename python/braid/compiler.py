@@ -20,7 +20,8 @@ _STAGES = {"dist": "dist", "xfer": "xfer", "llvm": "llvm-mlir",
            "llvm-mlir": "llvm-mlir", "llvm-ir": "llvm-ir"}
 
 # Keyword options of braid.compile and the braid-compile flag of each.
-_OPTIONS = {"overlap": "overlap", "target_preset": "target-preset",
+_OPTIONS = {"overlap": "overlap", "fuse": "fuse",
+            "target_preset": "target-preset",
             "sub_chunks": "sub-chunks", "bidirectional": "bidirectional",
             "entry": "entry", "check_schedule": "check-schedule",
             "opt_level": "O", "cpu": "cpu"}
@@ -135,8 +136,8 @@ def compile(text_or_path, target="cpu", **options):
     upstream `shard` form, or already in Braid's `dist` dialect, into a
     runnable Artifact.
 
-    Options are braid-compile's: overlap ("auto", "force", "off"),
-    target_preset ("cpu", "h100", "h200"), sub_chunks, bidirectional,
+    Options are braid-compile's: overlap ("auto", "force", "off"), fuse
+    ("auto", "off": memory-bound fusion), target_preset ("cpu", "h100", "h200"), sub_chunks, bidirectional,
     entry, check_schedule (bool), opt_level (0-3), cpu. Raises
     CompileError, carrying the located diagnostics, when the program or an
     option is wrong.

@@ -49,6 +49,11 @@ static cl::opt<std::string>
             cl::desc("auto (cost model), force (every match) or off"),
             cl::init("auto"), cl::cat(category));
 static cl::opt<std::string>
+    fuse("fuse",
+         cl::desc("Memory-bound fusion: auto (one kernel per elementwise and "
+                  "row-reduction chain, GEMM epilogues included) or off"),
+         cl::init("auto"), cl::cat(category));
+static cl::opt<std::string>
     targetPreset("target-preset",
                  cl::desc("Cost model figures: cpu, h100 or h200"),
                  cl::init("cpu"), cl::cat(category));
@@ -101,6 +106,7 @@ int main(int argc, char **argv) {
   braid::CompileOptions options;
   options.target = target;
   options.overlap = overlap;
+  options.fuse = fuse;
   options.targetPreset = targetPreset;
   options.report = report;
   options.entry = entry;

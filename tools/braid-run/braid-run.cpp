@@ -9,7 +9,8 @@
 // The user-facing runner. It compiles an .mlir program with the
 // braid-compile next to it (or takes an artifact braid-compile made),
 // starts it on N ranks as `mpirun -np N braid-exec ARTIFACT.so ...`, and
-// with --check also runs the program compiled with overlap=off on the same
+// with --check also runs the program compiled with overlap=off and fuse=off
+// (neither schedules nor fusion) on the same
 // inputs and compares every result of every rank.
 //
 // Started by a job someone else launched (one rank of `mpirun braid-run
@@ -72,11 +73,12 @@ const char *const usageDetails =
     "                        without {rank} in PATH only rank 0's is written\n"
     "  --seed=S              seed of the random inputs (default 0)\n"
     "  --check               also run the program compiled with --overlap=off\n"
-    "                        on the same inputs and compare every result of\n"
-    "                        every rank (needs an .mlir input)\n"
+    "                        --fuse=off on the same inputs and compare every\n"
+    "                        result of every rank (needs an .mlir input)\n"
     "  --overlap=MODE        auto (the cost model decides; default), force\n"
     "                        or off\n"
     "  --target-preset=P     cost model figures: cpu (default), h100 or h200\n"
+    "  --fuse=MODE           memory-bound fusion: auto (default) or off\n"
     "  --report=FILE.json    write the compiler's overlap decisions\n"
     "  --timeout=SECONDS     abort if a transfer waits longer (default 120)\n"
     "  --trace=FILE.json     write a Chrome trace of the last run\n"
@@ -142,7 +144,8 @@ struct Options {
   bool check = false;
   std::string overlap = "auto";
   std::string targetPreset = "cpu";
-  bool overlapGiven = false, targetPresetGiven = false;
+  std::string fuse = "auto";
+  bool overlapGiven = false, targetPresetGiven = false, fuseGiven = false;
   std::string report;
   std::string keep;
   bool help = false;
@@ -158,7 +161,7 @@ std::string parseOptions(int argc, char **argv, Options &options) {
   static const char *const withValue[] = {
       "--backend", "--ranks",   "--entry",         "--input",  "--output",
       "--seed",    "--overlap", "--target-preset", "--report", "--timeout",
-      "--trace",   "--warmup",  "--repeat",        "--keep"};
+      "--trace",   "--warmup",  "--repeat",        "--keep",   "--fuse"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
@@ -226,6 +229,11 @@ std::string parseOptions(int argc, char **argv, Options &options) {
         return expected("auto, force or off");
       options.overlap = value;
       options.overlapGiven = true;
+    } else if (name == "--fuse") {
+      if (value != "auto" && value != "off")
+        return expected("auto or off");
+      options.fuse = value;
+      options.fuseGiven = true;
     } else if (name == "--target-preset") {
       if (value != "cpu" && value != "h100" && value != "h200")
         return expected("cpu, h100 or h200");
@@ -518,17 +526,19 @@ std::string makeTemporaryDirectory() {
   return buffer.data();
 }
 
-/// Compiles the program with --overlap=`mode` into `artifact`. Returns 0,
-/// or the exit code to leave with.
+/// Compiles the program with --overlap=`mode` and --fuse=`fuse` into
+/// `artifact`. Returns 0, or the exit code to leave with.
 int compile(const Options &options, const std::string &compiler,
-            const std::string &mode, const std::string &artifact,
-            bool withReport, const std::string &stderrPath = std::string()) {
+            const std::string &mode, const std::string &fuse,
+            const std::string &artifact, bool withReport,
+            const std::string &stderrPath = std::string()) {
   std::vector<std::string> args = {compiler,
                                    options.program,
                                    "--target=cpu",
                                    "-o",
                                    artifact,
                                    "--overlap=" + mode,
+                                   "--fuse=" + fuse,
                                    "--target-preset=" + options.targetPreset};
   if (!options.entry.empty())
     args.push_back("--entry=" + options.entry);
@@ -789,9 +799,10 @@ int runCheck(const Options &options, const std::string &dir,
   const std::string &mode = options.overlap;
   std::string artifact = dir + "/prog.so";
   std::string reference = dir + "/prog-off.so";
-  if (int status = compile(options, compiler, mode, artifact, true))
+  if (int status =
+          compile(options, compiler, mode, options.fuse, artifact, true))
     return status;
-  if (int status = compile(options, compiler, "off", reference, false))
+  if (int status = compile(options, compiler, "off", "off", reference, false))
     return status;
   Manifest manifest, referenceManifest;
   std::string problem = readManifest(artifact + ".manifest", manifest);
@@ -820,21 +831,26 @@ int runCheck(const Options &options, const std::string &dir,
     return 1;
   int64_t ranks = manifest.ranks;
   size_t numResults = manifest.results.size();
-  for (const std::string &which : {mode, std::string("off")}) {
+  // The runs' results go to out-checked/ (the program as asked for) and
+  // out-reference/ (overlap=off, fuse=off).
+  for (const std::string &which :
+       {std::string("checked"), std::string("reference")}) {
     if (!makeDirectory(dir + "/out-" + which))
       return 1;
     std::vector<std::string> outputs;
     for (size_t k = 0; k < numResults; ++k)
       outputs.push_back(checkOutputPattern(dir, which, k));
-    // --trace, --warmup and --repeat are about the overlapped program.
-    bool overlapped = which == mode;
-    int status =
-        launch(mpirun, ranks,
-               execCommand(options, exec, overlapped ? artifact : reference,
-                           outputs, overlapped));
+    // --trace, --warmup and --repeat are about the checked program.
+    bool checked = which == "checked";
+    int status = launch(mpirun, ranks,
+                        execCommand(options, exec,
+                                    checked ? artifact : reference, outputs,
+                                    checked));
     if (status != 0) {
-      error(
-          format("the overlap=%s run failed (exit %d)", which.c_str(), status));
+      error(format("the %s run failed (exit %d)",
+                   checked ? ("overlap=" + mode + " fuse=" + options.fuse).c_str()
+                           : "overlap=off fuse=off",
+                   status));
       return status;
     }
   }
@@ -847,7 +863,8 @@ int runCheck(const Options &options, const std::string &dir,
       if (options.outputs[k].find("{rank}") == std::string::npos && rank)
         continue;
       std::string to = substituteRank(options.outputs[k], rank);
-      std::string from = substituteRank(checkOutputPattern(dir, mode, k), rank);
+      std::string from =
+          substituteRank(checkOutputPattern(dir, "checked", k), rank);
       std::string problem = copyFile(from, to);
       if (!problem.empty()) {
         error(format("output %zu (%s): cannot write: %s", k, to.c_str(),
@@ -861,7 +878,7 @@ int runCheck(const Options &options, const std::string &dir,
     for (size_t k = 0; k < numResults; ++k) {
       const TensorType &type = manifest.results[k];
       std::vector<char> data[2];
-      const std::string modes[2] = {mode, "off"};
+      const std::string modes[2] = {"checked", "reference"};
       for (int which = 0; which < 2; ++which) {
         std::string path =
             substituteRank(checkOutputPattern(dir, modes[which], k), rank);
@@ -889,10 +906,11 @@ int runCheck(const Options &options, const std::string &dir,
                  static_cast<long long>(ranks), numResults);
     return 1;
   }
-  std::printf("braid-run: check passed: overlap=%s matches overlap=off on "
-              "%lld ranks, %zu outputs (max abs diff %.3g, max rel diff "
-              "%.3g)\n",
-              mode.c_str(), static_cast<long long>(ranks), numResults,
+  std::printf("braid-run: check passed: overlap=%s fuse=%s matches "
+              "overlap=off fuse=off on %lld ranks, %zu outputs (max abs diff "
+              "%.3g, max rel diff %.3g)\n",
+              mode.c_str(), options.fuse.c_str(),
+              static_cast<long long>(ranks), numResults,
               comparison.maxAbsDiff, comparison.maxRelDiff);
   return 0;
 }
@@ -968,6 +986,7 @@ int run(int argc, char **argv) {
     const char *compileOnly = options.check               ? "--check"
                               : options.overlapGiven      ? "--overlap"
                               : options.targetPresetGiven ? "--target-preset"
+                              : options.fuseGiven         ? "--fuse"
                               : !options.report.empty()   ? "--report"
                               : !options.keep.empty()     ? "--keep"
                                                           : nullptr;
@@ -978,8 +997,9 @@ int run(int argc, char **argv) {
       return 1;
     }
   }
-  if (options.check && options.overlap == "off") {
-    error("--check compares against overlap=off; choose another --overlap");
+  if (options.check && options.overlap == "off" && options.fuse == "off") {
+    error("--check compares against overlap=off and fuse=off; choose "
+          "another --overlap or --fuse");
     return 1;
   }
   if (options.check && inJob) {
@@ -1043,7 +1063,8 @@ int run(int argc, char **argv) {
       rankOptions.report.clear();
     // Other ranks' diagnostics repeat rank 0's; they go to a file.
     std::string log = quiet ? dir + "/compile.log" : std::string();
-    if (int status = compile(rankOptions, compiler, options.overlap, artifact,
+    if (int status = compile(rankOptions, compiler, options.overlap,
+                             options.fuse, artifact,
                              true, log)) {
       if (quiet)
         std::fprintf(stderr, "braid-run: rank %lld: braid-compile failed\n",

@@ -42,6 +42,11 @@ struct BraidPipelineOptions
       *this, "target-preset",
       llvm::cl::desc("Cost model figures: h100, h200 or cpu"),
       llvm::cl::init("cpu")};
+  Option<std::string> fuse{
+      *this, "fuse",
+      llvm::cl::desc("Memory-bound fusion: auto (one kernel per elementwise "
+                     "/ reduction chain and GEMM epilogue) or off"),
+      llvm::cl::init("auto")};
   Option<int64_t> subChunks{
       *this, "sub-chunks",
       llvm::cl::desc("Pieces per peer chunk in ring schedules (0: the cost "

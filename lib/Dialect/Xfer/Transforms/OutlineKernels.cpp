@@ -32,14 +32,21 @@ struct OutlineKernelsPass
     for (func::FuncOp function : functions) {
       if (function.isExternal())
         continue;
-      SmallVector<linalg::LinalgOp> kernels;
-      function.walk([&](linalg::LinalgOp op) {
-        if (op.hasPureBufferSemantics())
+      // A loop nest braid-fuse-memory-bound formed is one kernel; any
+      // other linalg op on buffers is one by itself.
+      SmallVector<Operation *> kernels;
+      function.walk<WalkOrder::PreOrder>([&](Operation *op) {
+        if (op->hasAttr("braid.kernel")) {
           kernels.push_back(op);
+          return WalkResult::skip();
+        }
+        auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+        if (linalgOp && linalgOp.hasPureBufferSemantics())
+          kernels.push_back(op);
+        return WalkResult::advance();
       });
       int64_t index = 0;
-      for (linalg::LinalgOp kernel : kernels) {
-        Operation *op = kernel.getOperation();
+      for (Operation *op : kernels) {
         // Everything the op reads from outside: operands and captures.
         llvm::SetVector<Value> inputs(op->getOperands().begin(),
                                       op->getOperands().end());

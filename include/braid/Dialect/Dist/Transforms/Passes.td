@@ -71,6 +71,59 @@ def LinearizeCollectives
   ];
 }
 
+def FuseMemoryBound : Pass<"braid-fuse-memory-bound", "mlir::func::FuncOp"> {
+  let summary = "Fuses memory-bound chains (elementwise, broadcast, row "
+                "reductions, GEMM epilogues) into one kernel each";
+  let description = [{
+    Most non-GEMM time in a transformer layer is memory-bound: norms,
+    softmax, bias + activation + residual, casts. This pass groups each
+    producer -> consumer chain of such linalg ops on tensors (elementwise
+    ops, broadcasts, fills, reductions over a row's trailing dimensions) and,
+    with `epilogues`, the contraction whose result only the chain consumes,
+    into one loop nest over row tiles marked `braid.kernel`: one kernel that
+    reads each input of the chain once and writes its result once. Softmax,
+    layernorm and RMSNorm each become one kernel; bias + GELU + residual
+    becomes one kernel, or part of the GEMM's.
+
+    Grouping never computes anything twice for different consumers: a
+    producer joins a group only when every user of its result is in that
+    group; otherwise its result is materialized and it roots a group of its
+    own. A producer that feeds two ops of one group is fused twice and the
+    identical copies are merged, so a reduction consumed twice is computed
+    once per tile. Transposes and contractions other than a group's head
+    end a chain. Each group formed is a remark naming how many ops it fused,
+    its row reductions and the bytes it moves against the bytes the ops
+    moved one by one; `braid-outline-kernels` later makes each group one
+    kernel function.
+
+    ```mlir
+    // softmax over rows: four linalg ops (max, exp(x - max), sum, divide)
+    // become one scf.for over row tiles {braid.kernel}
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+    "::mlir::affine::AffineDialect",
+    "::mlir::arith::ArithDialect"
+  ];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"auto\"",
+           "auto (fuse every chain) or off">,
+    Option<"epilogues", "epilogues", "bool", /*default=*/"true",
+           "Fuse a contraction with the chain that consumes it">,
+    Option<"rowTile", "row-tile", "int64_t", /*default=*/"0",
+           "Rows per tile (0: as many as fit in tile-bytes, a power of two "
+           "dividing the rows)">,
+    Option<"tileBytes", "tile-bytes", "int64_t", /*default=*/"65536",
+           "Bytes of f32 row data a tile aims at when row-tile is 0">
+  ];
+  let statistics = [
+    Statistic<"numGroups", "kernels", "Fused kernels formed">,
+    Statistic<"numFusedOps", "fused-ops", "Ops fused into them">
+  ];
+}
+
 def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
   let summary = "Overlaps collectives with computation, as the cost model "
                 "decides";

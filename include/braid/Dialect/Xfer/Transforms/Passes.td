@@ -46,8 +46,10 @@ def CheckSchedule
 def OutlineKernels : Pass<"braid-outline-kernels", "mlir::ModuleOp"> {
   let summary = "Moves each computation on buffers into a function of its own";
   let description = [{
-    Every linalg op on buffers becomes a call to a private function holding
-    it (`<function>_kernel_<n>`), taking the buffers and values it uses.
+    Every linalg op on buffers, and every loop nest marked `braid.kernel`
+    (a chain `braid-fuse-memory-bound` fused), becomes a call to a private
+    function holding it (`<function>_kernel_<n>`), taking the buffers and
+    values it uses.
     The function that remains is the program's schedule: kernel calls,
     transfers and waits in one straight block, as a GPU program's host code
     is. Lowering loops then happens in many small functions instead of one

@@ -1,0 +1,433 @@
+//===- FuseMemoryBound.cpp - One kernel per memory-bound chain -----------===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// Groups producer -> consumer chains of memory-bound linalg ops (elementwise,
+// broadcasts, fills, row reductions), and optionally the contraction that
+// heads such a chain (a GEMM epilogue), into one loop nest over row tiles:
+// one kernel that reads each input of the chain once and writes each output
+// once. Softmax, layernorm, RMSNorm, bias + activation + residual become one
+// kernel each.
+//
+// A group grows backwards from a root (an op no memory-bound op consumes)
+// through producers whose every user is already in the group, so nothing is
+// computed twice for different consumers: a value two groups need stays
+// materialized and becomes the root of its own group. The root is tiled
+// along its leading parallel dimensions and the group's producers are fused
+// into the tile loop (TilingInterface); identical fused copies, which arise
+// when one producer feeds two ops of the group, are merged (CSE), so a
+// reduction consumed twice is computed once per tile.
+//
+//===----------------------------------------------------------------------===//
+
+#include "braid/Dialect/Dist/Transforms/Passes.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Dominance.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/TilingInterface.h"
+#include "mlir/Transforms/CSE.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace braid::dist {
+#define GEN_PASS_DEF_FUSEMEMORYBOUND
+#include "braid/Dialect/Dist/Transforms/Passes.h.inc"
+} // namespace braid::dist
+
+using namespace mlir;
+
+namespace {
+
+constexpr StringLiteral kKernelAttr = "braid.kernel";
+constexpr StringLiteral kCopyOfAttr = "braid.copy_of";
+
+/// `loop` with one more shared output, initialized with `init`, into which
+/// each iteration writes `tile` where `where` (a slice of the init) reads.
+scf::ForallOp addSharedOutput(RewriterBase &rewriter, scf::ForallOp loop,
+                              Value init, Value tile,
+                              tensor::ExtractSliceOp where) {
+  SmallVector<Value> outputs(loop.getOutputs());
+  outputs.push_back(init);
+  rewriter.setInsertionPoint(loop);
+  auto newLoop = scf::ForallOp::create(
+      rewriter, loop.getLoc(), loop.getMixedLowerBound(),
+      loop.getMixedUpperBound(), loop.getMixedStep(), outputs,
+      loop.getMapping());
+  Block *body = newLoop.getBody();
+  rewriter.eraseOp(body->getTerminator());
+  SmallVector<Value> arguments(body->getArguments().drop_back());
+  rewriter.mergeBlocks(loop.getBody(), body, arguments);
+  auto terminator = cast<scf::InParallelOp>(body->getTerminator());
+  rewriter.setInsertionPointToEnd(terminator.getBody());
+  tensor::ParallelInsertSliceOp::create(
+      rewriter, loop.getLoc(), tile, body->getArguments().back(),
+      where.getMixedOffsets(), where.getMixedSizes(), where.getMixedStrides());
+  newLoop->setDiscardableAttrs(loop->getDiscardableAttrDictionary());
+  rewriter.replaceOp(loop, newLoop.getResults().drop_back());
+  return newLoop;
+}
+
+/// Bytes of a statically shaped tensor value (0 for anything else).
+int64_t bytesOf(Value value) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type || !type.hasStaticShape() || !type.getElementType().isIntOrFloat())
+    return 0;
+  return type.getNumElements() *
+         llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+}
+
+/// An op that moves more bytes than it computes on: a linalg op on tensors
+/// that is not a contraction, convolution or transpose, whose maps are
+/// projected permutations and whose outermost loop is parallel (the rows a
+/// kernel tiles over).
+bool isMemoryBound(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  if (!linalgOp || !linalgOp.hasPureTensorSemantics() ||
+      !isa<TilingInterface>(op) || linalgOp.getNumLoops() == 0)
+    return false;
+  if (linalg::isaContractionOpInterface(linalgOp) ||
+      linalg::isaConvolutionOpInterface(linalgOp) ||
+      isa<linalg::TransposeOp>(op))
+    return false;
+  if (!llvm::all_of(linalgOp.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isProjectedPermutation(); }))
+    return false;
+  if (linalgOp.getIteratorTypesArray().front() !=
+      utils::IteratorType::parallel)
+    return false;
+  return llvm::all_of(linalgOp.getStaticLoopRanges(),
+                      [](int64_t size) { return !ShapedType::isDynamic(size); });
+}
+
+/// A contraction that may head a group as its GEMM: its epilogue follows.
+bool isEpilogueHead(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  return linalgOp && linalgOp.hasPureTensorSemantics() &&
+         linalg::isaContractionOpInterface(linalgOp) &&
+         linalgOp.getIteratorTypesArray().front() ==
+             utils::IteratorType::parallel &&
+         llvm::all_of(linalgOp.getStaticLoopRanges(), [](int64_t size) {
+           return !ShapedType::isDynamic(size);
+         });
+}
+
+struct Group {
+  Operation *root;
+  /// Ops of the group, the root first.
+  llvm::SetVector<Operation *> ops;
+  /// Elementwise producers whose whole result is also used after the
+  /// kernel: the kernel writes it too (a second output), once.
+  llvm::SetVector<Operation *> yielded;
+};
+
+/// An elementwise op that covers the same rows as `root`, so that the
+/// kernel's tiles write all of it.
+bool coversRoot(Operation *producer, Operation *root) {
+  auto linalgOp = cast<linalg::LinalgOp>(producer);
+  if (linalgOp.getNumReductionLoops() != 0 || producer->getNumResults() != 1)
+    return false;
+  return producer->getResult(0).getType() == root->getResult(0).getType();
+}
+
+struct FuseMemoryBoundPass
+    : public braid::dist::impl::FuseMemoryBoundBase<FuseMemoryBoundPass> {
+  using FuseMemoryBoundBase::FuseMemoryBoundBase;
+
+  void runOnOperation() override;
+
+  /// Groups of the ops of `block`, roots in reverse program order.
+  SmallVector<Group> formGroups(Block &block);
+  /// Tile sizes of `root`: leading parallel loops, rows of `rowTile` (or
+  /// chosen from the row size) on the innermost of them, 1 on the others;
+  /// the last loop and reduction loops whole.
+  SmallVector<OpFoldResult> tileSizes(linalg::LinalgOp root, OpBuilder &b);
+  LogicalResult fuse(Group &group, IRRewriter &rewriter);
+};
+
+SmallVector<Group> FuseMemoryBoundPass::formGroups(Block &block) {
+  DenseMap<Operation *, unsigned> groupOf;
+  SmallVector<Group> groups;
+  SmallVector<Operation *> ops;
+  for (Operation &op : block)
+    ops.push_back(&op);
+  for (Operation *op : llvm::reverse(ops)) {
+    if (!isMemoryBound(op) || groupOf.count(op))
+      continue;
+    unsigned id = groups.size();
+    groups.push_back({op, {}});
+    Group &group = groups.back();
+    group.ops.insert(op);
+    groupOf[op] = id;
+    // Producers join when every user of theirs is already in the group.
+    SmallVector<Operation *> worklist{op};
+    while (!worklist.empty()) {
+      Operation *consumer = worklist.pop_back_val();
+      for (Value operand : consumer->getOperands()) {
+        Operation *producer = operand.getDefiningOp();
+        if (!producer || producer->getBlock() != &block ||
+            groupOf.count(producer))
+          continue;
+        bool memoryBound = isMemoryBound(producer);
+        if (!memoryBound && !(epilogues && isEpilogueHead(producer)))
+          continue;
+        bool usedAfter = false, usedElsewhere = false;
+        for (Operation *user : producer->getUsers()) {
+          if (group.ops.contains(user))
+            continue;
+          if (user->getBlock() == &block && op->isBeforeInBlock(user))
+            usedAfter = true;
+          else
+            usedElsewhere = true;
+        }
+        if (usedElsewhere ||
+            (usedAfter && !(memoryBound && coversRoot(producer, op))))
+          continue;
+        if (usedAfter)
+          group.yielded.insert(producer);
+        group.ops.insert(producer);
+        groupOf[producer] = id;
+        // A contraction heads the group: its own producers stay outside.
+        if (memoryBound)
+          worklist.push_back(producer);
+      }
+    }
+  }
+  return groups;
+}
+
+SmallVector<OpFoldResult> FuseMemoryBoundPass::tileSizes(linalg::LinalgOp root,
+                                                         OpBuilder &b) {
+  SmallVector<utils::IteratorType> iterators = root.getIteratorTypesArray();
+  SmallVector<int64_t> ranges = root.getStaticLoopRanges();
+  unsigned numLoops = iterators.size();
+  // Leading parallel loops, but never the last loop of a multi-dimensional
+  // op: a row stays whole.
+  unsigned tiled = 0;
+  while (tiled < numLoops && iterators[tiled] == utils::IteratorType::parallel)
+    ++tiled;
+  if (numLoops > 1)
+    tiled = std::min(tiled, numLoops - 1);
+  SmallVector<OpFoldResult> sizes(numLoops, b.getIndexAttr(0));
+  if (tiled == 0)
+    return sizes;
+  for (unsigned i = 0; i + 1 < tiled; ++i)
+    sizes[i] = b.getIndexAttr(1);
+  // Rows per tile: the option, or as many as fit in `tileBytes`, a power of
+  // two that divides the rows (so that tiles have static shapes).
+  int64_t rows = ranges[tiled - 1];
+  int64_t rowBytes = 4;
+  for (unsigned i = tiled; i < numLoops; ++i)
+    rowBytes *= ranges[i];
+  int64_t tile = rowTile > 0 ? rowTile
+                             : std::max<int64_t>(1, tileBytes / rowBytes);
+  int64_t chosen = 1;
+  while (chosen * 2 <= std::min(tile, rows) && rows % (chosen * 2) == 0)
+    chosen *= 2;
+  // At least two tiles: a loop of one iteration folds away, and the kernel
+  // with it.
+  while (chosen > 1 && chosen * 2 > rows)
+    chosen /= 2;
+  if (rowTile > 0 && rows % rowTile == 0)
+    chosen = rowTile;
+  sizes[tiled - 1] = b.getIndexAttr(chosen);
+  return sizes;
+}
+
+LogicalResult FuseMemoryBoundPass::fuse(Group &group, IRRewriter &rewriter) {
+  auto root = cast<linalg::LinalgOp>(group.root);
+  Location loc = root->getLoc();
+
+  // What the group moves: inputs from outside, read once, and results used
+  // outside, written once; against every op reading and writing its own.
+  int64_t before = 0, after = 0;
+  llvm::SetVector<Value> external;
+  for (Operation *op : group.ops) {
+    for (Value operand : op->getOperands()) {
+      before += bytesOf(operand);
+      if (!group.ops.contains(operand.getDefiningOp()))
+        external.insert(operand);
+    }
+    for (Value result : op->getResults())
+      before += bytesOf(result);
+  }
+  for (Value value : external) {
+    // Inits that no payload reads (tensor.empty) cost nothing.
+    if (value.getDefiningOp<tensor::EmptyOp>())
+      continue;
+    after += bytesOf(value);
+  }
+  for (Value result : root->getResults())
+    after += bytesOf(result);
+  for (Operation *op : group.yielded)
+    after += bytesOf(op->getResult(0));
+
+  unsigned reductions = 0;
+  bool gemm = false;
+  for (Operation *op : group.ops) {
+    auto linalgOp = cast<linalg::LinalgOp>(op);
+    bool contraction = linalg::isaContractionOpInterface(linalgOp);
+    gemm |= contraction;
+    reductions += !contraction && linalgOp.getNumReductionLoops() > 0;
+  }
+
+  OpBuilder b(root);
+  scf::SCFTilingOptions tiling;
+  tiling.setTileSizes(tileSizes(root, b));
+  tiling.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp);
+  rewriter.setInsertionPoint(root);
+  FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
+      rewriter, cast<TilingInterface>(root.getOperation()), tiling);
+  if (failed(tiled) || tiled->loops.size() != 1)
+    return root->emitRemark() << "not fused: the chain cannot be tiled by rows";
+  SmallVector<LoopLikeOpInterface> loops = tiled->loops;
+  for (auto [res, replacement] :
+       llvm::zip(root->getResults(), tiled->replacements))
+    rewriter.replaceAllUsesWith(res, replacement);
+
+  // Fuse the group's producers slice by slice. Merging identical ops first
+  // (CSE) merges identical slices, so that a producer two ops of the group
+  // read is fused, and computed, once per tile.
+  DominanceInfo dominance;
+  auto producerOf = [&](tensor::ExtractSliceOp slice) -> Operation * {
+    Value source = slice.getSource();
+    if (auto arg = dyn_cast<BlockArgument>(source)) {
+      // A destination: the loop's init for that shared output.
+      auto forall = dyn_cast<scf::ForallOp>(arg.getOwner()->getParentOp());
+      if (!forall || arg.getArgNumber() < forall.getRank())
+        return nullptr;
+      source = forall.getOutputs()[arg.getArgNumber() - forall.getRank()];
+    }
+    Operation *producer = source.getDefiningOp();
+    return group.ops.contains(producer) ? producer : nullptr;
+  };
+  llvm::SetVector<Operation *> fusedOps;
+  while (true) {
+    eliminateCommonSubExpressions(rewriter, dominance, loops.front());
+    tensor::ExtractSliceOp candidate;
+    loops.front()->walk([&](tensor::ExtractSliceOp slice) {
+      if (!candidate && !slice->use_empty() && producerOf(slice))
+        candidate = slice;
+    });
+    if (!candidate)
+      break;
+    Operation *producer = producerOf(candidate);
+    std::optional<scf::SCFFuseProducerOfSliceResult> fusedResult =
+        scf::tileAndFuseProducerOfSlice(rewriter, candidate, loops);
+    if (!fusedResult)
+      return producer->emitError()
+             << "braid-fuse-memory-bound: cannot fuse this op into its "
+                "consumer's row tiles";
+    fusedOps.insert(producer);
+    // Mark the copies of an op whose result is also used after the kernel,
+    // to write that result from the kernel below.
+    if (group.yielded.contains(producer)) {
+      int64_t index = llvm::find(group.yielded, producer) - group.yielded.begin();
+      for (Operation *tiledOp : fusedResult->tiledOps)
+        tiledOp->setAttr(kCopyOfAttr, rewriter.getI64IntegerAttr(index));
+    }
+  }
+
+  // Each such result becomes one more output of the kernel: the loop gets a
+  // shared output, and each tile writes its part of the result into it.
+  auto forall = cast<scf::ForallOp>(loops.front().getOperation());
+  for (auto [index, producer] : llvm::enumerate(group.yielded)) {
+    Operation *copy = nullptr;
+    forall.getBody()->walk([&](Operation *op) {
+      auto mark = op->getAttrOfType<IntegerAttr>(kCopyOfAttr);
+      if (!copy && mark && mark.getInt() == static_cast<int64_t>(index))
+        copy = op;
+    });
+    auto init = copy ? cast<DestinationStyleOpInterface>(copy)
+                           .getDpsInits()[0]
+                           .getDefiningOp<tensor::ExtractSliceOp>()
+                     : nullptr;
+    if (!init)
+      return producer->emitError()
+             << "braid-fuse-memory-bound: cannot write this op's result "
+                "from the kernel";
+    forall = addSharedOutput(rewriter, forall,
+                             cast<DestinationStyleOpInterface>(producer)
+                                 .getDpsInits()[0],
+                             copy->getResult(0), init);
+    Value written = forall.getResults().back();
+    rewriter.replaceUsesWithIf(producer->getResult(0), written,
+                               [&](OpOperand &use) {
+                                 return !forall->isAncestor(use.getOwner());
+                               });
+  }
+  forall.getBody()->walk(
+      [&](Operation *op) { op->removeAttr(kCopyOfAttr); });
+  loops.front() = forall;
+  unsigned fused = fusedOps.size() + 1;
+  loops.front()->setAttr(kKernelAttr, rewriter.getUnitAttr());
+  // The originals are dead now; erase consumers before their producers.
+  // Fusion leaves the slices it fused through in place, unused.
+  SmallVector<Operation *> dead(group.ops.begin(), group.ops.end());
+  for (Operation *op : dead)
+    for (Operation *user : llvm::make_early_inc_range(op->getUsers()))
+      if (isa<tensor::ExtractSliceOp>(user) && user->use_empty())
+        rewriter.eraseOp(user);
+  bool erased = true;
+  while (erased) {
+    erased = false;
+    for (Operation *&op : dead)
+      if (op && op->use_empty()) {
+        rewriter.eraseOp(op);
+        op = nullptr;
+        erased = true;
+      }
+  }
+
+  auto remark = emitRemark(loc)
+                << "fused " << fused << " ops into one kernel"
+                << (gemm ? " (GEMM epilogue)" : "")
+                << (group.yielded.empty()
+                        ? ""
+                        : " writing " + std::to_string(group.yielded.size() + 1) +
+                              " outputs")
+                << " with " << reductions
+                << " row reduction" << (reductions == 1 ? "" : "s")
+                << ": moves " << after << " bytes instead of " << before;
+  (void)remark;
+  ++numGroups;
+  numFusedOps += fused;
+  return success();
+}
+
+void FuseMemoryBoundPass::runOnOperation() {
+  func::FuncOp function = getOperation();
+  if (function.isExternal())
+    return;
+  if (mode != "auto" && mode != "off") {
+    function.emitError() << "braid-fuse-memory-bound: unknown mode '" << mode
+                         << "', expected auto or off";
+    return signalPassFailure();
+  }
+  if (mode == "off")
+    return;
+  IRRewriter rewriter(&getContext());
+  for (Block &block : function.getBody()) {
+    SmallVector<Group> groups = formGroups(block);
+    for (Group &group : groups) {
+      if (group.ops.size() < 2)
+        continue;
+      if (failed(fuse(group, rewriter)))
+        continue;
+    }
+  }
+  // One producer feeding two ops of a group is fused twice, identically:
+  // merge the copies so that it is computed once per tile.
+  DominanceInfo dominance(function);
+  eliminateCommonSubExpressions(rewriter, dominance, function);
+}
+
+} // namespace
