@@ -43,8 +43,7 @@ bool braid::validatePipelineOptions(const BraidPipelineOptions &options,
                    std::initializer_list<llvm::StringRef> allowed) {
     if (llvm::is_contained(allowed, value))
       return true;
-    message = ("unknown " + name + " '" + value + "', expected one of")
-                  .str();
+    message = ("unknown " + name + " '" + value + "', expected one of").str();
     for (llvm::StringRef a : allowed)
       message += " " + a.str();
     return false;
@@ -54,8 +53,7 @@ bool braid::validatePipelineOptions(const BraidPipelineOptions &options,
          oneOf("target preset", options.targetPreset,
                {"cpu", "h100", "h200"}) &&
          oneOf("fusion mode", options.fuse, {"auto", "off"}) &&
-         oneOf("bidirectional", options.bidirectional,
-               {"auto", "on", "off"}) &&
+         oneOf("bidirectional", options.bidirectional, {"auto", "on", "off"}) &&
          oneOf("stage", options.stopAfter, {"dist", "xfer", "llvm"}) &&
          (options.subChunks >= 0 ||
           (message = "sub-chunks must be 0 (automatic) or positive", false));
@@ -114,7 +112,9 @@ void braid::buildBraidPipeline(OpPassManager &pm,
   // f16 and bf16 arithmetic runs in f32 (rounded back after each op, as
   // the types demand); then the bf16 conversions become integer code,
   // since the C runtime of our Debian toolchain lacks the bf16 helpers.
-  addTextual(pm, "math-extend-to-supported-types{extra-types=f16,bf16},"
+  // libm has no reciprocal square root: it becomes 1 / sqrt first.
+  addTextual(pm, "func.func(math-expand-ops{ops=rsqrt}),"
+                 "math-extend-to-supported-types{extra-types=f16,bf16},"
                  "arith-emulate-unsupported-floats{source-types=f16,bf16 "
                  "target-type=f32},arith-expand{include-bf16},"
                  "convert-math-to-libm,canonicalize");

@@ -261,6 +261,12 @@ class Function:
             f"  }} -> {out_type}")
         return Value(name, shape, "f32")
 
+    def position(self, axis):
+        """This rank's index along grid `axis` (an index value)."""
+        return self._result("pos", (), "index",
+                            f"shard.process_multi_index on @{self.grid.name} "
+                            f"axes = [{axis}] : index")
+
     # -- collectives --
 
     def _axes(self, axis):
@@ -354,6 +360,36 @@ class _Body:
     def exp(self, a):
         return self.emit(f"math.exp {a} : f32")
 
+    def rsqrt(self, a):
+        return self.emit(f"math.rsqrt {a} : f32")
+
+    def philox_uniform(self, row, col, seed):
+        """A uniform u32 from Philox-4x32-10 keyed by `seed` at counter
+        (col, row, 0, 0) (`row`, `col`: index values); returns the first
+        output word as i32. Matches philox_uniform() below."""
+        def i32(value):
+            value &= 0xFFFFFFFF
+            signed = value - (1 << 32) if value >= 1 << 31 else value
+            return self.emit(f"arith.constant {signed} : i32", "k")
+        c = [self.emit(f"arith.index_cast {col} : index to i32", "c"),
+             self.emit(f"arith.index_cast {row} : index to i32", "c"),
+             i32(0), i32(0)]
+        keys = _philox_keys(seed)
+        m0, m1 = i32(PHILOX_M0), i32(PHILOX_M1)
+        for k0, k1 in keys:
+            lo0 = self.fresh("lo")
+            hi0 = self.fresh("hi")
+            self.lines.append(f"{lo0}, {hi0} = arith.mului_extended {m0}, {c[0]} : i32")
+            lo1 = self.fresh("lo")
+            hi1 = self.fresh("hi")
+            self.lines.append(f"{lo1}, {hi1} = arith.mului_extended {m1}, {c[2]} : i32")
+            x0 = self.emit(f"arith.xori {hi1}, {c[1]} : i32", "x")
+            x0 = self.emit(f"arith.xori {x0}, {i32(k0)} : i32", "x")
+            x2 = self.emit(f"arith.xori {hi0}, {c[3]} : i32", "x")
+            x2 = self.emit(f"arith.xori {x2}, {i32(k1)} : i32", "x")
+            c = [x0, lo1, x2, lo0]
+        return c[0]
+
     def tanh(self, a):
         return self.emit(f"math.tanh {a} : f32")
 
@@ -376,6 +412,38 @@ def gelu(x):
 
 def silu(x):
     return x / (1.0 + np.exp(-x))
+
+
+# Philox-4x32-10 (Salmon et al., SC'11): counter-based, so a dropout mask is
+# a pure function of (seed, row, column), the same on every rank and run.
+PHILOX_M0, PHILOX_M1 = 0xD2511F53, 0xCD9E8D57
+PHILOX_W0, PHILOX_W1 = 0x9E3779B9, 0xBB67AE85
+
+
+def _philox_keys(seed):
+    k0, k1 = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
+    keys = []
+    for _ in range(10):
+        keys.append((k0, k1))
+        k0, k1 = (k0 + PHILOX_W0) & 0xFFFFFFFF, (k1 + PHILOX_W1) & 0xFFFFFFFF
+    return keys
+
+
+def philox_uniform(rows, cols, seed):
+    """The first output word of Philox-4x32-10 at counters (col, row, 0, 0)
+    for every row in `rows` and column in `cols` (uint32, [rows, cols])."""
+    mask = np.uint64(0xFFFFFFFF)
+    c0 = np.broadcast_to(np.asarray(cols, np.uint64)[None, :], (len(rows), len(cols))).copy()
+    c1 = np.broadcast_to(np.asarray(rows, np.uint64)[:, None], c0.shape).copy()
+    c2 = np.zeros_like(c0)
+    c3 = np.zeros_like(c0)
+    for k0, k1 in _philox_keys(seed):
+        p0 = np.uint64(PHILOX_M0) * c0
+        p1 = np.uint64(PHILOX_M1) * c2
+        hi0, lo0 = p0 >> np.uint64(32), p0 & mask
+        hi1, lo1 = p1 >> np.uint64(32), p1 & mask
+        c0, c1, c2, c3 = (hi1 ^ c1 ^ np.uint64(k0)), lo1, (hi0 ^ c3 ^ np.uint64(k1)), lo0
+    return c0.astype(np.uint32)
 
 
 # --- blocks ------------------------------------------------------------------
@@ -409,8 +477,8 @@ class Block:
         fn = Function(self.grid, self.name)
         x = fn.arg("x", self.input_shape(), self.dtype)
         out = self.emit(fn, x, "")
-        self.arg_specs = fn.specs
-        return f"{self.grid.mlir()}\n{fn.text([out])}"
+        outs = list(out) if isinstance(out, (list, tuple)) else [out]
+        return f"{self.grid.mlir()}\n{fn.text(outs)}"
 
     def signature(self):
         """(name, per-rank shape, dtype) of each argument."""
@@ -455,7 +523,8 @@ class Block:
                   for rank_inputs in inputs]
         x = [v[0] for v in values]
         weights = [v[1:] for v in values]
-        return [[y] for y in self.forward(x, weights, "")]
+        return [list(y) if isinstance(y, tuple) else [y]
+                for y in self.forward(x, weights, "")]
 
     def check(self, outputs, inputs):
         """Largest error of `outputs` against the reference, relative to the
@@ -744,6 +813,127 @@ class MoE(Block):
 
     def num_weights(self):
         return 3
+
+
+class Norm(_ActivationBlock):
+    """What follows a row-parallel layer: its partial sums reduced
+    (all-reduce under tp, reduce-scatter under sp), dropout, bias and the
+    residual added, then a layernorm or RMSNorm. Returns the normalized
+    activations and the new residual stream; memory-bound fusion makes the
+    whole epilogue one kernel with two outputs.
+
+    Per rank: x (the residual) [tokens or tokens/n, hidden], a [tokens,
+    k/n] and w [k/n, hidden] (the row-parallel layer), bias, gamma (and
+    beta for layernorm) [hidden]. Dropout with probability `dropout` keeps
+    element (i, j) when Philox-4x32-10 keyed by `seed` at counter (j, global
+    row i) is at least dropout * 2^32, and scales kept values by
+    1 / (1 - dropout): the mask depends on the seed and the element's place
+    in the whole tensor only, so it is the same for any number of ranks and
+    on every run.
+    """
+
+    name = "norm"
+    EPSILON = 1e-5
+
+    def __init__(self, grid, tokens, hidden, k, axis=0, dtype="f32",
+                 parallel="sp", norm="layernorm", dropout=0.0, seed=0):
+        super().__init__(grid, axis, dtype, tokens, hidden, parallel)
+        if norm not in ("layernorm", "rmsnorm"):
+            raise ValueError(f"norm must be layernorm or rmsnorm, not {norm!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), not {dropout}")
+        self._require(k, "k")
+        self.k, self.norm, self.dropout, self.seed = k, norm, dropout, seed
+
+    def _threshold(self):
+        return int(round(self.dropout * 2.0 ** 32))
+
+    def emit(self, fn, x, prefix):
+        t, h, dt = self.tokens, self.hidden, self.dtype
+        a = fn.arg(f"{prefix}a", (t, self.k // self.n), dt)
+        w = fn.arg(f"{prefix}w", (self.k // self.n, h), dt)
+        bias = fn.arg(f"{prefix}bias", (h,), dt)
+        gamma = fn.arg(f"{prefix}gamma", (h,), dt)
+        beta = fn.arg(f"{prefix}beta", (h,), dt) if self.norm == "layernorm" else None
+        y = fn.matmul(a, w)
+        if self.parallel == "sp":
+            y = fn.reduce_scatter(y, self.axis, 0)
+        else:
+            y = fn.all_reduce(y, self.axis)
+        rows = y.shape[0]
+        row0 = None
+        if self.dropout and self.parallel == "sp":
+            position = fn.position(self.axis)
+            row0 = fn._result("row0", (), "index",
+                              f"arith.muli {position}, {fn._result('c', (), 'index', f'arith.constant {rows} : index')} : index")
+        threshold, scale, seed = self._threshold(), 1.0 / (1.0 - self.dropout), self.seed
+
+        def residual(b, yv, bv, xv, i, j):
+            value = yv
+            if threshold:
+                row = b.emit(f"arith.addi {i}, {row0} : index", "r") if row0 else i
+                u = b.philox_uniform(row, j, seed)
+                limit = b.emit(f"arith.constant {threshold - (1 << 32) if threshold >= 1 << 31 else threshold} : i32", "k")
+                keep = b.emit(f"arith.cmpi uge, {u}, {limit} : i32", "p")
+                scaled = b.mul(value, b.const(scale))
+                value = b.emit(f"arith.select {keep}, {scaled}, {b.const(0.0)} : f32")
+            return b.add(b.add(value, bv), xv)
+        hsum = fn.map([y, (bias, (1,)), x], dt, residual, index=True)
+        zero = "0.0"
+        mean = None
+        if self.norm == "layernorm":
+            total = fn.reduce_last(fn.map([hsum], "f32", lambda b, v: v), "sum")
+            mean = fn.map([total], "f32", lambda b, v: b.div(v, b.const(h)))
+            centered = fn.map([hsum, (mean, (0,))], "f32", lambda b, v, m: b.sub(v, m))
+            squares = fn.map([centered], "f32", lambda b, v: b.mul(v, v))
+        else:
+            squares = fn.map([hsum], "f32", lambda b, v: b.mul(v, v))
+        var = fn.reduce_last(squares, "sum")
+        eps = self.EPSILON
+
+        def normalize(b, v, s, g, *rest):
+            rs = b.rsqrt(b.add(b.div(s, b.const(h)), b.const(eps)))
+            if self.norm == "layernorm":
+                m, bt = rest
+                return b.add(b.mul(b.mul(b.sub(v, m), rs), g), bt)
+            return b.mul(b.mul(v, rs), g)
+        inputs = [hsum, (var, (0,)), (gamma, (1,))]
+        if self.norm == "layernorm":
+            inputs += [(mean, (0,)), (beta, (1,))]
+        del zero
+        out = fn.map(inputs, dt, normalize)
+        return out, hsum
+
+    def forward(self, x, weights, prefix):
+        dt, h = self.dtype, self.hidden
+        partial = [weights[r][0] @ weights[r][1] for r in range(self.grid.size)]
+        y = self._reduce(partial, 0 if self.parallel == "sp" else None)
+        results = []
+        for rank in range(self.grid.size):
+            bias, gamma = weights[rank][2], weights[rank][3]
+            value = y[rank]
+            if self.dropout:
+                rows = np.arange(value.shape[0])
+                if self.parallel == "sp":
+                    group = next(g for g in self.grid.groups(self.axis) if rank in g)
+                    rows = rows + group.index(rank) * value.shape[0]
+                u = philox_uniform(rows, np.arange(h), self.seed)
+                keep = u.astype(np.uint64) >= self._threshold()
+                value = np.where(keep, value * (1.0 / (1.0 - self.dropout)), 0.0)
+            hsum = quantize(value + bias + x[rank], dt)
+            if self.norm == "layernorm":
+                beta = weights[rank][4]
+                mean = hsum.mean(axis=1, keepdims=True)
+                var = ((hsum - mean) ** 2).mean(axis=1, keepdims=True)
+                out = (hsum - mean) / np.sqrt(var + self.EPSILON) * gamma + beta
+            else:
+                ms = (hsum ** 2).mean(axis=1, keepdims=True)
+                out = hsum / np.sqrt(ms + self.EPSILON) * gamma
+            results.append((quantize(out, dt), hsum))
+        return results
+
+    def num_weights(self):
+        return 5 if self.norm == "layernorm" else 4
 
 
 class Transformer(_ActivationBlock):

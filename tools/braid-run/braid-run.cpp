@@ -532,14 +532,11 @@ int compile(const Options &options, const std::string &compiler,
             const std::string &mode, const std::string &fuse,
             const std::string &artifact, bool withReport,
             const std::string &stderrPath = std::string()) {
-  std::vector<std::string> args = {compiler,
-                                   options.program,
-                                   "--target=cpu",
-                                   "-o",
-                                   artifact,
-                                   "--overlap=" + mode,
-                                   "--fuse=" + fuse,
-                                   "--target-preset=" + options.targetPreset};
+  std::vector<std::string> args = {
+      compiler,         options.program,
+      "--target=cpu",   "-o",
+      artifact,         "--overlap=" + mode,
+      "--fuse=" + fuse, "--target-preset=" + options.targetPreset};
   if (!options.entry.empty())
     args.push_back("--entry=" + options.entry);
   if (withReport && !options.report.empty())
@@ -842,14 +839,15 @@ int runCheck(const Options &options, const std::string &dir,
       outputs.push_back(checkOutputPattern(dir, which, k));
     // --trace, --warmup and --repeat are about the checked program.
     bool checked = which == "checked";
-    int status = launch(mpirun, ranks,
-                        execCommand(options, exec,
-                                    checked ? artifact : reference, outputs,
-                                    checked));
+    int status =
+        launch(mpirun, ranks,
+               execCommand(options, exec, checked ? artifact : reference,
+                           outputs, checked));
     if (status != 0) {
       error(format("the %s run failed (exit %d)",
-                   checked ? ("overlap=" + mode + " fuse=" + options.fuse).c_str()
-                           : "overlap=off fuse=off",
+                   checked
+                       ? ("overlap=" + mode + " fuse=" + options.fuse).c_str()
+                       : "overlap=off fuse=off",
                    status));
       return status;
     }
@@ -909,9 +907,8 @@ int runCheck(const Options &options, const std::string &dir,
   std::printf("braid-run: check passed: overlap=%s fuse=%s matches "
               "overlap=off fuse=off on %lld ranks, %zu outputs (max abs diff "
               "%.3g, max rel diff %.3g)\n",
-              mode.c_str(), options.fuse.c_str(),
-              static_cast<long long>(ranks), numResults,
-              comparison.maxAbsDiff, comparison.maxRelDiff);
+              mode.c_str(), options.fuse.c_str(), static_cast<long long>(ranks),
+              numResults, comparison.maxAbsDiff, comparison.maxRelDiff);
   return 0;
 }
 
@@ -1064,8 +1061,7 @@ int run(int argc, char **argv) {
     // Other ranks' diagnostics repeat rank 0's; they go to a file.
     std::string log = quiet ? dir + "/compile.log" : std::string();
     if (int status = compile(rankOptions, compiler, options.overlap,
-                             options.fuse, artifact,
-                             true, log)) {
+                             options.fuse, artifact, true, log)) {
       if (quiet)
         std::fprintf(stderr, "braid-run: rank %lld: braid-compile failed\n",
                      static_cast<long long>(mpiRank));

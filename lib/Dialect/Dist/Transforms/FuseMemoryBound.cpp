@@ -58,10 +58,10 @@ scf::ForallOp addSharedOutput(RewriterBase &rewriter, scf::ForallOp loop,
   SmallVector<Value> outputs(loop.getOutputs());
   outputs.push_back(init);
   rewriter.setInsertionPoint(loop);
-  auto newLoop = scf::ForallOp::create(
-      rewriter, loop.getLoc(), loop.getMixedLowerBound(),
-      loop.getMixedUpperBound(), loop.getMixedStep(), outputs,
-      loop.getMapping());
+  auto newLoop =
+      scf::ForallOp::create(rewriter, loop.getLoc(), loop.getMixedLowerBound(),
+                            loop.getMixedUpperBound(), loop.getMixedStep(),
+                            outputs, loop.getMapping());
   Block *body = newLoop.getBody();
   rewriter.eraseOp(body->getTerminator());
   SmallVector<Value> arguments(body->getArguments().drop_back());
@@ -101,11 +101,11 @@ bool isMemoryBound(Operation *op) {
   if (!llvm::all_of(linalgOp.getIndexingMapsArray(),
                     [](AffineMap map) { return map.isProjectedPermutation(); }))
     return false;
-  if (linalgOp.getIteratorTypesArray().front() !=
-      utils::IteratorType::parallel)
+  if (linalgOp.getIteratorTypesArray().front() != utils::IteratorType::parallel)
     return false;
-  return llvm::all_of(linalgOp.getStaticLoopRanges(),
-                      [](int64_t size) { return !ShapedType::isDynamic(size); });
+  return llvm::all_of(linalgOp.getStaticLoopRanges(), [](int64_t size) {
+    return !ShapedType::isDynamic(size);
+  });
 }
 
 /// A contraction that may head a group as its GEMM: its epilogue follows.
@@ -195,9 +195,19 @@ SmallVector<Group> FuseMemoryBoundPass::formGroups(Block &block) {
           group.yielded.insert(producer);
         group.ops.insert(producer);
         groupOf[producer] = id;
-        // A contraction heads the group: its own producers stay outside.
-        if (memoryBound)
+        // A contraction heads the group: of its own producers only the
+        // fill of its accumulator joins.
+        if (memoryBound) {
           worklist.push_back(producer);
+          continue;
+        }
+        for (Value init : cast<linalg::LinalgOp>(producer).getDpsInits())
+          if (auto fill = init.getDefiningOp<linalg::FillOp>())
+            if (fill->getBlock() == &block && fill->hasOneUse() &&
+                !groupOf.count(fill)) {
+              group.ops.insert(fill);
+              groupOf[fill] = id;
+            }
       }
     }
   }
@@ -227,8 +237,8 @@ SmallVector<OpFoldResult> FuseMemoryBoundPass::tileSizes(linalg::LinalgOp root,
   int64_t rowBytes = 4;
   for (unsigned i = tiled; i < numLoops; ++i)
     rowBytes *= ranges[i];
-  int64_t tile = rowTile > 0 ? rowTile
-                             : std::max<int64_t>(1, tileBytes / rowBytes);
+  int64_t tile =
+      rowTile > 0 ? rowTile : std::max<int64_t>(1, tileBytes / rowBytes);
   int64_t chosen = 1;
   while (chosen * 2 <= std::min(tile, rows) && rows % (chosen * 2) == 0)
     chosen *= 2;
@@ -330,7 +340,8 @@ LogicalResult FuseMemoryBoundPass::fuse(Group &group, IRRewriter &rewriter) {
     // Mark the copies of an op whose result is also used after the kernel,
     // to write that result from the kernel below.
     if (group.yielded.contains(producer)) {
-      int64_t index = llvm::find(group.yielded, producer) - group.yielded.begin();
+      int64_t index =
+          llvm::find(group.yielded, producer) - group.yielded.begin();
       for (Operation *tiledOp : fusedResult->tiledOps)
         tiledOp->setAttr(kCopyOfAttr, rewriter.getI64IntegerAttr(index));
     }
@@ -354,18 +365,16 @@ LogicalResult FuseMemoryBoundPass::fuse(Group &group, IRRewriter &rewriter) {
       return producer->emitError()
              << "braid-fuse-memory-bound: cannot write this op's result "
                 "from the kernel";
-    forall = addSharedOutput(rewriter, forall,
-                             cast<DestinationStyleOpInterface>(producer)
-                                 .getDpsInits()[0],
-                             copy->getResult(0), init);
+    forall = addSharedOutput(
+        rewriter, forall,
+        cast<DestinationStyleOpInterface>(producer).getDpsInits()[0],
+        copy->getResult(0), init);
     Value written = forall.getResults().back();
-    rewriter.replaceUsesWithIf(producer->getResult(0), written,
-                               [&](OpOperand &use) {
-                                 return !forall->isAncestor(use.getOwner());
-                               });
+    rewriter.replaceUsesWithIf(
+        producer->getResult(0), written,
+        [&](OpOperand &use) { return !forall->isAncestor(use.getOwner()); });
   }
-  forall.getBody()->walk(
-      [&](Operation *op) { op->removeAttr(kCopyOfAttr); });
+  forall.getBody()->walk([&](Operation *op) { op->removeAttr(kCopyOfAttr); });
   loops.front() = forall;
   unsigned fused = fusedOps.size() + 1;
   loops.front()->setAttr(kKernelAttr, rewriter.getUnitAttr());
@@ -392,11 +401,12 @@ LogicalResult FuseMemoryBoundPass::fuse(Group &group, IRRewriter &rewriter) {
                 << (gemm ? " (GEMM epilogue)" : "")
                 << (group.yielded.empty()
                         ? ""
-                        : " writing " + std::to_string(group.yielded.size() + 1) +
+                        : " writing " +
+                              std::to_string(group.yielded.size() + 1) +
                               " outputs")
-                << " with " << reductions
-                << " row reduction" << (reductions == 1 ? "" : "s")
-                << ": moves " << after << " bytes instead of " << before;
+                << " with " << reductions << " row reduction"
+                << (reductions == 1 ? "" : "s") << ": moves " << after
+                << " bytes instead of " << before;
   (void)remark;
   ++numGroups;
   numFusedOps += fused;

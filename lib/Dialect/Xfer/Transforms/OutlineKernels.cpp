@@ -54,13 +54,12 @@ struct OutlineKernelsPass
 
         builder.setInsertionPoint(function);
         auto type = builder.getFunctionType(
-            llvm::to_vector(llvm::map_range(
-                inputs, [](Value v) { return v.getType(); })),
+            llvm::to_vector(
+                llvm::map_range(inputs, [](Value v) { return v.getType(); })),
             {});
         std::string name =
             (function.getSymName() + "_kernel_" + Twine(index++)).str();
-        auto outlined =
-            func::FuncOp::create(builder, op->getLoc(), name, type);
+        auto outlined = func::FuncOp::create(builder, op->getLoc(), name, type);
         outlined.setPrivate();
         symbols.insert(outlined);
         Block *body = outlined.addEntryBlock();

@@ -1,0 +1,274 @@
+// Memory-bound chains become one row-tiled kernel each (scf.forall marked
+// braid.kernel), with exact kernel counts, no recomputation, and remarks.
+// RUN: braid-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(braid-fuse-memory-bound))" 2>/dev/null | FileCheck %s
+// RUN: braid-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(braid-fuse-memory-bound))" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
+// RUN: braid-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(braid-fuse-memory-bound{mode=off}))" | FileCheck %s --check-prefix=OFF
+// RUN: braid-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(braid-fuse-memory-bound{row-tile=4}))" | FileCheck %s --check-prefix=TILE
+// RUN: not braid-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(braid-fuse-memory-bound{mode=sometimes}))" 2>&1 | FileCheck %s --check-prefix=MODE
+
+// MODE: error: braid-fuse-memory-bound: unknown mode 'sometimes', expected auto or off
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#col = affine_map<(d0, d1) -> (d1)>
+
+// Softmax: max, exp(x - max), sum, divide: one kernel; the exponential,
+// read by the sum and the divide, is computed once per tile.
+// REMARK: remark: fused 6 ops into one kernel with 2 row reductions: moves 65536 bytes instead of 264704
+// CHECK-LABEL: func.func @softmax
+// CHECK-NOT: linalg
+// CHECK: scf.forall (%{{.*}}) = (0) to (64) step (32)
+// CHECK-COUNT-4: linalg.generic
+// CHECK-NOT: linalg.generic
+// CHECK: } {braid.kernel}
+// CHECK-NEXT: return
+// OFF-LABEL: func.func @softmax
+// OFF-NOT: scf.forall
+// TILE-LABEL: func.func @softmax
+// TILE: scf.forall (%{{.*}}) = (0) to (64) step (4)
+func.func @softmax(%x: tensor<64x128xf32>) -> tensor<64x128xf32> {
+  %ninf = arith.constant -3.0e38 : f32
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<64xf32>
+  %m0 = linalg.fill ins(%ninf : f32) outs(%e0 : tensor<64xf32>) -> tensor<64xf32>
+  %m = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<64x128xf32>) outs(%m0 : tensor<64xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.maximumf %acc, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<64xf32>
+  %e1 = tensor.empty() : tensor<64x128xf32>
+  %e = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %m : tensor<64x128xf32>, tensor<64xf32>) outs(%e1 : tensor<64x128xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %d = arith.subf %a, %b : f32
+    %r = math.exp %d : f32
+    linalg.yield %r : f32
+  } -> tensor<64x128xf32>
+  %s0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<64xf32>) -> tensor<64xf32>
+  %s = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%e : tensor<64x128xf32>) outs(%s0 : tensor<64xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %acc, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<64xf32>
+  %y = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%e, %s : tensor<64x128xf32>, tensor<64xf32>) outs(%e1 : tensor<64x128xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %r = arith.divf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<64x128xf32>
+  return %y : tensor<64x128xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#col = affine_map<(d0, d1) -> (d1)>
+
+// Bias + residual + layernorm, the sum also returned (the next residual):
+// one kernel with two outputs; the sum and the mean computed once.
+// REMARK: remark: fused 5 ops into one kernel writing 2 outputs with 2 row reductions
+// CHECK-LABEL: func.func @addnorm
+// CHECK: %[[K:.*]]:2 = scf.forall
+// CHECK-COUNT-4: linalg.generic
+// CHECK-NOT: linalg.generic
+// CHECK: tensor.parallel_insert_slice
+// CHECK: tensor.parallel_insert_slice
+// CHECK: } {braid.kernel}
+// CHECK-NEXT: return %[[K]]#0, %[[K]]#1
+func.func @addnorm(%x: tensor<16x64xf32>, %y: tensor<16x64xf32>, %b: tensor<64xf32>, %g: tensor<64xf32>) -> (tensor<16x64xf32>, tensor<16x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %n = arith.constant 64.0 : f32
+  %eps = arith.constant 1.0e-5 : f32
+  %e1 = tensor.empty() : tensor<16x64xf32>
+  %h = linalg.generic {indexing_maps = [#id, #id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %y, %b : tensor<16x64xf32>, tensor<16x64xf32>, tensor<64xf32>) outs(%e1 : tensor<16x64xf32>) {
+  ^bb0(%a: f32, %c: f32, %d: f32, %o: f32):
+    %s = arith.addf %a, %c : f32
+    %t = arith.addf %s, %d : f32
+    linalg.yield %t : f32
+  } -> tensor<16x64xf32>
+  %e0 = tensor.empty() : tensor<16xf32>
+  %z0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<16xf32>) -> tensor<16xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%h : tensor<16x64xf32>) outs(%z0 : tensor<16xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %acc, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<16xf32>
+  %sq = linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%h, %sum : tensor<16x64xf32>, tensor<16xf32>) outs(%z0 : tensor<16xf32>) {
+  ^bb0(%a: f32, %s: f32, %acc: f32):
+    %mean = arith.divf %s, %n : f32
+    %d = arith.subf %a, %mean : f32
+    %d2 = arith.mulf %d, %d : f32
+    %r = arith.addf %acc, %d2 : f32
+    linalg.yield %r : f32
+  } -> tensor<16xf32>
+  %out = linalg.generic {indexing_maps = [#id, #row, #row, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%h, %sum, %sq, %g : tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>, tensor<64xf32>) outs(%e1 : tensor<16x64xf32>) {
+  ^bb0(%a: f32, %s: f32, %v: f32, %gg: f32, %o: f32):
+    %mean = arith.divf %s, %n : f32
+    %var = arith.divf %v, %n : f32
+    %ve = arith.addf %var, %eps : f32
+    %rs = math.rsqrt %ve : f32
+    %d = arith.subf %a, %mean : f32
+    %nrm = arith.mulf %d, %rs : f32
+    %r = arith.mulf %nrm, %gg : f32
+    linalg.yield %r : f32
+  } -> tensor<16x64xf32>
+  return %out, %h : tensor<16x64xf32>, tensor<16x64xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#col = affine_map<(d0, d1) -> (d1)>
+
+// RMSNorm in f16 storage, f32 math: one kernel.
+// REMARK: remark: fused 3 ops into one kernel with 1 row reduction
+// CHECK-LABEL: func.func @rmsnorm
+// CHECK: scf.forall (%{{.*}}) = (0) to (32) step (16)
+// CHECK: } {braid.kernel}
+func.func @rmsnorm(%x: tensor<32x1024xf16>, %g: tensor<1024xf16>) -> tensor<32x1024xf16> {
+  %zero = arith.constant 0.0 : f32
+  %n = arith.constant 1024.0 : f32
+  %eps = arith.constant 1.0e-6 : f32
+  %e0 = tensor.empty() : tensor<32xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e0 : tensor<32xf32>) -> tensor<32xf32>
+  %ss = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<32x1024xf16>) outs(%z : tensor<32xf32>) {
+  ^bb0(%a: f16, %acc: f32):
+    %f = arith.extf %a : f16 to f32
+    %q = arith.mulf %f, %f : f32
+    %r = arith.addf %acc, %q : f32
+    linalg.yield %r : f32
+  } -> tensor<32xf32>
+  %e1 = tensor.empty() : tensor<32x1024xf16>
+  %y = linalg.generic {indexing_maps = [#id, #row, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %ss, %g : tensor<32x1024xf16>, tensor<32xf32>, tensor<1024xf16>) outs(%e1 : tensor<32x1024xf16>) {
+  ^bb0(%a: f16, %s: f32, %gg: f16, %o: f16):
+    %f = arith.extf %a : f16 to f32
+    %gf = arith.extf %gg : f16 to f32
+    %m = arith.divf %s, %n : f32
+    %me = arith.addf %m, %eps : f32
+    %rs = math.rsqrt %me : f32
+    %t = arith.mulf %f, %rs : f32
+    %u = arith.mulf %t, %gf : f32
+    %h = arith.truncf %u : f32 to f16
+    linalg.yield %h : f16
+  } -> tensor<32x1024xf16>
+  return %y : tensor<32x1024xf16>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// A reduction two separate results need is computed once and materialized
+// (one kernel with the fill of its accumulator): fusing it into both
+// consumers would compute it twice.
+// REMARK: remark: fused 2 ops into one kernel with 1 row reduction
+// CHECK-LABEL: func.func @shared_reduction
+// CHECK: scf.forall
+// CHECK: iterator_types = ["parallel", "reduction"]
+// CHECK: } {braid.kernel}
+// CHECK-NOT: iterator_types = ["parallel", "reduction"]
+// CHECK-NOT: scf.forall
+// CHECK: return
+func.func @shared_reduction(%x: tensor<16x64xf32>) -> (tensor<16x64xf32>, tensor<16x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<16xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e0 : tensor<16xf32>) -> tensor<16xf32>
+  %s = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<16x64xf32>) outs(%z : tensor<16xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %acc, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<16xf32>
+  %e1 = tensor.empty() : tensor<16x64xf32>
+  %y1 = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %s : tensor<16x64xf32>, tensor<16xf32>) outs(%e1 : tensor<16x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %r = arith.divf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<16x64xf32>
+  %y2 = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %s : tensor<16x64xf32>, tensor<16xf32>) outs(%e1 : tensor<16x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %r = arith.mulf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<16x64xf32>
+  return %y1, %y2 : tensor<16x64xf32>, tensor<16x64xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+
+// GEMM epilogue: matmul, bias + GELU-like activation + residual, in bf16
+// with f32 accumulation: one kernel over rows of the product.
+// REMARK: remark: fused 3 ops into one kernel (GEMM epilogue) with 0 row reductions
+// CHECK-LABEL: func.func @epilogue
+// CHECK: scf.forall
+// CHECK: linalg.fill
+// CHECK: linalg.matmul
+// CHECK: linalg.generic
+// CHECK: } {braid.kernel}
+// The epilogue stops at a transpose.
+// CHECK: linalg.transpose
+// OFF-LABEL: func.func @epilogue
+// OFF-NOT: scf.forall
+// OFF: linalg.matmul
+func.func @epilogue(%a: tensor<64x128xbf16>, %w: tensor<128x256xbf16>, %b: tensor<256xf32>, %res: tensor<64x256xbf16>) -> tensor<256x64xbf16> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<64x256xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<64x256xf32>) -> tensor<64x256xf32>
+  %mm = linalg.matmul ins(%a, %w : tensor<64x128xbf16>, tensor<128x256xbf16>) outs(%z : tensor<64x256xf32>) -> tensor<64x256xf32>
+  %e1 = tensor.empty() : tensor<64x256xbf16>
+  %y = linalg.generic {indexing_maps = [#id, #col, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%mm, %b, %res : tensor<64x256xf32>, tensor<256xf32>, tensor<64x256xbf16>) outs(%e1 : tensor<64x256xbf16>) {
+  ^bb0(%v: f32, %c: f32, %r: bf16, %o: bf16):
+    %s = arith.addf %v, %c : f32
+    %t = math.tanh %s : f32
+    %act = arith.mulf %s, %t : f32
+    %rf = arith.extf %r : bf16 to f32
+    %sum = arith.addf %act, %rf : f32
+    %h = arith.truncf %sum : f32 to bf16
+    linalg.yield %h : bf16
+  } -> tensor<64x256xbf16>
+  %e2 = tensor.empty() : tensor<256x64xbf16>
+  %t = linalg.transpose ins(%y : tensor<64x256xbf16>) outs(%e2 : tensor<256x64xbf16>) permutation = [1, 0]
+  return %t : tensor<256x64xbf16>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// Dynamic shapes are left alone.
+// CHECK-LABEL: func.func @dynamic
+// CHECK-NOT: scf.forall
+func.func @dynamic(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
+  %c0 = arith.constant 0 : index
+  %d = tensor.dim %x, %c0 : tensor<?x64xf32>
+  %e = tensor.empty(%d) : tensor<?x64xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<?x64xf32>) outs(%e : tensor<?x64xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = math.exp %a : f32
+    linalg.yield %r : f32
+  } -> tensor<?x64xf32>
+  %z = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y : tensor<?x64xf32>) outs(%e : tensor<?x64xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %r = arith.mulf %a, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<?x64xf32>
+  return %z : tensor<?x64xf32>
+}
