@@ -332,10 +332,14 @@ LogicalResult FuseMemoryBoundPass::fuse(Group &group, IRRewriter &rewriter) {
     Operation *producer = producerOf(candidate);
     std::optional<scf::SCFFuseProducerOfSliceResult> fusedResult =
         scf::tileAndFuseProducerOfSlice(rewriter, candidate, loops);
-    if (!fusedResult)
-      return producer->emitError()
-             << "braid-fuse-memory-bound: cannot fuse this op into its "
-                "consumer's row tiles";
+    if (!fusedResult) {
+      // It stays outside, computed once; the kernel reads its result.
+      producer->emitRemark()
+          << "kept outside the kernel: it cannot be computed by row tiles";
+      group.ops.remove(producer);
+      group.yielded.remove(producer);
+      continue;
+    }
     fusedOps.insert(producer);
     // Mark the copies of an op whose result is also used after the kernel,
     // to write that result from the kernel below.
@@ -361,10 +365,12 @@ LogicalResult FuseMemoryBoundPass::fuse(Group &group, IRRewriter &rewriter) {
                            .getDpsInits()[0]
                            .getDefiningOp<tensor::ExtractSliceOp>()
                      : nullptr;
-    if (!init)
-      return producer->emitError()
-             << "braid-fuse-memory-bound: cannot write this op's result "
-                "from the kernel";
+    if (!init) {
+      // Correct, at the price of computing it outside as well.
+      producer->emitRemark() << "computed again outside the kernel: its "
+                                "tiles do not cover its result";
+      continue;
+    }
     forall = addSharedOutput(
         rewriter, forall,
         cast<DestinationStyleOpInterface>(producer).getDpsInits()[0],
