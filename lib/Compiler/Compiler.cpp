@@ -191,6 +191,8 @@ bool braid::parseCompileOptions(StringRef text, CompileOptions &options,
       options.overlap = value.str();
     else if (key == "fuse")
       options.fuse = value.str();
+    else if (key == "quantize-all-gather")
+      options.quantizeAllGather = value.str();
     else if (key == "target")
       options.target = value.str();
     else if (key == "target-preset")
@@ -240,6 +242,7 @@ bool braid::validateCompileOptions(const CompileOptions &options,
   pipeline.target = options.target;
   pipeline.overlap = options.overlap;
   pipeline.fuse = options.fuse;
+  pipeline.quantizeAllGather = options.quantizeAllGather;
   pipeline.targetPreset = options.targetPreset;
   pipeline.subChunks = options.subChunks;
   pipeline.bidirectional = options.bidirectional;
@@ -278,6 +281,7 @@ LogicalResult braid::compile(ModuleOp module, const CompileOptions &options,
   pipeline.target = options.target;
   pipeline.overlap = options.overlap;
   pipeline.fuse = options.fuse;
+  pipeline.quantizeAllGather = options.quantizeAllGather;
   pipeline.targetPreset = options.targetPreset;
   pipeline.report = options.report;
   pipeline.checkSchedule = options.checkSchedule;

@@ -53,6 +53,8 @@ bool braid::validatePipelineOptions(const BraidPipelineOptions &options,
          oneOf("target preset", options.targetPreset,
                {"cpu", "h100", "h200"}) &&
          oneOf("fusion mode", options.fuse, {"auto", "off"}) &&
+         oneOf("all-gather quantization", options.quantizeAllGather,
+               {"off", "bf16"}) &&
          oneOf("bidirectional", options.bidirectional, {"auto", "on", "off"}) &&
          oneOf("stage", options.stopAfter, {"dist", "xfer", "llvm"}) &&
          (options.subChunks >= 0 ||
@@ -76,6 +78,7 @@ void braid::buildBraidPipeline(OpPassManager &pm,
     overlapOptions.report = options.report;
     overlapOptions.subChunks = options.subChunks;
     overlapOptions.bidirectional = options.bidirectional;
+    overlapOptions.quantizeAllGather = options.quantizeAllGather;
     pm.addPass(dist::createOverlap(overlapOptions));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());

@@ -21,6 +21,7 @@ _STAGES = {"dist": "dist", "xfer": "xfer", "llvm": "llvm-mlir",
 
 # Keyword options of braid.compile and the braid-compile flag of each.
 _OPTIONS = {"overlap": "overlap", "fuse": "fuse",
+            "quantize_all_gather": "quantize-all-gather",
             "target_preset": "target-preset",
             "sub_chunks": "sub-chunks", "bidirectional": "bidirectional",
             "entry": "entry", "check_schedule": "check-schedule",
@@ -137,7 +138,8 @@ def compile(text_or_path, target="cpu", **options):
     runnable Artifact.
 
     Options are braid-compile's: overlap ("auto", "force", "off"), fuse
-    ("auto", "off": memory-bound fusion), target_preset ("cpu", "h100", "h200"), sub_chunks, bidirectional,
+    ("auto", "off": memory-bound fusion), quantize_all_gather ("off",
+    "bf16": f32 all-gathers sent as bf16), target_preset ("cpu", "h100", "h200"), sub_chunks, bidirectional,
     entry, check_schedule (bool), opt_level (0-3), cpu. Raises
     CompileError, carrying the located diagnostics, when the program or an
     option is wrong.

@@ -32,6 +32,8 @@ struct CompileOptions {
   std::string overlap = "auto";
   /// Memory-bound fusion: auto or off.
   std::string fuse = "auto";
+  /// Send f32 all-gathers as bf16: off or bf16.
+  std::string quantizeAllGather = "off";
   /// Cost model figures: cpu, h100 or h200.
   std::string targetPreset = "cpu";
   /// Where to write the JSON report of overlap decisions (empty: nowhere).
@@ -52,7 +54,7 @@ struct CompileOptions {
 };
 
 /// Parses whitespace-separated `key=value` words (leading dashes optional,
-/// keys as braid-compile's flags: overlap, fuse, target, target-preset, report,
+/// keys as braid-compile's flags: overlap, fuse, quantize-all-gather, target, target-preset, report,
 /// entry, sub-chunks, bidirectional, check-schedule, emit, O, cpu) into
 /// `options`. Returns false with `error` set on an unknown key or value.
 bool parseCompileOptions(llvm::StringRef text, CompileOptions &options,

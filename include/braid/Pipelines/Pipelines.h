@@ -47,6 +47,11 @@ struct BraidPipelineOptions
       llvm::cl::desc("Memory-bound fusion: auto (one kernel per elementwise "
                      "/ reduction chain and GEMM epilogue) or off"),
       llvm::cl::init("auto")};
+  Option<std::string> quantizeAllGather{
+      *this, "quantize-all-gather",
+      llvm::cl::desc("Send f32 all-gathers as bf16: off or bf16 (opt-in; "
+                     "changes results by up to 2^-8 relative)"),
+      llvm::cl::init("off")};
   Option<int64_t> subChunks{
       *this, "sub-chunks",
       llvm::cl::desc("Pieces per peer chunk in ring schedules (0: the cost "

@@ -11,6 +11,8 @@
 #include "braid/Dialect/Dist/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Utils/Utils.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Support/FileUtilities.h"
@@ -18,6 +20,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <cmath>
 #include <functional>
 
 namespace braid::dist {
@@ -46,6 +49,10 @@ struct Candidate {
 /// it.
 struct Record {
   std::string function, kind, loc, decision, with, strategy, reason;
+  /// The format the collective sends in, when quantized; its bound on the
+  /// relative error of each element.
+  std::string quantized;
+  double quantizationError = 0;
   int64_t chunks = 0;
   double compute = 0, comm = 0, serial = 0, overlapped = 0;
 };
@@ -74,9 +81,7 @@ std::string us(double seconds) {
   return text;
 }
 
-std::string nameOf(Operation *op) {
-  return op->getName().getStringRef().str();
-}
+std::string nameOf(Operation *op) { return op->getName().getStringRef().str(); }
 
 /// Bytes a collective moves, as collectiveTime expects them.
 double commBytes(CollectiveOpInterface op) {
@@ -118,6 +123,8 @@ private:
                          SmallVector<Candidate> &out, std::string &why);
 
   void processFunction(FunctionOpInterface function);
+  /// With quantize-all-gather=bf16: an f32 all-gather sends bf16 instead.
+  AllGatherOp quantize(AllGatherOp gather);
   LogicalResult writeReport();
 
   std::optional<CostModel> model;
@@ -133,9 +140,8 @@ private:
 
 SmallVector<RingOptions> OverlapPass::ringLayouts(int64_t chunkSize) const {
   SmallVector<RingOptions> layouts;
-  SmallVector<int64_t> subs =
-      subChunks > 0 ? SmallVector<int64_t>{subChunks}
-                    : SmallVector<int64_t>{1, 2, 4};
+  SmallVector<int64_t> subs = subChunks > 0 ? SmallVector<int64_t>{subChunks}
+                                            : SmallVector<int64_t>{1, 2, 4};
   SmallVector<bool> dirs;
   if (bidirectional != "on")
     dirs.push_back(false);
@@ -170,8 +176,8 @@ void OverlapPass::addFusedCandidates(CollectiveOpInterface op, double comm,
     for (RingOptions options : ringLayouts(match->chunkSize)) {
       int64_t pieces = options.pieces();
       double piece = cost.computeTime(match->consumer, 1.0 / (n * pieces));
-      double step = options.subChunks *
-                    cost.messageTime(chunkBytes / pieces, link);
+      double step =
+          options.subChunks * cost.messageTime(chunkBytes / pieces, link);
       Candidate c;
       c.strategy = ringName("ring_ag_matmul", options);
       c.with = nameOf(match->consumer);
@@ -192,7 +198,8 @@ void OverlapPass::addFusedCandidates(CollectiveOpInterface op, double comm,
   }
 
   if (auto scatter = dyn_cast<ReduceScatterOp>(raw)) {
-    FailureOr<MatmulReduceScatter> match = matchMatmulReduceScatter(scatter, why);
+    FailureOr<MatmulReduceScatter> match =
+        matchMatmulReduceScatter(scatter, why);
     if (failed(match))
       return;
     double compute = cost.computeTime(match->producer);
@@ -235,7 +242,8 @@ void OverlapPass::addFusedCandidates(CollectiveOpInterface op, double comm,
     }
     Value last = match->chain.empty() ? Value(reduce.getResult())
                                       : match->chain.back()->getResult(0);
-    double gather = cost.collectiveTime("all_gather", tensorBytes(last), n, link);
+    double gather =
+        cost.collectiveTime("all_gather", tensorBytes(last), n, link);
     double blockBytes = tensorBytes(reduce.getInput()) / n;
     for (RingOptions options : ringLayouts(match->blockSize)) {
       int64_t pieces = options.pieces();
@@ -244,8 +252,8 @@ void OverlapPass::addFusedCandidates(CollectiveOpInterface op, double comm,
                      cost.streamTime(3 * pieceBytes);
       double step = options.subChunks * cost.messageTime(pieceBytes, link);
       Candidate c;
-      c.strategy = ringName(match->chain.empty() ? "rs_ring_ag" : "rs_ring_ew_ag",
-                            options);
+      c.strategy = ringName(
+          match->chain.empty() ? "rs_ring_ag" : "rs_ring_ew_ag", options);
       c.with = nameOf(match->producer);
       c.chunks = n * pieces;
       c.compute = compute + chainFull;
@@ -345,14 +353,91 @@ void OverlapPass::addAsyncCandidate(CollectiveOpInterface op, double comm,
   c.fused = false;
   c.compute = between;
   c.serial = between + comm;
-  c.overlapped = std::max(between * (1 + model->getTarget().overlapInterference),
-                          comm);
+  c.overlapped =
+      std::max(between * (1 + model->getTarget().overlapInterference), comm);
   c.chunks = 1;
   c.apply = [op, this](RewriterBase &) mutable {
     deferredAsync.push_back(op);
     return success();
   };
   out.push_back(std::move(c));
+}
+
+/// An elementwise linalg.generic converting `input` to `elementType`.
+static Value convertElements(OpBuilder &b, Location loc, Value input,
+                             Type elementType) {
+  auto type = cast<RankedTensorType>(input.getType());
+  auto resultType = type.clone(elementType);
+  Value init =
+      tensor::EmptyOp::create(b, loc, resultType.getShape(), elementType);
+  SmallVector<AffineMap> maps(2, b.getMultiDimIdentityMap(type.getRank()));
+  SmallVector<utils::IteratorType> iterators(type.getRank(),
+                                             utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, resultType, input, init, maps, iterators,
+      [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+        Value converted =
+            elementType.getIntOrFloatBitWidth() <
+                    type.getElementType().getIntOrFloatBitWidth()
+                ? arith::TruncFOp::create(nested, nestedLoc, elementType,
+                                          args[0])
+                      .getResult()
+                : arith::ExtFOp::create(nested, nestedLoc, elementType, args[0])
+                      .getResult();
+        linalg::YieldOp::create(nested, nestedLoc, converted);
+      });
+  return generic.getResult(0);
+}
+
+AllGatherOp OverlapPass::quantize(AllGatherOp gather) {
+  auto type = cast<RankedTensorType>(gather.getInput().getType());
+  if (!type.getElementType().isF32())
+    return gather;
+  OpBuilder b(gather);
+  Location loc = gather.getLoc();
+  Type bf16 = b.getBF16Type();
+  Value narrow = convertElements(b, loc, gather.getInput(), bf16);
+  auto resultType = cast<RankedTensorType>(gather.getResult().getType());
+  auto sent =
+      AllGatherOp::create(b, loc, resultType.clone(bf16), gather.getGridAttr(),
+                          gather.getAxesAttr(), narrow, gather.getDimAttr());
+  // Named matmuls take the bf16 value as it is (they extend each element
+  // as they multiply, accumulating in f32), so the fused schedules still
+  // see an all-gather feeding a contraction; anything else reads it
+  // extended back to f32.
+  Value widened;
+  for (OpOperand &use : llvm::make_early_inc_range(gather->getUses())) {
+    Operation *user = use.getOwner();
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(user);
+    if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(user) &&
+        linalgOp.isDpsInput(&use)) {
+      // A named op's body is typed by its operands: build it anew.
+      SmallVector<Value> inputs(linalgOp.getDpsInputs());
+      inputs[use.getOperandNumber()] = sent.getResult();
+      OpBuilder at(user);
+      Operation *rebuilt;
+      if (auto matmul = dyn_cast<linalg::MatmulOp>(user))
+        rebuilt = linalg::MatmulOp::create(
+            at, matmul.getLoc(), matmul->getResultTypes(), inputs,
+            matmul.getDpsInits(), linalg::getPrunedAttributeList(matmul));
+      else
+        rebuilt = linalg::BatchMatmulOp::create(
+            at, user->getLoc(), user->getResultTypes(), inputs,
+            linalgOp.getDpsInits(),
+            linalg::getPrunedAttributeList(cast<linalg::BatchMatmulOp>(user)));
+      user->replaceAllUsesWith(rebuilt->getResults());
+      user->erase();
+      continue;
+    }
+    if (!widened) {
+      b.setInsertionPointAfter(sent);
+      widened =
+          convertElements(b, loc, sent.getResult(), type.getElementType());
+    }
+    use.set(widened);
+  }
+  gather->erase();
+  return sent;
 }
 
 void OverlapPass::processFunction(FunctionOpInterface function) {
@@ -366,6 +451,20 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     record.function = function.getName().str();
     record.kind = op.getCollectiveKind().str();
     record.loc = formatLoc(op.getLoc());
+    if (auto gather = dyn_cast<AllGatherOp>(op.getOperation());
+        gather && quantizeAllGather == "bf16" &&
+        cast<RankedTensorType>(gather.getInput().getType())
+            .getElementType()
+            .isF32()) {
+      op = quantize(gather);
+      replication.invalidate();
+      record.quantized = "bf16";
+      // Round to nearest: half a unit in the last of bf16's 8 bits.
+      record.quantizationError = std::ldexp(1.0, -8);
+      op->emitRemark() << "all_gather sends bf16 instead of f32 "
+                          "(quantize-all-gather=bf16): relative error of "
+                          "each element at most 2^-8";
+    }
     int64_t n = groupSizeOf(op);
     LinkFigures link = model->link(op, op.getGridAttr(), op.getAxes());
     record.comm = ShapedType::isDynamic(n)
@@ -428,8 +527,7 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     if (!chosen) {
       record.decision = "kept";
       record.reason = declined;
-      op->emitRemark() << op.getCollectiveKind()
-                       << " kept whole: " << declined;
+      op->emitRemark() << op.getCollectiveKind() << " kept whole: " << declined;
       ++numKept;
       records.push_back(record);
       continue;
@@ -441,10 +539,9 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     record.compute = chosen->compute;
     record.serial = chosen->serial;
     record.overlapped = chosen->overlapped;
-    record.reason =
-        (mode == "force" ? "overlap=force; " : "") +
-        std::string("predicted ") + us(chosen->serial) + " serial, " +
-        us(chosen->overlapped) + " overlapped";
+    record.reason = (mode == "force" ? "overlap=force; " : "") +
+                    std::string("predicted ") + us(chosen->serial) +
+                    " serial, " + us(chosen->overlapped) + " overlapped";
     if (!whyFused.empty() && !chosen->fused)
       record.reason += "; not fused: " + whyFused;
     InFlightDiagnostic remark = op->emitRemark();
@@ -484,8 +581,7 @@ LogicalResult OverlapPass::writeReport() {
   if (report.empty())
     return success();
   std::string message;
-  std::unique_ptr<llvm::ToolOutputFile> file =
-      openOutputFile(report, &message);
+  std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(report, &message);
   if (!file)
     return getOperation().emitError()
            << "braid-overlap: cannot write the report: " << message;
@@ -522,6 +618,11 @@ LogicalResult OverlapPass::writeReport() {
             time("serial_us", r.serial);
             time("overlapped_us", r.overlapped);
           });
+          if (!r.quantized.empty())
+            json.attributeObject("quantized", [&] {
+              json.attribute("format", r.quantized);
+              json.attribute("max_relative_error", r.quantizationError);
+            });
         });
     });
   });
@@ -538,6 +639,9 @@ void OverlapPass::runOnOperation() {
   };
   if (mode != "auto" && mode != "force" && mode != "off")
     return bad("unknown mode '" + mode + "', expected auto, force or off");
+  if (quantizeAllGather != "off" && quantizeAllGather != "bf16")
+    return bad("unknown quantize-all-gather '" + quantizeAllGather +
+               "', expected off or bf16");
   if (bidirectional != "auto" && bidirectional != "on" &&
       bidirectional != "off")
     return bad("unknown bidirectional '" + bidirectional +

@@ -153,7 +153,14 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
       and waited right before its first use (`async`).
 
     `mode=force` applies the first schedule that matches regardless of the
-    model (for tests); `mode=off` changes nothing. Every decision is a remark
+    model (for tests); `mode=off` changes nothing.
+
+    Opt-in, `quantize-all-gather=bf16` makes each all-gather of f32 values
+    send them as bf16 (half the bytes; low-bit tensor-parallel
+    communication): the values are rounded before the collective, named
+    matmuls consume the bf16 values directly (accumulating in f32), other
+    users read them extended back to f32. The error bound (2^-8 relative
+    per element) is in the remark and under `quantized` in the report. Every decision is a remark
     at the collective; `report=FILE` writes them all as JSON:
 
     ```json
@@ -184,7 +191,11 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     Option<"linkBandwidth", "link-bandwidth", "double", /*default=*/"0",
            "Override the preset's default link bandwidth (GB/s)">,
     Option<"linkLatency", "link-latency", "double", /*default=*/"-1",
-           "Override the preset's default link latency (us)">
+           "Override the preset's default link latency (us)">,
+    Option<"quantizeAllGather", "quantize-all-gather", "std::string",
+           /*default=*/"\"off\"",
+           "Send f32 all-gathers as bf16 (off or bf16; opt-in: results "
+           "change by up to 2^-8 relative, reported)">
   ];
   let statistics = [
     Statistic<"numFused", "fused", "Collectives fused with compute">,
