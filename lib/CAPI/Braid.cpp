@@ -45,31 +45,45 @@ void deliver(MlirStringCallback callback, StringRef text,
     callback(wrap(text), callbacks->userData);
 }
 
-MlirStringCallback reportCallback(const BraidCallbacks *callbacks) {
-  return callbacks ? callbacks->report : nullptr;
-}
-
-/// A temporary file that is removed when this goes out of scope.
-struct TemporaryFile {
-  SmallString<128> path;
-  ~TemporaryFile() {
-    if (!path.empty())
-      llvm::sys::fs::remove(path);
+/// Routes the JSON report to `callbacks->report`: when the caller wants it
+/// and named no file of its own, the run writes a temporary file, which is
+/// read back, delivered and removed.
+class ReportCapture {
+public:
+  explicit ReportCapture(const BraidCallbacks *callbacks)
+      : callbacks(callbacks) {}
+  ~ReportCapture() {
+    if (!temporary.empty())
+      llvm::sys::fs::remove(temporary);
   }
-  LogicalResult create(StringRef prefix, StringRef suffix, std::string &error) {
+
+  /// Where the run writes the report, given the file `requested`.
+  FailureOr<std::string> path(StringRef requested, std::string &error) {
+    if (!wanted() || !requested.empty())
+      return requested.str();
     int fd;
-    if (std::error_code ec =
-            llvm::sys::fs::createTemporaryFile(prefix, suffix, fd, path)) {
+    if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
+            "braid-report", "json", fd, temporary)) {
       error = "cannot create a temporary file: " + ec.message();
       return failure();
     }
     llvm::sys::fs::closeFile(fd);
-    return success();
+    return temporary.str().str();
   }
-  std::string read() const {
-    auto buffer = llvm::MemoryBuffer::getFile(path);
-    return buffer ? (*buffer)->getBuffer().str() : std::string();
+
+  /// Delivers the report the run wrote to `written`.
+  void forward(StringRef written) {
+    if (!wanted())
+      return;
+    if (auto buffer = llvm::MemoryBuffer::getFile(written))
+      deliver(callbacks->report, (*buffer)->getBuffer(), callbacks);
   }
+
+private:
+  bool wanted() const { return callbacks && callbacks->report; }
+
+  const BraidCallbacks *callbacks;
+  SmallString<128> temporary;
 };
 
 /// Sends each diagnostic, located and with its notes, to the callback.
@@ -139,23 +153,18 @@ LogicalResult compileWithCallbacks(ModuleOp module, StringRef optionText,
   std::string error;
   if (!braid::parseCompileOptions(optionText, options, error))
     return emitError(module.getLoc()) << error, failure();
-  TemporaryFile report;
-  if (reportCallback(callbacks) && options.report.empty()) {
-    if (failed(report.create("braid-report", "json", error)))
-      return emitError(module.getLoc()) << error, failure();
-    options.report = report.path.str().str();
-  }
+  ReportCapture report(callbacks);
+  FailureOr<std::string> reportPath = report.path(options.report, error);
+  if (failed(reportPath))
+    return emitError(module.getLoc()) << error, failure();
+  options.report = *reportPath;
   std::string text;
   llvm::raw_string_ostream textStream(text);
   bool binary = options.emit == "obj" || options.emit == "lib";
   if (failed(braid::compile(module, options, outputPath,
                             binary ? nullptr : &textStream)))
     return failure();
-  if (reportCallback(callbacks)) {
-    auto buffer = llvm::MemoryBuffer::getFile(options.report);
-    if (buffer)
-      deliver(callbacks->report, (*buffer)->getBuffer(), callbacks);
-  }
+  report.forward(options.report);
   if (!binary && callbacks && callbacks->output)
     deliver(callbacks->output, text, callbacks);
   return success();
@@ -226,22 +235,17 @@ MlirLogicalResult braidRunPipeline(MlirModule module, MlirStringRef options,
                 << "invalid pipeline options: " << StringRef(error).trim());
   if (!braid::validatePipelineOptions(pipeline, error))
     return wrap(emitError(op.getLoc()) << error);
-  TemporaryFile report;
-  if (reportCallback(callbacks) && pipeline.report.empty()) {
-    if (failed(report.create("braid-report", "json", error)))
-      return wrap(emitError(op.getLoc()) << error);
-    pipeline.report = report.path.str().str();
-  }
+  ReportCapture report(callbacks);
+  FailureOr<std::string> reportPath = report.path(pipeline.report, error);
+  if (failed(reportPath))
+    return wrap(emitError(op.getLoc()) << error);
+  pipeline.report = *reportPath;
   PassManager pm(op.getContext());
   pm.enableVerifier(true);
   braid::buildBraidPipeline(pm, pipeline);
   if (failed(pm.run(op)))
     return wrap(failure());
-  if (reportCallback(callbacks)) {
-    auto buffer = llvm::MemoryBuffer::getFile(pipeline.report.getValue());
-    if (buffer)
-      deliver(callbacks->report, (*buffer)->getBuffer(), callbacks);
-  }
+  report.forward(pipeline.report);
   return wrap(success());
 }
 

@@ -168,6 +168,21 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(StringRef cpu,
   return machine;
 }
 
+/// The pipeline options `options` ask for (the stages to run and the entry
+/// are the caller's to set).
+void setPipelineOptions(const braid::CompileOptions &options,
+                        braid::BraidPipelineOptions &pipeline) {
+  pipeline.target = options.target;
+  pipeline.overlap = options.overlap;
+  pipeline.fuse = options.fuse;
+  pipeline.quantizeAllGather = options.quantizeAllGather;
+  pipeline.targetPreset = options.targetPreset;
+  pipeline.report = options.report;
+  pipeline.checkSchedule = options.checkSchedule;
+  pipeline.subChunks = options.subChunks;
+  pipeline.bidirectional = options.bidirectional;
+}
+
 } // namespace
 
 bool braid::parseCompileOptions(StringRef text, CompileOptions &options,
@@ -239,13 +254,7 @@ bool braid::validateCompileOptions(const CompileOptions &options,
     return false;
   }
   BraidPipelineOptions pipeline;
-  pipeline.target = options.target;
-  pipeline.overlap = options.overlap;
-  pipeline.fuse = options.fuse;
-  pipeline.quantizeAllGather = options.quantizeAllGather;
-  pipeline.targetPreset = options.targetPreset;
-  pipeline.subChunks = options.subChunks;
-  pipeline.bidirectional = options.bidirectional;
+  setPipelineOptions(options, pipeline);
   return validatePipelineOptions(pipeline, error);
 }
 
@@ -278,25 +287,18 @@ LogicalResult braid::compile(ModuleOp module, const CompileOptions &options,
     return fail("--emit=" + options.emit + " needs a text output");
 
   BraidPipelineOptions pipeline;
-  pipeline.target = options.target;
-  pipeline.overlap = options.overlap;
-  pipeline.fuse = options.fuse;
-  pipeline.quantizeAllGather = options.quantizeAllGather;
-  pipeline.targetPreset = options.targetPreset;
-  pipeline.report = options.report;
-  pipeline.checkSchedule = options.checkSchedule;
-  pipeline.subChunks = options.subChunks;
-  pipeline.bidirectional = options.bidirectional;
-
-  // Stage 1: dist. The manifest describes the SPMD signature it yields.
-  pipeline.stopAfter = "dist";
-  {
+  setPipelineOptions(options, pipeline);
+  auto runPipeline = [&] {
     PassManager pm(context);
     pm.enableVerifier(true);
     buildBraidPipeline(pm, pipeline);
-    if (failed(pm.run(module)))
-      return failure();
-  }
+    return pm.run(module);
+  };
+
+  // Stage 1: dist. The manifest describes the SPMD signature it yields.
+  pipeline.stopAfter = "dist";
+  if (failed(runPipeline()))
+    return failure();
   FailureOr<func::FuncOp> entryFunction = findEntry(module, options.entry);
   if (failed(entryFunction))
     return failure();
@@ -316,13 +318,8 @@ LogicalResult braid::compile(ModuleOp module, const CompileOptions &options,
   // Stages 2 and 3 continue on the imported module.
   pipeline.stopAfter = options.emit == "xfer" ? "xfer" : "llvm";
   pipeline.skipImport = true;
-  {
-    PassManager pm(context);
-    pm.enableVerifier(true);
-    buildBraidPipeline(pm, pipeline);
-    if (failed(pm.run(module)))
-      return failure();
-  }
+  if (failed(runPipeline()))
+    return failure();
   if (options.emit == "xfer" || options.emit == "llvm-mlir") {
     module->print(*textOutput);
     return success();

@@ -74,9 +74,9 @@ static LogicalResult verifyElementTypesAndRank(Operation *op,
 static LogicalResult verifyDimInRange(Operation *op, StringRef name,
                                       int64_t dim, RankedTensorType type) {
   if (dim < 0 || dim >= type.getRank())
-    return op->emitOpError() << name << " " << dim
-                             << " is out of range for a rank-"
-                             << type.getRank() << " tensor";
+    return op->emitOpError()
+           << name << " " << dim << " is out of range for a rank-"
+           << type.getRank() << " tensor";
   return success();
 }
 
@@ -89,9 +89,8 @@ static LogicalResult verifyOtherDimsEqual(Operation *op, RankedTensorType input,
       continue;
     int64_t a = input.getDimSize(i), b = result.getDimSize(i);
     if (!ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b)
-      return op->emitOpError()
-             << "result dimension " << i << " has size " << b
-             << " but the input's has size " << a;
+      return op->emitOpError() << "result dimension " << i << " has size " << b
+                               << " but the input's has size " << a;
   }
   return success();
 }
@@ -106,9 +105,8 @@ static LogicalResult verifyReduction(Operation *op, ReductionKind kind,
 }
 
 /// Checks `size` (a dimension of the input) divides by `groupSize`.
-static LogicalResult verifyDivisible(Operation *op, StringRef what,
-                                     int64_t dim, int64_t size,
-                                     int64_t groupSize) {
+static LogicalResult verifyDivisible(Operation *op, StringRef what, int64_t dim,
+                                     int64_t size, int64_t groupSize) {
   if (ShapedType::isDynamic(size) || ShapedType::isDynamic(groupSize))
     return success();
   if (size % groupSize != 0)
@@ -141,17 +139,15 @@ static int64_t divDyn(int64_t a, int64_t b) {
   return a / b;
 }
 
-/// Resolves the grid and checks the axes against it; returns the group size
-/// (possibly dynamic) through `groupSize`.
-static LogicalResult verifyGridUse(Operation *op, FlatSymbolRefAttr gridAttr,
-                                   ArrayRef<int16_t> axes,
-                                   SymbolTableCollection &symbolTable,
-                                   int64_t &groupSize) {
-  auto grid =
-      symbolTable.lookupNearestSymbolFrom<shard::GridOp>(op, gridAttr);
+LogicalResult braid::dist::verifyGridUse(Operation *op,
+                                         FlatSymbolRefAttr gridAttr,
+                                         ArrayRef<int16_t> axes,
+                                         SymbolTableCollection &symbolTable,
+                                         int64_t &groupSize) {
+  auto grid = symbolTable.lookupNearestSymbolFrom<shard::GridOp>(op, gridAttr);
   if (!grid)
-    return op->emitOpError() << "refers to " << gridAttr
-                             << ", which is not a 'shard.grid'";
+    return op->emitOpError()
+           << "refers to " << gridAttr << ", which is not a 'shard.grid'";
   for (int16_t axis : axes)
     if (axis >= grid.getRank())
       return op->emitOpError()
@@ -165,8 +161,7 @@ static LogicalResult verifyGridUse(Operation *op, FlatSymbolRefAttr gridAttr,
 // Per-kind rules, shared by the synchronous op and its start op.
 //===----------------------------------------------------------------------===//
 
-template <typename OpTy>
-static LogicalResult verifyAllGatherLike(OpTy op) {
+template <typename OpTy> static LogicalResult verifyAllGatherLike(OpTy op) {
   RankedTensorType in = op.getInput().getType();
   RankedTensorType out = op.getCollectiveResult().getType();
   int64_t dim = op.getDim();
@@ -185,8 +180,7 @@ static LogicalResult verifyAllGatherOnGrid(OpTy op, int64_t groupSize) {
       mulDyn(op.getInput().getType().getDimSize(dim), groupSize));
 }
 
-template <typename OpTy>
-static LogicalResult verifyReduceScatterLike(OpTy op) {
+template <typename OpTy> static LogicalResult verifyReduceScatterLike(OpTy op) {
   RankedTensorType in = op.getInput().getType();
   RankedTensorType out = op.getCollectiveResult().getType();
   int64_t dim = op.getDim();
@@ -204,21 +198,19 @@ static LogicalResult verifyReduceScatterOnGrid(OpTy op, int64_t groupSize) {
   int64_t inSize = op.getInput().getType().getDimSize(dim);
   if (failed(verifyDivisible(op, "scattered", dim, inSize, groupSize)))
     return failure();
-  return verifyExpectedSize(
-      op, "scattered", dim, op.getCollectiveResult().getType().getDimSize(dim),
-      divDyn(inSize, groupSize));
+  return verifyExpectedSize(op, "scattered", dim,
+                            op.getCollectiveResult().getType().getDimSize(dim),
+                            divDyn(inSize, groupSize));
 }
 
-template <typename OpTy>
-static LogicalResult verifyAllReduceLike(OpTy op) {
+template <typename OpTy> static LogicalResult verifyAllReduceLike(OpTy op) {
   if (failed(verifyAxes(op, op.getAxes())))
     return failure();
   return verifyReduction(op, op.getReduction(),
                          op.getInput().getType().getElementType());
 }
 
-template <typename OpTy>
-static LogicalResult verifyAllToAllLike(OpTy op) {
+template <typename OpTy> static LogicalResult verifyAllToAllLike(OpTy op) {
   RankedTensorType in = op.getInput().getType();
   RankedTensorType out = op.getCollectiveResult().getType();
   if (failed(verifyAxes(op, op.getAxes())) ||
@@ -226,8 +218,7 @@ static LogicalResult verifyAllToAllLike(OpTy op) {
       failed(verifyDimInRange(op, "split dimension", op.getSplitDim(), in)) ||
       failed(verifyDimInRange(op, "concat dimension", op.getConcatDim(), in)))
     return failure();
-  return verifyOtherDimsEqual(op, in, out, op.getSplitDim(),
-                              op.getConcatDim());
+  return verifyOtherDimsEqual(op, in, out, op.getSplitDim(), op.getConcatDim());
 }
 
 template <typename OpTy>
@@ -235,8 +226,8 @@ static LogicalResult verifyAllToAllOnGrid(OpTy op, int64_t groupSize) {
   RankedTensorType in = op.getInput().getType();
   RankedTensorType out = op.getCollectiveResult().getType();
   int64_t split = op.getSplitDim(), concat = op.getConcatDim();
-  if (failed(verifyDivisible(op, "split", split, in.getDimSize(split),
-                             groupSize)))
+  if (failed(
+          verifyDivisible(op, "split", split, in.getDimSize(split), groupSize)))
     return failure();
   if (split == concat)
     return verifyExpectedSize(op, "result", split, out.getDimSize(split),
@@ -248,18 +239,16 @@ static LogicalResult verifyAllToAllOnGrid(OpTy op, int64_t groupSize) {
                             mulDyn(in.getDimSize(concat), groupSize));
 }
 
-template <typename OpTy>
-static LogicalResult verifyShiftLike(OpTy op) {
+template <typename OpTy> static LogicalResult verifyShiftLike(OpTy op) {
   if (failed(verifyAxes(op, op.getAxes())))
     return failure();
   if (op.getAxes().size() != 1)
-    return op.emitOpError() << "shifts along exactly one grid axis, got "
-                            << op.getAxes().size();
+    return op.emitOpError()
+           << "shifts along exactly one grid axis, got " << op.getAxes().size();
   return success();
 }
 
-template <typename OpTy>
-static LogicalResult verifyBroadcastLike(OpTy op) {
+template <typename OpTy> static LogicalResult verifyBroadcastLike(OpTy op) {
   if (failed(verifyAxes(op, op.getAxes())))
     return failure();
   if (op.getRoot().size() != op.getAxes().size())
@@ -268,15 +257,16 @@ static LogicalResult verifyBroadcastLike(OpTy op) {
                             << op.getAxes().size() << " axes";
   for (int64_t coordinate : op.getRoot())
     if (coordinate < 0)
-      return op.emitOpError() << "root coordinate " << coordinate
-                              << " is negative";
+      return op.emitOpError()
+             << "root coordinate " << coordinate << " is negative";
   return success();
 }
 
 template <typename OpTy>
 static LogicalResult verifyBroadcastOnGrid(OpTy op,
                                            SymbolTableCollection &table) {
-  auto grid = table.lookupNearestSymbolFrom<shard::GridOp>(op, op.getGridAttr());
+  auto grid =
+      table.lookupNearestSymbolFrom<shard::GridOp>(op, op.getGridAttr());
   for (auto [axis, coordinate] : llvm::zip(op.getAxes(), op.getRoot())) {
     int64_t size = grid.getShape()[axis];
     if (!ShapedType::isDynamic(size) && coordinate >= size)
@@ -359,8 +349,7 @@ DIST_COLLECTIVE_HOOKS(AllReduceStartOp, , success())
 DIST_SYNC_VERIFY(AllToAllOp, verifyAllToAllLike)
 DIST_START_VERIFY(AllToAllStartOp, verifyAllToAllLike)
 DIST_COLLECTIVE_HOOKS(AllToAllOp, , verifyAllToAllOnGrid(*this, groupSize))
-DIST_COLLECTIVE_HOOKS(AllToAllStartOp, ,
-                      verifyAllToAllOnGrid(*this, groupSize))
+DIST_COLLECTIVE_HOOKS(AllToAllStartOp, , verifyAllToAllOnGrid(*this, groupSize))
 
 DIST_SYNC_VERIFY(ShiftOp, verifyShiftLike)
 DIST_START_VERIFY(ShiftStartOp, verifyShiftLike)
@@ -388,8 +377,7 @@ CollectiveOpInterface WaitOp::getStart() {
 LogicalResult WaitOp::verify() {
   CollectiveOpInterface start = getStart();
   if (!start || start.getAsyncToken() != getToken())
-    return emitOpError()
-           << "token must come directly from a 'dist.*_start' op";
+    return emitOpError() << "token must come directly from a 'dist.*_start' op";
   if (start.getCollectiveResult() != getFuture())
     return emitOpError() << "future must be the second result of the start "
                             "op that produced the token";
@@ -414,8 +402,7 @@ LogicalResult AnnotateOp::verify() {
         !isReductionLegalFor(axis.reduction, type.getElementType()))
       return emitOpError() << "partial<"
                            << stringifyReductionKind(axis.reduction)
-                           << "> is not defined for "
-                           << type.getElementType();
+                           << "> is not defined for " << type.getElementType();
   }
   return success();
 }

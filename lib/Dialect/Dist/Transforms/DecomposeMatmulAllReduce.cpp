@@ -33,20 +33,14 @@ overlap::matchMatmulAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
   FailureOr<Ring> ring = matchRing(op, reason);
   if (failed(ring))
     return failure();
-  if (op.getReduction() == ReductionKind::BitAnd ||
-      op.getReduction() == ReductionKind::BitOr ||
-      op.getReduction() == ReductionKind::BitXor) {
+  if (isBitwise(op.getReduction())) {
     reason = "bitwise reductions are not decomposed";
     return failure();
   }
   linalg::LinalgOp producer =
-      soleProducer(op.getInput(), op->getBlock(), reason);
+      reducingProducer(op.getInput(), op->getBlock(), reason);
   if (!producer)
     return failure();
-  if (producer.getNumReductionLoops() == 0) {
-    reason = "its input is not computed by a contraction";
-    return failure();
-  }
   MatmulAllReduce match;
   match.reduce = op;
   match.producer = producer;
@@ -106,8 +100,8 @@ overlap::matchMatmulAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
       if (next.isDpsInit(&other) && !next.payloadUsesValueFromOperand(&other))
         continue;
       std::string why;
-      if (!replication.isReplicated(other.get(), op.getGridAttr(),
-                                    op.getAxes(), why)) {
+      if (!replication.isReplicated(other.get(), op.getGridAttr(), op.getAxes(),
+                                    why)) {
         unproven = "operand #" + std::to_string(other.getOperandNumber()) +
                    " of " + opName(next) +
                    " is not proven replicated along grid axis " +
@@ -125,13 +119,12 @@ overlap::matchMatmulAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
   return match;
 }
 
-FailureOr<AllGatherOp>
-overlap::decomposeMatmulAllReduce(RewriterBase &rewriter,
-                                  MatmulAllReduce match, RingOptions options) {
+FailureOr<AllGatherOp> overlap::decomposeMatmulAllReduce(RewriterBase &rewriter,
+                                                         MatmulAllReduce match,
+                                                         RingOptions options) {
   // Every operand of the moved work dominates the last op of the chain.
-  Operation *last = match.chain.empty()
-                        ? match.reduce.getOperation()
-                        : match.chain.back().getOperation();
+  Operation *last = match.chain.empty() ? match.reduce.getOperation()
+                                        : match.chain.back().getOperation();
   rewriter.setInsertionPoint(last);
   Location loc = match.reduce.getLoc();
   FailureOr<Value> block = buildRingReduceScatter(
@@ -151,9 +144,9 @@ overlap::decomposeMatmulAllReduce(RewriterBase &rewriter,
     for (OpOperand &use : op->getOpOperands())
       if (use.get() == chained)
         operand = use.getOperandNumber();
-    FailureOr<Chunk> chunk = computeChunk(rewriter, op, match.dim, offset,
-                                          match.blockSize, {{operand, current}},
-                                          {});
+    FailureOr<Chunk> chunk =
+        computeChunk(rewriter, op, match.dim, offset, match.blockSize,
+                     {{operand, current}}, {});
     if (failed(chunk))
       return failure();
     current = chunk->value;

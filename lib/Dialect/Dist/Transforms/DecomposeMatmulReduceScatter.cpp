@@ -21,8 +21,7 @@ using namespace braid::dist::overlap;
 using namespace braid::dist::schedule;
 
 std::optional<unsigned> overlap::scatterLoop(linalg::LinalgOp producer,
-                                             int64_t dim,
-                                             std::string &reason) {
+                                             int64_t dim, std::string &reason) {
   AffineMap map = producer.getIndexingMapMatchingResult(producer->getResult(0));
   auto expr = dyn_cast<AffineDimExpr>(map.getResult(dim));
   if (!expr) {
@@ -41,7 +40,7 @@ std::optional<unsigned> overlap::scatterLoop(linalg::LinalgOp producer,
 }
 
 linalg::LinalgOp overlap::soleProducer(Value value, Block *block,
-                                      std::string &reason) {
+                                       std::string &reason) {
   auto producer = value.getDefiningOp<linalg::LinalgOp>();
   if (!producer) {
     reason = "its input is not computed by a linalg op";
@@ -63,25 +62,34 @@ linalg::LinalgOp overlap::soleProducer(Value value, Block *block,
   return producer;
 }
 
+linalg::LinalgOp overlap::reducingProducer(Value value, Block *block,
+                                           std::string &reason) {
+  linalg::LinalgOp producer = soleProducer(value, block, reason);
+  if (producer && producer.getNumReductionLoops() == 0) {
+    reason = "its input is not computed by a contraction";
+    return {};
+  }
+  return producer;
+}
+
+bool overlap::isBitwise(ReductionKind kind) {
+  return kind == ReductionKind::BitAnd || kind == ReductionKind::BitOr ||
+         kind == ReductionKind::BitXor;
+}
+
 FailureOr<MatmulReduceScatter>
 overlap::matchMatmulReduceScatter(ReduceScatterOp op, std::string &reason) {
   FailureOr<Ring> ring = matchRing(op, reason);
   if (failed(ring))
     return failure();
   linalg::LinalgOp producer =
-      soleProducer(op.getInput(), op->getBlock(), reason);
+      reducingProducer(op.getInput(), op->getBlock(), reason);
   if (!producer)
     return failure();
-  if (producer.getNumReductionLoops() == 0) {
-    reason = "its input is not computed by a contraction";
-    return failure();
-  }
   std::optional<unsigned> loop = scatterLoop(producer, op.getDim(), reason);
   if (!loop)
     return failure();
-  if (op.getReduction() == ReductionKind::BitAnd ||
-      op.getReduction() == ReductionKind::BitOr ||
-      op.getReduction() == ReductionKind::BitXor) {
+  if (isBitwise(op.getReduction())) {
     reason = "bitwise reductions are not decomposed";
     return failure();
   }
@@ -115,8 +123,8 @@ FailureOr<Value> overlap::buildRingReduceScatter(
         // n - 1 steps it is this rank's own.
         Value block =
             ringIndex(rewriter, loc, position, -direction * (step + 1), n);
-        Value offset = affineIndex(rewriter, loc, block, blockSize,
-                                   q * pieceSize);
+        Value offset =
+            affineIndex(rewriter, loc, block, blockSize, q * pieceSize);
         FailureOr<Chunk> part =
             computeChunk(rewriter, producer, loop, offset, pieceSize, {}, {});
         if (failed(part))
@@ -132,8 +140,8 @@ FailureOr<Value> overlap::buildRingReduceScatter(
           acc[q] = *sum;
         }
         if (step < n - 1)
-          inFlight[q] = startShift(rewriter, loc, acc[q], ring.grid,
-                                   ring.axis, direction, step);
+          inFlight[q] = startShift(rewriter, loc, acc[q], ring.grid, ring.axis,
+                                   direction, step);
       }
     }
   }
@@ -148,10 +156,9 @@ FailureOr<Value> overlap::buildRingReduceScatter(
   return result;
 }
 
-LogicalResult
-overlap::decomposeMatmulReduceScatter(RewriterBase &rewriter,
-                                      MatmulReduceScatter match,
-                                      RingOptions options) {
+LogicalResult overlap::decomposeMatmulReduceScatter(RewriterBase &rewriter,
+                                                    MatmulReduceScatter match,
+                                                    RingOptions options) {
   rewriter.setInsertionPoint(match.scatter);
   FailureOr<Value> block = buildRingReduceScatter(
       rewriter, match.scatter.getLoc(), match.producer, match.loop,

@@ -15,9 +15,9 @@
 #ifndef BRAID_LIB_DIALECT_DIST_TRANSFORMS_DECOMPOSITIONS_H
 #define BRAID_LIB_DIALECT_DIST_TRANSFORMS_DECOMPOSITIONS_H
 
+#include "Schedule.h"
 #include "braid/Dialect/Dist/IR/DistOps.h"
 #include "braid/Dialect/Dist/Transforms/Replication.h"
-#include "Schedule.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/PatternMatch.h"
@@ -29,7 +29,8 @@ namespace braid::dist::overlap {
 using schedule::Ring;
 using schedule::RingOptions;
 
-//===- AllGather -> contraction --------------------------------------------===//
+//===- AllGather -> contraction
+//--------------------------------------------===//
 
 struct AllGatherMatmul {
   AllGatherOp gather;
@@ -46,7 +47,8 @@ mlir::LogicalResult decomposeAllGatherMatmul(mlir::RewriterBase &rewriter,
                                              AllGatherMatmul match,
                                              RingOptions options);
 
-//===- contraction -> ReduceScatter ----------------------------------------===//
+//===- contraction -> ReduceScatter
+//----------------------------------------===//
 
 struct MatmulReduceScatter {
   ReduceScatterOp scatter;
@@ -57,10 +59,9 @@ struct MatmulReduceScatter {
 };
 mlir::FailureOr<MatmulReduceScatter>
 matchMatmulReduceScatter(ReduceScatterOp op, std::string &reason);
-mlir::LogicalResult
-decomposeMatmulReduceScatter(mlir::RewriterBase &rewriter,
-                             MatmulReduceScatter match,
-                             RingOptions options);
+mlir::LogicalResult decomposeMatmulReduceScatter(mlir::RewriterBase &rewriter,
+                                                 MatmulReduceScatter match,
+                                                 RingOptions options);
 
 /// The ring reduce-scatter of `producer`'s result along result dimension
 /// `dim` (indexed by parallel loop `loop`), overlapped with computing it:
@@ -78,18 +79,27 @@ buildRingReduceScatter(mlir::RewriterBase &rewriter, mlir::Location loc,
 mlir::linalg::LinalgOp soleProducer(mlir::Value value, mlir::Block *block,
                                     std::string &reason);
 
+/// soleProducer(), further required to reduce (a contraction): the partial
+/// results the rings add up.
+mlir::linalg::LinalgOp reducingProducer(mlir::Value value, mlir::Block *block,
+                                        std::string &reason);
+
+/// Bitwise reductions, which the rings do not decompose.
+bool isBitwise(ReductionKind kind);
+
 /// The parallel loop indexing dimension `dim` of `producer`'s result, and
 /// why not when there is none.
 std::optional<unsigned> scatterLoop(mlir::linalg::LinalgOp producer,
                                     int64_t dim, std::string &reason);
 
-//===- contraction -> AllReduce (-> elementwise) ---------------------------===//
+//===- contraction -> AllReduce (-> elementwise)
+//---------------------------===//
 
 struct MatmulAllReduce {
   AllReduceOp reduce;
   mlir::linalg::LinalgOp producer;
-  unsigned loop = 0;   ///< Producer loop the scatter dimension indexes.
-  int64_t dim = 0;     ///< Result dimension scattered and gathered back.
+  unsigned loop = 0; ///< Producer loop the scatter dimension indexes.
+  int64_t dim = 0;   ///< Result dimension scattered and gathered back.
   int64_t blockSize = 0;
   Ring ring;
   /// Elementwise ops moved between the reduce-scatter and the all-gather
@@ -106,7 +116,8 @@ mlir::FailureOr<AllGatherOp>
 decomposeMatmulAllReduce(mlir::RewriterBase &rewriter, MatmulAllReduce match,
                          RingOptions options);
 
-//===- AllToAll <-> contraction --------------------------------------------===//
+//===- AllToAll <-> contraction
+//--------------------------------------------===//
 
 struct AllToAllMatmul {
   AllToAllOp exchange;
@@ -121,7 +132,8 @@ mlir::FailureOr<AllToAllMatmul> matchAllToAllMatmul(AllToAllOp op,
 mlir::LogicalResult decomposeAllToAllMatmul(mlir::RewriterBase &rewriter,
                                             AllToAllMatmul match);
 
-//===- Micro-batches -------------------------------------------------------===//
+//===- Micro-batches
+//-------------------------------------------------------===//
 
 struct MicroBatch {
   CollectiveOpInterface collective;
@@ -130,12 +142,12 @@ struct MicroBatch {
   int64_t dim = 0;   ///< The collective's input dimension it indexes.
 };
 mlir::FailureOr<MicroBatch> matchMicroBatch(CollectiveOpInterface op,
-                                            int64_t parts,
-                                            std::string &reason);
+                                            int64_t parts, std::string &reason);
 mlir::LogicalResult splitMicroBatches(mlir::RewriterBase &rewriter,
                                       MicroBatch match, int64_t parts);
 
-//===- Latency hiding ------------------------------------------------------===//
+//===- Latency hiding
+//------------------------------------------------------===//
 
 /// Where a synchronous collective's start and wait would go: the start
 /// right after its input is defined, the wait right before the first use.

@@ -402,18 +402,16 @@ LogicalResult FuseMemoryBoundPass::fuse(Group &group, IRRewriter &rewriter) {
       }
   }
 
-  auto remark = emitRemark(loc)
-                << "fused " << fused << " ops into one kernel"
-                << (gemm ? " (GEMM epilogue)" : "")
-                << (group.yielded.empty()
-                        ? ""
-                        : " writing " +
-                              std::to_string(group.yielded.size() + 1) +
-                              " outputs")
-                << " with " << reductions << " row reduction"
-                << (reductions == 1 ? "" : "s") << ": moves " << after
-                << " bytes instead of " << before;
-  (void)remark;
+  emitRemark(loc) << "fused " << fused << " ops into one kernel"
+                  << (gemm ? " (GEMM epilogue)" : "")
+                  << (group.yielded.empty()
+                          ? ""
+                          : " writing " +
+                                std::to_string(group.yielded.size() + 1) +
+                                " outputs")
+                  << " with " << reductions << " row reduction"
+                  << (reductions == 1 ? "" : "s") << ": moves " << after
+                  << " bytes instead of " << before;
   ++numGroups;
   numFusedOps += fused;
   return success();
@@ -433,15 +431,12 @@ void FuseMemoryBoundPass::runOnOperation() {
   IRRewriter rewriter(&getContext());
   for (Block &block : function.getBody()) {
     SmallVector<Group> groups = formGroups(block);
-    for (Group &group : groups) {
-      if (group.ops.size() < 2)
-        continue;
-      if (failed(fuse(group, rewriter)))
-        continue;
-    }
+    // A group that cannot be tiled stays as it was; fuse() says why.
+    for (Group &group : groups)
+      if (group.ops.size() > 1)
+        (void)fuse(group, rewriter);
   }
-  // One producer feeding two ops of a group is fused twice, identically:
-  // merge the copies so that it is computed once per tile.
+  // Tiling writes the same constants and index arithmetic for every kernel.
   DominanceInfo dominance(function);
   eliminateCommonSubExpressions(rewriter, dominance, function);
 }

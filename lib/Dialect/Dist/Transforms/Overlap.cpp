@@ -163,28 +163,35 @@ void OverlapPass::addFusedCandidates(CollectiveOpInterface op, double comm,
   const CostModel &cost = *model;
   Operation *raw = op.getOperation();
   int64_t n = groupSizeOf(op);
-  auto ringName = [](StringRef base, RingOptions options) {
-    return (base + (options.bidirectional ? "_bidir" : "")).str();
+  // A ring of n steps over n * pieces pieces of `computeOp`'s work, each
+  // step moving a piece of a `chunkBytes` chunk; reducing rings also add
+  // what arrives to each piece (read two, write one).
+  auto ring = [&](StringRef base, RingOptions options, Operation *computeOp,
+                  double chunkBytes, bool reduces) {
+    int64_t pieces = options.pieces();
+    double pieceBytes = chunkBytes / pieces;
+    double piece = cost.computeTime(computeOp, 1.0 / (n * pieces));
+    if (reduces)
+      piece += cost.streamTime(3 * pieceBytes);
+    double step = options.subChunks * cost.messageTime(pieceBytes, link);
+    Candidate c;
+    c.strategy = (base + (options.bidirectional ? "_bidir" : "")).str();
+    c.with = nameOf(computeOp);
+    c.chunks = n * pieces;
+    c.compute = cost.computeTime(computeOp);
+    c.serial = c.compute + comm;
+    c.overlapped = pipeline(piece, n * pieces, step, n - 1);
+    return c;
   };
 
   if (auto gather = dyn_cast<AllGatherOp>(raw)) {
     FailureOr<AllGatherMatmul> match = matchAllGatherMatmul(gather, why);
     if (failed(match))
       return;
-    double compute = cost.computeTime(match->consumer);
     double chunkBytes = tensorBytes(gather.getInput());
     for (RingOptions options : ringLayouts(match->chunkSize)) {
-      int64_t pieces = options.pieces();
-      double piece = cost.computeTime(match->consumer, 1.0 / (n * pieces));
-      double step =
-          options.subChunks * cost.messageTime(chunkBytes / pieces, link);
-      Candidate c;
-      c.strategy = ringName("ring_ag_matmul", options);
-      c.with = nameOf(match->consumer);
-      c.chunks = n * pieces;
-      c.compute = compute;
-      c.serial = compute + comm;
-      c.overlapped = pipeline(piece, n * pieces, step, n - 1);
+      Candidate c = ring("ring_ag_matmul", options, match->consumer, chunkBytes,
+                         /*reduces=*/false);
       AllGatherMatmul m = *match;
       c.apply = [m, options](RewriterBase &r) mutable {
         return decomposeAllGatherMatmul(r, m, options);
@@ -202,21 +209,10 @@ void OverlapPass::addFusedCandidates(CollectiveOpInterface op, double comm,
         matchMatmulReduceScatter(scatter, why);
     if (failed(match))
       return;
-    double compute = cost.computeTime(match->producer);
     double blockBytes = tensorBytes(scatter.getResult());
     for (RingOptions options : ringLayouts(match->blockSize)) {
-      int64_t pieces = options.pieces();
-      double pieceBytes = blockBytes / pieces;
-      double piece = cost.computeTime(match->producer, 1.0 / (n * pieces)) +
-                     cost.streamTime(3 * pieceBytes);
-      double step = options.subChunks * cost.messageTime(pieceBytes, link);
-      Candidate c;
-      c.strategy = ringName("ring_matmul_rs", options);
-      c.with = nameOf(match->producer);
-      c.chunks = n * pieces;
-      c.compute = compute;
-      c.serial = compute + comm;
-      c.overlapped = pipeline(piece, n * pieces, step, n - 1);
+      Candidate c = ring("ring_matmul_rs", options, match->producer, blockBytes,
+                         /*reduces=*/true);
       MatmulReduceScatter m = *match;
       c.apply = [m, options](RewriterBase &r) mutable {
         return decomposeMatmulReduceScatter(r, m, options);
@@ -234,7 +230,6 @@ void OverlapPass::addFusedCandidates(CollectiveOpInterface op, double comm,
     if (!match->chainStop.empty())
       reduce->emitRemark() << "elementwise work stays after the all-reduce: "
                            << match->chainStop;
-    double compute = cost.computeTime(match->producer);
     double chainFull = 0, chainPart = 0;
     for (linalg::LinalgOp e : match->chain) {
       chainFull += cost.computeTime(e);
@@ -246,20 +241,13 @@ void OverlapPass::addFusedCandidates(CollectiveOpInterface op, double comm,
         cost.collectiveTime("all_gather", tensorBytes(last), n, link);
     double blockBytes = tensorBytes(reduce.getInput()) / n;
     for (RingOptions options : ringLayouts(match->blockSize)) {
-      int64_t pieces = options.pieces();
-      double pieceBytes = blockBytes / pieces;
-      double piece = cost.computeTime(match->producer, 1.0 / (n * pieces)) +
-                     cost.streamTime(3 * pieceBytes);
-      double step = options.subChunks * cost.messageTime(pieceBytes, link);
-      Candidate c;
-      c.strategy = ringName(
-          match->chain.empty() ? "rs_ring_ag" : "rs_ring_ew_ag", options);
-      c.with = nameOf(match->producer);
-      c.chunks = n * pieces;
-      c.compute = compute + chainFull;
-      c.serial = compute + chainFull + comm;
-      c.overlapped =
-          pipeline(piece, n * pieces, step, n - 1) + chainPart + gather;
+      // The reduce-scatter ring, then the chain on 1/n, then the gather.
+      Candidate c =
+          ring(match->chain.empty() ? "rs_ring_ag" : "rs_ring_ew_ag", options,
+               match->producer, blockBytes, /*reduces=*/true);
+      c.compute += chainFull;
+      c.serial = c.compute + comm;
+      c.overlapped = c.overlapped + chainPart + gather;
       MatmulAllReduce m = *match;
       c.apply = [m, options, this](RewriterBase &r) mutable {
         FailureOr<AllGatherOp> gather = decomposeMatmulAllReduce(r, m, options);

@@ -96,9 +96,9 @@ static LogicalResult verifyRequestUse(Operation *op, Value request) {
   if (!request.hasOneUse())
     return op->emitOpError() << "request is waited more than once";
   if (!isa<WaitOp>(*request.user_begin()))
-    return op->emitOpError() << "request must be consumed by 'xfer.wait', not "
-                             << "by '" << request.user_begin()->getName()
-                             << "'";
+    return op->emitOpError()
+           << "request must be consumed by 'xfer.wait', not "
+           << "by '" << request.user_begin()->getName() << "'";
   return success();
 }
 
@@ -106,33 +106,14 @@ static LogicalResult verifyAxes(Operation *op, ArrayRef<int16_t> axes) {
   llvm::SmallDenseSet<int16_t> seen;
   for (int16_t axis : axes)
     if (axis < 0 || !seen.insert(axis).second)
-      return op->emitOpError() << "grid axis " << axis
-                               << " is negative or listed twice";
+      return op->emitOpError()
+             << "grid axis " << axis << " is negative or listed twice";
   return success();
 }
 
 static int64_t numElements(Value buffer) {
   auto type = cast<MemRefType>(buffer.getType());
   return type.hasStaticShape() ? type.getNumElements() : ShapedType::kDynamic;
-}
-
-/// Checks the grid and returns the group size through `groupSize`.
-static LogicalResult verifyGroup(Operation *op, FlatSymbolRefAttr gridAttr,
-                                 ArrayRef<int16_t> axes,
-                                 SymbolTableCollection &symbolTable,
-                                 int64_t &groupSize) {
-  auto grid =
-      symbolTable.lookupNearestSymbolFrom<shard::GridOp>(op, gridAttr);
-  if (!grid)
-    return op->emitOpError() << "refers to " << gridAttr
-                             << ", which is not a 'shard.grid'";
-  for (int16_t axis : axes)
-    if (axis >= grid.getRank())
-      return op->emitOpError() << "grid axis " << axis
-                               << " does not exist: grid " << gridAttr
-                               << " has " << grid.getRank() << " axes";
-  groupSize = dist::getGroupSize(grid, axes);
-  return success();
 }
 
 /// `big` must have `factor` times the elements of `small` (when static).
@@ -143,13 +124,12 @@ static LogicalResult verifyElementRatio(Operation *op, Value big, Value small,
       ShapedType::isDynamic(factor))
     return success();
   if (b != s * factor)
-    return op->emitOpError() << what << ": " << b << " elements, expected "
-                             << s << " x " << factor << " = " << s * factor;
+    return op->emitOpError() << what << ": " << b << " elements, expected " << s
+                             << " x " << factor << " = " << s * factor;
   return success();
 }
 
-template <typename OpTy>
-static LogicalResult verifyCollectiveBuffers(OpTy op) {
+template <typename OpTy> static LogicalResult verifyCollectiveBuffers(OpTy op) {
   if (failed(verifyAxes(op, op.getAxes())) ||
       failed(verifyBuffer(op, "source", op.getSource())) ||
       failed(verifyBuffer(op, "destination", op.getDest())))
@@ -167,9 +147,9 @@ static LogicalResult verifyCollectiveBuffers(OpTy op) {
 //===----------------------------------------------------------------------===//
 
 static LogicalResult verifyPointToPoint(Operation *op, Value buffer,
-                                        ArrayRef<int16_t> axes,
-                                        Value request) {
-  if (failed(verifyAxes(op, axes)) || failed(verifyBuffer(op, "buffer", buffer)))
+                                        ArrayRef<int16_t> axes, Value request) {
+  if (failed(verifyAxes(op, axes)) ||
+      failed(verifyBuffer(op, "buffer", buffer)))
     return failure();
   if (axes.size() != 1)
     return op->emitOpError() << "addresses peers along exactly one grid axis, "
@@ -186,24 +166,24 @@ LogicalResult RecvOp::verify() {
 
 LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &table) {
   int64_t groupSize;
-  return verifyGroup(*this, getGridAttr(), getAxes(), table, groupSize);
+  return dist::verifyGridUse(*this, getGridAttr(), getAxes(), table, groupSize);
 }
 LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &table) {
   int64_t groupSize;
-  return verifyGroup(*this, getGridAttr(), getAxes(), table, groupSize);
+  return dist::verifyGridUse(*this, getGridAttr(), getAxes(), table, groupSize);
 }
 
 LogicalResult AllGatherOp::verify() { return verifyCollectiveBuffers(*this); }
 LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &table) {
   int64_t group;
-  if (failed(verifyGroup(*this, getGridAttr(), getAxes(), table, group)))
+  if (failed(
+          dist::verifyGridUse(*this, getGridAttr(), getAxes(), table, group)))
     return failure();
   return verifyElementRatio(*this, getDest(), getSource(), group,
                             "destination");
 }
 
-template <typename OpTy>
-static LogicalResult verifyReduction(OpTy op) {
+template <typename OpTy> static LogicalResult verifyReduction(OpTy op) {
   if (failed(verifyCollectiveBuffers(op)))
     return failure();
   Type element = op.getSource().getType().getElementType();
@@ -217,7 +197,8 @@ static LogicalResult verifyReduction(OpTy op) {
 LogicalResult ReduceScatterOp::verify() { return verifyReduction(*this); }
 LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &table) {
   int64_t group;
-  if (failed(verifyGroup(*this, getGridAttr(), getAxes(), table, group)))
+  if (failed(
+          dist::verifyGridUse(*this, getGridAttr(), getAxes(), table, group)))
     return failure();
   return verifyElementRatio(*this, getSource(), getDest(), group, "source");
 }
@@ -225,7 +206,8 @@ LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &table) {
 LogicalResult AllReduceOp::verify() { return verifyReduction(*this); }
 LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &table) {
   int64_t group;
-  if (failed(verifyGroup(*this, getGridAttr(), getAxes(), table, group)))
+  if (failed(
+          dist::verifyGridUse(*this, getGridAttr(), getAxes(), table, group)))
     return failure();
   return verifyElementRatio(*this, getDest(), getSource(), 1, "destination");
 }
@@ -233,9 +215,10 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &table) {
 LogicalResult AllToAllOp::verify() { return verifyCollectiveBuffers(*this); }
 LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &table) {
   int64_t group;
-  if (failed(verifyGroup(*this, getGridAttr(), getAxes(), table, group)) ||
-      failed(verifyElementRatio(*this, getDest(), getSource(), 1,
-                                "destination")))
+  if (failed(
+          dist::verifyGridUse(*this, getGridAttr(), getAxes(), table, group)) ||
+      failed(
+          verifyElementRatio(*this, getDest(), getSource(), 1, "destination")))
     return failure();
   int64_t elements = numElements(getSource());
   if (!ShapedType::isDynamic(elements) && !ShapedType::isDynamic(group) &&
@@ -257,9 +240,11 @@ LogicalResult BroadcastOp::verify() {
 }
 LogicalResult BroadcastOp::verifySymbolUses(SymbolTableCollection &table) {
   int64_t group;
-  if (failed(verifyGroup(*this, getGridAttr(), getAxes(), table, group)))
+  if (failed(
+          dist::verifyGridUse(*this, getGridAttr(), getAxes(), table, group)))
     return failure();
-  auto grid = table.lookupNearestSymbolFrom<shard::GridOp>(*this, getGridAttr());
+  auto grid =
+      table.lookupNearestSymbolFrom<shard::GridOp>(*this, getGridAttr());
   for (auto [axis, coordinate] : llvm::zip(getAxes(), getRoot())) {
     int64_t size = grid.getShape()[axis];
     if (coordinate < 0 || (!ShapedType::isDynamic(size) && coordinate >= size))

@@ -57,6 +57,15 @@ bool isReductionLegalFor(ReductionKind kind, mlir::Type elementType);
 /// if an axis has a dynamic size.
 int64_t getGroupSize(mlir::shard::GridOp grid, llvm::ArrayRef<int16_t> axes);
 
+/// Resolves `gridAttr` from `op` and checks that `axes` exist on that grid;
+/// returns the group size (possibly dynamic) through `groupSize`. Errors are
+/// emitted on `op`. Shared by the dist and xfer verifiers.
+mlir::LogicalResult verifyGridUse(mlir::Operation *op,
+                                  mlir::FlatSymbolRefAttr gridAttr,
+                                  llvm::ArrayRef<int16_t> axes,
+                                  mlir::SymbolTableCollection &symbolTable,
+                                  int64_t &groupSize);
+
 /// The grid that `symbol` names from `from`, or null.
 mlir::shard::GridOp lookupGrid(mlir::Operation *from,
                                mlir::FlatSymbolRefAttr symbol);
