@@ -74,10 +74,10 @@ memrefCopy(int64_t elementSize, UnrankedMemRef *source,
                   inner * elementSize);
     } else {
       for (int64_t j = 0; j < inner; ++j)
-        std::memcpy(
-            to + (dstOffset + j * dst.strides[rank - 1]) * elementSize,
-            from + (srcOffset + j * src.strides[rank - 1]) * elementSize,
-            elementSize);
+        std::memcpy(to + (dstOffset + j * dst.strides[rank - 1]) * elementSize,
+                    from +
+                        (srcOffset + j * src.strides[rank - 1]) * elementSize,
+                    elementSize);
     }
     int64_t d = rank - 2;
     for (; d >= 0; --d) {

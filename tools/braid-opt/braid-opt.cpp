@@ -20,9 +20,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 int main(int argc, char **argv) {
-  llvm::cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
-    os << braid::getVersionString() << "\n";
-  });
+  llvm::cl::AddExtraVersionPrinter(
+      [](llvm::raw_ostream &os) { os << braid::getVersionString() << "\n"; });
   mlir::registerAllPasses();
   braid::registerAllPasses();
 

@@ -54,9 +54,10 @@ struct CompileOptions {
 };
 
 /// Parses whitespace-separated `key=value` words (leading dashes optional,
-/// keys as braid-compile's flags: overlap, fuse, quantize-all-gather, target, target-preset, report,
-/// entry, sub-chunks, bidirectional, check-schedule, emit, O, cpu) into
-/// `options`. Returns false with `error` set on an unknown key or value.
+/// keys as braid-compile's flags: overlap, fuse, quantize-all-gather, target,
+/// target-preset, report, entry, sub-chunks, bidirectional, check-schedule,
+/// emit, O, cpu) into `options`. Returns false with `error` set on an unknown
+/// key or value.
 bool parseCompileOptions(llvm::StringRef text, CompileOptions &options,
                          std::string &error);
 

@@ -1,4 +1,5 @@
-//===- BufferizableOpInterfaceImpl.cpp - dist ops bufferize to xfer -*- C++ -*-===//
+//===- BufferizableOpInterfaceImpl.cpp - dist ops bufferize to xfer -*- C++
+//-*-===//
 //
 // Part of Braid.
 //
@@ -172,7 +173,8 @@ static LogicalResult checkLowerable(CollectiveOpInterface op) {
 
 /// The step runtime messages and traces name the transfer by.
 static int64_t stepOf(Operation *op) {
-  if (auto step = op->getAttrOfType<IntegerAttr>(DistDialect::getStepAttrName()))
+  if (auto step =
+          op->getAttrOfType<IntegerAttr>(DistDialect::getStepAttrName()))
     return step.getInt();
   return 0;
 }
@@ -192,28 +194,29 @@ static SmallVector<Value> emitTransfers(RewriterBase &rewriter,
     return o->getAttrOfType<ReductionKindAttr>("reduction");
   };
   if (isa<AllGatherOp, AllGatherStartOp>(raw))
-    return {xfer::AllGatherOp::create(rewriter, loc, request, src, dst, grid, axes, step)};
+    return {xfer::AllGatherOp::create(rewriter, loc, request, src, dst, grid,
+                                      axes, step)};
   if (isa<ReduceScatterOp, ReduceScatterStartOp>(raw))
-    return {xfer::ReduceScatterOp::create(rewriter, loc, request, src, dst, grid, axes,
-                                          step, reduction(raw))};
+    return {xfer::ReduceScatterOp::create(rewriter, loc, request, src, dst,
+                                          grid, axes, step, reduction(raw))};
   if (isa<AllReduceOp, AllReduceStartOp>(raw))
-    return {xfer::AllReduceOp::create(rewriter, loc, request, src, dst, grid, axes,
-                                      step, reduction(raw))};
+    return {xfer::AllReduceOp::create(rewriter, loc, request, src, dst, grid,
+                                      axes, step, reduction(raw))};
   if (isa<AllToAllOp, AllToAllStartOp>(raw))
-    return {xfer::AllToAllOp::create(rewriter, loc, request, src, dst, grid, axes,
-                                     step)};
+    return {xfer::AllToAllOp::create(rewriter, loc, request, src, dst, grid,
+                                     axes, step)};
   if (isa<BroadcastOp, BroadcastStartOp>(raw))
     return {xfer::BroadcastOp::create(
         rewriter, loc, request, src, dst, grid, axes, step,
         raw->getAttrOfType<DenseI64ArrayAttr>("root"))};
   // A shift: send to +offset, receive from -offset.
   int64_t offset = raw->getAttrOfType<IntegerAttr>("offset").getInt();
-  Value send =
-      xfer::SendOp::create(rewriter, loc, request, src,
-                           rewriter.getI64IntegerAttr(offset), grid, axes, step);
-  Value recv =
-      xfer::RecvOp::create(rewriter, loc, request, dst,
-                           rewriter.getI64IntegerAttr(-offset), grid, axes, step);
+  Value send = xfer::SendOp::create(rewriter, loc, request, src,
+                                    rewriter.getI64IntegerAttr(offset), grid,
+                                    axes, step);
+  Value recv = xfer::RecvOp::create(rewriter, loc, request, dst,
+                                    rewriter.getI64IntegerAttr(-offset), grid,
+                                    axes, step);
   return {send, recv};
 }
 
@@ -251,9 +254,9 @@ struct SyncCollectiveModel
     if (failed(checkLowerable(collective)))
       return failure();
     Location loc = op->getLoc();
-    FailureOr<Value> src = getContiguousBuffer(
-        rewriter, loc, collective.getInput(), /*forceCopy=*/false, options,
-        state);
+    FailureOr<Value> src =
+        getContiguousBuffer(rewriter, loc, collective.getInput(),
+                            /*forceCopy=*/false, options, state);
     if (failed(src))
       return failure();
     auto resultType = collective.getCollectiveResult().getType();
@@ -282,11 +285,9 @@ struct StartCollectiveModel
       return failure();
     Location loc = op->getLoc();
     Operation *wait = *collective.getAsyncToken().user_begin();
-    bool privateCopy =
-        windowMayOverwrite(op, collective.getInput(), wait);
-    FailureOr<Value> src =
-        getContiguousBuffer(rewriter, loc, collective.getInput(), privateCopy,
-                            options, state);
+    bool privateCopy = windowMayOverwrite(op, collective.getInput(), wait);
+    FailureOr<Value> src = getContiguousBuffer(
+        rewriter, loc, collective.getInput(), privateCopy, options, state);
     if (failed(src))
       return failure();
     auto resultType = collective.getCollectiveResult().getType();
@@ -300,8 +301,8 @@ struct StartCollectiveModel
         emitTransfers(rewriter, collective, *src, *dst);
     // The token carries the requests to the wait, which bufferizes next.
     Value token = UnrealizedConversionCastOp::create(
-                      rewriter, loc, TypeRange{collective.getAsyncToken().getType()},
-                      requests)
+                      rewriter, loc,
+                      TypeRange{collective.getAsyncToken().getType()}, requests)
                       .getResult(0);
     replaceOpWithBufferizedValues(rewriter, op, {token, *dst});
     return success();
@@ -328,8 +329,7 @@ struct WaitModel
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
     auto wait = cast<WaitOp>(op);
-    auto cast =
-        wait.getToken().getDefiningOp<UnrealizedConversionCastOp>();
+    auto cast = wait.getToken().getDefiningOp<UnrealizedConversionCastOp>();
     if (!cast)
       return op->emitError() << "the start of this wait was not bufferized";
     FailureOr<Value> buffer =
@@ -391,8 +391,7 @@ void braid::dist::registerBufferizableOpInterfaceExternalModels(
         *context);
     AllToAllStartOp::attachInterface<StartCollectiveModel<AllToAllStartOp>>(
         *context);
-    ShiftStartOp::attachInterface<StartCollectiveModel<ShiftStartOp>>(
-        *context);
+    ShiftStartOp::attachInterface<StartCollectiveModel<ShiftStartOp>>(*context);
     BroadcastStartOp::attachInterface<StartCollectiveModel<BroadcastStartOp>>(
         *context);
     WaitOp::attachInterface<WaitModel>(*context);

@@ -1,4 +1,5 @@
-//===- EmitEntryPoint.cpp - The uniform entry point runners call -*- C++ -*-===//
+//===- EmitEntryPoint.cpp - The uniform entry point runners call -*- C++
+//-*-===//
 //
 // Part of Braid.
 //
@@ -42,9 +43,10 @@ struct EmitEntryPointPass
     builder.setInsertionPointToEnd(module.getBody());
     Location loc = target.getLoc();
     auto ptr = LLVM::LLVMPointerType::get(context);
-    auto fnType = LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context),
-                                              {ptr});
-    auto entryFn = LLVM::LLVMFuncOp::create(builder, loc, "braid_entry", fnType);
+    auto fnType =
+        LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context), {ptr});
+    auto entryFn =
+        LLVM::LLVMFuncOp::create(builder, loc, "braid_entry", fnType);
     Block *body = entryFn.addEntryBlock(builder);
     builder.setInsertionPointToStart(body);
     Value argv = body->getArgument(0);
@@ -56,8 +58,8 @@ struct EmitEntryPointPass
     unsigned numParams = target.getFunctionType().getNumParams();
     auto original = module.lookupSymbol<LLVM::LLVMFuncOp>(entry);
     bool hasResults =
-        original && !isa<LLVM::LLVMVoidType>(
-                        original.getFunctionType().getReturnType());
+        original &&
+        !isa<LLVM::LLVMVoidType>(original.getFunctionType().getReturnType());
     SmallVector<Value> args;
     for (unsigned i = 0; i < numParams; ++i) {
       unsigned slot = hasResults ? i : i + 1;

@@ -87,9 +87,9 @@ private:
     SmallVector<Type> results;
     if (returnsValue)
       results.push_back(i64);
-    auto function = func::FuncOp::create(
-        rewriter, module.getLoc(), name,
-        rewriter.getFunctionType(args, results));
+    auto function =
+        func::FuncOp::create(rewriter, module.getLoc(), name,
+                             rewriter.getFunctionType(args, results));
     function.setPrivate();
     return function;
   }
@@ -111,9 +111,8 @@ private:
     if (static_cast<int64_t>(shape.size()) > kMaxGridRank ||
         llvm::any_of(shape, ShapedType::isDynamic))
       return op->emitError() << "the runtime needs grids of at most "
-                             << kMaxGridRank
-                             << " axes of static size; grid " << gridAttr
-                             << " does not qualify";
+                             << kMaxGridRank << " axes of static size; grid "
+                             << gridAttr << " does not qualify";
     Location loc = op->getLoc();
     SmallVector<Value> args{constant(loc, shape.size())};
     for (int64_t i = 0; i < kMaxGridRank; ++i)
@@ -157,8 +156,7 @@ private:
         rewriter, loc, metadata.getOffset(),
         arith::ConstantIndexOp::create(rewriter, loc,
                                        elementBytes(type.getElementType())));
-    Value address =
-        arith::AddIOp::create(rewriter, loc, aligned, offsetBytes);
+    Value address = arith::AddIOp::create(rewriter, loc, aligned, offsetBytes);
     return arith::IndexCastOp::create(rewriter, loc, i64, address);
   }
 
@@ -196,13 +194,13 @@ private:
     if (failed(handle) || failed(size))
       return failure();
     Value stepValue = constant(loc, step);
-    auto reduceArgs = [&](Operation *o, Value src)
-        -> FailureOr<std::pair<Value, Value>> {
+    auto reduceArgs = [&](Operation *o,
+                          Value src) -> FailureOr<std::pair<Value, Value>> {
       Type element = cast<MemRefType>(src.getType()).getElementType();
       int64_t dtype = dtypeCode(element);
       if (dtype < 0)
-        return o->emitError() << "the runtime cannot reduce elements of type "
-                              << element;
+        return o->emitError()
+               << "the runtime cannot reduce elements of type " << element;
       auto kind = o->getAttrOfType<dist::ReductionKindAttr>("reduction");
       return std::make_pair(
           constant(loc, dtype),
@@ -344,11 +342,11 @@ private:
     // only pointers, to which the attribute cannot apply.
     StringRef placement = dist::DistDialect::getPlacementAttrName();
     for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i)
-      function.removeArgAttr(i, StringAttr::get(function.getContext(),
-                                              placement));
+      function.removeArgAttr(i,
+                             StringAttr::get(function.getContext(), placement));
     for (unsigned i = 0, e = function.getNumResults(); i < e; ++i)
-      function.removeResultAttr(i, StringAttr::get(function.getContext(),
-                                                   placement));
+      function.removeResultAttr(
+          i, StringAttr::get(function.getContext(), placement));
     if (function.isExternal())
       return success();
     entryBlock = &function.getFunctionBody().front();
@@ -412,8 +410,7 @@ struct ConvertXferToRuntimePass
                            << "' is not defined in the module";
         return signalPassFailure();
       }
-      function->setAttr("llvm.emit_c_interface",
-                        UnitAttr::get(&getContext()));
+      function->setAttr("llvm.emit_c_interface", UnitAttr::get(&getContext()));
     }
     if (failed(RuntimeLowering(module).run()))
       signalPassFailure();

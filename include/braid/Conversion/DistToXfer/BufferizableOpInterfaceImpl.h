@@ -1,4 +1,5 @@
-//===- BufferizableOpInterfaceImpl.h - dist ops bufferize to xfer -*- C++ -*-===//
+//===- BufferizableOpInterfaceImpl.h - dist ops bufferize to xfer -*- C++
+//-*-===//
 //
 // Part of Braid.
 //

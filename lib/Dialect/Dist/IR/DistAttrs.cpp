@@ -118,7 +118,8 @@ Attribute LinkAttr::parse(AsmParser &parser, Type) {
   if (parser.parseComma() || parser.parseKeyword("bandwidth") ||
       parser.parseEqual() || parser.parseFloat(bandwidth) ||
       parser.parseComma() || parser.parseKeyword("latency") ||
-      parser.parseEqual() || parser.parseFloat(latency) || parser.parseGreater())
+      parser.parseEqual() || parser.parseFloat(latency) ||
+      parser.parseGreater())
     return {};
   return getChecked([&] { return parser.emitError(classLoc); },
                     parser.getContext(), *linkClass, llvm::APFloat(bandwidth),
@@ -194,13 +195,15 @@ Attribute PlacementAttr::parse(AsmParser &parser, Type) {
   SmallVector<AxisPlacement> axes;
   if (parser.parseLess() || parser.parseAttribute(grid) ||
       parser.parseComma() ||
-      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&] {
-        AxisPlacement placement;
-        if (parseAxisPlacement(parser, placement))
-          return failure();
-        axes.push_back(placement);
-        return success();
-      }) ||
+      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square,
+                                     [&] {
+                                       AxisPlacement placement;
+                                       if (parseAxisPlacement(parser,
+                                                              placement))
+                                         return failure();
+                                       axes.push_back(placement);
+                                       return success();
+                                     }) ||
       parser.parseGreater())
     return {};
   return getChecked([&] { return parser.emitError(loc); }, parser.getContext(),
@@ -257,8 +260,8 @@ braid::dist::verifyPlacement(PlacementAttr placement, Type type,
     return emitError() << "unknown grid " << placement.getGrid();
   if (static_cast<int64_t>(placement.getAxes().size()) != grid.getRank())
     return emitError() << "placement has " << placement.getAxes().size()
-                       << " entries but grid " << placement.getGrid()
-                       << " has " << grid.getRank() << " axes";
+                       << " entries but grid " << placement.getGrid() << " has "
+                       << grid.getRank() << " axes";
   for (auto [index, axis] : llvm::enumerate(placement.getAxes())) {
     if (axis.kind == PlacementKind::Shard && axis.dim >= tensorType.getRank())
       return emitError() << "grid axis " << index << " shards dimension "

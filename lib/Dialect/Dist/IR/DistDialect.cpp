@@ -42,13 +42,12 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
              << " links but the grid has " << grid.getRank() << " axes";
     for (Attribute link : links)
       if (!isa<LinkAttr>(link))
-        return op->emitError() << "'" << getTopologyAttrName()
-                               << "' entry " << link << " is not a #dist.link";
+        return op->emitError() << "'" << getTopologyAttrName() << "' entry "
+                               << link << " is not a #dist.link";
     return success();
   }
   if (attr.getName() == getStepAttrName()) {
-    if (!isa<CollectiveOpInterface>(op) ||
-        !isa<IntegerAttr>(attr.getValue()))
+    if (!isa<CollectiveOpInterface>(op) || !isa<IntegerAttr>(attr.getValue()))
       return op->emitError() << "'" << getStepAttrName()
                              << "' must be an integer on a dist collective";
     return success();
@@ -57,8 +56,8 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
     return op->emitError() << "'" << getPlacementAttrName()
                            << "' belongs on function arguments and results; "
                               "use 'dist.annotate' to place a value";
-  return op->emitError() << "unknown dist attribute '" << attr.getName().getValue()
-                         << "'";
+  return op->emitError() << "unknown dist attribute '"
+                         << attr.getName().getValue() << "'";
 }
 
 /// Checks a placement attached to a function argument or result of `type`.
@@ -66,8 +65,9 @@ static LogicalResult verifyPlacementOn(Operation *op, NamedAttribute attr,
                                        Type type, StringRef what,
                                        unsigned index) {
   if (attr.getName() != DistDialect::getPlacementAttrName())
-    return op->emitError() << "unknown dist attribute '" << attr.getName().getValue()
-                           << "' on " << what << " #" << index;
+    return op->emitError() << "unknown dist attribute '"
+                           << attr.getName().getValue() << "' on " << what
+                           << " #" << index;
   auto placement = dyn_cast<PlacementAttr>(attr.getValue());
   if (!placement)
     return op->emitError() << "'" << attr.getName() << "' on " << what << " #"

@@ -58,8 +58,7 @@ double braid::dist::tensorBytes(Value value) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
   if (!type || !type.hasStaticShape())
     return 0;
-  return type.getNumElements() *
-         ((type.getElementTypeBitWidth() + 7) / 8);
+  return type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
 }
 
 LinkFigures CostModel::link(Operation *collective, FlatSymbolRefAttr gridAttr,
@@ -134,8 +133,8 @@ double CostModel::streamTime(double bytes) const {
   return bytes / (target.memoryBandwidth * target.memoryEfficiency);
 }
 
-double CostModel::collectiveTime(llvm::StringRef kind, double bytes,
-                                 int64_t n, LinkFigures link) const {
+double CostModel::collectiveTime(llvm::StringRef kind, double bytes, int64_t n,
+                                 LinkFigures link) const {
   if (n <= 1)
     return 0;
   double block = bytes / n;
@@ -152,5 +151,6 @@ double CostModel::collectiveTime(llvm::StringRef kind, double bytes,
   if (kind == "shift")
     return messageTime(bytes, link);
   // broadcast: pipelined ring.
-  return (n - 1) * link.latency + bytes / (link.bandwidth * target.linkEfficiency);
+  return (n - 1) * link.latency +
+         bytes / (link.bandwidth * target.linkEfficiency);
 }

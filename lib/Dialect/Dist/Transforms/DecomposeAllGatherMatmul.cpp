@@ -23,8 +23,8 @@ using namespace braid::dist;
 using namespace braid::dist::overlap;
 using namespace braid::dist::schedule;
 
-FailureOr<AllGatherMatmul>
-overlap::matchAllGatherMatmul(AllGatherOp op, std::string &reason) {
+FailureOr<AllGatherMatmul> overlap::matchAllGatherMatmul(AllGatherOp op,
+                                                         std::string &reason) {
   FailureOr<Ring> ring = matchRing(op, reason);
   if (failed(ring))
     return failure();
@@ -142,9 +142,9 @@ LogicalResult overlap::decomposeAllGatherMatmul(RewriterBase &rewriter,
         Value owner = ringIndex(rewriter, loc, position, -direction * step, n);
         Value offset =
             affineIndex(rewriter, loc, owner, match.chunkSize, q * pieceSize);
-        FailureOr<Chunk> chunk = computeChunk(
-            rewriter, consumer, match.loop, offset, pieceSize,
-            {{match.operand, current[q]}}, acc);
+        FailureOr<Chunk> chunk =
+            computeChunk(rewriter, consumer, match.loop, offset, pieceSize,
+                         {{match.operand, current[q]}}, acc);
         if (failed(chunk))
           return failure();
         acc = match.reductionLoop ? chunk->value

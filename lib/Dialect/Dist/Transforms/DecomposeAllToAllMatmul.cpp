@@ -38,9 +38,8 @@ FailureOr<AllToAllMatmul> overlap::matchAllToAllMatmul(AllToAllOp op,
     OpOperand &use = *result.use_begin();
     auto consumer = dyn_cast<linalg::LinalgOp>(use.getOwner());
     if (consumer && consumer.getNumReductionLoops() > 0 &&
-        consumer.hasPureTensorSemantics() &&
-        consumer->getNumResults() == 1 && consumer.isDpsInput(&use) &&
-        consumer->getBlock() == op->getBlock()) {
+        consumer.hasPureTensorSemantics() && consumer->getNumResults() == 1 &&
+        consumer.isDpsInput(&use) && consumer->getBlock() == op->getBlock()) {
       std::optional<unsigned> loop =
           loopOfOperandDim(consumer, use, op.getConcatDim());
       if (loop &&
@@ -108,10 +107,10 @@ LogicalResult overlap::decomposeAllToAllMatmul(RewriterBase &rewriter,
     Value acc = consumer.getDpsInitOperand(0)->get();
     auto computeOn = [&](Value data, int64_t delta) -> LogicalResult {
       Value owner = ringIndex(rewriter, loc, position, delta, n);
-      FailureOr<Chunk> chunk = computeChunk(
-          rewriter, consumer, match.loop,
-          affineIndex(rewriter, loc, owner, concatBlock, 0), concatBlock,
-          {{match.operand, data}}, acc);
+      FailureOr<Chunk> chunk =
+          computeChunk(rewriter, consumer, match.loop,
+                       affineIndex(rewriter, loc, owner, concatBlock, 0),
+                       concatBlock, {{match.operand, data}}, acc);
       if (failed(chunk))
         return failure();
       acc = insertChunk(rewriter, loc, *chunk, acc);

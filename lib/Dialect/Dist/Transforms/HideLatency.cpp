@@ -60,8 +60,8 @@ void overlap::makeAsync(RewriterBase &rewriter, CollectiveOpInterface op,
                        (raw->getName().getStringRef() + "_start").str());
   state.addOperands(op.getInput());
   state.addAttributes(raw->getAttrs());
-  state.addTypes({TokenType::get(raw->getContext()),
-                  op.getCollectiveResult().getType()});
+  state.addTypes(
+      {TokenType::get(raw->getContext()), op.getCollectiveResult().getType()});
   Operation *start = rewriter.create(state);
   rewriter.setInsertionPoint(placement.waitBefore);
   Value ready = WaitOp::create(rewriter, raw->getLoc(),

@@ -1,4 +1,5 @@
-//===- LinearizeCollectives.cpp - Collectives on contiguous blocks -*- C++ -*-===//
+//===- LinearizeCollectives.cpp - Collectives on contiguous blocks -*- C++
+//-*-===//
 //
 // Part of Braid.
 //
@@ -97,8 +98,7 @@ static Value permute(OpBuilder &b, Location loc, Value value,
     Reassociation all(1);
     for (int64_t i = 0; i < type.getRank(); ++i)
       all[0].push_back(i);
-    Value collapsed =
-        tensor::CollapseShapeOp::create(b, loc, flat, value, all);
+    Value collapsed = tensor::CollapseShapeOp::create(b, loc, flat, value, all);
     Reassociation back(1);
     for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i)
       back[0].push_back(i);
@@ -216,9 +216,9 @@ public:
     }
     auto wait = cast<WaitOp>(*op.getAsyncToken().user_begin());
     rewriter.setInsertionPoint(wait);
-    auto newWait = WaitOp::create(rewriter, wait.getLoc(), plan->resultType,
-                                  newOp.getAsyncToken(),
-                                  newOp.getCollectiveResult());
+    auto newWait =
+        WaitOp::create(rewriter, wait.getLoc(), plan->resultType,
+                       newOp.getAsyncToken(), newOp.getCollectiveResult());
     Value result = plan->finish(rewriter, wait.getLoc(), newWait.getResult());
     rewriter.replaceOp(wait, result);
     rewriter.eraseOp(raw);
@@ -245,7 +245,8 @@ private:
   std::optional<Plan> planAllGather(Location loc, CollectiveOpInterface op,
                                     int64_t dim, int64_t n) {
     auto inType = op.getInput().getType();
-    if (dim == 0 || (inType.hasStaticShape() && prefixProduct(inType, dim) == 1))
+    if (dim == 0 ||
+        (inType.hasStaticShape() && prefixProduct(inType, dim) == 1))
       return std::nullopt;
     if (!requireStatic(op, n))
       return std::nullopt;
@@ -264,7 +265,8 @@ private:
   std::optional<Plan> planReduceScatter(Location loc, CollectiveOpInterface op,
                                         int64_t dim, int64_t n) {
     auto inType = op.getInput().getType();
-    if (dim == 0 || (inType.hasStaticShape() && prefixProduct(inType, dim) == 1))
+    if (dim == 0 ||
+        (inType.hasStaticShape() && prefixProduct(inType, dim) == 1))
       return std::nullopt;
     if (!requireStatic(op, n))
       return std::nullopt;
@@ -322,8 +324,8 @@ struct LinearizeCollectivesPass
     StringRef step = DistDialect::getStepAttrName();
     for (auto [index, op] : llvm::enumerate(ops))
       if (!op->hasAttr(step))
-        op->setAttr(step, IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                                           index));
+        op->setAttr(
+            step, IntegerAttr::get(IntegerType::get(&getContext(), 64), index));
     Linearizer linearizer(&getContext());
     bool failed = false;
     for (CollectiveOpInterface op : ops)

@@ -1,4 +1,5 @@
-//===- ListCollectives.cpp - Report the collectives of a function -*- C++ -*-===//
+//===- ListCollectives.cpp - Report the collectives of a function -*- C++
+//-*-===//
 //
 // Part of Braid.
 //
@@ -68,8 +69,8 @@ struct ListCollectivesPass
     getOperation()->walk([&](CollectiveOpInterface op) {
       ++numCollectives;
       shard::GridOp grid = lookupGrid(op, op.getGridAttr());
-      int64_t group = grid ? getGroupSize(grid, op.getAxes())
-                           : ShapedType::kDynamic;
+      int64_t group =
+          grid ? getGroupSize(grid, op.getAxes()) : ShapedType::kDynamic;
       InFlightDiagnostic remark = op->emitRemark();
       remark << op.getCollectiveKind() << (op.isAsync() ? " (async)" : "")
              << " on " << op.getGridAttr() << " axes [";
@@ -81,8 +82,8 @@ struct ListCollectivesPass
         remark << group << " ranks";
       remark << "): " << op.getInput().getType() << " -> "
              << op.getCollectiveResult().getType();
-      int64_t bytes = ShapedType::isDynamic(group) ? -1
-                                                   : receivedBytes(op, group);
+      int64_t bytes =
+          ShapedType::isDynamic(group) ? -1 : receivedBytes(op, group);
       if (bytes >= 0)
         remark << ", receives " << formatBytes(bytes) << " per rank";
       remark << "; input from " << describeProducer(op.getInput());

@@ -74,11 +74,12 @@ bool ReplicationAnalysis::isReplicatedAlong(Value value, FlatSymbolRefAttr grid,
     if (function && arg.getOwner()->isEntryBlock()) {
       if (auto placement = function.getArgAttrOfType<PlacementAttr>(
               arg.getArgNumber(), DistDialect::getPlacementAttrName()))
-        if (placement.getGrid() == grid &&
-            placement.isReplicatedAlong(axis))
+        if (placement.getGrid() == grid && placement.isReplicatedAlong(axis))
           return remember(true);
-      reason = describe(value) + " has no placement 'replicate' along grid "
-               "axis " + std::to_string(axis);
+      reason = describe(value) +
+               " has no placement 'replicate' along grid "
+               "axis " +
+               std::to_string(axis);
       return remember(false);
     }
     reason = describe(value) + " is a block argument of unknown origin";
@@ -92,8 +93,10 @@ bool ReplicationAnalysis::isReplicatedAlong(Value value, FlatSymbolRefAttr grid,
     PlacementAttr placement = annotate.getPlacement();
     if (placement.getGrid() == grid && placement.isReplicatedAlong(axis))
       return remember(true);
-    reason = describe(value) + " is annotated without 'replicate' along grid "
-             "axis " + std::to_string(axis);
+    reason = describe(value) +
+             " is annotated without 'replicate' along grid "
+             "axis " +
+             std::to_string(axis);
     return remember(false);
   }
   if (replicatesAlong(op, grid, axis))

@@ -16,15 +16,15 @@ using namespace mlir;
 using namespace braid::dist;
 using namespace braid::dist::schedule;
 
-Value schedule::groupPosition(OpBuilder &b, Location loc, FlatSymbolRefAttr grid,
-                            int16_t axis) {
+Value schedule::groupPosition(OpBuilder &b, Location loc,
+                              FlatSymbolRefAttr grid, int16_t axis) {
   return shard::ProcessMultiIndexOp::create(b, loc, grid.getValue(),
                                             ArrayRef<shard::GridAxis>{axis})
       .getResult()[0];
 }
 
 Value schedule::ringIndex(OpBuilder &b, Location loc, Value position,
-                        int64_t delta, int64_t n) {
+                          int64_t delta, int64_t n) {
   int64_t shift = ((delta % n) + n) % n;
   if (shift == 0)
     return position;
@@ -35,7 +35,7 @@ Value schedule::ringIndex(OpBuilder &b, Location loc, Value position,
 }
 
 Value schedule::affineIndex(OpBuilder &b, Location loc, Value index,
-                          int64_t scale, int64_t add) {
+                            int64_t scale, int64_t add) {
   Value result = index;
   if (scale != 1)
     result = arith::MulIOp::create(
@@ -47,8 +47,8 @@ Value schedule::affineIndex(OpBuilder &b, Location loc, Value index,
 }
 
 std::optional<unsigned> schedule::loopOfOperandDim(linalg::LinalgOp op,
-                                                 OpOperand &operand,
-                                                 int64_t dim) {
+                                                   OpOperand &operand,
+                                                   int64_t dim) {
   AffineMap map = op.getMatchingIndexingMap(&operand);
   if (dim >= map.getNumResults())
     return std::nullopt;
@@ -58,12 +58,13 @@ std::optional<unsigned> schedule::loopOfOperandDim(linalg::LinalgOp op,
 }
 
 std::optional<int64_t> schedule::resultDimOfLoop(linalg::LinalgOp op,
-                                               unsigned loop) {
+                                                 unsigned loop) {
   if (op->getNumResults() != 1)
     return std::nullopt;
   AffineMap map = op.getIndexingMapMatchingResult(op->getResult(0));
   for (auto [i, expr] : llvm::enumerate(map.getResults()))
-    if (auto dim = dyn_cast<AffineDimExpr>(expr); dim && dim.getPosition() == loop)
+    if (auto dim = dyn_cast<AffineDimExpr>(expr);
+        dim && dim.getPosition() == loop)
       return static_cast<int64_t>(i);
   return std::nullopt;
 }
@@ -84,7 +85,7 @@ bool schedule::isElementwiseIn(linalg::LinalgOp op, OpOperand &operand) {
 }
 
 Value schedule::sliceAlong(OpBuilder &b, Location loc, Value value, int64_t dim,
-                         OpFoldResult offset, int64_t size) {
+                           OpFoldResult offset, int64_t size) {
   auto type = cast<RankedTensorType>(value.getType());
   SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
   SmallVector<OpFoldResult> sizes, strides(type.getRank(), b.getIndexAttr(1));
@@ -99,7 +100,7 @@ Value schedule::sliceAlong(OpBuilder &b, Location loc, Value value, int64_t dim,
 }
 
 Value schedule::insertAlong(OpBuilder &b, Location loc, Value chunk, Value dest,
-                          int64_t dim, OpFoldResult offset) {
+                            int64_t dim, OpFoldResult offset) {
   auto type = cast<RankedTensorType>(chunk.getType());
   SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
   SmallVector<OpFoldResult> sizes, strides(type.getRank(), b.getIndexAttr(1));
@@ -112,9 +113,9 @@ Value schedule::insertAlong(OpBuilder &b, Location loc, Value chunk, Value dest,
 
 FailureOr<Chunk>
 schedule::computeChunk(RewriterBase &rewriter, linalg::LinalgOp op,
-                     unsigned loop, OpFoldResult offset, int64_t size,
-                     ArrayRef<std::pair<unsigned, Value>> replacements,
-                     Value initSource) {
+                       unsigned loop, OpFoldResult offset, int64_t size,
+                       ArrayRef<std::pair<unsigned, Value>> replacements,
+                       Value initSource) {
   auto tiling = cast<TilingInterface>(op.getOperation());
   Location loc = op.getLoc();
   SmallVector<Range> domain = tiling.getIterationDomain(rewriter);
@@ -134,7 +135,8 @@ schedule::computeChunk(RewriterBase &rewriter, linalg::LinalgOp op,
     Value old = tiledOp->getOperand(index);
     if (old.getType() != value.getType())
       return rewriter.notifyMatchFailure(op, "chunk operand type mismatch");
-    rewriter.modifyOpInPlace(tiledOp, [&] { tiledOp->setOperand(index, value); });
+    rewriter.modifyOpInPlace(tiledOp,
+                             [&] { tiledOp->setOperand(index, value); });
     if (Operation *def = old.getDefiningOp(); def && def->use_empty())
       rewriter.eraseOp(def);
     return success();
@@ -144,9 +146,8 @@ schedule::computeChunk(RewriterBase &rewriter, linalg::LinalgOp op,
       return failure();
   Chunk chunk;
   chunk.value = tiledOp->getResult(0);
-  if (failed(tiling.getResultTilePosition(rewriter, 0, offsets, sizes,
-                                          chunk.resultOffsets,
-                                          chunk.resultSizes)))
+  if (failed(tiling.getResultTilePosition(
+          rewriter, 0, offsets, sizes, chunk.resultOffsets, chunk.resultSizes)))
     return rewriter.notifyMatchFailure(op, "no result tile position");
   if (initSource) {
     auto dps = cast<DestinationStyleOpInterface>(tiledOp);
@@ -168,7 +169,7 @@ schedule::computeChunk(RewriterBase &rewriter, linalg::LinalgOp op,
 }
 
 Value schedule::insertChunk(OpBuilder &b, Location loc, const Chunk &chunk,
-                          Value dest) {
+                            Value dest) {
   auto type = cast<RankedTensorType>(dest.getType());
   SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
   return tensor::InsertSliceOp::create(b, loc, chunk.value, dest,
@@ -177,7 +178,7 @@ Value schedule::insertChunk(OpBuilder &b, Location loc, const Chunk &chunk,
 }
 
 FailureOr<Value> schedule::combine(OpBuilder &b, Location loc,
-                                 ReductionKind kind, Value lhs, Value rhs) {
+                                   ReductionKind kind, Value lhs, Value rhs) {
   ValueRange inputs{lhs, rhs};
   ValueRange outputs{lhs};
   switch (kind) {
@@ -195,9 +196,10 @@ FailureOr<Value> schedule::combine(OpBuilder &b, Location loc,
 }
 
 std::pair<Value, Value> schedule::startShift(OpBuilder &b, Location loc,
-                                           Value value, FlatSymbolRefAttr grid,
-                                           int16_t axis, int64_t offset,
-                                           int64_t step) {
+                                             Value value,
+                                             FlatSymbolRefAttr grid,
+                                             int16_t axis, int64_t offset,
+                                             int64_t step) {
   auto start = ShiftStartOp::create(
       b, loc, TokenType::get(b.getContext()), value.getType(), grid,
       b.getDenseI16ArrayAttr({axis}), value, b.getI64IntegerAttr(offset));
@@ -206,7 +208,7 @@ std::pair<Value, Value> schedule::startShift(OpBuilder &b, Location loc,
 }
 
 Value schedule::waitFor(OpBuilder &b, Location loc,
-                      std::pair<Value, Value> started) {
+                        std::pair<Value, Value> started) {
   return WaitOp::create(b, loc, started.second.getType(), started.first,
                         started.second);
 }

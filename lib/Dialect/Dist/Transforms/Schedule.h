@@ -45,7 +45,6 @@ struct Ring {
 /// Common checks: static shapes, one grid axis, a static group of >1 ranks.
 mlir::FailureOr<Ring> matchRing(CollectiveOpInterface op, std::string &reason);
 
-
 /// This rank's position along grid axis `axis` (an index value).
 mlir::Value groupPosition(mlir::OpBuilder &b, mlir::Location loc,
                           mlir::FlatSymbolRefAttr grid, int16_t axis);
@@ -61,8 +60,7 @@ mlir::Value affineIndex(mlir::OpBuilder &b, mlir::Location loc,
 /// The loop of `op` that dimension `dim` of `operand` is indexed by, if the
 /// indexing expression is a plain loop dimension.
 std::optional<unsigned> loopOfOperandDim(mlir::linalg::LinalgOp op,
-                                         mlir::OpOperand &operand,
-                                         int64_t dim);
+                                         mlir::OpOperand &operand, int64_t dim);
 
 /// The dimension of `op`'s (single) result indexed by `loop`, if any.
 std::optional<int64_t> resultDimOfLoop(mlir::linalg::LinalgOp op,

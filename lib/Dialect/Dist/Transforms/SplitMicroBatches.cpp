@@ -71,8 +71,7 @@ FailureOr<MicroBatch> overlap::matchMicroBatch(CollectiveOpInterface op,
 }
 
 LogicalResult overlap::splitMicroBatches(RewriterBase &rewriter,
-                                         MicroBatch match,
-                                         int64_t parts) {
+                                         MicroBatch match, int64_t parts) {
   Operation *op = match.collective.getOperation();
   Location loc = op->getLoc();
   rewriter.setInsertionPoint(op);
@@ -82,8 +81,8 @@ LogicalResult overlap::splitMicroBatches(RewriterBase &rewriter,
   SmallVector<int64_t> sliceShape(outType.getShape());
   sliceShape[match.dim] = size;
   auto sliceType = RankedTensorType::get(sliceShape, outType.getElementType());
-  OperationName startName(
-      (op->getName().getStringRef() + "_start").str(), op->getContext());
+  OperationName startName((op->getName().getStringRef() + "_start").str(),
+                          op->getContext());
 
   // Compute micro-batch b, start its collective, go on with b + 1.
   SmallVector<std::pair<Value, Value>> started;

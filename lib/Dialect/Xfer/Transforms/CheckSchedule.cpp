@@ -1,4 +1,5 @@
-//===- CheckSchedule.cpp - Deadlock and race freedom of transfers -*- C++ -*-===//
+//===- CheckSchedule.cpp - Deadlock and race freedom of transfers -*- C++
+//-*-===//
 //
 // Part of Braid.
 //
@@ -65,8 +66,8 @@ bool mayAlias(Value a, Value b) {
   if (rootOf(a) != rootOf(b))
     return false;
   auto ra = staticRanges(a), rb = staticRanges(b);
-  if (!ra || !rb || a.getDefiningOp()->getOperand(0) !=
-                        b.getDefiningOp()->getOperand(0))
+  if (!ra || !rb ||
+      a.getDefiningOp()->getOperand(0) != b.getDefiningOp()->getOperand(0))
     return true;
   for (auto [x, y] : llvm::zip(*ra, *rb))
     if (x.second <= y.first || y.second <= x.first)
@@ -129,7 +130,8 @@ public:
         }
         continue;
       }
-      if (op.getNumResults() == 1 && isa<RequestType>(op.getResult(0).getType()))
+      if (op.getNumResults() == 1 &&
+          isa<RequestType>(op.getResult(0).getType()))
         pending[op.getResult(0)] = post(op, sends, recvs);
       for (Region &region : op.getRegions())
         for (Block &nested : region)
@@ -221,8 +223,7 @@ private:
         return wait.emitError()
                << "deadlock: rank r waits at step " << p.step
                << " for the receive from " << peer(recv.getOffset()) << " "
-               << axisText(p.op)
-               << " before the matching send is posted; "
+               << axisText(p.op) << " before the matching send is posted; "
                << peer(recv.getOffset())
                << " runs the same program and waits here too";
       Operation *send = sends.lookup(p.channel)[p.index];
@@ -261,8 +262,7 @@ private:
     auto type = cast<MemRefType>(buffer.getType());
     if (!type.hasStaticShape())
       return -1;
-    return type.getNumElements() *
-           ((type.getElementTypeBitWidth() + 7) / 8);
+    return type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
   }
 
   /// What `op` does to memory, by buffer; unknown ops read and write every
@@ -310,19 +310,17 @@ private:
       for (Value written : writes)
         for (Value source : p.reads)
           if (mayAlias(written, source))
-            return op.emitError()
-                   << "race: '" << op.getName() << "' writes "
-                   << describeBuffer(written) << " while the "
-                   << p.op->getName() << " of step " << p.step
-                   << " still reads it (it is waited later)";
+            return op.emitError() << "race: '" << op.getName() << "' writes "
+                                  << describeBuffer(written) << " while the "
+                                  << p.op->getName() << " of step " << p.step
+                                  << " still reads it (it is waited later)";
       for (Value touched : llvm::concat<Value>(reads, writes))
         for (Value dest : p.writes)
           if (mayAlias(touched, dest))
-            return op.emitError()
-                   << "race: '" << op.getName() << "' accesses "
-                   << describeBuffer(touched) << " while the "
-                   << p.op->getName() << " of step " << p.step
-                   << " still writes it (it is waited later)";
+            return op.emitError() << "race: '" << op.getName() << "' accesses "
+                                  << describeBuffer(touched) << " while the "
+                                  << p.op->getName() << " of step " << p.step
+                                  << " still writes it (it is waited later)";
     }
     return success();
   }
