@@ -34,3 +34,15 @@ if config.mpi_found in ("TRUE", "ON", "1"):
         ("%braid_lib", os.path.join(config.braid_obj_root, "lib")))
     llvm_config.add_tool_substitutions(
         ["braid-exec", "braid-run", "braid-rt-selftest", "braid-capi-test"], tool_dirs)
+
+# cuda: the toolkit is there, so the cuda target is built and its
+# compile-only tests (cubins through ptxas) run. cuda-device: a GPU is
+# visible too, so compiled programs can run.
+if config.cuda_found in ("TRUE", "ON", "1"):
+    config.available_features.add("cuda")
+    config.substitutions.append(("%cuda_root", config.cuda_root))
+    import shutil
+    import subprocess
+    smi = shutil.which("nvidia-smi")
+    if smi and subprocess.run([smi, "-L"], capture_output=True).returncode == 0:
+        config.available_features.add("cuda-device")

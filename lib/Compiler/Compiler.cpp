@@ -9,6 +9,7 @@
 #include "braid/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/MLIRContext.h"
@@ -176,7 +177,13 @@ void setPipelineOptions(const braid::CompileOptions &options,
   pipeline.overlap = options.overlap;
   pipeline.fuse = options.fuse;
   pipeline.quantizeAllGather = options.quantizeAllGather;
-  pipeline.targetPreset = options.targetPreset;
+  pipeline.targetPreset = !options.targetPreset.empty() ? options.targetPreset
+                          : options.target == "cuda"    ? "h200"
+                                                        : "cpu";
+  pipeline.sm = options.sm;
+  pipeline.cudaPath = options.cudaPath;
+  if (options.emit == "ptx")
+    pipeline.gpuFormat = "isa";
   pipeline.report = options.report;
   pipeline.checkSchedule = options.checkSchedule;
   pipeline.subChunks = options.subChunks;
@@ -210,6 +217,10 @@ bool braid::parseCompileOptions(StringRef text, CompileOptions &options,
       options.quantizeAllGather = value.str();
     else if (key == "target")
       options.target = value.str();
+    else if (key == "sm")
+      options.sm = value.str();
+    else if (key == "cuda-path")
+      options.cudaPath = value.str();
     else if (key == "target-preset")
       options.targetPreset = value.str();
     else if (key == "report")
@@ -242,11 +253,15 @@ bool braid::parseCompileOptions(StringRef text, CompileOptions &options,
 
 bool braid::validateCompileOptions(const CompileOptions &options,
                                    std::string &error) {
-  static const char *stages[] = {"dist",    "xfer", "llvm-mlir",
-                                 "llvm-ir", "obj",  "lib"};
+  static const char *stages[] = {"dist", "xfer", "llvm-mlir", "llvm-ir",
+                                 "obj",  "lib",  "ptx"};
   if (!llvm::is_contained(stages, options.emit)) {
     error = "unknown --emit=" + options.emit +
-            ", expected dist, xfer, llvm-mlir, llvm-ir, obj or lib";
+            ", expected dist, xfer, llvm-mlir, llvm-ir, obj, lib or ptx";
+    return false;
+  }
+  if (options.emit == "ptx" && options.target != "cuda") {
+    error = "--emit=ptx needs --target=cuda";
     return false;
   }
   if (options.optLevel > 3) {
@@ -322,6 +337,15 @@ LogicalResult braid::compile(ModuleOp module, const CompileOptions &options,
     return failure();
   if (options.emit == "xfer" || options.emit == "llvm-mlir") {
     module->print(*textOutput);
+    return success();
+  }
+  if (options.emit == "ptx") {
+    // The PTX of every kernel module, as ptxas would read it.
+    for (auto binary : module.getOps<gpu::BinaryOp>())
+      for (Attribute object : binary.getObjects())
+        *textOutput << "// braid: kernels of " << binary.getSymName() << "\n"
+                    << cast<gpu::ObjectAttr>(object).getObject().getValue()
+                    << "\n";
     return success();
   }
 

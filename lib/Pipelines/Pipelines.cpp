@@ -37,6 +37,26 @@ void addTextual(OpPassManager &pm, llvm::StringRef pipeline) {
 
 } // namespace
 
+const char *braid::defaultCudaPath() {
+#ifdef BRAID_CUDA_ROOT
+  return BRAID_CUDA_ROOT;
+#else
+  return "";
+#endif
+}
+
+int64_t braid::sharedMemoryPerBlock(llvm::StringRef sm) {
+  // Opt-in shared memory per block (CUDA programming guide, compute
+  // capabilities table).
+  if (sm.starts_with("90") || sm.starts_with("100") || sm.starts_with("103"))
+    return 227 * 1024;
+  if (sm.starts_with("80") || sm.starts_with("87"))
+    return 163 * 1024;
+  if (sm.starts_with("86") || sm.starts_with("89") || sm.starts_with("12"))
+    return 99 * 1024;
+  return 48 * 1024;
+}
+
 bool braid::validatePipelineOptions(const BraidPipelineOptions &options,
                                     std::string &message) {
   auto oneOf = [&](llvm::StringRef name, llvm::StringRef value,
@@ -48,7 +68,28 @@ bool braid::validatePipelineOptions(const BraidPipelineOptions &options,
       message += " " + a.str();
     return false;
   };
-  return oneOf("target", options.target, {"cpu"}) &&
+  // sm_XX with an optional feature suffix (a: architecture-specific, f:
+  // family); ptxas has the final word on whether it exists.
+  llvm::StringRef sm = options.sm;
+  llvm::StringRef digits = sm.rtrim("af");
+  unsigned number = 0;
+  if (options.target == "cuda" &&
+      (digits.empty() || digits.getAsInteger(10, number) || number < 70 ||
+       sm.size() - digits.size() > 1)) {
+    message = "unknown GPU architecture '" + options.sm +
+              "', expected a compute capability such as 90a, 90 or 80 (sm_70 "
+              "or newer)";
+    return false;
+  }
+  if (options.target == "cuda" && options.cudaPath.empty() &&
+      !*defaultCudaPath()) {
+    message = "the cuda target needs a CUDA toolkit (ptxas, libdevice): this "
+              "Braid was configured without one; give its path with "
+              "cuda-path";
+    return false;
+  }
+  return oneOf("target", options.target, {"cpu", "cuda"}) &&
+         oneOf("GPU format", options.gpuFormat, {"bin", "isa", "fatbin"}) &&
          oneOf("overlap mode", options.overlap, {"auto", "force", "off"}) &&
          oneOf("target preset", options.targetPreset,
                {"cpu", "h100", "h200"}) &&
@@ -88,12 +129,21 @@ void braid::buildBraidPipeline(OpPassManager &pm,
 
   // xfer: memory-bound chains fused into kernels, contiguous collectives,
   // bufferization (dist -> xfer), buffers freed at block ends.
+  bool cuda = options.target == "cuda";
   dist::FuseMemoryBoundOptions fuseOptions;
   fuseOptions.mode = options.fuse;
+  if (cuda) {
+    // One block per row: a row's intermediates fit in shared memory, and
+    // contractions stay whole for cuBLASLt instead of running in a tile.
+    fuseOptions.rowTile = 1;
+    fuseOptions.epilogues = false;
+  }
   pm.addNestedPass<func::FuncOp>(dist::createFuseMemoryBound(fuseOptions));
   addTextual(pm, "func.func(braid-linearize-collectives,canonicalize)");
   addTextual(pm, "one-shot-bufferize{bufferize-function-boundaries "
                  "function-boundary-type-conversion=identity-layout-map}");
+  if (cuda)
+    pm.addNestedPass<func::FuncOp>(createGpuKernelScratch());
   // Ownership-based deallocation without the simplification pass, whose
   // cost grows quadratically with the size of a function; the deallocations
   // it would simplify are conditional on static ownerships that canonicalize
@@ -109,6 +159,17 @@ void braid::buildBraidPipeline(OpPassManager &pm,
   ConvertXferToRuntimeOptions runtimeOptions;
   runtimeOptions.entry = options.entry;
   pm.addPass(createConvertXferToRuntime(runtimeOptions));
+  if (cuda) {
+    addCudaStages(pm, options);
+  } else {
+    addCpuStages(pm);
+  }
+  EmitEntryPointOptions entryOptions;
+  entryOptions.entry = options.entry;
+  pm.addPass(createEmitEntryPoint(entryOptions));
+}
+
+void braid::addCpuStages(OpPassManager &pm) {
   addTextual(pm, "braid-outline-kernels,"
                  "func.func(scf-forall-to-for,convert-linalg-to-loops),"
                  "expand-strided-metadata,lower-affine,convert-scf-to-cf");
@@ -125,9 +186,41 @@ void braid::buildBraidPipeline(OpPassManager &pm,
                  "convert-arith-to-llvm,convert-index-to-llvm,"
                  "convert-cf-to-llvm,convert-func-to-llvm,"
                  "reconcile-unrealized-casts");
-  EmitEntryPointOptions entryOptions;
-  entryOptions.entry = options.entry;
-  pm.addPass(createEmitEntryPoint(entryOptions));
+}
+
+void braid::addCudaStages(OpPassManager &pm,
+                          const BraidPipelineOptions &options) {
+  MapToGPUOptions mapOptions;
+  mapOptions.sharedMemoryLimit = sharedMemoryPerBlock(options.sm);
+  pm.addPass(createMapToGPU(mapOptions));
+  std::string toolkit = options.cudaPath.empty()
+                            ? std::string(defaultCudaPath())
+                            : std::string(options.cudaPath);
+  // Kernels: outlined into gpu.modules, lowered to NVVM, compiled by the
+  // NVPTX backend and the toolkit's ptxas (libdevice for math functions).
+  // bf16 and f16 arithmetic runs in f32 as on the cpu target.
+  addTextual(
+      pm,
+      "func.func(lower-affine,canonicalize),"
+      "gpu-launch-sink-index-computations,gpu-kernel-outlining,"
+      "braid-merge-gpu-modules,"
+      "nvvm-attach-target{chip=sm_" +
+          options.sm +
+          " O=3},"
+          "gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+          "math-extend-to-supported-types{extra-types=f16,bf16},"
+          "arith-emulate-unsupported-floats{source-types=f16,bf16 "
+          "target-type=f32},arith-expand{include-bf16},"
+          "convert-gpu-to-nvvm,canonicalize,cse,"
+          "reconcile-unrealized-casts),"
+          "gpu-module-to-binary{format=" +
+          options.gpuFormat + " toolkit=" + toolkit + "}");
+  // Host: runtime calls, launches through the runtime's mgpu* functions.
+  addTextual(pm, "func.func(scf-forall-to-for),expand-strided-metadata,"
+                 "lower-affine,convert-scf-to-cf,canonicalize,"
+                 "gpu-to-llvm,finalize-memref-to-llvm,convert-arith-to-llvm,"
+                 "convert-index-to-llvm,convert-cf-to-llvm,"
+                 "convert-func-to-llvm,reconcile-unrealized-casts");
 }
 
 void braid::registerBraidPipelines() {

@@ -17,9 +17,16 @@ namespace braid::rt {
 static std::atomic<int> rankForMessages{-1};
 static std::atomic<bool> mpiUsable{false};
 static std::atomic<bool> failing{false};
+static std::atomic<void (*)()> fatalHook{nullptr};
+static thread_local int threadRankForMessages = -1;
 
 void setDiagnosticRank(int rank) { rankForMessages.store(rank); }
-int diagnosticRank() { return rankForMessages.load(); }
+int diagnosticRank() {
+  return threadRankForMessages >= 0 ? threadRankForMessages
+                                    : rankForMessages.load();
+}
+void setThreadDiagnosticRank(int rank) { threadRankForMessages = rank; }
+void setFatalHook(void (*hook)()) { fatalHook.store(hook); }
 void setMPIUsable(bool usable) { mpiUsable.store(usable); }
 
 static std::string vformatString(const char *format, va_list args) {
@@ -51,7 +58,7 @@ void fatal(const std::string &message) {
     for (;;)
       pause();
   }
-  int rank = rankForMessages.load();
+  int rank = diagnosticRank();
   // One write keeps the line whole when several ranks share a terminal.
   std::string line = rank >= 0 ? formatString("braid: rank %d: ", rank)
                                : std::string("braid: ");
@@ -60,6 +67,11 @@ void fatal(const std::string &message) {
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
   std::fflush(stdout);
+  if (void (*hook)() = fatalHook.load()) {
+    // Should the hook hang, SIGALRM's default action still ends the process.
+    alarm(30);
+    hook();
+  }
   if (mpiUsable.load()) {
     // MPI_Abort asks mpirun to kill every rank. Should that itself hang
     // (a broken launcher connection), SIGALRM's default action still ends

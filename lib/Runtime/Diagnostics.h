@@ -23,6 +23,15 @@ namespace braid::rt {
 /// Remembers this rank's number for messages; -1 until MPI is initialized.
 void setDiagnosticRank(int rank);
 int diagnosticRank();
+/// Overrides the rank for messages from the calling thread only (-1: use
+/// the process's); backends that run several ranks in one process (the cuda
+/// backend's loopback transport) call it on each rank's thread.
+void setThreadDiagnosticRank(int rank);
+
+/// A function fatal() runs once before it takes the job down, to release
+/// what would otherwise hang the peers (the cuda backend aborts its NCCL
+/// communicators). Must not call fatal().
+void setFatalHook(void (*hook)());
 
 /// Whether MPI_Abort may be used to take down the job.
 void setMPIUsable(bool usable);

@@ -14,11 +14,10 @@
 #ifndef BRAID_RUNTIME_GROUPS_H
 #define BRAID_RUNTIME_GROUPS_H
 
-#include "braid/Runtime/braid_rt.h"
+#include "Grid.h"
 
 #include <mpi.h>
 
-#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -30,34 +29,10 @@ namespace braid::rt {
 
 class CommThread;
 
-/// A grid shape as the ABI passes it: `ndims` sizes, the rest 1.
-struct GridShape {
-  int ndims = 0;
-  std::array<int64_t, BRAID_RT_MAX_GRID_RANK> sizes{};
-
-  int64_t numRanks() const;
-  /// "2x4".
-  std::string str() const;
-  /// Row-major coordinates of world rank `rank`.
-  std::array<int64_t, BRAID_RT_MAX_GRID_RANK> coordinates(int64_t rank) const;
-};
-
-/// Validates an ABI grid shape against the world size; aborts with a message
-/// naming `what` (the call) otherwise.
-GridShape makeGridShape(const char *what, int64_t ndims, int64_t s0, int64_t s1,
-                        int64_t s2, int64_t s3, int worldSize);
-
-struct Group {
-  GridShape shape;
-  std::vector<int> axes; // In the listed order.
+/// A group and its communicator, in which a rank's MPI rank equals its
+/// group position.
+struct Group : GroupLayout {
   MPI_Comm comm = MPI_COMM_NULL;
-  int size = 1;
-  int position = 0; // Equals this rank's rank in `comm`.
-  /// World rank of every group position (for messages and traces).
-  std::vector<int> worldRanks;
-
-  /// "grid 2x4 axes [1, 0]".
-  std::string str() const;
 };
 
 /// The groups this rank has asked for, created on first use and cached.
@@ -78,11 +53,8 @@ public:
   void freeAll();
 
 private:
-  // (ndims, sizes..., naxes, packed axes), normalized.
-  using Key = std::array<int64_t, 3 + BRAID_RT_MAX_GRID_RANK>;
-
   mutable std::mutex mutex;
-  std::map<Key, int64_t> handles;
+  std::map<GroupKey, int64_t> handles;
   std::vector<std::unique_ptr<Group>> groups;
 };
 

@@ -21,10 +21,13 @@
 #include "Reductions.h"
 #include "Trace.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <vector>
 
 using namespace braid::rt;
 
@@ -443,4 +446,63 @@ void braid_rt_wait(int64_t request) {
   Runtime &rt = initialized("braid_rt_wait");
   CallScope scope(rt.tracer);
   waitTraced(rt, request);
+}
+
+//===----------------------------------------------------------------------===//
+// Runner memory
+//===----------------------------------------------------------------------===//
+
+void *braid_rt_buffer_alloc(int64_t bytes) {
+  if (bytes < 0)
+    fatalf("braid_rt_buffer_alloc: negative size %lld",
+           static_cast<long long>(bytes));
+  // Never empty, so that zero-sized tensors still get a distinct, valid
+  // pointer; aligned_alloc wants a multiple of the alignment.
+  size_t size =
+      (std::max<size_t>(static_cast<size_t>(bytes), 1) + 63) / 64 * 64;
+  void *data = std::aligned_alloc(64, size);
+  if (!data)
+    fatalf("cannot allocate %lld bytes for an input",
+           static_cast<long long>(bytes));
+  return data;
+}
+
+void braid_rt_buffer_free(void *p) { std::free(p); }
+
+void braid_rt_result_free(void *p) { std::free(p); }
+
+void braid_rt_copy_to_host(void *dst, const void *src, int64_t bytes) {
+  if (bytes > 0)
+    std::memcpy(dst, src, static_cast<size_t>(bytes));
+}
+
+void braid_rt_synchronize(void) { initialized("braid_rt_synchronize"); }
+
+void braid_rt_host_max(double *values, int64_t count) {
+  Runtime &rt = initialized("braid_rt_host_max");
+  if (count < 0)
+    fatalf("braid_rt_host_max: negative count %lld",
+           static_cast<long long>(count));
+  if (count == 0)
+    return;
+  std::vector<double> result(static_cast<size_t>(count));
+  rt.comm->runSync("braid_rt_host_max (collective over all ranks)", [&] {
+    checkMPI(MPI_Allreduce(values, result.data(), static_cast<int>(count),
+                           MPI_DOUBLE, MPI_MAX, rt.world),
+             "MPI_Allreduce", "braid_rt_host_max");
+  });
+  std::copy(result.begin(), result.end(), values);
+}
+
+int64_t braid_rt_loopback_ranks(void) { return 0; }
+
+void braid_rt_loopback_run(void (*)(void *), void *) {
+  fatal("braid_rt_loopback_run is only implemented by the cuda backend");
+}
+
+void braid_rt_gemm(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                   int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                   int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                   int64_t, int64_t, int64_t) {
+  fatal("braid_rt_gemm is only implemented by the cuda backend");
 }

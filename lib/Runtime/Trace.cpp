@@ -47,9 +47,10 @@ std::string jsonEscape(const std::string &text) {
   return result;
 }
 
-void Tracer::begin(int64_t startNs) {
+void Tracer::begin(int64_t startNs, bool computeGaps) {
   std::lock_guard<std::mutex> lock(mutex);
   events.clear();
+  recordComputeGaps = computeGaps;
   originNs = startNs;
   lastCallEndNs = startNs;
   isActive.store(true, std::memory_order_release);
@@ -65,7 +66,7 @@ void Tracer::addEvent(Track track, int64_t startNs, int64_t endNs,
 }
 
 void Tracer::callBegin(int64_t now) {
-  if (active() && now > lastCallEndNs)
+  if (active() && recordComputeGaps && now > lastCallEndNs)
     addEvent(Track::Compute, lastCallEndNs, now, "compute");
 }
 

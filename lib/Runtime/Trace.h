@@ -36,8 +36,10 @@ public:
 
   /// Starts recording; `startNs` is the common origin (taken right after a
   /// barrier, so that all ranks' origins agree to within the barrier's exit
-  /// skew even where their clocks do not).
-  void begin(int64_t startNs);
+  /// skew even where their clocks do not). Without `computeGaps`, callBegin
+  /// records nothing (the cuda backend times device work with events
+  /// instead of host gaps between calls).
+  void begin(int64_t startNs, bool computeGaps = true);
 
   /// Adds one complete event; `args` is a JSON object body without braces
   /// ("\"step\": 3") or empty. Callable from any thread.
@@ -78,6 +80,7 @@ private:
   std::vector<Event> events;
   int64_t originNs = 0;
   int64_t lastCallEndNs = 0; // Compute thread only.
+  bool recordComputeGaps = true;
 };
 
 /// Escapes a string for a JSON string literal.

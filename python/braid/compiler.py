@@ -17,7 +17,7 @@ __all__ = ["compile", "Artifact", "BraidError", "CompileError", "RunError",
 
 # Text stages Artifact.ir accepts, and braid-compile's name for each.
 _STAGES = {"dist": "dist", "xfer": "xfer", "llvm": "llvm-mlir",
-           "llvm-mlir": "llvm-mlir", "llvm-ir": "llvm-ir"}
+           "llvm-mlir": "llvm-mlir", "llvm-ir": "llvm-ir", "ptx": "ptx"}
 
 # Keyword options of braid.compile and the braid-compile flag of each.
 _OPTIONS = {"overlap": "overlap", "fuse": "fuse",
@@ -25,7 +25,8 @@ _OPTIONS = {"overlap": "overlap", "fuse": "fuse",
             "target_preset": "target-preset",
             "sub_chunks": "sub-chunks", "bidirectional": "bidirectional",
             "entry": "entry", "check_schedule": "check-schedule",
-            "opt_level": "O", "cpu": "cpu"}
+            "opt_level": "O", "cpu": "cpu", "sm": "sm",
+            "cuda_path": "cuda-path"}
 
 _DIAGNOSTIC = re.compile(
     r"^(?:(?P<file>.*?):(?P<line>\d+):(?P<col>\d+): )?"
@@ -203,13 +204,11 @@ class Artifact:
         """The program's text at `stage`: "dist" (after import and overlap),
         "xfer" (bufferized transfers), "llvm" (the LLVM dialect), "llvm-ir",
         or "ptx" (only for target="cuda")."""
-        if stage == "ptx":
-            raise BraidError("stage 'ptx' needs target='cuda', which this "
-                             "build of Braid does not provide yet; stages: "
-                             + ", ".join(sorted(_STAGES)))
         if stage not in _STAGES:
             raise ValueError(f"unknown stage {stage!r}; expected one of "
-                             + ", ".join(sorted(_STAGES)) + " or ptx")
+                             + ", ".join(sorted(_STAGES)))
+        if stage == "ptx" and "target=cuda" not in self._words.split():
+            raise BraidError("stage 'ptx' needs target='cuda'")
         if stage not in self._stages:
             sink, _ = _compile(self._source, self._name,
                                self._words + f" emit={_STAGES[stage]}")
@@ -227,6 +226,10 @@ class Artifact:
         `trace` names a Chrome trace file to write; `timeout` bounds a wait
         for a transfer, in seconds.
         """
+        if "target=cuda" in self._words.split():
+            raise BraidError("Artifact.run runs on CPU ranks; run a "
+                             "target='cuda' artifact with braid-exec-cuda "
+                             f"(its library is {self.path})")
         ranks = self.ranks if ranks is None else int(ranks)
         if len(inputs) != ranks:
             raise ValueError(f"inputs has {len(inputs)} entries; the program "

@@ -96,3 +96,30 @@ def test_remarks_are_diagnostics():
     artifact = braid.compile(AG_MATMUL, overlap="force")
     assert any(d.severity == "remark" and "ring_ag_matmul" in d.message
                for d in artifact.remarks)
+
+
+def _cuda_built():
+    try:
+        braid.compile(AG_MATMUL, target="cuda").ir("ptx")
+    except braid.CompileError as error:
+        if "needs a CUDA toolkit" in str(error.diagnostics):
+            return False
+        raise
+    return True
+
+
+def test_cuda_target_ptx_and_no_cpu_run():
+    """target="cuda": the kernels' PTX for the chosen architecture, cuBLASLt
+    remarks for the contractions; Artifact.run refuses (CPU ranks only)."""
+    if not _cuda_built():
+        pytest.skip("this Braid was configured without the CUDA toolkit")
+    artifact = braid.compile(AG_MATMUL, target="cuda", sm="80",
+                             overlap="force")
+    ptx = artifact.ir("ptx")
+    assert ".target sm_80" in ptx and ".entry" in ptx
+    assert any("runs on cuBLASLt" in r.message for r in artifact.remarks)
+    with pytest.raises(braid.BraidError, match="braid-exec-cuda"):
+        artifact.run([[np.zeros((4, 16), np.float32),
+                       np.zeros((16, 8), np.float32)]] * 2)
+    with pytest.raises(braid.CompileError, match="unknown GPU architecture"):
+        braid.compile(AG_MATMUL, target="cuda", sm="banana")

@@ -12,11 +12,20 @@ schedule under test was really applied.
 Usage: e2e.py PATTERN --grid 4|2x2 [--axis A] [--dtype f32|f16|bf16]
               [--variant V] [--modes force,off] [--expect STRATEGY]
               [--bin BUILD/bin] [--keep DIR]
+              [--target cpu|cuda [--sm 90a] [--compile-only]
+               [--transport loopback|nccl]]
 Exit status 0 when every mode matches the reference, 1 otherwise.
+
+With --target cuda the program is compiled for the GPU (kernels as cubins
+through ptxas) and, unless --compile-only, run by braid-exec-cuda: as N
+logical ranks on one GPU (--transport loopback, the default) or one process
+per GPU under mpirun (nccl). --compile-only also assembles the kernels'
+PTX with `ptxas -v` and fails if any kernel spills registers.
 """
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -325,6 +334,34 @@ def run(cmd, **kwargs):
     return proc
 
 
+def check_ptx(args, compile_cmd, lib, label, mode):
+    """--compile-only: the library was built (cubins through ptxas); now
+    the kernels' PTX through `ptxas -v`, which must report no spills.
+    Returns True on failure."""
+    ptx = lib + ".ptx"
+    cmd = [c for c in compile_cmd if not c.startswith("--report=")]
+    cmd[cmd.index("-o") + 1] = ptx
+    if run(cmd + ["--emit=ptx"]).returncode != 0:
+        return True
+    with open(ptx) as f:
+        text = f.read()
+    if f".target sm_{args.sm}" not in text:
+        print(f"FAIL {label} mode={mode}: the PTX does not target sm_{args.sm}")
+        return True
+    proc = run([args.ptxas, f"-arch=sm_{args.sm}", "-v", ptx, "-o", os.devnull])
+    if proc.returncode != 0:
+        return True
+    report = proc.stdout + proc.stderr
+    kernels = report.count("Compiling entry function")
+    spills = [line.strip() for line in report.splitlines()
+              if any(int(n) for n in re.findall(r"(\d+) bytes spill", line))]
+    if kernels == 0 or spills:
+        print(f"FAIL {label} mode={mode}: {kernels} kernels; spills: {spills}")
+        return True
+    print(f"PASS {label} mode={mode} sm_{args.sm}: compiled, {kernels} kernels, no spills")
+    return False
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("pattern", choices=sorted(PATTERNS))
@@ -343,6 +380,13 @@ def main():
         os.path.dirname(__file__), "..", "..", "build", "bin"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", default="")
+    parser.add_argument("--target", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--sm", default="90a")
+    parser.add_argument("--compile-only", action="store_true")
+    parser.add_argument("--transport", default="loopback",
+                        choices=["loopback", "nccl"])
+    parser.add_argument("--ptxas", default="ptxas",
+                        help="ptxas for --compile-only spill checks")
     args = parser.parse_args()
 
     cfg = Config()
@@ -383,6 +427,8 @@ def main():
             compile_cmd = [os.path.join(args.bin, "braid-compile"), program, "-o", lib,
                            f"--overlap={mode}", f"--report={report}",
                            "--check-schedule"] + args.compile_flags.split()
+            if args.target == "cuda":
+                compile_cmd += ["--target=cuda", f"--sm={args.sm}"]
             if run(compile_cmd).returncode != 0:
                 return 1
             if mode == "force" and args.expect:
@@ -391,10 +437,20 @@ def main():
                 if args.expect not in strategies:
                     print(f"FAIL {label} mode={mode}: expected strategy {args.expect}, report has {strategies}")
                     return 1
-            run_cmd = ["mpirun", "--oversubscribe", "-np", str(grid.size)]
-            if os.geteuid() == 0:
-                run_cmd.insert(1, "--allow-run-as-root")
-            run_cmd += [os.path.join(args.bin, "braid-exec"), lib, "--timeout=60"]
+            if args.compile_only:
+                if check_ptx(args, compile_cmd, lib, label, mode):
+                    return 1
+                continue
+            if args.target == "cuda" and args.transport == "loopback":
+                run_cmd = [os.path.join(args.bin, "braid-exec-cuda"), lib,
+                           f"--loopback={grid.size}"]
+            else:
+                runner = "braid-exec-cuda" if args.target == "cuda" else "braid-exec"
+                run_cmd = ["mpirun", "--oversubscribe", "-np", str(grid.size)]
+                if os.geteuid() == 0:
+                    run_cmd.insert(1, "--allow-run-as-root")
+                run_cmd += [os.path.join(args.bin, runner), lib]
+            run_cmd.append("--timeout=60")
             run_cmd += [f"--input=@{work}/a{i}.r{{rank}}.npy" for i in range(len(specs))]
             run_cmd += [f"--output=@{work}/{mode}.o{k}.r{{rank}}.npy" for k in range(len(result_dtypes))]
             if run(run_cmd).returncode != 0:

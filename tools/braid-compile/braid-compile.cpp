@@ -4,12 +4,13 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// braid-compile IN.mlir --target=cpu -o OUT [--emit=STAGE] [--overlap=MODE]
+// braid-compile IN.mlir [--target=cpu|cuda [--sm=90a]] -o OUT [--emit=STAGE]
+//               [--overlap=MODE]
 //
 // Runs the whole pipeline (import -> dist transforms -> xfer -> LLVM) and
 // writes the requested stage: MLIR text for dist, xfer and llvm-mlir, LLVM IR,
-// an object file, or (the default) a shared library with its manifest, which
-// braid-exec runs.
+// an object file, the PTX of the kernels (cuda), or (the default) a shared
+// library with its manifest, which braid-exec (braid-exec-cuda) runs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,11 +40,27 @@ static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
                                            cl::cat(category));
 static cl::opt<std::string>
     emit("emit",
-         cl::desc("What to write: dist, xfer, llvm-mlir, llvm-ir, obj or lib "
-                  "(a shared library plus OUT.manifest; the default)"),
+         cl::desc("What to write: dist, xfer, llvm-mlir, llvm-ir, obj, lib "
+                  "(a shared library plus OUT.manifest; the default) or ptx "
+                  "(cuda: the PTX of all kernels)"),
          cl::init("lib"), cl::cat(category));
-static cl::opt<std::string> target("target", cl::desc("Target: cpu"),
-                                   cl::init("cpu"), cl::cat(category));
+static cl::opt<std::string>
+    target("target",
+           cl::desc("Target: cpu (MPI ranks) or cuda (one GPU per rank: "
+                    "kernels as cubins, GEMMs on cuBLASLt, NCCL)"),
+           cl::init("cpu"), cl::cat(category));
+static cl::opt<std::string>
+    sm("sm",
+       cl::desc("cuda: the GPU architecture kernels are compiled for, as a "
+                "compute capability: 90a (H100/H200, the default), 90, 80, "
+                "..."),
+       cl::init("90a"), cl::cat(category));
+static cl::opt<std::string>
+    cudaPath("cuda-path",
+             cl::desc("cuda: the CUDA toolkit whose ptxas and libdevice "
+                      "compile the kernels (default: the one Braid was "
+                      "configured with)"),
+             cl::init(""), cl::cat(category));
 static cl::opt<std::string>
     overlap("overlap",
             cl::desc("auto (cost model), force (every match) or off"),
@@ -60,8 +77,9 @@ static cl::opt<std::string> quantizeAllGather(
     cl::init("off"), cl::cat(category));
 static cl::opt<std::string>
     targetPreset("target-preset",
-                 cl::desc("Cost model figures: cpu, h100 or h200"),
-                 cl::init("cpu"), cl::cat(category));
+                 cl::desc("Cost model figures: cpu, h100 or h200 (default: "
+                          "cpu for the cpu target, h200 for cuda)"),
+                 cl::init(""), cl::cat(category));
 static cl::opt<std::string>
     report("report", cl::desc("Write the JSON report of overlap decisions"),
            cl::value_desc("file.json"), cl::init(""), cl::cat(category));
@@ -110,6 +128,8 @@ int main(int argc, char **argv) {
 
   braid::CompileOptions options;
   options.target = target;
+  options.sm = sm;
+  options.cudaPath = cudaPath;
   options.overlap = overlap;
   options.fuse = fuse;
   options.quantizeAllGather = quantizeAllGather;

@@ -11,6 +11,12 @@
 // also uses for its own collectives), BraidArtifact (manifests and .npy
 // files, shared with braid-run), MPI and libdl: no LLVM or MLIR.
 //
+// The same source builds braid-exec-cuda (BRAID_EXEC_CUDA), linked against
+// the cuda runtime instead: the runner never touches program memory
+// directly but through braid_rt_buffer_alloc, braid_rt_copy_to_host and
+// braid_rt_result_free, and it synchronizes before it stops the clock. Its
+// --loopback=N runs N logical ranks on one GPU, one thread each.
+//
 // Errors every rank sees alike (usage, manifest, rank count, loading the
 // artifact) are agreed on with one all-reduce and reported once by rank 0,
 // and every rank exits with 1. Errors of one rank (its input files) abort
@@ -149,7 +155,9 @@ std::vector<int64_t> inputDescriptor(const TensorType &type, char *buffer) {
 }
 
 /// Copies a result described by `words` into contiguous `out`, honouring
-/// its offset and strides. Returns an error message or "".
+/// its offset and strides: the elements' whole extent is first copied to
+/// the host (the program's memory may be device memory). Returns an error
+/// message or "".
 std::string readResult(const int64_t *words, const TensorType &type,
                        char *out) {
   size_t rank = type.shape.size();
@@ -166,12 +174,21 @@ std::string readResult(const int64_t *words, const TensorType &type,
     return "the program returned a null data pointer";
   int64_t elementSize = info(type.dtype).size;
   const int64_t *strides = words + 3 + rank;
+  int64_t first = words[2], last = words[2];
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t extent = (type.shape[d] - 1) * strides[d];
+    (extent < 0 ? first : last) += extent;
+  }
+  std::vector<char> staging(
+      static_cast<size_t>((last - first + 1) * elementSize));
+  braid_rt_copy_to_host(staging.data(), aligned + first * elementSize,
+                        static_cast<int64_t>(staging.size()));
   std::vector<int64_t> index(rank, 0);
   for (int64_t n = 0; n < count; ++n) {
-    int64_t element = words[2];
+    int64_t element = words[2] - first;
     for (size_t d = 0; d < rank; ++d)
       element += index[d] * strides[d];
-    std::memcpy(out + n * elementSize, aligned + element * elementSize,
+    std::memcpy(out + n * elementSize, staging.data() + element * elementSize,
                 static_cast<size_t>(elementSize));
     for (size_t d = rank; d-- > 0;) {
       if (++index[d] < type.shape[d])
@@ -189,12 +206,25 @@ std::string readResult(const int64_t *words, const TensorType &type,
 // Command line
 //===----------------------------------------------------------------------===//
 
+#ifdef BRAID_EXEC_CUDA
+const char *const usage =
+    "usage: mpirun -np N braid-exec-cuda ARTIFACT.so [options]\n"
+    "       braid-exec-cuda --loopback=N ARTIFACT.so [options]\n"
+    "\n"
+    "Runs a program Braid compiled for the cuda target, one process per GPU\n"
+    "(or, with --loopback, N ranks as threads on one GPU).\n"
+    "\n"
+    "options:\n"
+    "  --loopback=N      run N logical ranks in this process on one GPU, for\n"
+    "                    measurements (copies stand in for NCCL)\n"
+#else
 const char *const usage =
     "usage: mpirun -np N braid-exec ARTIFACT.so [options]\n"
     "\n"
     "Runs a program compiled by Braid, one process per rank.\n"
     "\n"
     "options:\n"
+#endif
     "  --manifest=PATH   the program's manifest (default "
     "ARTIFACT.so.manifest)\n"
     "  --input=@PATH     an input .npy file, once per argument in order;\n"
@@ -219,6 +249,7 @@ struct Options {
   std::string trace;
   int64_t warmup = 0;
   int64_t repeat = 1;
+  int64_t loopback = 0; // 0: one rank per process.
   bool help = false;
 };
 
@@ -265,6 +296,14 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     } else if (value(arg, "--repeat", text)) {
       if (!parseInt(text, options.repeat) || options.repeat < 1)
         return "--repeat expects a positive integer, got '" + text + "'";
+    } else if (value(arg, "--loopback", text)) {
+#ifdef BRAID_EXEC_CUDA
+      if (!parseInt(text, options.loopback) || options.loopback < 1)
+        return "--loopback expects a positive integer, got '" + text + "'";
+#else
+      return "--loopback is only available in braid-exec-cuda (the cuda "
+             "backend)";
+#endif
     } else if (arg.size() > 1 && arg[0] == '-') {
       return "unknown option '" + arg + "' (see --help)";
     } else if (options.artifact.empty()) {
@@ -287,45 +326,28 @@ std::string parseOptions(int argc, char **argv, Options &options) {
 // Collectives of the runner itself
 //===----------------------------------------------------------------------===//
 
-/// The group of all ranks (a 1-D grid over the world).
-int64_t worldGroup(int64_t size) {
-  return braid_rt_group(1, size, 1, 1, 1, /*naxes=*/1, /*axes_packed=*/0);
-}
-
 /// Agrees on whether any rank failed. `rank0Failed` tells whether rank 0
 /// did, so that an error every rank sees is printed once.
-bool anyFailed(bool failed, int64_t rank, int64_t size, bool &rank0Failed) {
-  int32_t flags[2] = {failed ? 1 : 0, rank == 0 && failed ? 1 : 0};
-  int32_t result[2] = {0, 0};
-  braid_rt_wait(braid_rt_all_reduce(
-      worldGroup(size), reinterpret_cast<int64_t>(flags),
-      reinterpret_cast<int64_t>(result), 2, BRAID_RT_I32, BRAID_RT_MAX,
-      /*step=*/-1));
-  rank0Failed = result[1] != 0;
-  return result[0] != 0;
+bool anyFailed(bool failed, int64_t rank, bool &rank0Failed) {
+  double flags[2] = {failed ? 1.0 : 0.0, rank == 0 && failed ? 1.0 : 0.0};
+  braid_rt_host_max(flags, 2);
+  rank0Failed = flags[1] != 0;
+  return flags[0] != 0;
 }
 
-double maxOverRanks(double value, int64_t size) {
-  double result = 0;
-  braid_rt_wait(braid_rt_all_reduce(
-      worldGroup(size), reinterpret_cast<int64_t>(&value),
-      reinterpret_cast<int64_t>(&result), 1, BRAID_RT_F64, BRAID_RT_MAX,
-      /*step=*/-1));
-  return result;
+double maxOverRanks(double value) {
+  braid_rt_host_max(&value, 1);
+  return value;
 }
 
-/// A 64-byte aligned buffer (never empty, so that zero-sized tensors still
-/// get a distinct, valid pointer).
+/// Memory shared with the program (never empty, so that zero-sized tensors
+/// still get a distinct, valid pointer): host memory on the cpu backend,
+/// managed memory on the cuda backend.
 struct Buffer {
   explicit Buffer(int64_t bytes)
       : size(static_cast<size_t>(bytes)),
-        data(static_cast<char *>(std::aligned_alloc(
-            64, (std::max<size_t>(size, 1) + 63) / 64 * 64))) {
-    if (!data)
-      braid_rt_abort(
-          format("cannot allocate %zu bytes for an input", size).c_str());
-  }
-  ~Buffer() { std::free(data); }
+        data(static_cast<char *>(braid_rt_buffer_alloc(bytes))) {}
+  ~Buffer() { braid_rt_buffer_free(data); }
   Buffer(const Buffer &) = delete;
   Buffer &operator=(const Buffer &) = delete;
 
@@ -335,9 +357,161 @@ struct Buffer {
 
 using EntryFunction = void (*)(void **);
 
+struct RunContext {
+  const Options *options;
+  const Manifest *manifest;
+  EntryFunction entry;
+};
+
+/// Phases 2 to 4 of one rank: inputs, runs, outputs and timing. On the
+/// loopback transport, every rank's thread runs it.
+void runRank(void *context) {
+  const RunContext &ctx = *static_cast<const RunContext *>(context);
+  const Options &options = *ctx.options;
+  const Manifest &manifest = *ctx.manifest;
+  EntryFunction entry = ctx.entry;
+  int64_t rank = braid_rt_world_rank();
+
+  // Phase 2: inputs.
+  size_t numArgs = manifest.args.size();
+  std::vector<std::unique_ptr<Buffer>> inputs;
+  std::vector<std::vector<int64_t>> descriptors;
+  for (size_t i = 0; i < numArgs; ++i) {
+    const TensorType &type = manifest.args[i];
+    inputs.push_back(std::make_unique<Buffer>(type.numBytes()));
+    char *data = inputs.back()->data;
+    if (options.inputs.empty())
+      fillRandom(type, options.seed, rank, static_cast<int64_t>(i), data);
+    else
+      loadInput(static_cast<int64_t>(i),
+                substituteRank(options.inputs[i], rank), type, data);
+    descriptors.push_back(inputDescriptor(type, data));
+  }
+
+  // Compiled code may update its arguments in place; every run must see the
+  // same inputs.
+  int64_t runs = options.warmup + options.repeat;
+  std::vector<std::vector<char>> pristine;
+  if (runs > 1)
+    for (const auto &input : inputs)
+      pristine.emplace_back(input->data, input->data + input->size);
+
+  int64_t resultWords = 0;
+  for (const TensorType &type : manifest.results)
+    resultWords += descriptorWords(type);
+  std::vector<int64_t> resultDescriptors(
+      static_cast<size_t>(std::max<int64_t>(resultWords, 1)));
+  std::vector<void *> entryArgs(1 + numArgs);
+  entryArgs[0] = manifest.results.empty() ? nullptr : resultDescriptors.data();
+  for (size_t i = 0; i < numArgs; ++i)
+    entryArgs[1 + i] = descriptors[i].data();
+  std::set<void *> inputPointers;
+  for (const auto &input : inputs)
+    inputPointers.insert(input->data);
+
+  // Phase 3: run.
+  std::vector<double> timesMs;
+  std::vector<std::vector<char>> results(manifest.results.size());
+  for (int64_t run = 0; run < runs; ++run) {
+    bool last = run + 1 == runs;
+    if (run > 0)
+      for (size_t i = 0; i < inputs.size(); ++i)
+        std::memcpy(inputs[i]->data, pristine[i].data(), pristine[i].size());
+    std::fill(resultDescriptors.begin(), resultDescriptors.end(), 0);
+    braid_rt_barrier();
+    if (last && !options.trace.empty())
+      braid_rt_trace_begin();
+    auto start = std::chrono::steady_clock::now();
+    entry(entryArgs.data());
+    // The cuda backend returns as soon as the work is enqueued.
+    braid_rt_synchronize();
+    auto stop = std::chrono::steady_clock::now();
+    if (last && !options.trace.empty())
+      braid_rt_trace_end(options.trace.c_str());
+    if (run >= options.warmup)
+      timesMs.push_back(
+          std::chrono::duration<double, std::milli>(stop - start).count());
+
+    // Read (last run only) and free the results.
+    std::set<void *> freed;
+    const int64_t *words = resultDescriptors.data();
+    for (size_t i = 0; i < manifest.results.size(); ++i) {
+      const TensorType &type = manifest.results[i];
+      if (last) {
+        results[i].resize(static_cast<size_t>(type.numBytes()));
+        std::string problem = readResult(words, type, results[i].data());
+        if (!problem.empty())
+          braid_rt_abort(format("result %zu: %s", i, problem.c_str()).c_str());
+      }
+      void *allocated =
+          reinterpret_cast<void *>(static_cast<intptr_t>(words[0]));
+      // Results are allocated by the callee, but one may be an argument
+      // passed through, or the same buffer as another result.
+      if (allocated && !inputPointers.count(allocated) &&
+          freed.insert(allocated).second)
+        braid_rt_result_free(allocated);
+      words += descriptorWords(type);
+    }
+  }
+
+  // Phase 4: outputs and timing.
+  for (size_t i = 0; i < options.outputs.size(); ++i) {
+    // Without {rank} every rank would write the same file at once; rank 0's
+    // result is the one written then.
+    if (options.outputs[i].find("{rank}") == std::string::npos && rank != 0)
+      continue;
+    std::string path = substituteRank(options.outputs[i], rank);
+    std::string problem =
+        writeNpy(path, manifest.results[i], results[i].data());
+    if (!problem.empty())
+      braid_rt_abort(format("output %zu (%s): cannot write: %s", i,
+                            path.c_str(), problem.c_str())
+                         .c_str());
+  }
+  if (options.repeat > 1) {
+    std::sort(timesMs.begin(), timesMs.end());
+    size_t n = timesMs.size();
+    double median =
+        n % 2 ? timesMs[n / 2] : (timesMs[n / 2 - 1] + timesMs[n / 2]) / 2;
+    double slowest = maxOverRanks(median);
+    if (rank == 0)
+      std::printf("braid-exec: median %.3f ms over %zu runs (max over ranks)\n",
+                  slowest, n);
+  }
+  std::fflush(stdout);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
+#ifdef BRAID_EXEC_CUDA
+  // The cuda runtime needs a GPU to initialize; --help must not, and
+  // --loopback decides how it initializes.
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      // Under a launcher, only its rank 0 prints.
+      for (const char *name :
+           {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "BRAID_RANK"})
+        if (const char *rankText = std::getenv(name))
+          if (std::strcmp(rankText, "0") != 0)
+            return 0;
+      std::fputs(usage, stdout);
+      return 0;
+    }
+    if (arg.compare(0, 11, "--loopback=") == 0) {
+      int64_t ranks = 0;
+      if (!parseInt(arg.substr(11), ranks) || ranks < 1) {
+        std::fprintf(stderr,
+                     "braid: --loopback expects a positive integer, got "
+                     "'%s'\n",
+                     arg.substr(11).c_str());
+        return 1;
+      }
+      setenv("BRAID_LOOPBACK", std::to_string(ranks).c_str(), 1);
+    }
+  }
+#endif
   braid_rt_init(&argc, &argv);
   int64_t rank = braid_rt_world_rank();
   int64_t size = braid_rt_world_size();
@@ -392,7 +566,7 @@ int main(int argc, char **argv) {
     }
   }
   bool rank0Failed = false;
-  if (anyFailed(!error.empty(), rank, size, rank0Failed)) {
+  if (anyFailed(!error.empty(), rank, rank0Failed)) {
     if (!error.empty() && (rank == 0 || !rank0Failed)) {
       std::string line =
           rank == 0 ? format("braid: %s\n", error.c_str())
@@ -404,111 +578,11 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  // Phase 2: inputs.
-  size_t numArgs = manifest.args.size();
-  std::vector<std::unique_ptr<Buffer>> inputs;
-  std::vector<std::vector<int64_t>> descriptors;
-  for (size_t i = 0; i < numArgs; ++i) {
-    const TensorType &type = manifest.args[i];
-    inputs.push_back(std::make_unique<Buffer>(type.numBytes()));
-    char *data = inputs.back()->data;
-    if (options.inputs.empty())
-      fillRandom(type, options.seed, rank, static_cast<int64_t>(i), data);
-    else
-      loadInput(static_cast<int64_t>(i),
-                substituteRank(options.inputs[i], rank), type, data);
-    descriptors.push_back(inputDescriptor(type, data));
-  }
-
-  // Compiled code may update its arguments in place; every run must see the
-  // same inputs.
-  int64_t runs = options.warmup + options.repeat;
-  std::vector<std::vector<char>> pristine;
-  if (runs > 1)
-    for (const auto &input : inputs)
-      pristine.emplace_back(input->data, input->data + input->size);
-
-  int64_t resultWords = 0;
-  for (const TensorType &type : manifest.results)
-    resultWords += descriptorWords(type);
-  std::vector<int64_t> resultDescriptors(
-      static_cast<size_t>(std::max<int64_t>(resultWords, 1)));
-  std::vector<void *> entryArgs(1 + numArgs);
-  entryArgs[0] = manifest.results.empty() ? nullptr : resultDescriptors.data();
-  for (size_t i = 0; i < numArgs; ++i)
-    entryArgs[1 + i] = descriptors[i].data();
-  std::set<void *> inputPointers;
-  for (const auto &input : inputs)
-    inputPointers.insert(input->data);
-
-  // Phase 3: run.
-  std::vector<double> timesMs;
-  std::vector<std::vector<char>> results(manifest.results.size());
-  for (int64_t run = 0; run < runs; ++run) {
-    bool last = run + 1 == runs;
-    if (run > 0)
-      for (size_t i = 0; i < inputs.size(); ++i)
-        std::memcpy(inputs[i]->data, pristine[i].data(), pristine[i].size());
-    std::fill(resultDescriptors.begin(), resultDescriptors.end(), 0);
-    braid_rt_barrier();
-    if (last && !options.trace.empty())
-      braid_rt_trace_begin();
-    auto start = std::chrono::steady_clock::now();
-    entry(entryArgs.data());
-    auto stop = std::chrono::steady_clock::now();
-    if (last && !options.trace.empty())
-      braid_rt_trace_end(options.trace.c_str());
-    if (run >= options.warmup)
-      timesMs.push_back(
-          std::chrono::duration<double, std::milli>(stop - start).count());
-
-    // Read (last run only) and free the results.
-    std::set<void *> freed;
-    const int64_t *words = resultDescriptors.data();
-    for (size_t i = 0; i < manifest.results.size(); ++i) {
-      const TensorType &type = manifest.results[i];
-      if (last) {
-        results[i].resize(static_cast<size_t>(type.numBytes()));
-        std::string problem = readResult(words, type, results[i].data());
-        if (!problem.empty())
-          braid_rt_abort(format("result %zu: %s", i, problem.c_str()).c_str());
-      }
-      void *allocated =
-          reinterpret_cast<void *>(static_cast<intptr_t>(words[0]));
-      // Results are malloc'ed by the callee, but one may be an argument
-      // passed through, or the same buffer as another result.
-      if (allocated && !inputPointers.count(allocated) &&
-          freed.insert(allocated).second)
-        std::free(allocated);
-      words += descriptorWords(type);
-    }
-  }
-
-  // Phase 4: outputs and timing.
-  for (size_t i = 0; i < options.outputs.size(); ++i) {
-    // Without {rank} every rank would write the same file at once; rank 0's
-    // result is the one written then.
-    if (options.outputs[i].find("{rank}") == std::string::npos && rank != 0)
-      continue;
-    std::string path = substituteRank(options.outputs[i], rank);
-    std::string problem =
-        writeNpy(path, manifest.results[i], results[i].data());
-    if (!problem.empty())
-      braid_rt_abort(format("output %zu (%s): cannot write: %s", i,
-                            path.c_str(), problem.c_str())
-                         .c_str());
-  }
-  if (options.repeat > 1) {
-    std::sort(timesMs.begin(), timesMs.end());
-    size_t n = timesMs.size();
-    double median =
-        n % 2 ? timesMs[n / 2] : (timesMs[n / 2 - 1] + timesMs[n / 2]) / 2;
-    double slowest = maxOverRanks(median, size);
-    if (rank == 0)
-      std::printf("braid-exec: median %.3f ms over %zu runs (max over ranks)\n",
-                  slowest, n);
-  }
-  std::fflush(stdout);
+  RunContext context{&options, &manifest, entry};
+  if (braid_rt_loopback_ranks() > 0)
+    braid_rt_loopback_run(runRank, &context);
+  else
+    runRank(&context);
   braid_rt_finalize();
   return 0;
 }

@@ -4,11 +4,13 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// braid-run IN.mlir|ARTIFACT.so --backend=cpu --ranks=N [options]
+// braid-run IN.mlir|ARTIFACT.so --backend=cpu|cuda --ranks=N [options]
 //
 // The user-facing runner. It compiles an .mlir program with the
 // braid-compile next to it (or takes an artifact braid-compile made),
-// starts it on N ranks as `mpirun -np N braid-exec ARTIFACT.so ...`, and
+// starts it on N ranks as `mpirun -np N braid-exec ARTIFACT.so ...` (with
+// --backend=cuda: braid-exec-cuda, under mpirun or, with --loopback=N, as
+// one process running N ranks on one GPU), and
 // with --check also runs the program compiled with overlap=off and fuse=off
 // (neither schedules nor fusion) on the same
 // inputs and compares every result of every rank.
@@ -50,7 +52,7 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 const char *const usageLine =
-    "usage: braid-run IN.mlir|ARTIFACT.so [--backend=cpu] [--ranks=N] "
+    "usage: braid-run IN.mlir|ARTIFACT.so [--backend=cpu|cuda] [--ranks=N] "
     "[options]\n";
 
 const char *const usageDetails =
@@ -62,7 +64,11 @@ const char *const usageDetails =
     "rank compiles the program and then runs as that rank.\n"
     "\n"
     "options (--opt=VALUE or --opt VALUE):\n"
-    "  --backend=cpu         where to run (only cpu in this build; default)\n"
+    "  --backend=B           where to run: cpu (default; MPI ranks) or cuda\n"
+    "                        (one GPU per rank, with braid-exec-cuda)\n"
+    "  --loopback=N          cuda only: run the N ranks as threads of one\n"
+    "                        process on one GPU (for measurements), without\n"
+    "                        mpirun\n"
     "  --ranks=N             ranks to run on (default: as many as the\n"
     "                        program's grid has)\n"
     "  --entry=NAME          the function to compile (default: main, or the\n"
@@ -77,7 +83,8 @@ const char *const usageDetails =
     "                        result of every rank (needs an .mlir input)\n"
     "  --overlap=MODE        auto (the cost model decides; default), force\n"
     "                        or off\n"
-    "  --target-preset=P     cost model figures: cpu (default), h100 or h200\n"
+    "  --target-preset=P     cost model figures: cpu, h100 or h200 (default:\n"
+    "                        cpu for --backend=cpu, h200 for cuda)\n"
     "  --fuse=MODE           memory-bound fusion: auto (default) or off\n"
     "  --report=FILE.json    write the compiler's overlap decisions\n"
     "  --timeout=SECONDS     abort if a transfer waits longer (default 120)\n"
@@ -90,8 +97,9 @@ const char *const usageDetails =
     "  -v                    print the commands braid-run runs\n"
     "  -h, --help            print this text\n"
     "\n"
-    "environment: BRAID_COMPILE and BRAID_EXEC name the tools to use instead\n"
-    "of those next to braid-run.\n";
+    "environment: BRAID_COMPILE, BRAID_EXEC and BRAID_EXEC_CUDA name the "
+    "tools\n"
+    "to use instead of those next to braid-run.\n";
 
 /// Under a job someone else launched, every rank sees the same usage and
 /// setup errors; only rank 0 prints them.
@@ -134,7 +142,8 @@ std::string commandString(const std::vector<std::string> &argv) {
 struct Options {
   std::string program;
   std::string backend = "cpu";
-  int64_t ranks = 0; // 0: as many as the manifest says.
+  int64_t ranks = 0;    // 0: as many as the manifest says.
+  int64_t loopback = 0; // cuda: ranks as threads of one process; 0: off.
   std::string entry;
   /// Paths without the '@'.
   std::vector<std::string> inputs;
@@ -159,9 +168,10 @@ bool endsWith(const std::string &text, const std::string &suffix) {
 /// Parses the command line; returns an error message or "".
 std::string parseOptions(int argc, char **argv, Options &options) {
   static const char *const withValue[] = {
-      "--backend", "--ranks",   "--entry",         "--input",  "--output",
-      "--seed",    "--overlap", "--target-preset", "--report", "--timeout",
-      "--trace",   "--warmup",  "--repeat",        "--keep",   "--fuse"};
+      "--backend", "--ranks",   "--entry",   "--input",
+      "--output",  "--seed",    "--overlap", "--target-preset",
+      "--report",  "--timeout", "--trace",   "--warmup",
+      "--repeat",  "--keep",    "--fuse",    "--loopback"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
@@ -206,6 +216,10 @@ std::string parseOptions(int argc, char **argv, Options &options) {
       if (value != "cpu" && value != "cuda")
         return expected("cpu or cuda");
       options.backend = value;
+    } else if (name == "--loopback") {
+      if (!parseInt(value, number) || number < 1)
+        return expected("a positive integer");
+      options.loopback = number;
     } else if (name == "--ranks") {
       if (!parseInt(value, number) || number < 1)
         return expected("a positive integer");
@@ -271,6 +285,8 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     return std::string();
   if (options.program.empty())
     return "no program given (an .mlir file or a compiled .so)";
+  if (options.loopback && options.backend != "cuda")
+    return "--loopback needs --backend=cuda";
   return std::string();
 }
 
@@ -532,11 +548,17 @@ int compile(const Options &options, const std::string &compiler,
             const std::string &mode, const std::string &fuse,
             const std::string &artifact, bool withReport,
             const std::string &stderrPath = std::string()) {
-  std::vector<std::string> args = {
-      compiler,         options.program,
-      "--target=cpu",   "-o",
-      artifact,         "--overlap=" + mode,
-      "--fuse=" + fuse, "--target-preset=" + options.targetPreset};
+  std::vector<std::string> args = {compiler,
+                                   options.program,
+                                   "--target=" + options.backend,
+                                   "-o",
+                                   artifact,
+                                   "--overlap=" + mode,
+                                   "--fuse=" + fuse};
+  // Without --target-preset braid-compile picks the target's own figures
+  // (cpu for cpu, h200 for cuda).
+  if (options.targetPresetGiven)
+    args.push_back("--target-preset=" + options.targetPreset);
   if (!options.entry.empty())
     args.push_back("--entry=" + options.entry);
   if (withReport && !options.report.empty())
@@ -559,6 +581,14 @@ int compile(const Options &options, const std::string &compiler,
 /// before any rank starts: a mistake here is one clear line rather than
 /// every rank's error and mpirun's report of the failed job.
 bool checkAgainstManifest(const Options &options, const Manifest &manifest) {
+  if (options.loopback && options.loopback != manifest.ranks) {
+    error(format("--loopback=%lld, but %s runs on %lld ranks (the size of its "
+                 "grid)",
+                 static_cast<long long>(options.loopback),
+                 options.program.c_str(),
+                 static_cast<long long>(manifest.ranks)));
+    return false;
+  }
   if (options.ranks && options.ranks != manifest.ranks) {
     error(format("--ranks=%lld, but %s runs on %lld ranks (the size of its "
                  "grid)",
@@ -594,6 +624,8 @@ std::vector<std::string> execCommand(const Options &options,
                                      const std::vector<std::string> &outputs,
                                      bool timed) {
   std::vector<std::string> args = {exec, artifact};
+  if (options.loopback)
+    args.push_back("--loopback=" + std::to_string(options.loopback));
   for (const std::string &input : options.inputs)
     args.push_back("--input=@" + input);
   for (const std::string &output : outputs)
@@ -617,6 +649,16 @@ std::vector<std::string> execCommand(const Options &options,
 /// leave with.
 int launch(const std::string &mpirun, int64_t ranks,
            const std::vector<std::string> &execArgs) {
+  // Loopback: one process runs every rank (mpirun is empty then).
+  if (mpirun.empty()) {
+    int status = runProcess(execArgs);
+    if (status < 0) {
+      error(format("%s was killed by signal %d (%s)", execArgs[0].c_str(),
+                   -status, strsignal(-status)));
+      return 1;
+    }
+    return status;
+  }
   std::vector<std::string> args = {mpirun};
   // Open MPI refuses root without it; containers and CI run as root.
   if (geteuid() == 0)
@@ -957,10 +999,7 @@ int run(int argc, char **argv) {
       std::printf("%s%s", usageLine, usageDetails);
     return 0;
   }
-  if (options.backend == "cuda") {
-    error("the cuda backend is not built in this configuration");
-    return 1;
-  }
+  bool cuda = options.backend == "cuda";
 
   ProgramKind kind;
   if (endsWith(options.program, ".mlir")) {
@@ -1004,6 +1043,11 @@ int run(int argc, char **argv) {
           "not under mpirun");
     return 1;
   }
+  if (options.loopback && inJob) {
+    error("--loopback runs every rank in one process; run braid-run itself, "
+          "not under mpirun");
+    return 1;
+  }
   if (inJob && options.ranks && options.ranks != mpiSize) {
     error(format("--ranks=%lld, but this job has %lld ranks",
                  static_cast<long long>(options.ranks),
@@ -1012,11 +1056,25 @@ int run(int argc, char **argv) {
   }
 
   // Every tool before any work, so that a missing one costs no compile.
-  std::string exec = findTool("braid-exec", "BRAID_EXEC");
+  std::string exec;
+  if (!cuda) {
+    exec = findTool("braid-exec", "BRAID_EXEC");
+  } else {
+    const char *override = std::getenv("BRAID_EXEC_CUDA");
+    std::string nextToUs = ownDirectory() + "/braid-exec-cuda";
+    if ((!override || !*override) && !isExecutable(nextToUs)) {
+      error(format("the cuda backend is not built in this configuration (no "
+                   "%s; configure with the CUDA toolkit, or set "
+                   "BRAID_EXEC_CUDA)",
+                   nextToUs.c_str()));
+      return 1;
+    }
+    exec = findTool("braid-exec-cuda", "BRAID_EXEC_CUDA");
+  }
   if (exec.empty())
     return 1;
   std::string mpirun;
-  if (!inJob) {
+  if (!inJob && !options.loopback) {
     mpirun = findOnPath("mpirun");
     if (mpirun.empty()) {
       error("mpirun not found: install openmpi-bin");

@@ -26,16 +26,21 @@ class DialectRegistry;
 namespace braid {
 
 struct CompileOptions {
-  /// Code generation target: cpu.
+  /// Code generation target: cpu or cuda.
   std::string target = "cpu";
+  /// cuda: the GPU architecture (compute capability, e.g. 90a or 80) and
+  /// the CUDA toolkit (empty: the one Braid was configured with).
+  std::string sm = "90a";
+  std::string cudaPath;
   /// auto, force or off.
   std::string overlap = "auto";
   /// Memory-bound fusion: auto or off.
   std::string fuse = "auto";
   /// Send f32 all-gathers as bf16: off or bf16.
   std::string quantizeAllGather = "off";
-  /// Cost model figures: cpu, h100 or h200.
-  std::string targetPreset = "cpu";
+  /// Cost model figures: cpu, h100 or h200 (empty: cpu for the cpu target,
+  /// h200 for cuda).
+  std::string targetPreset;
   /// Where to write the JSON report of overlap decisions (empty: nowhere).
   std::string report;
   /// The entry function (empty: main, or the only public function).
@@ -46,7 +51,7 @@ struct CompileOptions {
   std::string bidirectional = "auto";
   /// Run braid-check-schedule on the xfer program.
   bool checkSchedule = false;
-  /// dist, xfer, llvm-mlir, llvm-ir, obj or lib.
+  /// dist, xfer, llvm-mlir, llvm-ir, obj, lib or (cuda) ptx.
   std::string emit = "lib";
   /// LLVM optimization level and CPU (native, or an LLVM CPU name).
   unsigned optLevel = 2;
@@ -55,9 +60,9 @@ struct CompileOptions {
 
 /// Parses whitespace-separated `key=value` words (leading dashes optional,
 /// keys as braid-compile's flags: overlap, fuse, quantize-all-gather, target,
-/// target-preset, report, entry, sub-chunks, bidirectional, check-schedule,
-/// emit, O, cpu) into `options`. Returns false with `error` set on an unknown
-/// key or value.
+/// sm, cuda-path, target-preset, report, entry, sub-chunks, bidirectional,
+/// check-schedule, emit, O, cpu) into `options`. Returns false with `error` set
+/// on an unknown key or value.
 bool parseCompileOptions(llvm::StringRef text, CompileOptions &options,
                          std::string &error);
 

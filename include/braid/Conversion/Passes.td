@@ -177,4 +177,89 @@ def EmitEntryPoint : Pass<"braid-emit-entry-point", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// ToGPU
+//===----------------------------------------------------------------------===//
+
+def GpuKernelScratch : Pass<"braid-gpu-kernel-scratch", "mlir::func::FuncOp"> {
+  let summary = "Makes the buffers inside fused kernels block-local scratch";
+  let description = [{
+    Runs on the cuda target between One-Shot Bufferize and buffer
+    deallocation. Inside each `scf.forall` marked `braid.kernel` (a fused
+    memory-bound chain, `braid-fuse-memory-bound`), every static
+    `memref.alloc` holds an intermediate of one tile that never leaves the
+    tile: it becomes a `memref.alloca`, which deallocation leaves alone and
+    `braid-map-to-gpu` places in the block's shared memory. A dynamically
+    sized buffer inside a kernel is an error, since shared memory is sized
+    at launch.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
+def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
+  let summary = "Maps the compute of a bufferized program onto a CUDA GPU";
+  let description = [{
+    Runs on the cuda target after `convert-xfer-to-runtime`, so that
+    transfers are already runtime calls. On every function:
+
+    - A contraction with one M, one N and one K dimension (and at most one
+      batch dimension) whose operands have unit inner strides, in f32, f16
+      or bf16 (accumulating into f32 or the input type), becomes a call to
+      `braid_rt_gemm`, which runs it with cuBLASLt on the rank's compute
+      stream; leading dimensions and batch strides are read from the
+      buffers' strided metadata, so ring chunks (subviews) qualify.
+    - Each fused kernel (`scf.forall` marked `braid.kernel`) becomes one
+      `gpu.launch`: one block per iteration (a row tile), its threads
+      striding over the tile's columns so that accesses coalesce, a barrier
+      between the tile's ops, its scratch (`memref.alloca`) carved out of
+      dynamic shared memory. A row reduction whose combiner is an add, a
+      multiply, a max or a min over f32 is computed by all threads of the
+      block (each reduces a strided slice, then `gpu.all_reduce`, warp
+      shuffles); other reductions by one thread per output element.
+    - Every other linalg op and `memref.copy` on the host becomes a
+      `gpu.launch` of its own with one thread per output element
+      (grid-stride), reductions sequential in each thread.
+    - Buffers that compute or transfers touch are allocated on the device
+      (`gpu.alloc`, stream-ordered on the rank's compute stream); the small
+      host buffers that buffer deallocation keeps its bookkeeping in stay on
+      the host. Host code that reads or writes a device buffer is an error.
+
+    Every contraction gets a remark saying whether it runs on cuBLASLt or as
+    a generated kernel, and why.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect"
+  ];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per block">,
+    Option<"sharedMemoryLimit", "shared-memory-limit", "int64_t",
+           /*default=*/"232448",
+           "Bytes of shared memory a block may use (sm_90: 227 KiB, sm_80: "
+           "163 KiB)">
+  ];
+  let statistics = [
+    Statistic<"numGemms", "gemms", "Contractions run by cuBLASLt">,
+    Statistic<"numKernels", "kernels", "Kernels launched">
+  ];
+}
+
+def MergeGpuModules : Pass<"braid-merge-gpu-modules", "mlir::ModuleOp"> {
+  let summary = "Puts all outlined kernels into one gpu.module";
+  let description = [{
+    `gpu-kernel-outlining` makes one `gpu.module` per kernel. This pass
+    moves every kernel into one module named `braid_kernels` (the first
+    module, renamed) and retargets the `gpu.launch_func` ops, so that a
+    program carries one cubin that the runtime loads once, and
+    `--emit=ptx` writes one PTX file that ptxas accepts. Runs before the
+    modules are lowered, while they hold only `gpu.func`s with unique names.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 #endif // BRAID_CONVERSION_PASSES_TD

@@ -29,9 +29,24 @@ namespace braid {
 
 struct BraidPipelineOptions
     : public mlir::PassPipelineOptions<BraidPipelineOptions> {
-  Option<std::string> target{*this, "target",
-                             llvm::cl::desc("Code generation target: cpu"),
-                             llvm::cl::init("cpu")};
+  Option<std::string> target{
+      *this, "target", llvm::cl::desc("Code generation target: cpu or cuda"),
+      llvm::cl::init("cpu")};
+  Option<std::string> sm{
+      *this, "sm",
+      llvm::cl::desc("cuda: the GPU architecture kernels are compiled for "
+                     "(90a, 90, 100a, 89, 80, ...)"),
+      llvm::cl::init("90a")};
+  Option<std::string> cudaPath{
+      *this, "cuda-path",
+      llvm::cl::desc("cuda: the CUDA toolkit (ptxas, libdevice); empty for "
+                     "the one Braid was configured with"),
+      llvm::cl::init("")};
+  Option<std::string> gpuFormat{
+      *this, "gpu-format",
+      llvm::cl::desc("cuda: what kernels become: bin (cubins, through "
+                     "ptxas), isa (PTX text) or fatbin"),
+      llvm::cl::init("bin")};
   Option<std::string> overlap{
       *this, "overlap",
       llvm::cl::desc("Overlap communication with computation: auto (the "
@@ -84,6 +99,12 @@ struct BraidPipelineOptions
 };
 
 /// Checks option values; on error returns false and sets `message`.
+/// The CUDA toolkit the build found (empty when it found none).
+const char *defaultCudaPath();
+
+/// Shared memory per block of an sm_XX architecture, in bytes.
+int64_t sharedMemoryPerBlock(llvm::StringRef sm);
+
 bool validatePipelineOptions(const BraidPipelineOptions &options,
                              std::string &message);
 
@@ -93,6 +114,11 @@ void buildBraidPipeline(mlir::OpPassManager &pm,
                         const BraidPipelineOptions &options);
 
 /// Registers `braid-pipeline` with the pass registry.
+/// The stages after convert-xfer-to-runtime for each target.
+void addCpuStages(mlir::OpPassManager &pm);
+void addCudaStages(mlir::OpPassManager &pm,
+                   const BraidPipelineOptions &options);
+
 void registerBraidPipelines();
 
 } // namespace braid

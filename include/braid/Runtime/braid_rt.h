@@ -4,7 +4,8 @@
  *
  * The ABI between code Braid compiles and the runtime that executes it, plus
  * the lifecycle calls a runner (braid-exec) makes. One implementation per
- * backend (MPI on CPUs; NCCL + CUDA on GPUs) behind the same symbols.
+ * backend (MPI on CPUs, libBraidRuntime.so; NCCL + CUDA on GPUs,
+ * libBraidRuntimeCUDA.so) behind the same symbols.
  *
  * Conventions
  * - Every argument a compiled program passes is an int64_t, so that the
@@ -23,6 +24,11 @@
  *   stay untouched (sources unmodified, destinations unread) until then.
  * - `step` is a compile-time identifier of the transfer (ring step, op
  *   index) used in error messages and traces; it does not affect matching.
+ * - On the cuda backend, addresses are device (or managed) memory and calls
+ *   are asynchronous: they enqueue work on the rank's streams and return;
+ *   braid_rt_wait orders the compute stream after a transfer without
+ *   blocking the host. braid_rt_synchronize is the only point where the
+ *   host waits for the device.
  * - Any failure (a backend error, a wait past the timeout, a bad argument)
  *   prints one line "braid: rank R: ..." naming the operation, the step and
  *   the peer, and aborts every rank with a non-zero exit code. Calls never
@@ -91,6 +97,36 @@ void braid_rt_trace_begin(void);
  * trace-event JSON file at `path` (written by rank 0; collective). */
 void braid_rt_trace_end(const char *path);
 
+/*--- Runner memory: called by the runner, not by compiled code ----------*/
+
+/* Memory the runner and the program share (the program's inputs): 64-byte
+ * aligned host memory on the cpu backend, managed memory on the cuda
+ * backend. Never NULL, also for 0 bytes; aborts on failure. */
+void *braid_rt_buffer_alloc(int64_t bytes);
+void braid_rt_buffer_free(void *p);
+/* Frees a buffer the program allocated and returned as a result (NULL is
+ * ignored). */
+void braid_rt_result_free(void *p);
+/* Copies `bytes` of program memory (a result) to host memory, after the
+ * work this rank enqueued has finished. */
+void braid_rt_copy_to_host(void *dst, const void *src, int64_t bytes);
+/* Waits until all work this rank enqueued has finished (a no-op on the cpu
+ * backend, where calls complete on the host); aborts after the timeout or
+ * on a device or transport error. */
+void braid_rt_synchronize(void);
+/* Element-wise maximum over all ranks of `count` host values, in place.
+ * Collective over all ranks. */
+void braid_rt_host_max(double *values, int64_t count);
+/* Loopback (cuda backend only, BRAID_LOOPBACK=N before braid_rt_init): runs
+ * fn(arg) on N threads, one per logical rank, each with the rank's own
+ * streams, and returns when all have returned; on a rank's thread
+ * braid_rt_world_rank is that rank. Outside it the process acts as rank 0
+ * of its own (braid_rt_host_max is the identity there). Returns 0 (not in
+ * loopback mode: the cpu backend, or no BRAID_LOOPBACK) from
+ * braid_rt_loopback_ranks. */
+int64_t braid_rt_loopback_ranks(void);
+void braid_rt_loopback_run(void (*fn)(void *arg), void *arg);
+
 /*--- Called by compiled code ---------------------------------------------*/
 
 /* Handle of the group over the given axes of a grid of the given shape.
@@ -132,8 +168,26 @@ int64_t braid_rt_all_to_all(int64_t group, int64_t src, int64_t dst,
 int64_t braid_rt_broadcast(int64_t group, int64_t src, int64_t dst,
                            int64_t bytes, int64_t root, int64_t step);
 
-/* Blocks until the request has completed; aborts after the timeout. */
+/* Blocks until the request has completed; aborts after the timeout. (On the
+ * cuda backend: makes the compute stream wait for it; the host does not
+ * block, except on the loopback transport until a peer posted the match.) */
 void braid_rt_wait(int64_t request);
+
+/* C[m,n] = act(C + op(A)[m,k] . op(B)[k,n] + bias[n]) in row-major storage,
+ * for `batch` batches (batch i's matrices at a + i * stride_a elements, and
+ * so on). trans_a = 0: A stored [m,k] with row stride lda; 1: stored [k,m].
+ * trans_b = 0: B stored [k,n] with row stride ldb; 1: stored [n,k]. C
+ * stored [m,n] with row stride ldc. Types are braid_rt_dtype: A and B F32,
+ * F16 or BF16 alike, C F32 or their type; accumulation in f32. epilogue: 0
+ * none, 1 bias, 2 bias + GELU (tanh), 3 bias + ReLU, 4 GELU, 5 ReLU; bias
+ * holds n elements of C's type (0 without bias). Enqueued on the compute
+ * stream. Only the cuda backend implements it; the cpu backend aborts. */
+void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
+                   int64_t lda, int64_t stride_a, int64_t a_dtype,
+                   int64_t trans_a, int64_t b, int64_t ldb, int64_t stride_b,
+                   int64_t b_dtype, int64_t trans_b, int64_t c, int64_t ldc,
+                   int64_t stride_c, int64_t c_dtype, int64_t epilogue,
+                   int64_t bias, int64_t step);
 
 #ifdef __cplusplus
 }

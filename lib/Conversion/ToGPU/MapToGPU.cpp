@@ -1,0 +1,853 @@
+//===- MapToGPU.cpp - Compute of a bufferized program onto a GPU -*- C++
+//-*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// After bufferization and the runtime calls for transfers, a program is host
+// code over buffers: linalg ops, fused kernels (scf.forall {braid.kernel}),
+// copies, allocations. This pass decides where each piece runs on the cuda
+// target: contractions on cuBLASLt through the runtime, fused kernels as one
+// block per row tile, everything else as grid-stride kernels; buffers that
+// device work touches are allocated on the device.
+//
+// Every device operation of a rank is ordered on its compute stream by the
+// runtime (gpu.launch and gpu.alloc without async tokens lower to
+// mgpuStreamCreate/mgpuStreamSynchronize, which the Braid runtime maps to
+// that stream and a no-op), so host code only enqueues.
+//
+//===----------------------------------------------------------------------===//
+
+#include "braid/Conversion/Passes.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Affine/Utils.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <optional>
+
+namespace braid {
+#define GEN_PASS_DEF_MAPTOGPU
+#include "braid/Conversion/Passes.h.inc"
+} // namespace braid
+
+using namespace mlir;
+
+namespace {
+
+constexpr int64_t kMaxGridBlocks = int64_t(1) << 20;
+constexpr int64_t kSharedAlignment = 16;
+
+/// Runtime codes of element types (braid_rt_dtype).
+std::optional<int64_t> runtimeDType(Type type) {
+  if (type.isF32())
+    return 0;
+  if (type.isF16())
+    return 2;
+  if (type.isBF16())
+    return 3;
+  return std::nullopt;
+}
+
+int64_t elementBytes(Type type) {
+  return (static_cast<int64_t>(type.getIntOrFloatBitWidth()) + 7) / 8;
+}
+
+/// Whether `op` sits in device code already.
+bool inDeviceCode(Operation *op) {
+  return op->getParentOfType<gpu::LaunchOp>() != nullptr;
+}
+
+/// The combiner of a reduction payload: the op producing the yielded value
+/// that takes the output's block argument as one operand, when every thread
+/// can reduce a slice and the block combine the partial results.
+struct Combiner {
+  Operation *op = nullptr;
+  Value other; // the payload value it folds in
+  gpu::AllReduceOperation kind;
+  double identity;
+};
+
+std::optional<Combiner> matchCombiner(linalg::LinalgOp op) {
+  if (op.getNumDpsInits() != 1)
+    return std::nullopt;
+  Block &body = op->getRegion(0).front();
+  BlockArgument out = body.getArgument(op.getNumDpsInputs());
+  if (!out.getType().isF32() || !out.hasOneUse())
+    return std::nullopt;
+  Value yielded = body.getTerminator()->getOperand(0);
+  Operation *combine = yielded.getDefiningOp();
+  if (!combine || combine->getBlock() != &body || !yielded.hasOneUse() ||
+      combine->getNumOperands() != 2)
+    return std::nullopt;
+  Combiner result;
+  result.op = combine;
+  if (combine->getOperand(0) == out)
+    result.other = combine->getOperand(1);
+  else if (combine->getOperand(1) == out)
+    result.other = combine->getOperand(0);
+  else
+    return std::nullopt;
+  double inf = std::numeric_limits<double>::infinity();
+  bool known = llvm::TypeSwitch<Operation *, bool>(combine)
+                   .Case([&](arith::AddFOp) {
+                     result.kind = gpu::AllReduceOperation::ADD;
+                     result.identity = 0.0;
+                     return true;
+                   })
+                   .Case([&](arith::MulFOp) {
+                     result.kind = gpu::AllReduceOperation::MUL;
+                     result.identity = 1.0;
+                     return true;
+                   })
+                   .Case([&](arith::MaximumFOp) {
+                     result.kind = gpu::AllReduceOperation::MAXIMUMF;
+                     result.identity = -inf;
+                     return true;
+                   })
+                   .Case([&](arith::MaxNumFOp) {
+                     result.kind = gpu::AllReduceOperation::MAXNUMF;
+                     result.identity = -inf;
+                     return true;
+                   })
+                   .Case([&](arith::MinimumFOp) {
+                     result.kind = gpu::AllReduceOperation::MINIMUMF;
+                     result.identity = inf;
+                     return true;
+                   })
+                   .Case([&](arith::MinNumFOp) {
+                     result.kind = gpu::AllReduceOperation::MINNUMF;
+                     result.identity = inf;
+                     return true;
+                   })
+                   .Default([](Operation *) { return false; });
+  if (!known)
+    return std::nullopt;
+  return result;
+}
+
+/// Emits device code for linalg ops: loops over an op's iteration space
+/// shared by `numThreads` threads, thread `threadId` taking every
+/// numThreads-th point of the parallel dimensions (consecutive threads take
+/// consecutive innermost elements, so accesses coalesce).
+class DeviceEmitter {
+public:
+  DeviceEmitter(OpBuilder &builder, Location loc, IRMapping &mapping)
+      : b(builder), loc(loc), mapping(mapping) {}
+
+  LogicalResult emit(linalg::LinalgOp op, Value threadId, Value numThreads,
+                     bool cooperative) {
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+    if (ShapedType::isDynamicShape(ranges))
+      return op->emitError()
+             << "the cuda target needs static shapes; this op has a "
+                "dynamic iteration space";
+    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+    par.clear();
+    red.clear();
+    for (auto [dim, iterator] : llvm::enumerate(iterators))
+      (iterator == utils::IteratorType::parallel ? par : red).push_back(dim);
+    for (OpOperand &init : op.getDpsInitsMutable()) {
+      AffineMap map = op.getMatchingIndexingMap(&init);
+      for (unsigned dim : red)
+        if (map.isFunctionOfDim(dim))
+          return op->emitError()
+                 << "cannot generate a GPU kernel: an output is indexed by a "
+                    "reduction dimension";
+    }
+    parExtents.clear();
+    for (unsigned dim : par)
+      parExtents.push_back(ranges[dim]);
+    redExtents.clear();
+    for (unsigned dim : red)
+      redExtents.push_back(ranges[dim]);
+    int64_t points = 1;
+    for (int64_t e : parExtents)
+      points *= e;
+    if (points == 0 || llvm::is_contained(redExtents, 0))
+      return success(); // nothing to compute (an empty reduction keeps the
+                        // initial value)
+
+    if (cooperative && red.size() == 1 && redExtents[0] >= 32)
+      if (std::optional<Combiner> combiner = matchCombiner(op))
+        return emitCooperative(op, *combiner, points, threadId, numThreads),
+               success();
+
+    auto loop = scf::ForOp::create(b, loc, threadId, index(points), numThreads);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    SmallVector<Value> ivs(ranges.size());
+    SmallVector<Value> parIvs = delinearize(loop.getInductionVar(), parExtents);
+    for (auto [dim, iv] : llvm::zip(par, parIvs))
+      ivs[dim] = iv;
+
+    SmallVector<Value> outBuffers;
+    SmallVector<Value> initial;
+    SmallVector<SmallVector<Value>> indices;
+    for (OpOperand &init : op.getDpsInitsMutable()) {
+      Value buffer = mapping.lookupOrDefault(init.get());
+      SmallVector<Value> at = apply(op.getMatchingIndexingMap(&init), ivs);
+      outBuffers.push_back(buffer);
+      indices.push_back(at);
+      bool read = op.payloadUsesValueFromOperand(&init) || !red.empty();
+      initial.push_back(read ? memref::LoadOp::create(b, loc, buffer, at)
+                             : Value());
+    }
+    SmallVector<Value> results = reduceNest(op, ivs, 0, initial);
+    for (auto [value, buffer, at] : llvm::zip(results, outBuffers, indices))
+      memref::StoreOp::create(b, loc, value, buffer, at);
+    return success();
+  }
+
+private:
+  Value index(int64_t value) {
+    return arith::ConstantIndexOp::create(b, loc, value);
+  }
+
+  SmallVector<Value> delinearize(Value linear, ArrayRef<int64_t> extents) {
+    SmallVector<Value> result(extents.size());
+    for (size_t i = extents.size(); i-- > 0;) {
+      if (i == 0) {
+        result[i] = linear;
+        break;
+      }
+      Value extent = index(extents[i]);
+      result[i] = arith::RemUIOp::create(b, loc, linear, extent);
+      linear = arith::DivUIOp::create(b, loc, linear, extent);
+    }
+    return result;
+  }
+
+  SmallVector<Value> apply(AffineMap map, ArrayRef<Value> ivs) {
+    std::optional<SmallVector<Value, 8>> values =
+        affine::expandAffineMap(b, loc, map, ivs);
+    assert(values && "projected indexing maps always expand");
+    return SmallVector<Value>(values->begin(), values->end());
+  }
+
+  /// The block arguments of `op`'s payload at point `ivs`: loaded inputs
+  /// (scalars as they are), then `outputs`.
+  SmallVector<Value> payloadArgs(linalg::LinalgOp op, ArrayRef<Value> ivs,
+                                 ValueRange outputs) {
+    SmallVector<Value> args;
+    for (OpOperand *input : op.getDpsInputOperands()) {
+      Value value = mapping.lookupOrDefault(input->get());
+      if (isa<MemRefType>(value.getType()))
+        value = memref::LoadOp::create(
+            b, loc, value, apply(op.getMatchingIndexingMap(input), ivs));
+      args.push_back(value);
+    }
+    llvm::append_range(args, outputs);
+    return args;
+  }
+
+  /// Clones `op`'s payload (except `skip`) at point `ivs`; returns the
+  /// mapping of payload values.
+  IRMapping inlinePayload(linalg::LinalgOp op, ArrayRef<Value> ivs,
+                          ArrayRef<Value> args, Operation *skip = nullptr) {
+    Block &body = op->getRegion(0).front();
+    IRMapping local = mapping;
+    for (auto [arg, value] : llvm::zip(body.getArguments(), args))
+      if (value)
+        local.map(arg, value);
+    for (Operation &inner : body.without_terminator()) {
+      if (&inner == skip)
+        continue;
+      if (auto indexOp = dyn_cast<linalg::IndexOp>(inner)) {
+        local.map(indexOp.getResult(), ivs[indexOp.getDim()]);
+        continue;
+      }
+      b.clone(inner, local);
+    }
+    return local;
+  }
+
+  /// The reduction loops from dimension red[level] inwards, carrying the
+  /// outputs' values; returns their final values.
+  SmallVector<Value> reduceNest(linalg::LinalgOp op, SmallVector<Value> &ivs,
+                                unsigned level, ValueRange carried) {
+    if (level == red.size()) {
+      IRMapping local = inlinePayload(op, ivs, payloadArgs(op, ivs, carried));
+      SmallVector<Value> yielded;
+      for (Value value :
+           op->getRegion(0).front().getTerminator()->getOperands())
+        yielded.push_back(local.lookupOrDefault(value));
+      return yielded;
+    }
+    auto loop = scf::ForOp::create(b, loc, index(0), index(redExtents[level]),
+                                   index(1), carried);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    ivs[red[level]] = loop.getInductionVar();
+    SmallVector<Value> inner =
+        reduceNest(op, ivs, level + 1, loop.getRegionIterArgs());
+    scf::YieldOp::create(b, loc, inner);
+    return SmallVector<Value>(loop.getResults());
+  }
+
+  /// One output element after another, each reduced by all threads: a
+  /// strided partial per thread, then one block-wide combine.
+  void emitCooperative(linalg::LinalgOp op, const Combiner &combiner,
+                       int64_t points, Value threadId, Value numThreads) {
+    auto rows = scf::ForOp::create(b, loc, index(0), index(points), index(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(rows.getBody());
+    SmallVector<Value> ivs(par.size() + red.size());
+    for (auto [dim, iv] :
+         llvm::zip(par, delinearize(rows.getInductionVar(), parExtents)))
+      ivs[dim] = iv;
+    Type f32 = b.getF32Type();
+    Value identity = arith::ConstantOp::create(
+        b, loc, b.getFloatAttr(f32, combiner.identity));
+    auto slice = scf::ForOp::create(b, loc, threadId, index(redExtents[0]),
+                                    numThreads, ValueRange{identity});
+    {
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPointToStart(slice.getBody());
+      ivs[red[0]] = slice.getInductionVar();
+      SmallVector<Value> args = payloadArgs(op, ivs, ValueRange{Value()});
+      IRMapping local = inlinePayload(op, ivs, args, combiner.op);
+      Value partial = combine(combiner, slice.getRegionIterArgs()[0],
+                              local.lookupOrDefault(combiner.other));
+      scf::YieldOp::create(b, loc, partial);
+    }
+    Value total = gpu::AllReduceOp::create(b, loc, slice.getResult(0),
+                                           gpu::AllReduceOperationAttr::get(
+                                               b.getContext(), combiner.kind),
+                                           /*uniform=*/true)
+                      .getResult();
+    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                        threadId, index(0));
+    auto ifFirst = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
+    OpOperand &init = op.getDpsInitsMutable()[0];
+    Value buffer = mapping.lookupOrDefault(init.get());
+    SmallVector<Value> at = apply(op.getMatchingIndexingMap(&init), ivs);
+    Value old = memref::LoadOp::create(b, loc, buffer, at);
+    memref::StoreOp::create(b, loc, combine(combiner, old, total), buffer, at);
+  }
+
+  Value combine(const Combiner &combiner, Value lhs, Value rhs) {
+    OperationState state(loc, combiner.op->getName());
+    state.addOperands({lhs, rhs});
+    state.addTypes(lhs.getType());
+    state.addAttributes(combiner.op->getAttrs());
+    return b.create(state)->getResult(0);
+  }
+
+  OpBuilder &b;
+  Location loc;
+  IRMapping &mapping;
+  SmallVector<unsigned> par, red;
+  SmallVector<int64_t> parExtents, redExtents;
+};
+
+/// The contraction `op` as braid_rt_gemm arguments, or why it is not one.
+struct GemmMatch {
+  unsigned batchDim = ~0u, mDim = 0, nDim = 0, kDim = 0;
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+};
+
+FailureOr<GemmMatch> matchGemm(linalg::LinalgOp op, std::string &why) {
+  auto fail = [&](const Twine &reason) {
+    why = reason.str();
+    return failure();
+  };
+  if (!linalg::isaContractionOpInterface(op) || op.getNumDpsInputs() != 2 ||
+      op.getNumDpsInits() != 1)
+    return fail("not a multiply-add contraction of two operands");
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  if (failed(dims) || dims->m.size() != 1 || dims->n.size() != 1 ||
+      dims->k.size() != 1 || dims->batch.size() > 1)
+    return fail("needs exactly one M, N and K dimension and at most one "
+                "batch dimension");
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (ShapedType::isDynamicShape(ranges))
+    return fail("dynamic sizes");
+  GemmMatch match;
+  match.mDim = dims->m[0];
+  match.nDim = dims->n[0];
+  match.kDim = dims->k[0];
+  if (!dims->batch.empty()) {
+    match.batchDim = dims->batch[0];
+    match.batch = ranges[match.batchDim];
+  }
+  match.m = ranges[match.mDim];
+  match.n = ranges[match.nDim];
+  match.k = ranges[match.kDim];
+
+  // Each operand's map: (batch?, row, column) with the batch first.
+  auto layout = [&](OpOperand *operand, unsigned rowDim, unsigned colDim,
+                    bool &transposed) -> bool {
+    AffineMap map = op.getMatchingIndexingMap(operand);
+    SmallVector<unsigned> results;
+    for (AffineExpr expr : map.getResults()) {
+      auto dim = dyn_cast<AffineDimExpr>(expr);
+      if (!dim)
+        return false;
+      results.push_back(dim.getPosition());
+    }
+    unsigned offset = match.batchDim != ~0u ? 1 : 0;
+    if (results.size() != 2 + offset ||
+        (offset && results[0] != match.batchDim))
+      return false;
+    if (results[offset] == rowDim && results[offset + 1] == colDim)
+      transposed = false;
+    else if (results[offset] == colDim && results[offset + 1] == rowDim)
+      transposed = true;
+    else
+      return false;
+    return true;
+  };
+  bool transC = false;
+  if (!layout(op.getDpsInputOperand(0), match.mDim, match.kDim, match.transA) ||
+      !layout(op.getDpsInputOperand(1), match.kDim, match.nDim, match.transB) ||
+      !layout(op.getDpsInitOperand(0), match.mDim, match.nDim, transC) ||
+      transC)
+    return fail("operand layouts other than (batch, rows, columns)");
+
+  Type aType = getElementTypeOrSelf(op.getDpsInputOperand(0)->get());
+  Type bType = getElementTypeOrSelf(op.getDpsInputOperand(1)->get());
+  Type cType = getElementTypeOrSelf(op.getDpsInitOperand(0)->get());
+  if (aType != bType || !runtimeDType(aType) ||
+      !(cType == aType || cType.isF32()))
+    return fail("element types other than f32, f16 or bf16 inputs "
+                "accumulating into f32 or the input type");
+  for (Value operand : op->getOperands()) {
+    auto type = dyn_cast<MemRefType>(operand.getType());
+    if (!type)
+      return fail("not on buffers");
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    if (failed(type.getStridesAndOffset(strides, offset)) ||
+        strides.back() != 1)
+      return fail("an operand's innermost stride is not 1");
+  }
+  return match;
+}
+
+struct MapToGPUPass : public braid::impl::MapToGPUBase<MapToGPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    UnitAttr::get(&getContext()));
+    for (auto function : module.getOps<func::FuncOp>()) {
+      if (function.isExternal())
+        continue;
+      if (failed(mapFunction(function)))
+        return signalPassFailure();
+    }
+  }
+
+private:
+  LogicalResult mapFunction(func::FuncOp function) {
+    OpBuilder b(&getContext());
+    // Copies are linalg copies, so that one emitter covers them.
+    SmallVector<memref::CopyOp> copies;
+    function.walk([&](memref::CopyOp copy) { copies.push_back(copy); });
+    for (memref::CopyOp copy : copies) {
+      if (copy.getSource() != copy.getTarget()) {
+        b.setInsertionPoint(copy);
+        linalg::CopyOp::create(b, copy.getLoc(), copy.getSource(),
+                               copy.getTarget());
+      }
+      copy.erase();
+    }
+
+    SmallVector<scf::ForallOp> kernels;
+    function.walk([&](scf::ForallOp forall) {
+      if (forall->hasAttr("braid.kernel"))
+        kernels.push_back(forall);
+    });
+    for (scf::ForallOp kernel : kernels)
+      if (failed(mapKernel(kernel)))
+        return failure();
+
+    SmallVector<linalg::LinalgOp> ops;
+    function.walk([&](linalg::LinalgOp op) {
+      if (!inDeviceCode(op))
+        ops.push_back(op);
+    });
+    for (linalg::LinalgOp op : ops)
+      if (failed(mapHostOp(op)))
+        return failure();
+
+    return placeBuffers(function);
+  }
+
+  Value index(OpBuilder &b, Location loc, int64_t value) {
+    return arith::ConstantIndexOp::create(b, loc, value);
+  }
+
+  /// A fused kernel: one block per iteration.
+  LogicalResult mapKernel(scf::ForallOp kernel) {
+    Location loc = kernel.getLoc();
+    if (!kernel.getOutputs().empty())
+      return kernel.emitError() << "a fused kernel with shared outputs "
+                                   "cannot be mapped to the GPU";
+    ArrayRef<int64_t> lbs = kernel.getStaticLowerBound();
+    ArrayRef<int64_t> ubs = kernel.getStaticUpperBound();
+    ArrayRef<int64_t> steps = kernel.getStaticStep();
+    if (ShapedType::isDynamicShape(lbs) || ShapedType::isDynamicShape(ubs) ||
+        ShapedType::isDynamicShape(steps))
+      return kernel.emitError()
+             << "the cuda target needs fused kernels with static bounds";
+    SmallVector<int64_t> trips;
+    int64_t blocks = 1;
+    for (auto [lb, ub, step] : llvm::zip(lbs, ubs, steps)) {
+      trips.push_back(ub > lb ? (ub - lb + step - 1) / step : 0);
+      blocks *= trips.back();
+    }
+    if (blocks == 0) {
+      kernel.erase();
+      return success();
+    }
+    if (blocks > std::numeric_limits<int32_t>::max())
+      return kernel.emitError() << "a fused kernel of " << blocks
+                                << " tiles exceeds the GPU's grid";
+
+    // Scratch: every alloca of the tile, carved out of shared memory.
+    Block *body = kernel.getBody();
+    int64_t sharedBytes = 0;
+    SmallVector<std::pair<memref::AllocaOp, int64_t>> scratch;
+    for (Operation &op : body->without_terminator()) {
+      auto alloca = dyn_cast<memref::AllocaOp>(op);
+      if (!alloca)
+        continue;
+      MemRefType type = alloca.getType();
+      if (!type.hasStaticShape() || !type.getLayout().isIdentity())
+        return alloca.emitError() << "fused-kernel scratch must be a static, "
+                                     "identity-layout buffer";
+      scratch.push_back({alloca, sharedBytes});
+      int64_t bytes =
+          type.getNumElements() * elementBytes(type.getElementType());
+      sharedBytes +=
+          (bytes + kSharedAlignment - 1) / kSharedAlignment * kSharedAlignment;
+    }
+    if (sharedBytes > sharedMemoryLimit)
+      return kernel.emitError()
+             << "this fused kernel needs " << sharedBytes
+             << " bytes of shared memory per tile, more than the "
+             << static_cast<int64_t>(sharedMemoryLimit)
+             << " the target allows; fuse with a smaller row tile";
+
+    OpBuilder b(kernel);
+    Value one = index(b, loc, 1);
+    Value sharedSize = sharedBytes ? Value(arith::ConstantIntOp::create(
+                                         b, loc, b.getI32Type(), sharedBytes))
+                                   : Value();
+    auto launch =
+        gpu::LaunchOp::create(b, loc, index(b, loc, blocks), one, one,
+                              index(b, loc, blockSize), one, one, sharedSize);
+    Block &launchBody = launch.getBody().front();
+    b.setInsertionPointToStart(&launchBody);
+    gpu::TerminatorOp terminator = gpu::TerminatorOp::create(b, loc);
+    b.setInsertionPoint(terminator);
+
+    IRMapping mapping;
+    // Iteration of this block: the block id delinearized over the trips.
+    Value linear = launch.getBlockIds().x;
+    SmallVector<Value> ivs(trips.size());
+    for (size_t i = trips.size(); i-- > 0;) {
+      Value position = linear;
+      if (i > 0) {
+        Value trip = index(b, loc, trips[i]);
+        position = arith::RemUIOp::create(b, loc, linear, trip);
+        linear = arith::DivUIOp::create(b, loc, linear, trip);
+      }
+      Value scaled =
+          arith::MulIOp::create(b, loc, position, index(b, loc, steps[i]));
+      ivs[i] = arith::AddIOp::create(b, loc, scaled, index(b, loc, lbs[i]));
+    }
+    for (auto [iv, value] : llvm::zip(kernel.getInductionVars(), ivs))
+      mapping.map(iv, value);
+
+    auto workgroup =
+        gpu::AddressSpaceAttr::get(&getContext(), gpu::AddressSpace::Workgroup);
+    if (sharedBytes) {
+      auto bytesType = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                                       MemRefLayoutAttrInterface(), workgroup);
+      Value base = gpu::DynamicSharedMemoryOp::create(b, loc, bytesType);
+      for (auto [alloca, offset] : scratch) {
+        MemRefType type = alloca.getType();
+        auto shared = MemRefType::get(type.getShape(), type.getElementType(),
+                                      MemRefLayoutAttrInterface(), workgroup);
+        Value view = memref::ViewOp::create(
+            b, loc, shared, base, index(b, loc, offset), ValueRange{});
+        mapping.map(alloca.getResult(), view);
+      }
+    }
+
+    Value threadId = launch.getThreadIds().x;
+    Value numThreads = launch.getBlockSize().x;
+    DeviceEmitter emitter(b, loc, mapping);
+    for (Operation &op : body->without_terminator()) {
+      if (isa<memref::AllocaOp>(op))
+        continue;
+      if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
+        if (!linalgOp.hasPureBufferSemantics())
+          return op.emitError() << "expected a bufferized op in a fused kernel";
+        if (failed(emitter.emit(linalgOp, threadId, numThreads,
+                                /*cooperative=*/true)))
+          return failure();
+        // The tile's ops hand data to each other through shared or global
+        // memory, written and read by different threads.
+        gpu::BarrierOp::create(b, loc);
+        continue;
+      }
+      if (isa<ViewLikeOpInterface>(op) || isMemoryEffectFree(&op)) {
+        if (op.getNumRegions() != 0)
+          return op.emitError() << "cannot be part of a GPU kernel";
+        Operation *clone = b.clone(op, mapping);
+        // Views of scratch live in shared memory too.
+        if (auto view = dyn_cast<ViewLikeOpInterface>(clone)) {
+          auto source = dyn_cast<MemRefType>(view.getViewSource().getType());
+          for (Value result : clone->getResults()) {
+            auto type = dyn_cast<MemRefType>(result.getType());
+            if (source && type &&
+                type.getMemorySpace() != source.getMemorySpace())
+              result.setType(
+                  MemRefType::get(type.getShape(), type.getElementType(),
+                                  type.getLayout(), source.getMemorySpace()));
+          }
+        }
+        continue;
+      }
+      return op.emitError() << "cannot be part of a GPU kernel on the cuda "
+                               "target";
+    }
+    ++numKernels;
+    kernel.erase();
+    return success();
+  }
+
+  /// A linalg op in host code: cuBLASLt for contractions that qualify, a
+  /// grid-stride kernel otherwise.
+  LogicalResult mapHostOp(linalg::LinalgOp op) {
+    Location loc = op.getLoc();
+    if (!op.hasPureBufferSemantics())
+      return op->emitError() << "expected a bufferized op";
+    bool contraction = linalg::isaContractionOpInterface(op);
+    std::string why;
+    if (contraction) {
+      FailureOr<GemmMatch> match = matchGemm(op, why);
+      if (succeeded(match)) {
+        emitGemm(op, *match);
+        op->emitRemark() << "runs on cuBLASLt: " << match->m << "x" << match->n
+                         << "x" << match->k
+                         << (match->batch > 1
+                                 ? " in " + std::to_string(match->batch) +
+                                       " batches"
+                                 : std::string());
+        ++numGemms;
+        op->erase();
+        return success();
+      }
+    }
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+    if (ShapedType::isDynamicShape(ranges))
+      return op->emitError()
+             << "the cuda target needs static shapes; this op has a dynamic "
+                "iteration space";
+    int64_t points = 1;
+    for (auto [dim, iterator] : llvm::enumerate(op.getIteratorTypesArray()))
+      if (iterator == utils::IteratorType::parallel)
+        points *= ranges[dim];
+    if (contraction)
+      op->emitRemark() << "runs as a generated kernel, not on cuBLASLt: "
+                       << why;
+    if (points == 0) {
+      op->erase();
+      return success();
+    }
+    OpBuilder b(op);
+    Value one = index(b, loc, 1);
+    int64_t blocks =
+        std::min((points + blockSize - 1) / blockSize, kMaxGridBlocks);
+    auto launch =
+        gpu::LaunchOp::create(b, loc, index(b, loc, blocks), one, one,
+                              index(b, loc, blockSize), one, one, Value());
+    b.setInsertionPointToStart(&launch.getBody().front());
+    gpu::TerminatorOp terminator = gpu::TerminatorOp::create(b, loc);
+    b.setInsertionPoint(terminator);
+    Value blockStart = arith::MulIOp::create(b, loc, launch.getBlockIds().x,
+                                             launch.getBlockSize().x);
+    Value threadId =
+        arith::AddIOp::create(b, loc, blockStart, launch.getThreadIds().x);
+    Value numThreads = arith::MulIOp::create(b, loc, launch.getGridSize().x,
+                                             launch.getBlockSize().x);
+    IRMapping mapping;
+    DeviceEmitter emitter(b, loc, mapping);
+    if (failed(emitter.emit(op, threadId, numThreads, /*cooperative=*/false)))
+      return failure();
+    ++numKernels;
+    op->erase();
+    return success();
+  }
+
+  void emitGemm(linalg::LinalgOp op, const GemmMatch &match) {
+    Location loc = op.getLoc();
+    OpBuilder b(op);
+    Type i64 = b.getI64Type();
+    auto toI64 = [&](Value value) -> Value {
+      return arith::IndexCastOp::create(b, loc, i64, value);
+    };
+    auto constant = [&](int64_t value) -> Value {
+      return arith::ConstantIntOp::create(b, loc, i64, value);
+    };
+    // (address, leading dimension, batch stride, dtype) of an operand.
+    auto describe = [&](Value buffer) {
+      auto type = cast<MemRefType>(buffer.getType());
+      auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, buffer);
+      Value base = memref::ExtractAlignedPointerAsIndexOp::create(
+          b, loc, metadata.getBaseBuffer());
+      Value offsetBytes = arith::MulIOp::create(
+          b, loc, metadata.getOffset(),
+          index(b, loc, elementBytes(type.getElementType())));
+      Value address = arith::AddIOp::create(b, loc, base, offsetBytes);
+      auto strides = metadata.getStrides();
+      int64_t rank = type.getRank();
+      Value leading = strides[rank - 2];
+      Value batchStride = rank == 3 ? strides[0] : index(b, loc, 0);
+      return SmallVector<Value>{toI64(address), toI64(leading),
+                                toI64(batchStride),
+                                constant(*runtimeDType(type.getElementType()))};
+    };
+    SmallVector<Value> a = describe(op.getDpsInputOperand(0)->get());
+    SmallVector<Value> bm = describe(op.getDpsInputOperand(1)->get());
+    SmallVector<Value> c = describe(op.getDpsInitOperand(0)->get());
+    SmallVector<Value> args = {constant(match.m), constant(match.n),
+                               constant(match.k), constant(match.batch)};
+    llvm::append_range(args, a);
+    args.push_back(constant(match.transA));
+    llvm::append_range(args, bm);
+    args.push_back(constant(match.transB));
+    llvm::append_range(args, c);
+    args.push_back(constant(0)); // no epilogue
+    args.push_back(constant(0)); // no bias
+    args.push_back(constant(-1));
+    func::FuncOp callee = declareRuntime(b, "braid_rt_gemm", args.size());
+    func::CallOp::create(b, loc, callee, args);
+  }
+
+  func::FuncOp declareRuntime(OpBuilder &b, StringRef name, unsigned numArgs) {
+    ModuleOp module = getOperation();
+    if (auto existing = module.lookupSymbol<func::FuncOp>(name))
+      return existing;
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    SmallVector<Type> args(numArgs, b.getI64Type());
+    auto function = func::FuncOp::create(b, module.getLoc(), name,
+                                         b.getFunctionType(args, {}));
+    function.setPrivate();
+    return function;
+  }
+
+  /// Whether `value`, a buffer, is only ever used by host code that keeps
+  /// bookkeeping in it (loads, stores, deallocation, calls).
+  static bool onlyHostBookkeeping(Value value) {
+    for (Operation *user : value.getUsers()) {
+      if (inDeviceCode(user))
+        return false;
+      if (auto cast = dyn_cast<memref::CastOp>(user)) {
+        if (!onlyHostBookkeeping(cast.getResult()))
+          return false;
+        continue;
+      }
+      if (!isa<memref::LoadOp, memref::StoreOp, memref::DeallocOp,
+               memref::DimOp, func::CallOp>(user))
+        return false;
+    }
+    return true;
+  }
+
+  /// The allocation `value` is a view of, if any.
+  static Operation *allocationOf(Value value) {
+    while (Operation *def = value.getDefiningOp()) {
+      if (isa<gpu::AllocOp, memref::AllocOp>(def))
+        return def;
+      if (auto metadata = dyn_cast<memref::ExtractStridedMetadataOp>(def)) {
+        value = metadata.getSource();
+        continue;
+      }
+      if (auto view = dyn_cast<ViewLikeOpInterface>(def)) {
+        value = view.getViewSource();
+        continue;
+      }
+      return nullptr;
+    }
+    return nullptr;
+  }
+
+  LogicalResult placeBuffers(func::FuncOp function) {
+    MLIRContext *context = &getContext();
+    auto tokenType = gpu::AsyncTokenType::get(context);
+    SmallVector<memref::AllocOp> allocs;
+    function.walk([&](memref::AllocOp alloc) {
+      if (!inDeviceCode(alloc) && !onlyHostBookkeeping(alloc.getResult()))
+        allocs.push_back(alloc);
+    });
+    OpBuilder b(context);
+    for (memref::AllocOp alloc : allocs) {
+      Location loc = alloc.getLoc();
+      b.setInsertionPoint(alloc);
+      Value ready =
+          gpu::WaitOp::create(b, loc, tokenType, ValueRange()).getAsyncToken();
+      auto device = gpu::AllocOp::create(
+          b, loc, alloc.getType(), tokenType, ValueRange{ready},
+          alloc.getDynamicSizes(), alloc.getSymbolOperands(),
+          /*hostShared=*/false);
+      gpu::WaitOp::create(b, loc, Type(), ValueRange{device.getAsyncToken()});
+      alloc.getResult().replaceAllUsesWith(device.getMemref());
+      alloc.erase();
+    }
+    SmallVector<memref::DeallocOp> deallocs;
+    function.walk([&](memref::DeallocOp dealloc) {
+      if (isa_and_nonnull<gpu::AllocOp>(allocationOf(dealloc.getMemref())))
+        deallocs.push_back(dealloc);
+    });
+    for (memref::DeallocOp dealloc : deallocs) {
+      Location loc = dealloc.getLoc();
+      b.setInsertionPoint(dealloc);
+      Value ready =
+          gpu::WaitOp::create(b, loc, tokenType, ValueRange()).getAsyncToken();
+      auto free = gpu::DeallocOp::create(b, loc, tokenType, ValueRange{ready},
+                                         dealloc.getMemref());
+      gpu::WaitOp::create(b, loc, Type(), ValueRange{free.getAsyncToken()});
+      dealloc.erase();
+    }
+    // Host code must not touch device buffers (it would read them before
+    // the device wrote them, or fault).
+    WalkResult result = function.walk([&](Operation *op) {
+      if (inDeviceCode(op) || !isa<memref::LoadOp, memref::StoreOp>(op))
+        return WalkResult::advance();
+      Value buffer = isa<memref::LoadOp>(op)
+                         ? cast<memref::LoadOp>(op).getMemRef()
+                         : cast<memref::StoreOp>(op).getMemRef();
+      if (isa_and_nonnull<gpu::AllocOp>(allocationOf(buffer))) {
+        op->emitError() << "host code accesses a device buffer; the cuda "
+                           "target runs all compute on the GPU";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    return failure(result.wasInterrupted());
+  }
+};
+
+} // namespace

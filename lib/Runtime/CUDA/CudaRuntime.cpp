@@ -1,0 +1,1056 @@
+//===- CudaRuntime.cpp - The C entry points of the cuda backend -----------===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// Implements braid_rt.h on CUDA: lifecycle, groups, the transfer entry points
+// (which validate their arguments and hand a Request to the transport),
+// synchronization with the timeout, runner memory and traces. See
+// CudaRuntime.h for the stream model and docs/Runtime.md for the transports.
+//
+//===----------------------------------------------------------------------===//
+
+// The library is built with hidden visibility; only the ABI is exported.
+#pragma GCC visibility push(default)
+#include "braid/Runtime/braid_rt.h"
+#pragma GCC visibility pop
+
+#include "CudaRuntime.h"
+#include "Gemm.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+using namespace braid::rt;
+using namespace braid::rt::cuda;
+
+//===----------------------------------------------------------------------===//
+// Shared helpers
+//===----------------------------------------------------------------------===//
+
+namespace braid::rt::cuda {
+
+void checkCuda(cudaError_t rc, const char *call, const std::string &context) {
+  if (rc != cudaSuccess)
+    fatalf("%s in %s: %s", call, context.c_str(), cudaGetErrorString(rc));
+}
+
+void checkNccl(ncclResult_t rc, const char *call, const std::string &context) {
+  if (rc != ncclSuccess)
+    fatalf("%s in %s: %s", call, context.c_str(), ncclGetErrorString(rc));
+}
+
+void checkCublas(cublasStatus_t rc, const char *call,
+                 const std::string &context) {
+  if (rc != CUBLAS_STATUS_SUCCESS)
+    fatalf("%s in %s: %s", call, context.c_str(), cublasLtGetStatusString(rc));
+}
+
+std::string stepContext(const char *op, int64_t step) {
+  if (step < 0)
+    return op;
+  return formatString("%s step %lld", op, static_cast<long long>(step));
+}
+
+Event::~Event() {
+  // Errors here would only come from a context already torn down at exit.
+  if (event)
+    (void)cudaEventDestroy(event);
+}
+
+EventPtr newEvent(bool timing, const std::string &context) {
+  auto event = std::make_shared<Event>();
+  checkCuda(
+      cudaEventCreateWithFlags(&event->event, timing ? cudaEventDefault
+                                                     : cudaEventDisableTiming),
+      "cudaEventCreateWithFlags", context);
+  return event;
+}
+
+EventPtr recordEvent(cudaStream_t stream, bool timing,
+                     const std::string &context) {
+  EventPtr event = newEvent(timing, context);
+  checkCuda(cudaEventRecord(event->event, stream), "cudaEventRecord", context);
+  return event;
+}
+
+const char *kindName(Kind kind) {
+  switch (kind) {
+  case Kind::Send:
+    return "send";
+  case Kind::Recv:
+    return "recv";
+  case Kind::AllGather:
+    return "all_gather";
+  case Kind::ReduceScatter:
+    return "reduce_scatter";
+  case Kind::AllReduce:
+    return "all_reduce";
+  case Kind::AllToAll:
+    return "all_to_all";
+  case Kind::Broadcast:
+    return "broadcast";
+  }
+  return "?";
+}
+
+int64_t Request::sourceBytes() const {
+  int64_t n = group ? group->size : 1;
+  switch (kind) {
+  case Kind::Send:
+  case Kind::Recv:
+  case Kind::AllGather:
+  case Kind::Broadcast:
+    return bytes;
+  case Kind::AllToAll:
+    return bytes * n;
+  case Kind::ReduceScatter:
+    return count * elementSize * n;
+  case Kind::AllReduce:
+    return count * elementSize;
+  }
+  return 0;
+}
+
+int64_t Request::destinationBytes() const {
+  int64_t n = group ? group->size : 1;
+  switch (kind) {
+  case Kind::Send:
+  case Kind::Recv:
+  case Kind::Broadcast:
+    return bytes;
+  case Kind::AllGather:
+  case Kind::AllToAll:
+    return bytes * n;
+  case Kind::ReduceScatter:
+  case Kind::AllReduce:
+    return count * elementSize;
+  }
+  return 0;
+}
+
+std::string Request::context() const {
+  std::string text = stepContext(kindName(kind), step);
+  if (kind == Kind::Send || kind == Kind::Recv)
+    return text + formatString(" (peer %d)", peerWorldRank);
+  return text + " (group " + (group ? group->str() : std::string("?")) + ")";
+}
+
+std::string Request::describe() const {
+  std::string text = formatString("%s (step %lld)", kindName(kind),
+                                  static_cast<long long>(step));
+  std::string groupText = group ? group->str() : std::string("?");
+  if (kind == Kind::Send || kind == Kind::Recv)
+    return text + formatString(" with peer %d on group ", peerWorldRank) +
+           groupText;
+  return text +
+         formatString(" on group of %d ranks (", group ? group->size : 0) +
+         groupText + ")";
+}
+
+std::string Request::traceName() const {
+  std::string size = formatBytes(std::max(sourceBytes(), destinationBytes()));
+  std::string base = stepContext(kindName(kind), step);
+  if (kind == Kind::Send)
+    return base + formatString(" -> %+lld (%s)",
+                               static_cast<long long>(peerOffset),
+                               size.c_str());
+  if (kind == Kind::Recv)
+    return base + formatString(" <- %+lld (%s)",
+                               static_cast<long long>(peerOffset),
+                               size.c_str());
+  return base + " (" + size + ")";
+}
+
+} // namespace braid::rt::cuda
+
+//===----------------------------------------------------------------------===//
+// Process state
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr double defaultTimeoutSeconds = 120;
+constexpr int64_t gemmWorkspaceBytes = 32 << 20;
+
+enum class Mode { None, Nccl, Loopback };
+
+struct Process {
+  bool initialized = false;
+  bool finalized = false;
+  Mode mode = Mode::None;
+  bool usesMPI = false;
+  bool ownsMPI = false;
+  MPI_Comm mpiWorld = MPI_COMM_NULL;
+  int worldRank = 0;
+  int worldSize = 1;
+  int device = 0;
+  double timeoutOverride = 0;
+  double timeout = defaultTimeoutSeconds;
+  /// Process mode: the one rank of this process.
+  std::unique_ptr<RankState> rank;
+  /// Id-file mode: the trace file's path pattern for the merge.
+  std::string idFile;
+};
+
+// Never destroyed, like the cpu runtime's: a program that exits after an
+// error must not run destructors that touch CUDA or NCCL.
+Process &process() {
+  static Process *instance = new Process();
+  return *instance;
+}
+
+thread_local RankState *threadRank = nullptr;
+
+Process &initialized(const char *call) {
+  Process &p = process();
+  if (!p.initialized)
+    fatalf("%s called %s", call,
+           p.finalized ? "after braid_rt_finalize" : "before braid_rt_init");
+  return p;
+}
+
+double timeoutFromEnvironment() {
+  const char *text = std::getenv("BRAID_TIMEOUT");
+  if (!text || !*text)
+    return defaultTimeoutSeconds;
+  char *end = nullptr;
+  double seconds = std::strtod(text, &end);
+  if (*end != '\0' || !(seconds > 0))
+    fatalf("BRAID_TIMEOUT=%s is not a positive number of seconds", text);
+  return seconds;
+}
+
+/// A non-negative integer environment variable, or -1 when unset.
+int64_t intFromEnvironment(const char *name) {
+  const char *text = std::getenv(name);
+  if (!text || !*text)
+    return -1;
+  char *end = nullptr;
+  errno = 0;
+  long long value = std::strtoll(text, &end, 10);
+  if (*end != '\0' || errno || value < 0)
+    fatalf("%s=%s is not a non-negative integer", name, text);
+  return value;
+}
+
+void checkMPIResult(int rc, const char *call) {
+  checkMPI(rc, call, "braid_rt_init");
+}
+
+/// The local rank that picks this process's GPU.
+int localRank(Process &p) {
+  int64_t fromLauncher = intFromEnvironment("OMPI_COMM_WORLD_LOCAL_RANK");
+  if (fromLauncher < 0)
+    fromLauncher = intFromEnvironment("MPI_LOCALRANKID");
+  if (fromLauncher < 0 && !p.usesMPI) {
+    fromLauncher = intFromEnvironment("BRAID_LOCAL_RANK");
+    if (fromLauncher < 0)
+      fromLauncher = intFromEnvironment("LOCAL_RANK");
+  }
+  if (fromLauncher >= 0)
+    return static_cast<int>(fromLauncher);
+  if (!p.usesMPI)
+    return p.worldRank;
+  MPI_Comm node;
+  checkMPIResult(MPI_Comm_split_type(p.mpiWorld, MPI_COMM_TYPE_SHARED,
+                                     p.worldRank, MPI_INFO_NULL, &node),
+                 "MPI_Comm_split_type");
+  int local = 0;
+  checkMPIResult(MPI_Comm_rank(node, &local), "MPI_Comm_rank");
+  checkMPIResult(MPI_Comm_free(&node), "MPI_Comm_free");
+  return local;
+}
+
+/// Fails clearly when there is no GPU (before anything else touches CUDA).
+int deviceCount() {
+  int count = 0;
+  cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess || count == 0)
+    fatalf("no CUDA device (cudaGetDeviceCount: %s)",
+           rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
+  return count;
+}
+
+/// Makes `device` current on the calling thread and creates its primary
+/// context, which the driver API calls (modules, launches) use.
+void useDevice(int device, const char *context) {
+  checkCuda(cudaSetDevice(device), "cudaSetDevice", context);
+  checkCuda(cudaFree(nullptr), "cudaFree(nullptr)", context);
+}
+
+void ncclFatalHook() { nccl::abortAll(); }
+
+} // namespace
+
+namespace braid::rt::cuda {
+
+RankState::RankState() = default;
+RankState::~RankState() = default;
+
+RankState *currentRankOrNull() {
+  if (threadRank)
+    return threadRank;
+  return process().rank.get();
+}
+
+RankState &currentRank(const char *call) {
+  Process &p = initialized(call);
+  RankState *state = currentRankOrNull();
+  if (!state)
+    fatalf("%s called outside a rank (on the loopback transport, only "
+           "inside braid_rt_loopback_run)",
+           call);
+  (void)p;
+  return *state;
+}
+
+bool isLoopback() { return process().mode == Mode::Loopback; }
+
+double timeoutSeconds() { return process().timeout; }
+
+void setUpRank(RankState &state, int rank, int worldSize, int device,
+               bool loopback) {
+  const char *context = "braid_rt_init (setting up the rank)";
+  state.rank = rank;
+  state.worldSize = worldSize;
+  state.device = device;
+  useDevice(device, context);
+  checkCuda(cudaStreamCreateWithFlags(&state.compute, cudaStreamNonBlocking),
+            "cudaStreamCreateWithFlags", context);
+  checkCuda(cudaStreamCreateWithFlags(&state.comm, cudaStreamNonBlocking),
+            "cudaStreamCreateWithFlags", context);
+  checkCublas(cublasLtCreate(&state.lt), "cublasLtCreate", context);
+  state.workspaceBytes = gemmWorkspaceBytes;
+  checkCuda(
+      cudaMalloc(&state.workspace, static_cast<size_t>(state.workspaceBytes)),
+      "cudaMalloc (the cuBLASLt workspace)", context);
+  state.gemm = std::make_unique<GemmCache>();
+  if (loopback) {
+    checkCublas(cublasCreate(&state.blas), "cublasCreate", context);
+    checkCublas(cublasSetStream(state.blas, state.comm), "cublasSetStream",
+                context);
+  }
+  checkCuda(cudaMalloc(&state.scratch, 64), "cudaMalloc (scratch)", context);
+}
+
+void tearDownRank(RankState &state) {
+  const char *context = "braid_rt_finalize";
+  state.gemm.reset();
+  state.groups.clear();
+  state.groupHandles.clear();
+  state.inFlight.clear();
+  state.traceRecords.clear();
+  state.traceOrigin.reset();
+  if (state.blas)
+    checkCublas(cublasDestroy(state.blas), "cublasDestroy", context);
+  checkCublas(cublasLtDestroy(state.lt), "cublasLtDestroy", context);
+  checkCuda(cudaFree(state.workspace), "cudaFree", context);
+  checkCuda(cudaFree(state.scratch), "cudaFree", context);
+  checkCuda(cudaStreamDestroy(state.compute), "cudaStreamDestroy", context);
+  checkCuda(cudaStreamDestroy(state.comm), "cudaStreamDestroy", context);
+  state.blas = nullptr;
+  state.lt = nullptr;
+  state.workspace = state.scratch = nullptr;
+  state.compute = state.comm = nullptr;
+}
+
+void synchronizeRank(RankState &state, const char *what) {
+  if (!isLoopback())
+    nccl::flush(state);
+  std::string context = formatString("%s", what);
+  auto start = std::chrono::steady_clock::now();
+  double timeout = timeoutSeconds();
+  int64_t sleepUs = 0;
+  for (;;) {
+    cudaError_t computeRc = cudaStreamQuery(state.compute);
+    cudaError_t commRc = cudaStreamQuery(state.comm);
+    for (cudaError_t rc : {computeRc, commRc})
+      if (rc != cudaSuccess && rc != cudaErrorNotReady)
+        fatalf("cudaStreamQuery in %s (the last compute work: %s): %s",
+               context.c_str(), state.lastCompute.c_str(),
+               cudaGetErrorString(rc));
+    if (computeRc == cudaSuccess && commRc == cudaSuccess)
+      break;
+    if (!isLoopback())
+      nccl::checkAsyncErrors(state, context);
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (elapsed > timeout) {
+      // Name the oldest transfer still running, else the compute work.
+      for (auto &request : state.inFlight)
+        if (request->completion &&
+            cudaEventQuery(request->completion->event) == cudaErrorNotReady)
+          fatalf("%s: timed out after %g s in %s", request->context().c_str(),
+                 timeout, context.c_str());
+      for (auto &[handle, request] : state.requests)
+        if (request->completion &&
+            cudaEventQuery(request->completion->event) == cudaErrorNotReady)
+          fatalf("%s: timed out after %g s in %s (never waited)",
+                 request->context().c_str(), timeout, context.c_str());
+      fatalf("%s: timed out after %g s waiting for the device (the last "
+             "compute work: %s)",
+             context.c_str(), timeout, state.lastCompute.c_str());
+    }
+    // Yield first (short transfers), then back off to sleeps so that an
+    // oversubscribed host is not spun on.
+    if (sleepUs == 0) {
+      std::this_thread::yield();
+      sleepUs = 1;
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
+      sleepUs = std::min<int64_t>(sleepUs * 2, 1000);
+    }
+  }
+  state.inFlight.clear();
+}
+
+void traceBegin(RankState &state, cudaStream_t stream, EventPtr &start) {
+  if (state.tracing)
+    start = recordEvent(stream, true, "tracing");
+}
+
+void traceEnd(RankState &state, cudaStream_t stream, const EventPtr &start,
+              Track track, std::string name) {
+  if (!state.tracing || !start)
+    return;
+  EventPtr end = recordEvent(stream, true, "tracing");
+  state.traceRecords.push_back(TraceRecord{track, start, end, std::move(name)});
+}
+
+void orderAfter(RankState &state, const Request &request) {
+  std::string context = request.context();
+  EventPtr stallStart;
+  traceBegin(state, state.compute, stallStart);
+  checkCuda(cudaStreamWaitEvent(state.compute, request.completion->event, 0),
+            "cudaStreamWaitEvent", context);
+  if (!state.tracing)
+    return;
+  std::string name = request.traceName();
+  traceEnd(state, state.compute, stallStart, Track::Compute, "wait " + name);
+  if (request.traceStart && request.traceEnd)
+    state.traceRecords.push_back(
+        TraceRecord{Track::Comm, request.traceStart, request.traceEnd, name});
+}
+
+void copyDevice(void *dst, const void *src, int64_t bytes, cudaStream_t stream,
+                const std::string &context) {
+  if (bytes <= 0 || dst == src)
+    return;
+  if (isLoopback() && loopback::smCopy()) {
+    loopback::copyWithKernel(dst, src, bytes, stream, context);
+    return;
+  }
+  checkCuda(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes),
+                            cudaMemcpyDefault, stream),
+            "cudaMemcpyAsync", context);
+}
+
+} // namespace braid::rt::cuda
+
+//===----------------------------------------------------------------------===//
+// Transfer entry points
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+void checkBuffer(const char *call, const char *name, int64_t addr,
+                 int64_t bytes, int64_t step) {
+  if (bytes < 0)
+    fatalf("%s (step %lld): negative size %lld", call,
+           static_cast<long long>(step), static_cast<long long>(bytes));
+  if (bytes > 0 && addr == 0)
+    fatalf("%s (step %lld): %s is null", call, static_cast<long long>(step),
+           name);
+}
+
+int64_t checkedProduct(const char *call, int64_t a, int64_t b, int64_t step) {
+  int64_t product;
+  if (a < 0 || __builtin_mul_overflow(a, b, &product))
+    fatalf("%s (step %lld): size %lld x %lld is out of range", call,
+           static_cast<long long>(step), static_cast<long long>(a),
+           static_cast<long long>(b));
+  return product;
+}
+
+const CudaGroup &getGroup(RankState &state, int64_t handle, const char *call) {
+  if (handle < 1 || handle > static_cast<int64_t>(state.groups.size()))
+    fatalf("%s: %lld is not a group handle (from braid_rt_group)", call,
+           static_cast<long long>(handle));
+  return *state.groups[static_cast<size_t>(handle - 1)];
+}
+
+int64_t elementSize(int64_t dtype, const char *call, int64_t step) {
+  switch (dtype) {
+  case BRAID_RT_F32:
+  case BRAID_RT_I32:
+    return 4;
+  case BRAID_RT_F64:
+  case BRAID_RT_I64:
+    return 8;
+  case BRAID_RT_F16:
+  case BRAID_RT_BF16:
+  case BRAID_RT_I16:
+    return 2;
+  case BRAID_RT_I8:
+    return 1;
+  default:
+    fatalf("%s (step %lld): unknown dtype %lld", call,
+           static_cast<long long>(step), static_cast<long long>(dtype));
+  }
+}
+
+std::unique_ptr<Request> newRequest(RankState &state, Kind kind,
+                                    const CudaGroup &group, int64_t step) {
+  auto request = std::make_unique<Request>();
+  request->kind = kind;
+  request->group = &group;
+  request->step = step;
+  request->ownerRank = state.rank;
+  return request;
+}
+
+int64_t submit(RankState &state, std::unique_ptr<Request> request) {
+  int64_t handle = state.nextHandle++;
+  request->handle = handle;
+  // The source is written and the destination free once the compute
+  // stream gets here.
+  request->ready =
+      recordEvent(state.compute, false, request->context() + " (posting)");
+  if (isLoopback())
+    loopback::post(state, std::move(request));
+  else
+    nccl::post(state, std::move(request));
+  return handle;
+}
+
+int64_t pointToPoint(Kind kind, const char *call, int64_t groupHandle,
+                     int64_t peerOffset, int64_t addr, int64_t bytes,
+                     int64_t step) {
+  RankState &state = currentRank(call);
+  const CudaGroup &group = getGroup(state, groupHandle, call);
+  checkBuffer(call, "the buffer", addr, bytes, step);
+  auto request = newRequest(state, kind, group, step);
+  int64_t n = group.size;
+  int64_t offset = ((peerOffset % n) + n) % n;
+  request->peerOffset = peerOffset;
+  request->peerPosition = static_cast<int>((group.position + offset) % n);
+  request->peerWorldRank = group.worldRanks[request->peerPosition];
+  if (kind == Kind::Send)
+    request->src = reinterpret_cast<void *>(addr);
+  else
+    request->dst = reinterpret_cast<void *>(addr);
+  request->bytes = bytes;
+  return submit(state, std::move(request));
+}
+
+int64_t reduction(Kind kind, const char *call, int64_t groupHandle, int64_t src,
+                  int64_t dst, int64_t count, int64_t dtype,
+                  int64_t reductionKind, int64_t step) {
+  RankState &state = currentRank(call);
+  const CudaGroup &group = getGroup(state, groupHandle, call);
+  int64_t size = elementSize(dtype, call, step);
+  if (reductionKind < BRAID_RT_SUM || reductionKind > BRAID_RT_BITXOR)
+    fatalf("%s (step %lld): unknown reduction %lld", call,
+           static_cast<long long>(step), static_cast<long long>(reductionKind));
+  int64_t outBytes = checkedProduct(call, count, size, step);
+  int64_t inBytes = kind == Kind::ReduceScatter
+                        ? checkedProduct(call, outBytes, group.size, step)
+                        : outBytes;
+  checkBuffer(call, "the source", src, inBytes, step);
+  checkBuffer(call, "the destination", dst, outBytes, step);
+  auto request = newRequest(state, kind, group, step);
+  request->src = reinterpret_cast<void *>(src);
+  request->dst = reinterpret_cast<void *>(dst);
+  request->count = count;
+  request->dtype = dtype;
+  request->reduction = reductionKind;
+  request->elementSize = size;
+  return submit(state, std::move(request));
+}
+
+int64_t blockExchange(Kind kind, const char *call, int64_t groupHandle,
+                      int64_t src, int64_t dst, int64_t bytesPerRank,
+                      int64_t step) {
+  RankState &state = currentRank(call);
+  const CudaGroup &group = getGroup(state, groupHandle, call);
+  int64_t total = checkedProduct(call, bytesPerRank, group.size, step);
+  checkBuffer(call, "the source", src,
+              kind == Kind::AllGather ? bytesPerRank : total, step);
+  checkBuffer(call, "the destination", dst, total, step);
+  auto request = newRequest(state, kind, group, step);
+  request->src = reinterpret_cast<void *>(src);
+  request->dst = reinterpret_cast<void *>(dst);
+  request->bytes = bytesPerRank;
+  return submit(state, std::move(request));
+}
+
+void worldBarrier(RankState &state, const char *what) {
+  if (isLoopback()) {
+    synchronizeRank(state, what);
+    loopback::hostBarrier(what);
+  } else {
+    nccl::barrier(state);
+  }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Lifecycle
+//===----------------------------------------------------------------------===//
+
+void braid_rt_init(int *argc, char ***argv) {
+  Process &p = process();
+  if (p.initialized)
+    return;
+  if (p.finalized)
+    fatal("braid_rt_init called after braid_rt_finalize");
+  p.timeout =
+      p.timeoutOverride > 0 ? p.timeoutOverride : timeoutFromEnvironment();
+
+  int64_t loopbackRanks = intFromEnvironment("BRAID_LOOPBACK");
+  const char *idFile = std::getenv("BRAID_NCCL_ID_FILE");
+  if (loopbackRanks >= 0) {
+    if (loopbackRanks < 1)
+      fatal("BRAID_LOOPBACK must be at least 1");
+    p.mode = Mode::Loopback;
+    p.worldSize = static_cast<int>(loopbackRanks);
+    p.worldRank = 0;
+    deviceCount();
+    p.device = 0;
+    useDevice(p.device, "braid_rt_init");
+    loopback::init(p.worldSize, p.device);
+    p.initialized = true;
+    return;
+  }
+
+  p.mode = Mode::Nccl;
+  if (idFile && *idFile) {
+    int64_t rank = intFromEnvironment("BRAID_RANK");
+    int64_t size = intFromEnvironment("BRAID_WORLD_SIZE");
+    if (rank < 0 || size < 1 || rank >= size)
+      fatalf("BRAID_NCCL_ID_FILE=%s needs BRAID_RANK and BRAID_WORLD_SIZE "
+             "(0 <= rank < size), got %s and %s",
+             idFile,
+             std::getenv("BRAID_RANK") ? std::getenv("BRAID_RANK") : "none",
+             std::getenv("BRAID_WORLD_SIZE") ? std::getenv("BRAID_WORLD_SIZE")
+                                             : "none");
+    p.worldRank = static_cast<int>(rank);
+    p.worldSize = static_cast<int>(size);
+    p.idFile = idFile;
+  } else {
+    int already = 0;
+    if (MPI_Initialized(&already) != MPI_SUCCESS)
+      fatal("MPI_Initialized failed in braid_rt_init");
+    if (!already) {
+      int provided = MPI_THREAD_SINGLE;
+      int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+      if (rc != MPI_SUCCESS)
+        fatalf("MPI_Init_thread failed in braid_rt_init (MPI error %d)", rc);
+      p.ownsMPI = true;
+      checkMPIResult(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
+                     "MPI_Comm_set_errhandler");
+    }
+    setMPIUsable(true);
+    p.usesMPI = true;
+    checkMPIResult(MPI_Comm_dup(MPI_COMM_WORLD, &p.mpiWorld), "MPI_Comm_dup");
+    checkMPIResult(MPI_Comm_set_errhandler(p.mpiWorld, MPI_ERRORS_RETURN),
+                   "MPI_Comm_set_errhandler");
+    checkMPIResult(MPI_Comm_rank(p.mpiWorld, &p.worldRank), "MPI_Comm_rank");
+    checkMPIResult(MPI_Comm_size(p.mpiWorld, &p.worldSize), "MPI_Comm_size");
+  }
+  setDiagnosticRank(p.worldRank);
+  int count = deviceCount();
+  p.device = localRank(p) % count;
+  p.rank = std::make_unique<RankState>();
+  setUpRank(*p.rank, p.worldRank, p.worldSize, p.device, /*loopback=*/false);
+  setFatalHook(ncclFatalHook);
+  nccl::initWorld(*p.rank, p.usesMPI, p.mpiWorld);
+  p.initialized = true;
+}
+
+void braid_rt_finalize(void) {
+  Process &p = process();
+  if (!p.initialized)
+    return;
+  if (p.mode == Mode::Nccl) {
+    RankState &state = *p.rank;
+    nccl::flush(state);
+    if (!state.requests.empty()) {
+      auto oldest = std::min_element(
+          state.requests.begin(), state.requests.end(),
+          [](const auto &a, const auto &b) { return a.first < b.first; });
+      size_t n = state.requests.size();
+      fatalf("braid_rt_finalize: %zu request%s never waited (the oldest: %s)",
+             n, n == 1 ? " was" : "s were", oldest->second->describe().c_str());
+    }
+    synchronizeRank(state, "braid_rt_finalize");
+    nccl::destroyComms(state);
+    tearDownRank(state);
+    p.rank.reset();
+    setFatalHook(nullptr);
+    if (p.usesMPI) {
+      checkMPI(MPI_Comm_free(&p.mpiWorld), "MPI_Comm_free",
+               "braid_rt_finalize");
+      if (p.ownsMPI) {
+        int rc = MPI_Finalize();
+        setMPIUsable(false);
+        if (rc != MPI_SUCCESS)
+          fatalf("MPI_Finalize failed in braid_rt_finalize (MPI error %d)", rc);
+      }
+    }
+  }
+  p.initialized = false;
+  p.finalized = true;
+}
+
+int64_t braid_rt_world_rank(void) {
+  Process &p = initialized("braid_rt_world_rank");
+  if (RankState *state = currentRankOrNull())
+    return state->rank;
+  return p.worldRank;
+}
+
+int64_t braid_rt_world_size(void) {
+  return initialized("braid_rt_world_size").worldSize;
+}
+
+void braid_rt_set_timeout(double seconds) {
+  if (!(seconds > 0))
+    fatalf("braid_rt_set_timeout: %g is not a positive number of seconds",
+           seconds);
+  Process &p = process();
+  p.timeoutOverride = seconds;
+  p.timeout = seconds;
+}
+
+void braid_rt_abort(const char *message) {
+  fatal(message ? message : "aborted");
+}
+
+void braid_rt_barrier(void) {
+  RankState &state = currentRank("braid_rt_barrier");
+  worldBarrier(state, "braid_rt_barrier");
+}
+
+void braid_rt_trace_begin(void) {
+  RankState &state = currentRank("braid_rt_trace_begin");
+  // All ranks start together so that their time origins line up.
+  worldBarrier(state, "braid_rt_trace_begin");
+  state.traceRecords.clear();
+  state.tracing = true;
+  state.traceOrigin = recordEvent(state.compute, true, "braid_rt_trace_begin");
+  state.tracer.begin(0, /*computeGaps=*/false);
+}
+
+void braid_rt_trace_end(const char *path) {
+  RankState &state = currentRank("braid_rt_trace_end");
+  Process &p = process();
+  if (!path || !*path)
+    fatal("braid_rt_trace_end: no path given");
+  synchronizeRank(state, "braid_rt_trace_end");
+  // Device times relative to the origin event, as nanoseconds.
+  auto toNs = [&](const EventPtr &event) {
+    float ms = 0;
+    checkCuda(cudaEventElapsedTime(&ms, state.traceOrigin->event, event->event),
+              "cudaEventElapsedTime", "braid_rt_trace_end");
+    // Events on different streams may land a rounding error before the
+    // origin.
+    return std::max<int64_t>(
+        0, static_cast<int64_t>(static_cast<double>(ms) * 1e6));
+  };
+  if (state.tracing)
+    for (const TraceRecord &record : state.traceRecords)
+      state.tracer.addEvent(record.track, toNs(record.start), toNs(record.end),
+                            record.name);
+  state.tracing = false;
+  state.traceRecords.clear();
+  std::string local = state.tracer.finish(state.rank);
+  std::string merged;
+  if (isLoopback()) {
+    merged = loopback::gatherTraces(local, state.rank);
+  } else if (p.usesMPI) {
+    merged = Tracer::gather(local, p.mpiWorld, state.rank, state.worldSize);
+  } else {
+    // Id-file mode has no MPI: the ranks hand their parts over files next
+    // to the trace (the id file already needs a shared file system).
+    std::string part = formatString("%s.rank%d.part", path, state.rank);
+    if (state.rank != 0) {
+      std::ofstream out(part, std::ios::binary);
+      out << local;
+      if (!out.flush())
+        fatalf("braid_rt_trace_end: cannot write %s: %s", part.c_str(),
+               std::strerror(errno));
+    }
+    nccl::barrier(state);
+    if (state.rank == 0) {
+      merged = local;
+      for (int r = 1; r < state.worldSize; ++r) {
+        std::string other = formatString("%s.rank%d.part", path, r);
+        std::ifstream in(other, std::ios::binary);
+        std::stringstream text;
+        text << in.rdbuf();
+        if (!in)
+          fatalf("braid_rt_trace_end: cannot read rank %d's trace %s", r,
+                 other.c_str());
+        if (!text.str().empty())
+          merged += (merged.empty() ? "" : ",\n") + text.str();
+        std::remove(other.c_str());
+      }
+    }
+  }
+  if (state.rank == 0)
+    Tracer::write(path, merged);
+}
+
+//===----------------------------------------------------------------------===//
+// Called by compiled code
+//===----------------------------------------------------------------------===//
+
+int64_t braid_rt_group(int64_t ndims, int64_t s0, int64_t s1, int64_t s2,
+                       int64_t s3, int64_t naxes, int64_t axes_packed) {
+  RankState &state = currentRank("braid_rt_group");
+  GridShape shape =
+      makeGridShape("braid_rt_group", ndims, s0, s1, s2, s3, state.worldSize);
+  GroupLayout layout = makeGroupLayout(shape, naxes, axes_packed, state.rank);
+  auto found = state.groupHandles.find(layout.key);
+  if (found != state.groupHandles.end())
+    return found->second;
+  auto group = std::make_unique<CudaGroup>();
+  static_cast<GroupLayout &>(*group) = std::move(layout);
+  // Collective over the world (ncclCommSplit): every rank asks for the
+  // same groups in the same order, as SPMD programs do.
+  if (!isLoopback())
+    nccl::createGroupComm(state, *group);
+  state.groups.push_back(std::move(group));
+  int64_t handle = static_cast<int64_t>(state.groups.size());
+  state.groupHandles.emplace(state.groups.back()->key, handle);
+  return handle;
+}
+
+int64_t braid_rt_coord(int64_t ndims, int64_t s0, int64_t s1, int64_t s2,
+                       int64_t s3, int64_t axis) {
+  int64_t rank = braid_rt_world_rank();
+  GridShape shape = makeGridShape("braid_rt_coord", ndims, s0, s1, s2, s3,
+                                  static_cast<int>(braid_rt_world_size()));
+  if (axis < 0 || axis >= shape.ndims)
+    fatalf("braid_rt_coord: axis %lld is out of range for grid %s",
+           static_cast<long long>(axis), shape.str().c_str());
+  return shape.coordinates(rank)[axis];
+}
+
+int64_t braid_rt_send(int64_t group, int64_t peer_offset, int64_t addr,
+                      int64_t bytes, int64_t step) {
+  return pointToPoint(Kind::Send, "braid_rt_send", group, peer_offset, addr,
+                      bytes, step);
+}
+
+int64_t braid_rt_recv(int64_t group, int64_t peer_offset, int64_t addr,
+                      int64_t bytes, int64_t step) {
+  return pointToPoint(Kind::Recv, "braid_rt_recv", group, peer_offset, addr,
+                      bytes, step);
+}
+
+int64_t braid_rt_all_gather(int64_t group, int64_t src, int64_t dst,
+                            int64_t bytes_per_rank, int64_t step) {
+  return blockExchange(Kind::AllGather, "braid_rt_all_gather", group, src, dst,
+                       bytes_per_rank, step);
+}
+
+int64_t braid_rt_reduce_scatter(int64_t group, int64_t src, int64_t dst,
+                                int64_t count_per_rank, int64_t dtype,
+                                int64_t reduction, int64_t step) {
+  return ::reduction(Kind::ReduceScatter, "braid_rt_reduce_scatter", group, src,
+                     dst, count_per_rank, dtype, reduction, step);
+}
+
+int64_t braid_rt_all_reduce(int64_t group, int64_t src, int64_t dst,
+                            int64_t count, int64_t dtype, int64_t reduction,
+                            int64_t step) {
+  return ::reduction(Kind::AllReduce, "braid_rt_all_reduce", group, src, dst,
+                     count, dtype, reduction, step);
+}
+
+int64_t braid_rt_all_to_all(int64_t group, int64_t src, int64_t dst,
+                            int64_t bytes_per_rank, int64_t step) {
+  return blockExchange(Kind::AllToAll, "braid_rt_all_to_all", group, src, dst,
+                       bytes_per_rank, step);
+}
+
+int64_t braid_rt_broadcast(int64_t group, int64_t src, int64_t dst,
+                           int64_t bytes, int64_t root, int64_t step) {
+  const char *call = "braid_rt_broadcast";
+  RankState &state = currentRank(call);
+  const CudaGroup &g = getGroup(state, group, call);
+  if (root < 0 || root >= g.size)
+    fatalf("braid_rt_broadcast (step %lld): root %lld is not a position in "
+           "a group of %d ranks",
+           static_cast<long long>(step), static_cast<long long>(root), g.size);
+  checkBuffer(call, "the destination", dst, bytes, step);
+  if (g.position == root)
+    checkBuffer(call, "the source", src, bytes, step);
+  auto request = newRequest(state, Kind::Broadcast, g, step);
+  request->src = reinterpret_cast<void *>(src);
+  request->dst = reinterpret_cast<void *>(dst);
+  request->bytes = bytes;
+  request->root = root;
+  return submit(state, std::move(request));
+}
+
+void braid_rt_wait(int64_t request) {
+  RankState &state = currentRank("braid_rt_wait");
+  auto found = state.requests.find(request);
+  if (found == state.requests.end())
+    fatalf("braid_rt_wait: request %lld is not outstanding (never returned "
+           "by the runtime, or already waited)",
+           static_cast<long long>(request));
+  std::unique_ptr<Request> owned = std::move(found->second);
+  state.requests.erase(found);
+  if (isLoopback())
+    loopback::wait(state, std::move(owned));
+  else
+    nccl::wait(state, std::move(owned));
+}
+
+//===----------------------------------------------------------------------===//
+// Runner memory
+//===----------------------------------------------------------------------===//
+
+void *braid_rt_buffer_alloc(int64_t bytes) {
+  initialized("braid_rt_buffer_alloc");
+  if (bytes < 0)
+    fatalf("braid_rt_buffer_alloc: negative size %lld",
+           static_cast<long long>(bytes));
+  void *data = nullptr;
+  size_t size = std::max<size_t>(static_cast<size_t>(bytes), 1);
+  checkCuda(cudaMallocManaged(&data, size, cudaMemAttachGlobal),
+            "cudaMallocManaged",
+            formatString("braid_rt_buffer_alloc (%s for an input)",
+                         formatBytes(bytes).c_str()));
+  return data;
+}
+
+void braid_rt_buffer_free(void *p) {
+  if (!p)
+    return;
+  // Managed memory may still be in use by the device.
+  if (RankState *state = currentRankOrNull())
+    synchronizeRank(*state, "braid_rt_buffer_free");
+  checkCuda(cudaFree(p), "cudaFree", "braid_rt_buffer_free");
+}
+
+void braid_rt_result_free(void *p) {
+  if (!p)
+    return;
+  RankState &state = currentRank("braid_rt_result_free");
+  cudaPointerAttributes attributes;
+  checkCuda(cudaPointerGetAttributes(&attributes, p),
+            "cudaPointerGetAttributes", "braid_rt_result_free");
+  switch (attributes.type) {
+  case cudaMemoryTypeUnregistered:
+    std::free(p); // The program malloc'ed it on the host.
+    break;
+  case cudaMemoryTypeHost:
+    checkCuda(cudaFreeHost(p), "cudaFreeHost", "braid_rt_result_free");
+    break;
+  case cudaMemoryTypeManaged:
+    synchronizeRank(state, "braid_rt_result_free");
+    checkCuda(cudaFree(p), "cudaFree", "braid_rt_result_free");
+    break;
+  case cudaMemoryTypeDevice:
+    // mgpuMemAlloc's cudaMallocAsync: freed in stream order.
+    checkCuda(cudaFreeAsync(p, state.compute), "cudaFreeAsync",
+              "braid_rt_result_free");
+    break;
+  }
+}
+
+void braid_rt_copy_to_host(void *dst, const void *src, int64_t bytes) {
+  RankState &state = currentRank("braid_rt_copy_to_host");
+  synchronizeRank(state, "braid_rt_copy_to_host");
+  if (bytes > 0)
+    checkCuda(
+        cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault),
+        "cudaMemcpy", "braid_rt_copy_to_host");
+}
+
+void braid_rt_synchronize(void) {
+  RankState &state = currentRank("braid_rt_synchronize");
+  synchronizeRank(state, "braid_rt_synchronize");
+}
+
+void braid_rt_host_max(double *values, int64_t count) {
+  Process &p = initialized("braid_rt_host_max");
+  if (count < 0)
+    fatalf("braid_rt_host_max: negative count %lld",
+           static_cast<long long>(count));
+  if (count == 0)
+    return;
+  RankState *state = currentRankOrNull();
+  if (p.mode == Mode::Loopback) {
+    // Outside braid_rt_loopback_run the process is the only participant.
+    if (state)
+      loopback::hostMax(values, count);
+    return;
+  }
+  if (p.usesMPI) {
+    checkMPI(MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(count),
+                           MPI_DOUBLE, MPI_MAX, p.mpiWorld),
+             "MPI_Allreduce", "braid_rt_host_max");
+    return;
+  }
+  nccl::hostMax(*state, values, count);
+}
+
+int64_t braid_rt_loopback_ranks(void) {
+  Process &p = initialized("braid_rt_loopback_ranks");
+  return p.mode == Mode::Loopback ? p.worldSize : 0;
+}
+
+void braid_rt_loopback_run(void (*fn)(void *), void *arg) {
+  Process &p = initialized("braid_rt_loopback_run");
+  if (p.mode != Mode::Loopback)
+    fatal("braid_rt_loopback_run: not in loopback mode (set BRAID_LOOPBACK=N "
+          "before braid_rt_init)");
+  if (currentRankOrNull())
+    fatal("braid_rt_loopback_run called from a rank's thread");
+  loopback::run(fn, arg);
+}
+
+namespace braid::rt::cuda {
+
+/// Runs on each loopback rank's thread around the runner's function.
+void runLoopbackRank(int rank, void (*fn)(void *), void *arg) {
+  Process &p = process();
+  setThreadDiagnosticRank(rank);
+  RankState state;
+  setUpRank(state, rank, p.worldSize, p.device, /*loopback=*/true);
+  threadRank = &state;
+  loopback::registerRank(rank, &state);
+  fn(arg);
+  if (!state.requests.empty()) {
+    auto oldest = std::min_element(
+        state.requests.begin(), state.requests.end(),
+        [](const auto &a, const auto &b) { return a.first < b.first; });
+    size_t n = state.requests.size();
+    fatalf("braid_rt_finalize: %zu request%s never waited (the oldest: %s)", n,
+           n == 1 ? " was" : "s were", oldest->second->describe().c_str());
+  }
+  synchronizeRank(state, "braid_rt_finalize");
+  loopback::registerRank(rank, nullptr);
+  threadRank = nullptr;
+  tearDownRank(state);
+}
+
+} // namespace braid::rt::cuda

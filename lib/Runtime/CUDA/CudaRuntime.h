@@ -1,0 +1,278 @@
+//===- CudaRuntime.h - State of the cuda backend ----------------*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// The cuda backend's per-rank state and the interface between its parts:
+// CudaRuntime.cpp (lifecycle and the ABI entry points), Nccl.cpp and
+// Loopback.cpp (the two transports), Gemm.cpp (braid_rt_gemm on cuBLASLt)
+// and MlirGpu.cpp (the mgpu* functions gpu-to-llvm lowers to).
+//
+// Stream model: every rank owns a compute stream, where compiled kernels,
+// GEMMs and allocations run in program order, and a comm stream, where its
+// transfers run. A transfer records a "ready" event on the compute stream
+// when posted (its source is written, its destination free) and the comm
+// stream waits for it; its completion event is recorded on a comm stream
+// and braid_rt_wait makes the compute stream wait for that. The host only
+// blocks in braid_rt_synchronize (and the barriers and teardown built on
+// it), which polls with the timeout so that a hung peer becomes an error.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BRAID_RUNTIME_CUDA_CUDARUNTIME_H
+#define BRAID_RUNTIME_CUDA_CUDARUNTIME_H
+
+#include "Diagnostics.h"
+#include "Grid.h"
+#include "Trace.h"
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace braid::rt::cuda {
+
+//===----------------------------------------------------------------------===//
+// Error checks: "braid: rank R: <call> in <op> step S: <error string>"
+//===----------------------------------------------------------------------===//
+
+void checkCuda(cudaError_t rc, const char *call, const std::string &context);
+void checkNccl(ncclResult_t rc, const char *call, const std::string &context);
+void checkCublas(cublasStatus_t rc, const char *call,
+                 const std::string &context);
+
+/// "gemm step 3", or just `op` for step -1.
+std::string stepContext(const char *op, int64_t step);
+
+//===----------------------------------------------------------------------===//
+// Events
+//===----------------------------------------------------------------------===//
+
+/// An owned cudaEvent_t; requests of one NCCL group call or one loopback
+/// match share their completion event. Destroying an event whose work is
+/// still pending is fine (CUDA releases it once the work completes).
+struct Event {
+  cudaEvent_t event = nullptr;
+  Event() = default;
+  Event(const Event &) = delete;
+  Event &operator=(const Event &) = delete;
+  ~Event();
+};
+using EventPtr = std::shared_ptr<Event>;
+
+/// A new event; timing-enabled only when `timing` (for traces).
+EventPtr newEvent(bool timing, const std::string &context);
+/// Records a new event on `stream`.
+EventPtr recordEvent(cudaStream_t stream, bool timing,
+                     const std::string &context);
+
+//===----------------------------------------------------------------------===//
+// Groups and requests
+//===----------------------------------------------------------------------===//
+
+struct CudaGroup : GroupLayout {
+  /// NCCL: the communicator, in which a rank's rank is its position.
+  ncclComm_t comm = nullptr;
+  /// Loopback: number of collectives this rank posted on the group; the
+  /// n-th collective of every member meets the others' n-th.
+  int64_t collectives = 0;
+};
+
+enum class Kind {
+  Send,
+  Recv,
+  AllGather,
+  ReduceScatter,
+  AllReduce,
+  AllToAll,
+  Broadcast
+};
+const char *kindName(Kind kind);
+
+struct Request {
+  int64_t handle = 0;
+  Kind kind = Kind::Send;
+  const CudaGroup *group = nullptr;
+  int64_t step = -1;
+  int ownerRank = 0;
+
+  // Point-to-point.
+  int64_t peerOffset = 0;
+  int peerPosition = -1;
+  int peerWorldRank = -1;
+
+  // As the ABI passed them.
+  void *src = nullptr;
+  void *dst = nullptr;
+  int64_t bytes = 0; // p2p/broadcast: message; gather/all_to_all: block.
+  int64_t count = 0; // Reductions: elements per block or in all.
+  int64_t root = 0;
+  int64_t dtype = 0;
+  int64_t reduction = 0;
+  int64_t elementSize = 0;
+
+  EventPtr ready;      // On the poster's compute stream.
+  EventPtr completion; // On a comm stream; null until issued.
+  EventPtr traceStart; // Timing events around the transfer when tracing.
+  EventPtr traceEnd;
+  /// Loopback: whether the peers have all posted and the copies are
+  /// issued (guarded by the loopback world's mutex).
+  bool matched = false;
+
+  /// Bytes the source and destination span.
+  int64_t sourceBytes() const;
+  int64_t destinationBytes() const;
+  /// "recv step 7 (peer 0)" or "all_reduce step 8 (group grid 4 axes [0])".
+  std::string context() const;
+  /// "recv (step 7) with peer 0 on group grid 2 axes [0]", as the cpu
+  /// backend words its timeouts.
+  std::string describe() const;
+  /// For traces: "send step 3 -> +1 (1.0 MiB)".
+  std::string traceName() const;
+};
+
+//===----------------------------------------------------------------------===//
+// Per-rank state
+//===----------------------------------------------------------------------===//
+
+struct GemmCache; // Gemm.cpp.
+
+struct TraceRecord {
+  Track track;
+  EventPtr start, end;
+  std::string name;
+};
+
+struct RankState {
+  int rank = 0;
+  int worldSize = 1;
+  int device = 0;
+  cudaStream_t compute = nullptr;
+  cudaStream_t comm = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void *workspace = nullptr; // For cuBLASLt.
+  int64_t workspaceBytes = 0;
+  cublasHandle_t blas = nullptr; // Loopback reductions, on `comm`.
+  std::unique_ptr<GemmCache> gemm;
+
+  std::map<GroupKey, int64_t> groupHandles;
+  std::vector<std::unique_ptr<CudaGroup>> groups;
+
+  int64_t nextHandle = 1;
+  /// Posted, not yet waited.
+  std::unordered_map<int64_t, std::unique_ptr<Request>> requests;
+  /// Waited (the compute stream is ordered after them) but maybe not
+  /// complete, oldest first; pruned by synchronize.
+  std::deque<std::unique_ptr<Request>> inFlight;
+  /// NCCL: posted point-to-point requests not yet issued; flushed as one
+  /// ncclGroupStart/End by the next wait, collective or synchronization.
+  std::vector<Request *> queued;
+  /// NCCL: the world communicator and a small device scratch buffer.
+  ncclComm_t world = nullptr;
+  void *scratch = nullptr;
+
+  /// The last compute work enqueued ("kernel foo", "gemm step 3"), named
+  /// when the compute stream fails or hangs.
+  std::string lastCompute = "nothing yet";
+
+  Tracer tracer;
+  bool tracing = false;
+  EventPtr traceOrigin;
+  std::vector<TraceRecord> traceRecords;
+
+  RankState();
+  ~RankState();
+};
+
+/// The rank the calling thread acts for; aborts naming `call` when there is
+/// none (before braid_rt_init, or on the loopback main thread).
+RankState &currentRank(const char *call);
+/// The same, or null.
+RankState *currentRankOrNull();
+
+/// Creates a rank's streams and library handles on the current device.
+void setUpRank(RankState &state, int rank, int worldSize, int device,
+               bool loopback);
+void tearDownRank(RankState &state);
+
+/// The timeout of waits in seconds.
+double timeoutSeconds();
+
+/// Polls until this rank's streams are idle; aborts naming the oldest
+/// unfinished request after the timeout or on a transport error. `what`
+/// names the caller ("braid_rt_synchronize").
+void synchronizeRank(RankState &state, const char *what);
+
+/// Records a timing event pair around device work when tracing.
+void traceBegin(RankState &state, cudaStream_t stream, EventPtr &start);
+void traceEnd(RankState &state, cudaStream_t stream, const EventPtr &start,
+              Track track, std::string name);
+
+/// braid_rt_wait's common part: the compute stream waits for the request's
+/// completion; when tracing, the transfer goes on the comm track and the
+/// compute stream's stall on the compute track ("wait ...").
+void orderAfter(RankState &state, const Request &request);
+
+/// Device-to-device copy on `stream` by the copy engine, or on the loopback
+/// transport with BRAID_LOOPBACK_COPY=sm by an SM copy kernel.
+void copyDevice(void *dst, const void *src, int64_t bytes, cudaStream_t stream,
+                const std::string &context);
+
+//===----------------------------------------------------------------------===//
+// Transports
+//===----------------------------------------------------------------------===//
+
+bool isLoopback();
+
+/// Body of each loopback rank's thread (CudaRuntime.cpp): sets up the
+/// rank, runs fn(arg), checks and tears the rank down.
+void runLoopbackRank(int rank, void (*fn)(void *), void *arg);
+
+namespace nccl {
+/// Process mode: creates the world communicator (MPI or the id file).
+void initWorld(RankState &state, bool useMPI, MPI_Comm mpiWorld);
+void createGroupComm(RankState &state, CudaGroup &group);
+void post(RankState &state, std::unique_ptr<Request> request);
+/// Issues the queued point-to-point requests.
+void flush(RankState &state);
+void wait(RankState &state, std::unique_ptr<Request> request);
+/// Aborts if a communicator reports an asynchronous error.
+void checkAsyncErrors(RankState &state, const std::string &context);
+void barrier(RankState &state);
+void hostMax(RankState &state, double *values, int64_t count);
+void destroyComms(RankState &state);
+/// For fatal(): aborts every communicator of the process.
+void abortAll();
+} // namespace nccl
+
+namespace loopback {
+void init(int ranks, int device);
+/// Makes a rank's streams known to the peers that complete its matches.
+void registerRank(int rank, RankState *state);
+int ranks();
+void run(void (*fn)(void *), void *arg);
+void post(RankState &state, std::unique_ptr<Request> request);
+void wait(RankState &state, std::unique_ptr<Request> request);
+/// Host-side rendezvous of all ranks; `what` names it in a timeout.
+void hostBarrier(const char *what);
+void hostMax(double *values, int64_t count);
+/// Concatenates every rank's trace at rank 0 (empty elsewhere).
+std::string gatherTraces(const std::string &local, int rank);
+bool smCopy();
+void copyWithKernel(void *dst, const void *src, int64_t bytes,
+                    cudaStream_t stream, const std::string &context);
+} // namespace loopback
+
+} // namespace braid::rt::cuda
+
+#endif // BRAID_RUNTIME_CUDA_CUDARUNTIME_H

@@ -1,0 +1,273 @@
+//===- Gemm.cpp - braid_rt_gemm on cuBLASLt -------------------------------===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// cuBLASLt is column-major; the ABI is row-major. A row-major [r,c] matrix
+// with row stride ld is the column-major [c,r] matrix with the same ld, so
+// row-major C = op(A).op(B) is column-major C^T = op(B)^T.op(A)^T: B goes in
+// as cuBLASLt's first matrix and A as its second, with m and n swapped, and
+// a row-major bias over C's columns becomes cuBLASLt's bias over its rows.
+//
+//===----------------------------------------------------------------------===//
+
+#pragma GCC visibility push(default)
+#include "braid/Runtime/braid_rt.h"
+#pragma GCC visibility pop
+
+#include "CudaRuntime.h"
+#include "Gemm.h"
+
+#include <climits>
+
+using namespace braid::rt;
+using namespace braid::rt::cuda;
+
+GemmPlan::~GemmPlan() {
+  // Teardown only: a failure cannot be reported usefully any more.
+  if (desc)
+    (void)cublasLtMatmulDescDestroy(desc);
+  for (cublasLtMatrixLayout_t layout : {first, second, result})
+    if (layout)
+      (void)cublasLtMatrixLayoutDestroy(layout);
+}
+
+namespace {
+
+/// "braid: rank R: gemm step S: <cublas status string>".
+void check(cublasStatus_t rc, int64_t step, const char *call) {
+  if (rc != CUBLAS_STATUS_SUCCESS)
+    fatalf("gemm step %lld: %s (%s)", static_cast<long long>(step),
+           cublasLtGetStatusString(rc), call);
+}
+
+[[noreturn]] void invalid(int64_t step, const std::string &why) {
+  fatalf("gemm step %lld: %s", static_cast<long long>(step), why.c_str());
+}
+
+cudaDataType_t cudaType(int64_t dtype, int64_t step, const char *which) {
+  switch (dtype) {
+  case BRAID_RT_F32:
+    return CUDA_R_32F;
+  case BRAID_RT_F16:
+    return CUDA_R_16F;
+  case BRAID_RT_BF16:
+    return CUDA_R_16BF;
+  default:
+    invalid(step, formatString("%s has dtype %lld; only f32, f16 and bf16 are "
+                               "supported",
+                               which, static_cast<long long>(dtype)));
+  }
+}
+
+int64_t sizeOf(int64_t dtype) { return dtype == BRAID_RT_F32 ? 4 : 2; }
+
+/// The largest power of two (up to 256) dividing the address of every
+/// batch's matrix: cuBLASLt picks algorithms for a given alignment.
+int64_t alignment(int64_t address, int64_t strideBytes, int64_t batch) {
+  uint64_t bits = static_cast<uint64_t>(address) | 256;
+  if (batch > 1)
+    bits |= static_cast<uint64_t>(strideBytes);
+  return static_cast<int64_t>(bits & (~bits + 1));
+}
+
+cublasLtEpilogue_t epilogueOf(int64_t epilogue) {
+  switch (epilogue) {
+  case 1:
+    return CUBLASLT_EPILOGUE_BIAS;
+  case 2:
+    return CUBLASLT_EPILOGUE_GELU_BIAS;
+  case 3:
+    return CUBLASLT_EPILOGUE_RELU_BIAS;
+  case 4:
+    return CUBLASLT_EPILOGUE_GELU;
+  case 5:
+    return CUBLASLT_EPILOGUE_RELU;
+  default:
+    return CUBLASLT_EPILOGUE_DEFAULT;
+  }
+}
+
+cublasLtMatrixLayout_t makeLayout(cudaDataType_t type, int64_t rows,
+                                  int64_t cols, int64_t ld, int64_t batch,
+                                  int64_t stride, int64_t step) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  check(cublasLtMatrixLayoutCreate(&layout, type, static_cast<uint64_t>(rows),
+                                   static_cast<uint64_t>(cols), ld),
+        step, "cublasLtMatrixLayoutCreate");
+  if (batch > 1) {
+    int32_t count = static_cast<int32_t>(batch);
+    check(cublasLtMatrixLayoutSetAttribute(layout,
+                                           CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                           &count, sizeof(count)),
+          step, "cublasLtMatrixLayoutSetAttribute");
+    check(cublasLtMatrixLayoutSetAttribute(
+              layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+              sizeof(stride)),
+          step, "cublasLtMatrixLayoutSetAttribute");
+  }
+  return layout;
+}
+
+} // namespace
+
+void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
+                   int64_t lda, int64_t stride_a, int64_t a_dtype,
+                   int64_t trans_a, int64_t b, int64_t ldb, int64_t stride_b,
+                   int64_t b_dtype, int64_t trans_b, int64_t c, int64_t ldc,
+                   int64_t stride_c, int64_t c_dtype, int64_t epilogue,
+                   int64_t bias, int64_t step) {
+  RankState &state = currentRank("braid_rt_gemm");
+
+  // Validate what cuBLASLt would reject with a less helpful status.
+  if (m < 0 || n < 0 || k < 0 || batch < 0 || batch > INT32_MAX)
+    invalid(step,
+            formatString("bad sizes m=%lld n=%lld k=%lld batch=%lld",
+                         static_cast<long long>(m), static_cast<long long>(n),
+                         static_cast<long long>(k),
+                         static_cast<long long>(batch)));
+  if (m == 0 || n == 0 || batch == 0)
+    return;
+  cudaDataType_t abType = cudaType(a_dtype, step, "A");
+  cudaType(b_dtype, step, "B");
+  cudaDataType_t cType = cudaType(c_dtype, step, "C");
+  if (b_dtype != a_dtype)
+    invalid(step, "A and B have different dtypes");
+  if (c_dtype != BRAID_RT_F32 && c_dtype != a_dtype)
+    invalid(step, "C must be f32 or the inputs' dtype");
+  if (epilogue < 0 || epilogue > 5)
+    invalid(step, formatString("unknown epilogue %lld",
+                               static_cast<long long>(epilogue)));
+  bool hasBias = epilogue >= 1 && epilogue <= 3;
+  if (hasBias && bias == 0)
+    invalid(step, "the epilogue adds a bias, but bias is null");
+  if (a == 0 || b == 0 || c == 0)
+    invalid(step, "a matrix is null");
+  if (lda < (trans_a ? m : k) || ldb < (trans_b ? k : n) || ldc < n)
+    invalid(step, formatString("leading dimensions lda=%lld ldb=%lld "
+                               "ldc=%lld are too small",
+                               static_cast<long long>(lda),
+                               static_cast<long long>(ldb),
+                               static_cast<long long>(ldc)));
+
+  GemmCache::Key key = {m,
+                        n,
+                        k,
+                        batch,
+                        lda,
+                        batch > 1 ? stride_a : 0,
+                        a_dtype,
+                        trans_a != 0,
+                        ldb,
+                        batch > 1 ? stride_b : 0,
+                        trans_b != 0,
+                        ldc,
+                        batch > 1 ? stride_c : 0,
+                        c_dtype,
+                        epilogue,
+                        alignment(a, stride_a * sizeOf(a_dtype), batch),
+                        alignment(b, stride_b * sizeOf(a_dtype), batch),
+                        alignment(c, stride_c * sizeOf(c_dtype), batch),
+                        hasBias ? alignment(bias, 0, 1) : 256};
+  std::unique_ptr<GemmPlan> &slot = state.gemm->plans[key];
+  if (!slot) {
+    auto plan = std::make_unique<GemmPlan>();
+    check(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+          step, "cublasLtMatmulDescCreate");
+    cublasOperation_t opFirst = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opSecond = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    check(cublasLtMatmulDescSetAttribute(plan->desc,
+                                         CUBLASLT_MATMUL_DESC_TRANSA, &opFirst,
+                                         sizeof(opFirst)),
+          step, "cublasLtMatmulDescSetAttribute");
+    check(cublasLtMatmulDescSetAttribute(plan->desc,
+                                         CUBLASLT_MATMUL_DESC_TRANSB, &opSecond,
+                                         sizeof(opSecond)),
+          step, "cublasLtMatmulDescSetAttribute");
+    cublasLtEpilogue_t epi = epilogueOf(epilogue);
+    check(cublasLtMatmulDescSetAttribute(
+              plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
+          step, "cublasLtMatmulDescSetAttribute");
+    if (hasBias) {
+      int32_t biasType = cType;
+      check(cublasLtMatmulDescSetAttribute(plan->desc,
+                                           CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                           &biasType, sizeof(biasType)),
+            step, "cublasLtMatmulDescSetAttribute");
+    }
+    // Column-major: first = B ([n,k] or its transpose), second = A.
+    plan->first = trans_b
+                      ? makeLayout(abType, k, n, ldb, batch, stride_b, step)
+                      : makeLayout(abType, n, k, ldb, batch, stride_b, step);
+    plan->second = trans_a
+                       ? makeLayout(abType, m, k, lda, batch, stride_a, step)
+                       : makeLayout(abType, k, m, lda, batch, stride_a, step);
+    plan->result = makeLayout(cType, n, m, ldc, batch, stride_c, step);
+
+    cublasLtMatmulPreference_t preference = nullptr;
+    check(cublasLtMatmulPreferenceCreate(&preference), step,
+          "cublasLtMatmulPreferenceCreate");
+    uint64_t workspace = static_cast<uint64_t>(state.workspaceBytes);
+    check(cublasLtMatmulPreferenceSetAttribute(
+              preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+              sizeof(workspace)),
+          step, "cublasLtMatmulPreferenceSetAttribute");
+    // cuBLASLt's first matrix is B and its second A.
+    uint32_t aligns[4] = {
+        static_cast<uint32_t>(key[16]), static_cast<uint32_t>(key[15]),
+        static_cast<uint32_t>(key[17]), static_cast<uint32_t>(key[17])};
+    cublasLtMatmulPreferenceAttributes_t alignAttrs[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; ++i)
+      check(cublasLtMatmulPreferenceSetAttribute(preference, alignAttrs[i],
+                                                 &aligns[i], sizeof(uint32_t)),
+            step, "cublasLtMatmulPreferenceSetAttribute");
+    cublasLtMatmulHeuristicResult_t heuristic{};
+    int found = 0;
+    cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(
+        state.lt, plan->desc, plan->first, plan->second, plan->result,
+        plan->result, preference, 1, &heuristic, &found);
+    (void)cublasLtMatmulPreferenceDestroy(preference);
+    check(rc, step, "cublasLtMatmulAlgoGetHeuristic");
+    if (found == 0)
+      invalid(step,
+              formatString("cuBLASLt has no algorithm for m=%lld n=%lld "
+                           "k=%lld batch=%lld with these types and "
+                           "epilogue",
+                           static_cast<long long>(m), static_cast<long long>(n),
+                           static_cast<long long>(k),
+                           static_cast<long long>(batch)));
+    plan->algo = heuristic.algo;
+    slot = std::move(plan);
+  }
+
+  GemmPlan &plan = *slot;
+  if (hasBias) {
+    void *biasPointer = reinterpret_cast<void *>(bias);
+    check(cublasLtMatmulDescSetAttribute(plan.desc,
+                                         CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                         &biasPointer, sizeof(biasPointer)),
+          step, "cublasLtMatmulDescSetAttribute");
+  }
+  float alpha = 1.0f, beta = 1.0f;
+  void *cPointer = reinterpret_cast<void *>(c);
+  std::string name = stepContext("gemm", step);
+  state.lastCompute = name;
+  EventPtr start;
+  traceBegin(state, state.compute, start);
+  check(cublasLtMatmul(
+            state.lt, plan.desc, &alpha, reinterpret_cast<const void *>(b),
+            plan.first, reinterpret_cast<const void *>(a), plan.second, &beta,
+            cPointer, plan.result, cPointer, plan.result, &plan.algo,
+            state.workspace, static_cast<size_t>(state.workspaceBytes),
+            state.compute),
+        step, "cublasLtMatmul");
+  traceEnd(state, state.compute, start, Track::Compute,
+           formatString("%s %lldx%lldx%lld", name.c_str(),
+                        static_cast<long long>(m), static_cast<long long>(n),
+                        static_cast<long long>(k)));
+}

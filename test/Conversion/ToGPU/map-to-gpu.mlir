@@ -1,0 +1,224 @@
+// RUN: braid-opt %s --split-input-file --braid-map-to-gpu 2>/dev/null | FileCheck %s
+// RUN: braid-opt %s --split-input-file --braid-map-to-gpu 2>&1 >/dev/null | FileCheck %s --check-prefix=REMARK
+
+// A bf16 matmul accumulating into f32, its B a ring chunk (a subview with a
+// dynamic offset): one cuBLASLt call with the chunk's address and leading
+// dimension read from its strided metadata.
+// CHECK-LABEL: func.func @gemm_chunk
+// REMARK: remark: runs on cuBLASLt: 4x12x16
+// CHECK: memref.extract_strided_metadata %arg0 : memref<4x16xbf16>
+// CHECK: %{{.*}}, %[[OFF:.*]], %{{.*}}:2, %[[STRIDES:.*]]:2 = memref.extract_strided_metadata %subview : memref<16x12xbf16, strided<[12, 1], offset: ?>>
+// CHECK: %[[BASE:.*]] = memref.extract_aligned_pointer_as_index
+// CHECK: %[[BYTES:.*]] = arith.muli %[[OFF]], %c2
+// CHECK: %[[ADDR:.*]] = arith.addi %[[BASE]], %[[BYTES]]
+// CHECK: %[[ADDR64:.*]] = arith.index_cast %[[ADDR]]
+// CHECK: %[[LD:.*]] = arith.index_cast %[[STRIDES]]#0
+// (m, n, k, batch; A: address, lda, batch stride, bf16, not transposed;
+// B: ...; C: f32; no epilogue, no bias, no step)
+// CHECK: call @braid_rt_gemm(%c4_i64{{[_0-9]*}}, %c12_i64{{[_0-9]*}}, %c16_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %c3_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %[[ADDR64]], %[[LD]], %{{[^,]*}}, %c3_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c-1_i64{{[_0-9]*}})
+// CHECK-NOT: linalg.matmul
+// CHECK: func.func private @braid_rt_gemm(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
+func.func @gemm_chunk(%a: memref<4x16xbf16>, %b: memref<32x12xbf16>, %c: memref<4x12xf32>, %i: index) {
+  %sub = memref.subview %b[%i, 0] [16, 12] [1, 1] : memref<32x12xbf16> to memref<16x12xbf16, strided<[12, 1], offset: ?>>
+  linalg.matmul ins(%a, %sub : memref<4x16xbf16>, memref<16x12xbf16, strided<[12, 1], offset: ?>>) outs(%c : memref<4x12xf32>)
+  return
+}
+
+// -----
+
+// B stored [n, k] (x @ w^T) is a transposed operand, not a kernel; a
+// batch_matmul is one strided-batched call.
+// CHECK-LABEL: func.func @gemm_layouts
+// REMARK: remark: runs on cuBLASLt: 8x32x64
+// REMARK: remark: runs on cuBLASLt: 16x8x4 in 3 batches
+// The first: f16, B transposed (its flag is the 14th argument).
+// CHECK: call @braid_rt_gemm(%c8_i64{{[_0-9]*}}, %c32_i64{{[_0-9]*}}, %c64_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %c2_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %c2_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}},
+// The second: three batches, batch strides from the metadata.
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}}:3, %[[PS:.*]]:3 = memref.extract_strided_metadata %arg3
+// CHECK: %[[PSTRIDE:.*]] = arith.index_cast %[[PS]]#0
+// CHECK: call @braid_rt_gemm(%c16_i64{{[_0-9]*}}, %c8_i64{{[_0-9]*}}, %c4_i64{{[_0-9]*}}, %c3_i64{{[_0-9]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[PSTRIDE]], %c0_i64{{[_0-9]*}}
+// CHECK-NOT: linalg.
+func.func @gemm_layouts(%x: memref<8x64xf16>, %w: memref<32x64xf16>, %y: memref<8x32xf16>,
+                        %p: memref<3x16x4xf32>, %q: memref<3x4x8xf32>, %r: memref<3x16x8xf32>) {
+  linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+    ins(%x, %w : memref<8x64xf16>, memref<32x64xf16>) outs(%y : memref<8x32xf16>)
+  linalg.batch_matmul ins(%p, %q : memref<3x16x4xf32>, memref<3x4x8xf32>) outs(%r : memref<3x16x8xf32>)
+  return
+}
+
+// -----
+
+// A contraction cuBLASLt cannot take (a strided inner dimension) runs as a
+// generated kernel, and says why.
+// CHECK-LABEL: func.func @gemm_fallback
+// REMARK: remark: runs as a generated kernel, not on cuBLASLt: an operand's innermost stride is not 1
+// CHECK: gpu.launch
+// CHECK-NOT: braid_rt_gemm
+func.func @gemm_fallback(%a: memref<4x32xf32>, %b: memref<8x4xf32>, %c: memref<4x4xf32>) {
+  %sub = memref.subview %a[0, 0] [4, 8] [1, 4] : memref<4x32xf32> to memref<4x8xf32, strided<[32, 4]>>
+  linalg.matmul ins(%sub, %b : memref<4x8xf32, strided<[32, 4]>>, memref<8x4xf32>) outs(%c : memref<4x4xf32>)
+  return
+}
+
+// -----
+
+// Host elementwise work and copies: one grid-stride kernel each, a thread
+// per element; the output is not read when the payload does not use it.
+// CHECK-LABEL: func.func @host_elementwise
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%[[GX:.*]] = %c128{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[SX:.*]] = %c256{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}})
+// CHECK: %[[START:.*]] = arith.muli %[[BX]], %[[SX]]
+// CHECK: %[[TID:.*]] = arith.addi %[[START]], %[[TX]]
+// CHECK: %[[ALL:.*]] = arith.muli %[[GX]], %[[SX]]
+// CHECK: scf.for %[[P:.*]] = %[[TID]] to %c32768{{.*}} step %[[ALL]]
+// CHECK: arith.remui %[[P]], %c256
+// CHECK: arith.divui %[[P]], %c256
+// CHECK: memref.load
+// CHECK-NEXT: memref.load
+// CHECK-NEXT: arith.addf
+// CHECK-NEXT: memref.store
+// CHECK: gpu.terminator
+// The copy:
+// CHECK: gpu.launch
+// CHECK: memref.load
+// CHECK-NEXT: memref.store
+// CHECK-NOT: memref.copy
+func.func @host_elementwise(%a: memref<128x256xf32>, %b: memref<128x256xf32>, %c: memref<128x256xf32>, %d: memref<128x256xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%a, %b : memref<128x256xf32>, memref<128x256xf32>) outs(%c : memref<128x256xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %s = arith.addf %x, %y : f32
+    linalg.yield %s : f32
+  }
+  memref.copy %c, %d : memref<128x256xf32> to memref<128x256xf32>
+  return
+}
+
+// -----
+
+// A fused softmax kernel, one row per tile: one block per row, its scratch
+// in dynamic shared memory, both row reductions shared by the block's
+// threads (a strided partial each, then gpu.all_reduce), barriers between
+// the tile's ops.
+// CHECK-LABEL: func.func @fused_softmax
+// CHECK: %[[SMEM:.*]] = arith.constant 8224 : i32
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c64{{.*}}, {{.*}} threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[SX:.*]] = %c256{{.*}}, {{.*}} dynamic_shared_memory_size %[[SMEM]]
+// CHECK: %[[ROW:.*]] = arith.addi
+// CHECK: %[[BASE:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+// CHECK: %[[EXP:.*]] = memref.view %[[BASE]][%c0{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<1x2048xf32, #gpu.address_space<workgroup>>
+// CHECK: %[[MAX:.*]] = memref.view %[[BASE]][%c8192{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<1xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.subview %{{.*}}[%[[ROW]], 0]
+// The max: a strided partial per thread, then the block's combine.
+// CHECK: %[[NEGINF:.*]] = arith.constant 0xFF800000 : f32
+// CHECK: %[[PART:.*]] = scf.for %{{.*}} = %[[TX]] to %c2048{{.*}} step %[[SX]] iter_args(%[[ACC:.*]] = %[[NEGINF]]) -> (f32)
+// CHECK: arith.maximumf %[[ACC]]
+// CHECK: %[[TOTAL:.*]] = gpu.all_reduce maximumf %[[PART]] uniform
+// CHECK: scf.if
+// CHECK: arith.maximumf %{{.*}}, %[[TOTAL]]
+// CHECK: gpu.barrier
+// exp(x - max) into shared memory:
+// CHECK: scf.for
+// CHECK: math.exp
+// CHECK: memref.store %{{.*}}, %[[EXP]]
+// CHECK: gpu.barrier
+// The sum:
+// CHECK: gpu.all_reduce add
+// CHECK: gpu.barrier
+// CHECK: arith.divf
+// CHECK: gpu.barrier
+// CHECK: gpu.terminator
+// CHECK-NOT: scf.forall
+func.func @fused_softmax(%x: memref<64x2048xf32>, %y: memref<64x2048xf32>) {
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  scf.forall (%r) = (0) to (64) step (1) {
+    %in = memref.subview %x[%r, 0] [1, 2048] [1, 1] : memref<64x2048xf32> to memref<1x2048xf32, strided<[2048, 1], offset: ?>>
+    %out = memref.subview %y[%r, 0] [1, 2048] [1, 1] : memref<64x2048xf32> to memref<1x2048xf32, strided<[2048, 1], offset: ?>>
+    %e = memref.alloca() : memref<1x2048xf32>
+    %m = memref.alloca() : memref<1xf32>
+    %s = memref.alloca() : memref<1xf32>
+    linalg.fill ins(%ninf : f32) outs(%m : memref<1xf32>)
+    linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>], iterator_types = ["parallel", "reduction"]}
+        ins(%in : memref<1x2048xf32, strided<[2048, 1], offset: ?>>) outs(%m : memref<1xf32>) {
+    ^bb0(%v: f32, %acc: f32):
+      %mx = arith.maximumf %acc, %v : f32
+      linalg.yield %mx : f32
+    }
+    linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+        ins(%in, %m : memref<1x2048xf32, strided<[2048, 1], offset: ?>>, memref<1xf32>) outs(%e : memref<1x2048xf32>) {
+    ^bb0(%v: f32, %mx: f32, %o: f32):
+      %d = arith.subf %v, %mx : f32
+      %ex = math.exp %d : f32
+      linalg.yield %ex : f32
+    }
+    linalg.fill ins(%zero : f32) outs(%s : memref<1xf32>)
+    linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>], iterator_types = ["parallel", "reduction"]}
+        ins(%e : memref<1x2048xf32>) outs(%s : memref<1xf32>) {
+    ^bb0(%v: f32, %acc: f32):
+      %sum = arith.addf %acc, %v : f32
+      linalg.yield %sum : f32
+    }
+    linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+        ins(%e, %s : memref<1x2048xf32>, memref<1xf32>) outs(%out : memref<1x2048xf32, strided<[2048, 1], offset: ?>>) {
+    ^bb0(%v: f32, %sum: f32, %o: f32):
+      %q = arith.divf %v, %sum : f32
+      linalg.yield %q : f32
+    }
+  } {braid.kernel}
+  return
+}
+
+// -----
+
+// A reduction whose combiner the block cannot share (a sum of squares is
+// still an add: shared; a max of a product with the accumulator is not)
+// runs one thread per output element.
+// CHECK-LABEL: func.func @fused_unshared_reduction
+// CHECK: gpu.launch
+// CHECK-NOT: gpu.all_reduce
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c4{{.*}} step %{{.*}} {
+// CHECK: scf.for %{{.*}} = %c0{{.*}} to %c64{{.*}} step %c1{{.*}} iter_args
+func.func @fused_unshared_reduction(%x: memref<16x64xf32>, %y: memref<16xf32>) {
+  scf.forall (%r) = (0) to (16) step (4) {
+    %in = memref.subview %x[%r, 0] [4, 64] [1, 1] : memref<16x64xf32> to memref<4x64xf32, strided<[64, 1], offset: ?>>
+    %out = memref.subview %y[%r] [4] [1] : memref<16xf32> to memref<4xf32, strided<[1], offset: ?>>
+    linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>], iterator_types = ["parallel", "reduction"]}
+        ins(%in : memref<4x64xf32, strided<[64, 1], offset: ?>>) outs(%out : memref<4xf32, strided<[1], offset: ?>>) {
+    ^bb0(%v: f32, %acc: f32):
+      %p = arith.mulf %acc, %v : f32
+      %mx = arith.maximumf %p, %acc : f32
+      linalg.yield %mx : f32
+    }
+  } {braid.kernel}
+  return
+}
+
+// -----
+
+// Buffers: those compute touches are allocated on the device, stream-
+// ordered; the host bookkeeping of buffer deallocation stays on the host.
+// CHECK-LABEL: func.func @buffers
+// CHECK: %[[T0:.*]] = gpu.wait async
+// CHECK: %[[BUF:.*]], %[[T1:.*]] = gpu.alloc async [%[[T0]]] () : memref<64xf32>
+// CHECK: gpu.wait [%[[T1]]]
+// CHECK: %[[BOOK:.*]] = memref.alloc() : memref<2xindex>
+// CHECK: gpu.launch
+// CHECK: memref.store %{{.*}}, %[[BOOK]]
+// CHECK: call @helper
+// CHECK: %[[T2:.*]] = gpu.wait async
+// CHECK: %[[T3:.*]] = gpu.dealloc async [%[[T2]]] %[[BUF]] : memref<64xf32>
+// CHECK: gpu.wait [%[[T3]]]
+// CHECK: memref.dealloc %[[BOOK]] : memref<2xindex>
+func.func private @helper(memref<?xindex>)
+func.func @buffers(%x: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %buf = memref.alloc() {alignment = 64 : i64} : memref<64xf32>
+  %book = memref.alloc() : memref<2xindex>
+  linalg.copy ins(%x : memref<64xf32>) outs(%buf : memref<64xf32>)
+  %p = memref.extract_aligned_pointer_as_index %buf : memref<64xf32> -> index
+  memref.store %p, %book[%c0] : memref<2xindex>
+  %cast = memref.cast %book : memref<2xindex> to memref<?xindex>
+  call @helper(%cast) : (memref<?xindex>) -> ()
+  memref.dealloc %buf : memref<64xf32>
+  memref.dealloc %book : memref<2xindex>
+  return
+}
