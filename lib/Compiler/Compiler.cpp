@@ -341,6 +341,9 @@ LogicalResult braid::compile(ModuleOp module, const CompileOptions &options,
   }
   if (options.emit == "ptx") {
     // The PTX of every kernel module, as ptxas would read it.
+    if (module.getOps<gpu::BinaryOp>().empty())
+      *textOutput << "// braid: the program has no kernels (its products run "
+                     "on cuBLASLt)\n";
     for (auto binary : module.getOps<gpu::BinaryOp>())
       for (Attribute object : binary.getObjects())
         *textOutput << "// braid: kernels of " << binary.getSymName() << "\n"

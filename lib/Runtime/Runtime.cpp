@@ -503,6 +503,6 @@ void braid_rt_loopback_run(void (*)(void *), void *) {
 void braid_rt_gemm(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                    int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                    int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                   int64_t, int64_t, int64_t) {
+                   int64_t, int64_t, int64_t, int64_t) {
   fatal("braid_rt_gemm is only implemented by the cuda backend");
 }

@@ -173,7 +173,9 @@ int64_t braid_rt_broadcast(int64_t group, int64_t src, int64_t dst,
  * block, except on the loopback transport until a peer posted the match.) */
 void braid_rt_wait(int64_t request);
 
-/* C[m,n] = act(C + op(A)[m,k] . op(B)[k,n] + bias[n]) in row-major storage,
+/* C[m,n] = act(beta C + op(A)[m,k] . op(B)[k,n] + bias[n]) in row-major
+ * storage, with beta = 1 when `accumulate` is non-zero and 0 otherwise (C is
+ * then only written, so a zero fill before the product is not needed),
  * for `batch` batches (batch i's matrices at a + i * stride_a elements, and
  * so on). trans_a = 0: A stored [m,k] with row stride lda; 1: stored [k,m].
  * trans_b = 0: B stored [k,n] with row stride ldb; 1: stored [n,k]. C
@@ -186,8 +188,8 @@ void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
                    int64_t lda, int64_t stride_a, int64_t a_dtype,
                    int64_t trans_a, int64_t b, int64_t ldb, int64_t stride_b,
                    int64_t b_dtype, int64_t trans_b, int64_t c, int64_t ldc,
-                   int64_t stride_c, int64_t c_dtype, int64_t epilogue,
-                   int64_t bias, int64_t step);
+                   int64_t stride_c, int64_t c_dtype, int64_t accumulate,
+                   int64_t epilogue, int64_t bias, int64_t step);
 
 #ifdef __cplusplus
 }

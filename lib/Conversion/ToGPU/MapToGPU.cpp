@@ -31,6 +31,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -442,6 +443,10 @@ FailureOr<GemmMatch> matchGemm(linalg::LinalgOp op, std::string &why) {
 struct MapToGPUPass : public braid::impl::MapToGPUBase<MapToGPUPass> {
   using Base::Base;
 
+  /// Fills folded into the products after them (erased; compared by address
+  /// only).
+  SmallVector<Operation *> erasedFills;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
@@ -478,12 +483,25 @@ private:
       if (failed(mapKernel(kernel)))
         return failure();
 
-    SmallVector<linalg::LinalgOp> ops;
+    // Contractions first: one may absorb the zero fill before it.
+    SmallVector<linalg::LinalgOp> contractions, others;
     function.walk([&](linalg::LinalgOp op) {
-      if (!inDeviceCode(op))
-        ops.push_back(op);
+      if (inDeviceCode(op))
+        return;
+      (linalg::isaContractionOpInterface(op) ? contractions : others)
+          .push_back(op);
     });
-    for (linalg::LinalgOp op : ops)
+    for (linalg::LinalgOp op : contractions)
+      if (failed(mapHostOp(op)))
+        return failure();
+    others.erase(llvm::remove_if(others,
+                                 [&](linalg::LinalgOp op) {
+                                   return llvm::is_contained(erasedFills,
+                                                             op.getOperation());
+                                 }),
+                 others.end());
+    erasedFills.clear();
+    for (linalg::LinalgOp op : others)
       if (failed(mapHostOp(op)))
         return failure();
 
@@ -647,7 +665,14 @@ private:
     if (contraction) {
       FailureOr<GemmMatch> match = matchGemm(op, why);
       if (succeeded(match)) {
-        emitGemm(op, *match);
+        // A zero fill right before only makes the product start from zero:
+        // cuBLASLt does that with beta = 0, without the extra pass over C.
+        linalg::FillOp fill = zeroFillBefore(op);
+        emitGemm(op, *match, /*accumulate=*/!fill);
+        if (fill) {
+          erasedFills.push_back(fill);
+          fill->erase();
+        }
         op->emitRemark() << "runs on cuBLASLt: " << match->m << "x" << match->n
                          << "x" << match->k
                          << (match->batch > 1
@@ -700,7 +725,31 @@ private:
     return success();
   }
 
-  void emitGemm(linalg::LinalgOp op, const GemmMatch &match) {
+  /// The fill of `op`'s output with zeros that comes right before it, with
+  /// nothing between that could touch the buffer (pure ops, allocations,
+  /// grid queries).
+  static linalg::FillOp zeroFillBefore(linalg::LinalgOp op) {
+    Value output = op.getDpsInitOperand(0)->get();
+    for (Operation *previous = op->getPrevNode(); previous;
+         previous = previous->getPrevNode()) {
+      if (auto fill = dyn_cast<linalg::FillOp>(previous)) {
+        bool zero = matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
+        return zero && fill.getOutputs()[0] == output ? fill : linalg::FillOp();
+      }
+      if (auto call = dyn_cast<func::CallOp>(previous)) {
+        if (call.getCallee() == "braid_rt_coord" ||
+            call.getCallee() == "braid_rt_group")
+          continue;
+        return {};
+      }
+      if (!isMemoryEffectFree(previous) &&
+          !isa<memref::AllocOp, memref::AllocaOp>(previous))
+        return {};
+    }
+    return {};
+  }
+
+  void emitGemm(linalg::LinalgOp op, const GemmMatch &match, bool accumulate) {
     Location loc = op.getLoc();
     OpBuilder b(op);
     Type i64 = b.getI64Type();
@@ -738,6 +787,7 @@ private:
     llvm::append_range(args, bm);
     args.push_back(constant(match.transB));
     llvm::append_range(args, c);
+    args.push_back(constant(accumulate));
     args.push_back(constant(0)); // no epilogue
     args.push_back(constant(0)); // no bias
     args.push_back(constant(-1));

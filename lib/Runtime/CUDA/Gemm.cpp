@@ -116,8 +116,8 @@ void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
                    int64_t lda, int64_t stride_a, int64_t a_dtype,
                    int64_t trans_a, int64_t b, int64_t ldb, int64_t stride_b,
                    int64_t b_dtype, int64_t trans_b, int64_t c, int64_t ldc,
-                   int64_t stride_c, int64_t c_dtype, int64_t epilogue,
-                   int64_t bias, int64_t step) {
+                   int64_t stride_c, int64_t c_dtype, int64_t accumulate,
+                   int64_t epilogue, int64_t bias, int64_t step) {
   RankState &state = currentRank("braid_rt_gemm");
 
   // Validate what cuBLASLt would reject with a less helpful status.
@@ -253,7 +253,7 @@ void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
                                          &biasPointer, sizeof(biasPointer)),
           step, "cublasLtMatmulDescSetAttribute");
   }
-  float alpha = 1.0f, beta = 1.0f;
+  float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   void *cPointer = reinterpret_cast<void *>(c);
   std::string name = stepContext("gemm", step);
   state.lastCompute = name;

@@ -14,10 +14,10 @@
 // CHECK: %[[ADDR64:.*]] = arith.index_cast %[[ADDR]]
 // CHECK: %[[LD:.*]] = arith.index_cast %[[STRIDES]]#0
 // (m, n, k, batch; A: address, lda, batch stride, bf16, not transposed;
-// B: ...; C: f32; no epilogue, no bias, no step)
-// CHECK: call @braid_rt_gemm(%c4_i64{{[_0-9]*}}, %c12_i64{{[_0-9]*}}, %c16_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %c3_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %[[ADDR64]], %[[LD]], %{{[^,]*}}, %c3_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c-1_i64{{[_0-9]*}})
+// B: ...; C: f32, accumulating; no epilogue, no bias, no step)
+// CHECK: call @braid_rt_gemm(%c4_i64{{[_0-9]*}}, %c12_i64{{[_0-9]*}}, %c16_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %c3_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %[[ADDR64]], %[[LD]], %{{[^,]*}}, %c3_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %c0_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c-1_i64{{[_0-9]*}})
 // CHECK-NOT: linalg.matmul
-// CHECK: func.func private @braid_rt_gemm(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
+// CHECK: func.func private @braid_rt_gemm(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
 func.func @gemm_chunk(%a: memref<4x16xbf16>, %b: memref<32x12xbf16>, %c: memref<4x12xf32>, %i: index) {
   %sub = memref.subview %b[%i, 0] [16, 12] [1, 1] : memref<32x12xbf16> to memref<16x12xbf16, strided<[12, 1], offset: ?>>
   linalg.matmul ins(%a, %sub : memref<4x16xbf16>, memref<16x12xbf16, strided<[12, 1], offset: ?>>) outs(%c : memref<4x12xf32>)
@@ -43,6 +43,33 @@ func.func @gemm_layouts(%x: memref<8x64xf16>, %w: memref<32x64xf16>, %y: memref<
   linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
     ins(%x, %w : memref<8x64xf16>, memref<32x64xf16>) outs(%y : memref<8x32xf16>)
   linalg.batch_matmul ins(%p, %q : memref<3x16x4xf32>, memref<3x4x8xf32>) outs(%r : memref<3x16x8xf32>)
+  return
+}
+
+// -----
+
+// A zero fill right before the product is folded into it (beta = 0: the
+// 19th argument says "do not accumulate"); a fill of another value, or one
+// with a transfer between, stays.
+// CHECK-LABEL: func.func @gemm_zero_fill
+// CHECK-NOT: linalg.fill
+// CHECK: call @braid_rt_gemm({{([^,]*, ?)+}}%c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c-1_i64
+// CHECK: gpu.launch
+// CHECK: call @braid_rt_gemm({{([^,]*, ?)+}}%c1_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c-1_i64
+// CHECK: gpu.launch
+// CHECK: call @braid_rt_send
+// CHECK: call @braid_rt_gemm({{([^,]*, ?)+}}%c1_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c-1_i64
+func.func private @braid_rt_send(i64, i64, i64, i64, i64) -> i64
+func.func @gemm_zero_fill(%a: memref<8x16xf32>, %b: memref<16x8xf32>, %c: memref<8x8xf32>, %d: memref<8x8xf32>, %e: memref<8x8xf32>, %g: i64) {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<8x8xf32>)
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x8xf32>) outs(%c : memref<8x8xf32>)
+  linalg.fill ins(%one : f32) outs(%d : memref<8x8xf32>)
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x8xf32>) outs(%d : memref<8x8xf32>)
+  linalg.fill ins(%zero : f32) outs(%e : memref<8x8xf32>)
+  %r = func.call @braid_rt_send(%g, %g, %g, %g, %g) : (i64, i64, i64, i64, i64) -> i64
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x8xf32>) outs(%e : memref<8x8xf32>)
   return
 }
 

@@ -85,7 +85,8 @@ void braid_entry(void **argv) {
   /* Overlapped with the transfers: product = x . x^T + bias. */
   braid_rt_gemm(4, 4, 4, 1, (int64_t)input, 4, 0, BRAID_RT_F32, 0,
                 (int64_t)input, 4, 0, BRAID_RT_F32, 1, (int64_t)product, 4, 0,
-                BRAID_RT_F32, /*epilogue=*/1, (int64_t)bias, /*step=*/4);
+                BRAID_RT_F32, /*accumulate=*/1, /*epilogue=*/1, (int64_t)bias,
+                /*step=*/4);
   for (int i = 0; i < 4; ++i)
     braid_rt_wait(requests[i]);
   /* Stream-ordered after the GEMM and (through the waits) the transfers. */
