@@ -603,8 +603,8 @@ int main(int argc, char** argv) {
   std::vector<GemmResult> gemms;
   uint32_t seed = 1;
   for (const Shape& s : shapes) {
-    gemms.push_back(
-        bench_gemm(s, seed, handle, workspace, stream, prop.multiProcessorCount));
+    gemms.push_back(bench_gemm(s, seed, handle, workspace, stream,
+                               prop.multiProcessorCount));
     seed += 3;
   }
   CopyResult copy = bench_copy(stream, prop.multiProcessorCount);

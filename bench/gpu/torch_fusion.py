@@ -4,7 +4,8 @@ the fewest bytes each must move, optionally next to Braid's fused kernels.
 
 Patterns, at 16384 x 8192 bf16 (rows x hidden), fresh torch.randn inputs each:
   layernorm           y = layer_norm(x, (8192,), w, b), eps 1e-5
-  rmsnorm             y = x * rsqrt(mean(x^2, -1) + 1e-6) * w, in f32, cast back
+  rmsnorm             y = x * rsqrt(mean(x^2, -1) + 1e-6) * w, in f32, then
+                      cast back
   softmax             y = softmax(x, -1), in f32, cast back
   bias_gelu_residual  y = gelu(x + b, approximate='tanh') + r
 
@@ -123,9 +124,9 @@ def bench_pattern(torch, name, fn, make_inputs, braid_times):
     if braid_times is not None:
         braid_ms = braid_times.get(name)
         row["braid_ms"] = braid_ms
-        row["braid_gbps"] = None if braid_ms is None else gbps(nbytes, braid_ms)
-        row["braid_over_compile"] = (None if braid_ms is None
-                                     else compile_ms / braid_ms)
+        missing = braid_ms is None
+        row["braid_gbps"] = None if missing else gbps(nbytes, braid_ms)
+        row["braid_over_compile"] = None if missing else compile_ms / braid_ms
     return row
 
 

@@ -13,14 +13,22 @@ Usage: e2e.py PATTERN --grid 4|2x2 [--axis A] [--dtype f32|f16|bf16]
               [--variant V] [--modes force,off] [--expect STRATEGY]
               [--bin BUILD/bin] [--keep DIR]
               [--target cpu|cuda [--sm 90a] [--compile-only]
-               [--transport loopback|nccl]]
+               [--transport loopback|nccl|nccl-file]]
+              [--build-only DIR | --prebuilt DIR]
 Exit status 0 when every mode matches the reference, 1 otherwise.
 
 With --target cuda the program is compiled for the GPU (kernels as cubins
 through ptxas) and, unless --compile-only, run by braid-exec-cuda: as N
 logical ranks on one GPU (--transport loopback, the default) or one process
-per GPU under mpirun (nccl). --compile-only also assembles the kernels'
+per GPU under mpirun (nccl), or one process with NCCL bootstrapped through a
+file instead of MPI (nccl-file; grids of one rank). --compile-only also
+assembles the kernels'
 PTX with `ptxas -v` and fails if any kernel spills registers.
+
+--build-only DIR compiles the program for each mode into DIR and stops;
+--prebuilt DIR runs and checks what --build-only left there, without a
+compiler (bench/gpu/ builds on a development machine and runs on a GPU
+machine that has no LLVM). Inputs and references come from --seed alike.
 """
 import argparse
 import json
@@ -388,7 +396,9 @@ def main():
     parser.add_argument("--sm", default="90a")
     parser.add_argument("--compile-only", action="store_true")
     parser.add_argument("--transport", default="loopback",
-                        choices=["loopback", "nccl"])
+                        choices=["loopback", "nccl", "nccl-file"])
+    parser.add_argument("--build-only", default="")
+    parser.add_argument("--prebuilt", default="")
     parser.add_argument("--ptxas", default="ptxas",
                         help="ptxas for --compile-only spill checks")
     args = parser.parse_args()
@@ -426,15 +436,21 @@ def main():
         label = f"{args.pattern}{('/' + cfg.variant) if cfg.variant else ''} grid={args.grid} axis={cfg.axis} {cfg.dtype}"
         failed = False
         for mode in args.modes.split(","):
-            lib = os.path.join(work, f"prog-{mode}.so")
-            report = os.path.join(work, f"report-{mode}.json")
+            built = args.build_only or args.prebuilt
+            if built:
+                os.makedirs(built, exist_ok=True)
+            lib = os.path.join(built or work, f"prog-{mode}.so")
+            report = os.path.join(built or work, f"report-{mode}.json")
             compile_cmd = [os.path.join(args.bin, "braid-compile"), program, "-o", lib,
                            f"--overlap={mode}", f"--report={report}",
                            "--check-schedule"] + args.compile_flags.split()
             if args.target == "cuda":
                 compile_cmd += ["--target=cuda", f"--sm={args.sm}"]
-            if run(compile_cmd).returncode != 0:
+            if not args.prebuilt and run(compile_cmd).returncode != 0:
                 return 1
+            if args.build_only:
+                print(f"BUILT {label} mode={mode}: {lib}")
+                continue
             if mode == "force" and args.expect:
                 with open(report) as f:
                     strategies = [c["strategy"] for c in json.load(f)["collectives"]]
@@ -445,9 +461,17 @@ def main():
                 if check_ptx(args, compile_cmd, lib, label, mode):
                     return 1
                 continue
+            env = None
             if args.target == "cuda" and args.transport == "loopback":
                 run_cmd = [os.path.join(args.bin, "braid-exec-cuda"), lib,
                            f"--loopback={grid.size}"]
+            elif args.target == "cuda" and args.transport == "nccl-file":
+                if grid.size != 1:
+                    print(f"FAIL {label}: --transport nccl-file starts one process (a grid of 1 rank)")
+                    return 1
+                run_cmd = [os.path.join(args.bin, "braid-exec-cuda"), lib]
+                env = dict(os.environ, BRAID_RANK="0", BRAID_WORLD_SIZE="1",
+                           BRAID_NCCL_ID_FILE=os.path.join(work, f"nccl-id-{mode}"))
             else:
                 runner = "braid-exec-cuda" if args.target == "cuda" else "braid-exec"
                 run_cmd = ["mpirun", "--oversubscribe", "-np", str(grid.size)]
@@ -455,9 +479,10 @@ def main():
                     run_cmd.insert(1, "--allow-run-as-root")
                 run_cmd += [os.path.join(args.bin, runner), lib]
             run_cmd.append("--timeout=60")
+            run_kwargs = {"env": env} if env else {}
             run_cmd += [f"--input=@{work}/a{i}.r{{rank}}.npy" for i in range(len(specs))]
             run_cmd += [f"--output=@{work}/{mode}.o{k}.r{{rank}}.npy" for k in range(len(result_dtypes))]
-            if run(run_cmd).returncode != 0:
+            if run(run_cmd, **run_kwargs).returncode != 0:
                 return 1
             worst = 0.0
             for rank in range(grid.size):
