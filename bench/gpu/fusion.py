@@ -3,7 +3,9 @@
 softmax, and bias + GELU + residual, at LLM sizes (16384 x 8192 bf16).
 
 Each pattern is one program (written with braid.models.Function) that
-braid-fuse-memory-bound turns into one kernel, compiled for the cuda target.
+braid-fuse-memory-bound turns into one kernel, compiled for the cuda target;
+a fifth, a GEMM with bias + GELU (cuBLASLt's epilogue on the GPU), is only
+checked.
 `run` first checks each program against numpy at a small size, then times
 it at the full size with braid-exec-cuda (one rank; warm-up, median of
 --repeat runs) and writes braid_times.json for torch_fusion.py, which times
@@ -90,12 +92,30 @@ def pattern_programs(rows, hidden):
     programs["bias_gelu_residual"] = (grid.mlir() + fn.text([y]),
                                       [(rows, hidden), (hidden,), (rows, hidden)],
                                       lambda x, b, r: gelu(x + b) + r)
+
+    # Checked, not timed: a GEMM whose bias + GELU becomes cuBLASLt's
+    # epilogue on the cuda target (microbench times that path).
+    n = 256
+    fn = Function(grid)
+    x = fn.arg("x", (rows, hidden), "bf16")
+    w = fn.arg("w", (hidden, n), "bf16")
+    b = fn.arg("b", (n,), "bf16")
+    y = fn.map([fn.matmul(x, w), (b, (1,))], "bf16", lambda s, v, bv: s.gelu(s.add(v, bv)))
+    programs["gemm_bias_gelu"] = (grid.mlir() + fn.text([y]),
+                                  [(rows, hidden), (hidden, n), (n,)],
+                                  lambda x, w, b: gelu(x @ w + b))
     return programs
 
 
-def compile_all(args, out, size, target):
+# The patterns fusion.py times (and torch_fusion.py compares).
+TIMED = ("layernorm", "rmsnorm", "softmax", "bias_gelu_residual")
+
+
+def compile_all(args, out, size, target, names=None):
     compiler = os.path.join(args.bin, "braid-compile")
     for name, (text, _, _) in pattern_programs(*size).items():
+        if names is not None and name not in names:
+            continue
         source = os.path.join(out, f"{name}.mlir")
         with open(source, "w") as f:
             f.write(text)
@@ -104,15 +124,18 @@ def compile_all(args, out, size, target):
         if proc.returncode != 0:
             sys.exit(f"fusion.py: compiling {name} failed:\n{proc.stderr}")
         fused = re.findall(r"remark: fused (\d+) ops into one kernel", proc.stderr)
+        epilogues = re.findall(r"as its epilogue", proc.stderr)
         print(f"fusion.py: built {name} {size[0]}x{size[1]} for {target} "
-              f"(ops fused into one kernel: {', '.join(fused) or 'none, one op already'})")
+              f"(ops fused into one kernel: {', '.join(fused) or 'none'}"
+              f"{'; cuBLASLt epilogue' if epilogues else ''})")
 
 
 def prepare(args):
     for size, folder in ((FULL, "full"), (SMALL, "small")):
         out = os.path.join(args.bundle, "fusion", folder)
         os.makedirs(out, exist_ok=True)
-        compile_all(args, out, size, args.target)
+        compile_all(args, out, size, args.target,
+                    TIMED if folder == "full" else None)
 
 
 def check_numerics(runner, directory, size, label):
@@ -151,7 +174,7 @@ def run(args):
     failures = check_numerics(runner, os.path.join(args.bundle, "fusion", "small"), SMALL, "small")
     times = {}
     full = os.path.join(args.bundle, "fusion", "full")
-    for seed, name in enumerate(pattern_programs(*SMALL)):
+    for seed, name in enumerate(TIMED):
         cmd = runner + [os.path.join(full, f"{name}.so"), "--warmup=5",
                         f"--repeat={args.repeat}", f"--seed={seed + 1}", "--timeout=120"]
         proc = subprocess.run(cmd, capture_output=True, text=True)

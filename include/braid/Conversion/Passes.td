@@ -207,7 +207,11 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
       or bf16 (accumulating into f32 or the input type), becomes a call to
       `braid_rt_gemm`, which runs it with cuBLASLt on the rank's compute
       stream; leading dimensions and batch strides are read from the
-      buffers' strided metadata, so ring chunks (subviews) qualify.
+      buffers' strided metadata, so ring chunks (subviews) qualify. A zero
+      fill right before it becomes beta = 0; then an elementwise op right
+      after it that alone reads the product and computes act(product +
+      bias) (bias, GELU in tanh form, ReLU, or a cast) becomes cuBLASLt's
+      epilogue, writing that op's output.
     - Each fused kernel (`scf.forall` marked `braid.kernel`) becomes one
       `gpu.launch`: one block per iteration (a row tile), its threads
       striding over the tile's columns so that accesses coalesce, a barrier

@@ -28,6 +28,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
@@ -440,12 +441,189 @@ FailureOr<GemmMatch> matchGemm(linalg::LinalgOp op, std::string &why) {
   return match;
 }
 
+/// Evaluates the scalar payload of `op` in double precision with its block
+/// arguments bound to `args` (null for the output); nullopt when it holds an
+/// op this evaluator does not know. Casts are exact here.
+std::optional<double> evaluatePayload(linalg::GenericOp op,
+                                      ArrayRef<std::optional<double>> args) {
+  Block &body = op.getRegion().front();
+  DenseMap<Value, double> values;
+  for (auto [arg, value] : llvm::zip(body.getArguments(), args))
+    if (value)
+      values[arg] = *value;
+  auto get = [&](Value v) -> std::optional<double> {
+    auto it = values.find(v);
+    if (it != values.end())
+      return it->second;
+    FloatAttr constant;
+    if (matchPattern(v, m_Constant(&constant)))
+      return constant.getValueAsDouble();
+    return std::nullopt;
+  };
+  for (Operation &inner : body.without_terminator()) {
+    SmallVector<double> in;
+    for (Value operand : inner.getOperands()) {
+      std::optional<double> value = get(operand);
+      if (!value && !isa<arith::ConstantOp>(inner))
+        return std::nullopt;
+      if (value)
+        in.push_back(*value);
+    }
+    std::optional<double> out =
+        llvm::TypeSwitch<Operation *, std::optional<double>>(&inner)
+            .Case([&](arith::ConstantOp c) -> std::optional<double> {
+              if (auto f = dyn_cast<FloatAttr>(c.getValue()))
+                return f.getValueAsDouble();
+              return std::nullopt;
+            })
+            .Case([&](arith::AddFOp) { return in[0] + in[1]; })
+            .Case([&](arith::SubFOp) { return in[0] - in[1]; })
+            .Case([&](arith::MulFOp) { return in[0] * in[1]; })
+            .Case([&](arith::DivFOp) { return in[0] / in[1]; })
+            .Case([&](arith::NegFOp) { return -in[0]; })
+            .Case<arith::MaximumFOp, arith::MaxNumFOp>(
+                [&](Operation *) { return std::max(in[0], in[1]); })
+            .Case<arith::MinimumFOp, arith::MinNumFOp>(
+                [&](Operation *) { return std::min(in[0], in[1]); })
+            .Case<arith::ExtFOp, arith::TruncFOp>(
+                [&](Operation *) { return in[0]; })
+            .Case([&](math::TanhOp) { return std::tanh(in[0]); })
+            .Case([&](math::ExpOp) { return std::exp(in[0]); })
+            .Case([&](math::ErfOp) { return std::erf(in[0]); })
+            .Case([&](math::SqrtOp) { return std::sqrt(in[0]); })
+            .Case([&](arith::SelectOp) -> std::optional<double> {
+              // Conditions are evaluated as 0 / 1 by cmpf below.
+              return in[0] != 0 ? in[1] : in[2];
+            })
+            .Case([&](arith::CmpFOp cmp) -> std::optional<double> {
+              switch (cmp.getPredicate()) {
+              case arith::CmpFPredicate::OGT:
+              case arith::CmpFPredicate::UGT:
+                return in[0] > in[1];
+              case arith::CmpFPredicate::OGE:
+              case arith::CmpFPredicate::UGE:
+                return in[0] >= in[1];
+              case arith::CmpFPredicate::OLT:
+              case arith::CmpFPredicate::ULT:
+                return in[0] < in[1];
+              case arith::CmpFPredicate::OLE:
+              case arith::CmpFPredicate::ULE:
+                return in[0] <= in[1];
+              default:
+                return std::nullopt;
+              }
+            })
+            .Default([](Operation *) { return std::nullopt; });
+    if (!out || inner.getNumResults() != 1)
+      return std::nullopt;
+    values[inner.getResult(0)] = *out;
+  }
+  return get(body.getTerminator()->getOperand(0));
+}
+
+/// cuBLASLt epilogue codes (braid_rt_gemm): activation only, and with bias.
+enum class Activation { None, Gelu, Relu };
+
+double activate(Activation activation, double x) {
+  switch (activation) {
+  case Activation::None:
+    return x;
+  case Activation::Relu:
+    return std::max(x, 0.0);
+  case Activation::Gelu: // the tanh approximation cuBLASLt computes
+    return 0.5 * x *
+           (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  }
+  llvm_unreachable("unknown activation");
+}
+
+/// The epilogue a GEMM's result feeds: `generic` reads the GEMM's output
+/// `accumulator` (identity map), optionally a bias along the columns, and
+/// writes act(accumulator + bias) to its own 2-D output. The activation is
+/// recognized by evaluating the payload, so any spelling of GELU (tanh
+/// form), ReLU or none matches, and an erf GELU does not.
+struct Epilogue {
+  linalg::GenericOp op;
+  Value bias; // null without
+  Activation activation = Activation::None;
+  int64_t code() const {
+    int64_t base = activation == Activation::None   ? 0
+                   : activation == Activation::Gelu ? 1
+                                                    : 2;
+    if (bias)
+      return base + 1;               // 1 bias, 2 bias + GELU, 3 bias + ReLU
+    return base == 0 ? 0 : base + 3; // 4 GELU, 5 ReLU
+  }
+};
+
+std::optional<Epilogue> matchEpilogue(linalg::GenericOp generic,
+                                      Value accumulator) {
+  if (generic.getNumDpsInits() != 1 || generic.getNumLoops() != 2 ||
+      generic.getNumParallelLoops() != 2 || generic.getNumDpsInputs() > 2)
+    return std::nullopt;
+  MLIRContext *context = generic.getContext();
+  AffineMap identity = AffineMap::getMultiDimIdentityMap(2, context);
+  AffineMap columns =
+      AffineMap::get(2, 0, getAffineDimExpr(1, context), context);
+  Epilogue epilogue;
+  epilogue.op = generic;
+  int accumulatorIndex = -1;
+  for (OpOperand *input : generic.getDpsInputOperands()) {
+    AffineMap map = generic.getMatchingIndexingMap(input);
+    if (input->get() == accumulator && map == identity)
+      accumulatorIndex = input->getOperandNumber();
+    else if (map == columns && !epilogue.bias)
+      epilogue.bias = input->get();
+    else
+      return std::nullopt;
+  }
+  OpOperand &init = generic.getDpsInitsMutable()[0];
+  if (accumulatorIndex < 0 ||
+      generic.getMatchingIndexingMap(&init) != identity ||
+      generic.payloadUsesValueFromOperand(&init))
+    return std::nullopt;
+  Type outType = getElementTypeOrSelf(init.get());
+  if (epilogue.bias && getElementTypeOrSelf(epilogue.bias) != outType)
+    return std::nullopt;
+
+  const double samples[] = {-3.1, -1.7, -0.6, -0.05, 0.0, 0.3, 0.9, 2.4};
+  const double biases[] = {0.0, 0.375, -1.25};
+  for (Activation activation :
+       {Activation::None, Activation::Gelu, Activation::Relu}) {
+    bool matches = true;
+    for (double x : samples) {
+      for (double b : biases) {
+        if (!epilogue.bias && b != 0.0)
+          continue;
+        SmallVector<std::optional<double>> args(3);
+        args[accumulatorIndex] = x;
+        if (epilogue.bias)
+          args[1 - accumulatorIndex] = b;
+        std::optional<double> got = evaluatePayload(generic, args);
+        double want = activate(activation, x + b);
+        if (!got ||
+            std::abs(*got - want) > 1e-6 * std::max(1.0, std::abs(want))) {
+          matches = false;
+          break;
+        }
+      }
+      if (!matches)
+        break;
+    }
+    if (matches) {
+      epilogue.activation = activation;
+      return epilogue;
+    }
+  }
+  return std::nullopt;
+}
+
 struct MapToGPUPass : public braid::impl::MapToGPUBase<MapToGPUPass> {
   using Base::Base;
 
-  /// Fills folded into the products after them (erased; compared by address
-  /// only).
-  SmallVector<Operation *> erasedFills;
+  /// Fills and epilogues folded into the products next to them (erased;
+  /// compared by address only).
+  SmallVector<Operation *> erasedOps;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -496,11 +674,11 @@ private:
         return failure();
     others.erase(llvm::remove_if(others,
                                  [&](linalg::LinalgOp op) {
-                                   return llvm::is_contained(erasedFills,
+                                   return llvm::is_contained(erasedOps,
                                                              op.getOperation());
                                  }),
                  others.end());
-    erasedFills.clear();
+    erasedOps.clear();
     for (linalg::LinalgOp op : others)
       if (failed(mapHostOp(op)))
         return failure();
@@ -668,17 +846,32 @@ private:
         // A zero fill right before only makes the product start from zero:
         // cuBLASLt does that with beta = 0, without the extra pass over C.
         linalg::FillOp fill = zeroFillBefore(op);
-        emitGemm(op, *match, /*accumulate=*/!fill);
+        // Then the elementwise work on the product can be cuBLASLt's
+        // epilogue, written straight to its own output.
+        std::optional<Epilogue> epilogue;
+        if (fill && match->batch == 1)
+          epilogue = epilogueAfter(op);
+        emitGemm(op, *match, /*accumulate=*/!fill,
+                 epilogue ? &*epilogue : nullptr);
         if (fill) {
-          erasedFills.push_back(fill);
+          erasedOps.push_back(fill);
           fill->erase();
         }
-        op->emitRemark() << "runs on cuBLASLt: " << match->m << "x" << match->n
-                         << "x" << match->k
-                         << (match->batch > 1
-                                 ? " in " + std::to_string(match->batch) +
-                                       " batches"
-                                 : std::string());
+        auto remark = op->emitRemark();
+        remark << "runs on cuBLASLt: " << match->m << "x" << match->n << "x"
+               << match->k
+               << (match->batch > 1
+                       ? " in " + std::to_string(match->batch) + " batches"
+                       : std::string());
+        if (epilogue) {
+          static const char *names[] = {"cast",        "bias", "bias + GELU",
+                                        "bias + ReLU", "GELU", "ReLU"};
+          remark << ", with the " << names[epilogue->code()]
+                 << " after it as its epilogue, writing "
+                 << getElementTypeOrSelf(epilogue->op.getDpsInits()[0]);
+          erasedOps.push_back(epilogue->op);
+          epilogue->op->erase();
+        }
         ++numGemms;
         op->erase();
         return success();
@@ -749,9 +942,63 @@ private:
     return {};
   }
 
-  void emitGemm(linalg::LinalgOp op, const GemmMatch &match, bool accumulate) {
+  /// The epilogue right after the product `op` (pure ops and allocations
+  /// between), when the product's buffer has no other reader, so that
+  /// cuBLASLt may write the epilogue's output instead.
+  static std::optional<Epilogue> epilogueAfter(linalg::LinalgOp op) {
+    Value accumulator = op.getDpsInitOperand(0)->get();
+    if (!accumulator.getDefiningOp<memref::AllocOp>())
+      return std::nullopt;
+    linalg::GenericOp reader;
+    for (Operation *user : accumulator.getUsers()) {
+      if (user == op.getOperation() ||
+          isa<linalg::FillOp, memref::DeallocOp,
+              memref::ExtractAlignedPointerAsIndexOp>(user))
+        continue;
+      auto generic = dyn_cast<linalg::GenericOp>(user);
+      if (!generic || reader)
+        return std::nullopt;
+      reader = generic;
+    }
+    for (Operation *next = op->getNextNode(); next;
+         next = next->getNextNode()) {
+      if (next == reader.getOperation()) {
+        std::optional<Epilogue> epilogue = matchEpilogue(reader, accumulator);
+        if (!epilogue)
+          return std::nullopt;
+        // cuBLASLt writes a 2-D output with unit inner stride, in f32 or
+        // the inputs' type.
+        auto out = dyn_cast<MemRefType>(reader.getDpsInits()[0].getType());
+        Type inputType = getElementTypeOrSelf(op.getDpsInputOperand(0)->get());
+        SmallVector<int64_t> strides;
+        int64_t offset;
+        if (!out || out.getRank() != 2 ||
+            failed(out.getStridesAndOffset(strides, offset)) ||
+            strides.back() != 1 ||
+            !(out.getElementType().isF32() ||
+              out.getElementType() == inputType))
+          return std::nullopt;
+        if (epilogue->bias) {
+          auto bias = dyn_cast<MemRefType>(epilogue->bias.getType());
+          if (!bias || bias.getRank() != 1 ||
+              failed(bias.getStridesAndOffset(strides, offset)) ||
+              strides.back() != 1)
+            return std::nullopt;
+        }
+        return epilogue;
+      }
+      if (!isMemoryEffectFree(next) && !isa<memref::AllocOp>(next))
+        return std::nullopt;
+    }
+    return std::nullopt;
+  }
+
+  void emitGemm(linalg::LinalgOp op, const GemmMatch &match, bool accumulate,
+                Epilogue *epilogue) {
     Location loc = op.getLoc();
-    OpBuilder b(op);
+    // With an epilogue, at its place: its output may be allocated after the
+    // product (only pure ops and allocations are between).
+    OpBuilder b(epilogue ? epilogue->op.getOperation() : op.getOperation());
     Type i64 = b.getI64Type();
     auto toI64 = [&](Value value) -> Value {
       return arith::IndexCastOp::create(b, loc, i64, value);
@@ -771,7 +1018,7 @@ private:
       Value address = arith::AddIOp::create(b, loc, base, offsetBytes);
       auto strides = metadata.getStrides();
       int64_t rank = type.getRank();
-      Value leading = strides[rank - 2];
+      Value leading = rank >= 2 ? strides[rank - 2] : index(b, loc, 0);
       Value batchStride = rank == 3 ? strides[0] : index(b, loc, 0);
       return SmallVector<Value>{toI64(address), toI64(leading),
                                 toI64(batchStride),
@@ -779,7 +1026,10 @@ private:
     };
     SmallVector<Value> a = describe(op.getDpsInputOperand(0)->get());
     SmallVector<Value> bm = describe(op.getDpsInputOperand(1)->get());
-    SmallVector<Value> c = describe(op.getDpsInitOperand(0)->get());
+    // With an epilogue cuBLASLt writes the epilogue's output directly.
+    SmallVector<Value> c = describe(
+        epilogue ? epilogue->op->getOperand(epilogue->op->getNumOperands() - 1)
+                 : op.getDpsInitOperand(0)->get());
     SmallVector<Value> args = {constant(match.m), constant(match.n),
                                constant(match.k), constant(match.batch)};
     llvm::append_range(args, a);
@@ -788,8 +1038,9 @@ private:
     args.push_back(constant(match.transB));
     llvm::append_range(args, c);
     args.push_back(constant(accumulate));
-    args.push_back(constant(0)); // no epilogue
-    args.push_back(constant(0)); // no bias
+    args.push_back(constant(epilogue ? epilogue->code() : 0));
+    args.push_back(epilogue && epilogue->bias ? describe(epilogue->bias)[0]
+                                              : constant(0));
     args.push_back(constant(-1));
     func::FuncOp callee = declareRuntime(b, "braid_rt_gemm", args.size());
     func::CallOp::create(b, loc, callee, args);

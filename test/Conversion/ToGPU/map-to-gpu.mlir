@@ -249,3 +249,111 @@ func.func @buffers(%x: memref<64xf32>) {
   memref.dealloc %book : memref<2xindex>
   return
 }
+
+// -----
+
+// Elementwise work on a product that only it reads becomes cuBLASLt's
+// epilogue, written straight to its own output: bias + GELU (any spelling
+// of the tanh form) is epilogue 2, a ReLU spelled as a select is 5, a cast
+// alone is 0 with the output in bf16. An erf GELU (not what cuBLASLt
+// computes) and a product read twice stay separate kernels.
+// REMARK-LABEL: remark: runs on cuBLASLt: 64x32x16, with the bias + GELU after it as its epilogue, writing 'bf16'
+// REMARK: remark: runs on cuBLASLt: 64x32x16, with the ReLU after it as its epilogue, writing 'f32'
+// REMARK: remark: runs on cuBLASLt: 64x32x16, with the cast after it as its epilogue, writing 'bf16'
+// REMARK: remark: runs on cuBLASLt: 64x32x16{{$}}
+// REMARK: remark: runs on cuBLASLt: 64x32x16{{$}}
+// CHECK-LABEL: func.func @epilogues
+// CHECK: %{{.*}}, %[[DOFF:.*]], %{{.*}}:2, %[[DST:.*]]:2 = memref.extract_strided_metadata %arg4 : memref<64x32xbf16>
+// CHECK: memref.extract_strided_metadata %arg3 : memref<32xbf16>
+// CHECK: call @braid_rt_gemm({{([^,]*, ?)+}}%c3_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}}, %{{[0-9]+}}, %c-1_i64
+// CHECK-NOT: gpu.launch
+// CHECK: memref.extract_strided_metadata %arg5 : memref<64x32xf32>
+// CHECK: call @braid_rt_gemm({{([^,]*, ?)+}}%c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c5_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c-1_i64
+// CHECK-NOT: gpu.launch
+// CHECK: memref.extract_strided_metadata %arg6 : memref<64x32xbf16>
+// CHECK: call @braid_rt_gemm({{([^,]*, ?)+}}%c3_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c-1_i64
+// The erf GELU, then the product read twice (by the ReLU and the copy).
+// CHECK: call @braid_rt_gemm(
+// CHECK: gpu.launch
+// CHECK: math.erf
+// CHECK: call @braid_rt_gemm(
+// CHECK: gpu.launch
+// CHECK: arith.maximumf
+// CHECK: gpu.launch
+#id = affine_map<(i, j) -> (i, j)>
+#col = affine_map<(i, j) -> (j)>
+func.func @epilogues(%a: memref<64x16xbf16>, %b: memref<16x32xbf16>, %c: index, %bias: memref<32xbf16>,
+                     %d: memref<64x32xbf16>, %e: memref<64x32xf32>, %f: memref<64x32xbf16>,
+                     %g: memref<64x32xbf16>, %h: memref<64x32xf32>, %k: memref<64x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %half = arith.constant 0.5 : f32
+  %one = arith.constant 1.0 : f32
+  %c0447 = arith.constant 0.044715 : f32
+  %s2pi = arith.constant 0.7978845608 : f32
+  %isq2 = arith.constant 0.70710678 : f32
+  %acc1 = memref.alloc() : memref<64x32xf32>
+  linalg.fill ins(%zero : f32) outs(%acc1 : memref<64x32xf32>)
+  linalg.matmul ins(%a, %b : memref<64x16xbf16>, memref<16x32xbf16>) outs(%acc1 : memref<64x32xf32>)
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%acc1, %bias : memref<64x32xf32>, memref<32xbf16>) outs(%d : memref<64x32xbf16>) {
+  ^bb0(%x: f32, %bv: bf16, %o: bf16):
+    %bf = arith.extf %bv : bf16 to f32
+    %y = arith.addf %x, %bf : f32
+    %y3 = arith.mulf %y, %y : f32
+    %y3b = arith.mulf %y3, %y : f32
+    %in = arith.mulf %y3b, %c0447 : f32
+    %in2 = arith.addf %y, %in : f32
+    %in3 = arith.mulf %in2, %s2pi : f32
+    %t = math.tanh %in3 : f32
+    %t1 = arith.addf %t, %one : f32
+    %hy = arith.mulf %y, %half : f32
+    %r = arith.mulf %hy, %t1 : f32
+    %rt = arith.truncf %r : f32 to bf16
+    linalg.yield %rt : bf16
+  }
+  memref.dealloc %acc1 : memref<64x32xf32>
+  %acc2 = memref.alloc() : memref<64x32xf32>
+  linalg.fill ins(%zero : f32) outs(%acc2 : memref<64x32xf32>)
+  linalg.matmul ins(%a, %b : memref<64x16xbf16>, memref<16x32xbf16>) outs(%acc2 : memref<64x32xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%acc2 : memref<64x32xf32>) outs(%e : memref<64x32xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %pos = arith.cmpf ogt, %x, %zero : f32
+    %r = arith.select %pos, %x, %zero : f32
+    linalg.yield %r : f32
+  }
+  %acc3 = memref.alloc() : memref<64x32xf32>
+  linalg.fill ins(%zero : f32) outs(%acc3 : memref<64x32xf32>)
+  linalg.matmul ins(%a, %b : memref<64x16xbf16>, memref<16x32xbf16>) outs(%acc3 : memref<64x32xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%acc3 : memref<64x32xf32>) outs(%f : memref<64x32xbf16>) {
+  ^bb0(%x: f32, %o: bf16):
+    %r = arith.truncf %x : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  %acc4 = memref.alloc() : memref<64x32xf32>
+  linalg.fill ins(%zero : f32) outs(%acc4 : memref<64x32xf32>)
+  linalg.matmul ins(%a, %b : memref<64x16xbf16>, memref<16x32xbf16>) outs(%acc4 : memref<64x32xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%acc4 : memref<64x32xf32>) outs(%g : memref<64x32xbf16>) {
+  ^bb0(%x: f32, %o: bf16):
+    %s = arith.mulf %x, %isq2 : f32
+    %erf = math.erf %s : f32
+    %e1 = arith.addf %erf, %one : f32
+    %hx = arith.mulf %x, %half : f32
+    %r = arith.mulf %hx, %e1 : f32
+    %rt = arith.truncf %r : f32 to bf16
+    linalg.yield %rt : bf16
+  }
+  %acc5 = memref.alloc() : memref<64x32xf32>
+  linalg.fill ins(%zero : f32) outs(%acc5 : memref<64x32xf32>)
+  linalg.matmul ins(%a, %b : memref<64x16xbf16>, memref<16x32xbf16>) outs(%acc5 : memref<64x32xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%acc5 : memref<64x32xf32>) outs(%h : memref<64x32xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %r = arith.maximumf %x, %zero : f32
+    linalg.yield %r : f32
+  }
+  linalg.copy ins(%acc5 : memref<64x32xf32>) outs(%k : memref<64x32xf32>)
+  return
+}
