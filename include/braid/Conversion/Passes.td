@@ -223,6 +223,10 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
     - Every other linalg op and `memref.copy` on the host becomes a
       `gpu.launch` of its own with one thread per output element
       (grid-stride), reductions sequential in each thread.
+    - Elementwise ops and row-reduction partials whose buffers are
+      contiguous along the innermost loop move 16 bytes per access
+      (`vector.load`/`vector.store` with alignment) when a run-time check
+      finds every streamed buffer aligned, one element at a time otherwise.
     - Buffers that compute or transfers touch are allocated on the device
       (`gpu.alloc`, stream-ordered on the rank's compute stream); the small
       host buffers that buffer deallocation keeps its bookkeeping in stay on
@@ -237,7 +241,8 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
     "::mlir::gpu::GPUDialect",
     "::mlir::linalg::LinalgDialect",
     "::mlir::memref::MemRefDialect",
-    "::mlir::scf::SCFDialect"
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
   ];
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",

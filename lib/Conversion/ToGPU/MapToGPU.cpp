@@ -31,6 +31,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -183,9 +184,204 @@ public:
 
     if (cooperative && red.size() == 1 && redExtents[0] >= 32)
       if (std::optional<Combiner> combiner = matchCombiner(op))
-        return emitCooperative(op, *combiner, points, threadId, numThreads),
+        return emitCooperative(op, *combiner, ranges, points, threadId,
+                               numThreads),
                success();
 
+    // Elementwise work over contiguous rows moves 16 bytes per access when
+    // every buffer it streams is aligned for that (checked at run time, the
+    // same for all threads); otherwise one element at a time.
+    if (red.empty()) {
+      if (std::optional<VectorPlan> plan = planVectors(op, ranges)) {
+        Value aligned = alignmentCheck(op, *plan);
+        auto branch = scf::IfOp::create(b, loc, aligned, /*withElse=*/true);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(&branch.getThenRegion().front());
+        emitVectorized(op, *plan, points, threadId, numThreads);
+        b.setInsertionPointToStart(&branch.getElseRegion().front());
+        emitElementwise(op, ranges, points, threadId, numThreads);
+        return success();
+      }
+    }
+    emitElementwise(op, ranges, points, threadId, numThreads);
+    return success();
+  }
+
+private:
+  /// How an op's operands are read in vectors of `width` elements along
+  /// its innermost loop: streamed (contiguous along it), or one scalar per
+  /// vector (not indexed by it).
+  struct VectorPlan {
+    int64_t width = 1;
+    unsigned innermost = 0;
+    SmallVector<bool> streamed; // per operand
+  };
+
+  std::optional<VectorPlan> planVectors(linalg::LinalgOp op,
+                                        ArrayRef<int64_t> ranges) {
+    VectorPlan plan;
+    plan.innermost = ranges.size() - 1;
+    int64_t widest = 0;
+    for (OpOperand &operand : op->getOpOperands()) {
+      auto type = dyn_cast<MemRefType>(operand.get().getType());
+      bool streamed = false;
+      if (type) {
+        AffineMap map = op.getMatchingIndexingMap(&operand);
+        if (map.isFunctionOfDim(plan.innermost)) {
+          // Contiguous: the last index is the innermost loop alone, which
+          // no other index uses, over a unit-stride dimension.
+          auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
+          if (!last || last.getPosition() != plan.innermost)
+            return std::nullopt;
+          for (AffineExpr expr : map.getResults().drop_back())
+            if (expr.isFunctionOfDim(plan.innermost))
+              return std::nullopt;
+          SmallVector<int64_t> strides;
+          int64_t offset;
+          Type element = type.getElementType();
+          if (failed(type.getStridesAndOffset(strides, offset)) ||
+              strides.back() != 1 || !element.isIntOrFloat() ||
+              element.getIntOrFloatBitWidth() < 8)
+            return std::nullopt;
+          streamed = true;
+          widest = std::max(widest, elementBytes(element));
+        }
+      }
+      plan.streamed.push_back(streamed);
+    }
+    if (widest == 0)
+      return std::nullopt;
+    plan.width = 16 / widest;
+    if (plan.width < 2 || ranges[plan.innermost] % plan.width != 0)
+      return std::nullopt;
+    // Static outer strides must keep every row's start aligned.
+    for (auto [operand, streamed] :
+         llvm::zip(op->getOpOperands(), plan.streamed)) {
+      if (!streamed)
+        continue;
+      auto type = cast<MemRefType>(operand.get().getType());
+      SmallVector<int64_t> strides;
+      int64_t offset;
+      (void)type.getStridesAndOffset(strides, offset);
+      for (int64_t stride : ArrayRef<int64_t>(strides).drop_back())
+        if (!ShapedType::isDynamic(stride) && stride % plan.width != 0)
+          return std::nullopt;
+    }
+    return plan;
+  }
+
+  /// Whether every streamed buffer starts, and every row of it starts, on a
+  /// boundary of its vector's size (an i1, uniform across the block).
+  Value alignmentCheck(linalg::LinalgOp op, const VectorPlan &plan) {
+    Value ok = arith::ConstantIntOp::create(b, loc, 1, 1);
+    Value zero = index(0);
+    for (auto [operand, streamed] :
+         llvm::zip(op->getOpOperands(), plan.streamed)) {
+      if (!streamed)
+        continue;
+      Value buffer = mapping.lookupOrDefault(operand.get());
+      auto type = cast<MemRefType>(buffer.getType());
+      int64_t bytes = elementBytes(type.getElementType());
+      auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, buffer);
+      Value base = memref::ExtractAlignedPointerAsIndexOp::create(
+          b, loc, metadata.getBaseBuffer());
+      Value start = arith::AddIOp::create(
+          b, loc, base,
+          arith::MulIOp::create(b, loc, metadata.getOffset(), index(bytes)));
+      auto divisible = [&](Value value, int64_t by) {
+        Value rest = arith::RemUIOp::create(b, loc, value, index(by));
+        return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, rest,
+                                     zero);
+      };
+      ok = arith::AndIOp::create(b, loc, ok,
+                                 divisible(start, plan.width * bytes));
+      for (Value stride : metadata.getStrides().drop_back())
+        ok = arith::AndIOp::create(b, loc, ok, divisible(stride, plan.width));
+    }
+    return ok;
+  }
+
+  /// The op a vector of `width` innermost elements at a time: vector loads
+  /// and stores, the payload once per lane.
+  void emitVectorized(linalg::LinalgOp op, const VectorPlan &plan,
+                      int64_t points, Value threadId, Value numThreads) {
+    SmallVector<int64_t> extents(parExtents);
+    extents.back() /= plan.width;
+    auto loop = scf::ForOp::create(b, loc, threadId, index(points / plan.width),
+                                   numThreads);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    SmallVector<Value> ivs(par.size());
+    for (auto [dim, iv] :
+         llvm::zip(par, delinearize(loop.getInductionVar(), extents)))
+      ivs[dim] = iv;
+    ivs[plan.innermost] =
+        arith::MulIOp::create(b, loc, ivs[plan.innermost], index(plan.width));
+
+    // Operands: a vector each for the streamed ones, a scalar otherwise.
+    unsigned numInputs = op.getNumDpsInputs();
+    SmallVector<Value> loaded;
+    SmallVector<SmallVector<Value>> at;
+    for (auto [operand, streamed] :
+         llvm::zip(op->getOpOperands(), plan.streamed)) {
+      Value value = mapping.lookupOrDefault(operand.get());
+      at.emplace_back();
+      auto type = dyn_cast<MemRefType>(value.getType());
+      if (!type) {
+        loaded.push_back(value);
+        continue;
+      }
+      at.back() = apply(op.getMatchingIndexingMap(&operand), ivs);
+      bool isInit = operand.getOperandNumber() >= numInputs;
+      if (isInit && !op.payloadUsesValueFromOperand(&operand)) {
+        loaded.push_back(Value());
+        continue;
+      }
+      if (!streamed) {
+        loaded.push_back(memref::LoadOp::create(b, loc, value, at.back()));
+        continue;
+      }
+      int64_t bytes = elementBytes(type.getElementType());
+      auto vectorType = VectorType::get({plan.width}, type.getElementType());
+      loaded.push_back(vector::LoadOp::create(
+          b, loc, vectorType, value, at.back(), /*nontemporal=*/false,
+          llvm::MaybeAlign(plan.width * bytes)));
+    }
+
+    // The payload per lane.
+    SmallVector<SmallVector<Value>> lanes(op.getNumDpsInits());
+    Value first = ivs[plan.innermost];
+    for (int64_t lane = 0; lane < plan.width; ++lane) {
+      SmallVector<Value> laneIvs(ivs);
+      laneIvs[plan.innermost] =
+          lane ? Value(arith::AddIOp::create(b, loc, first, index(lane)))
+               : first;
+      SmallVector<Value> args;
+      for (auto [value, streamed] : llvm::zip(loaded, plan.streamed))
+        args.push_back(
+            value && streamed && isa<VectorType>(value.getType())
+                ? Value(vector::ExtractOp::create(b, loc, value, lane))
+                : value);
+      IRMapping local = inlinePayload(op, laneIvs, args);
+      for (auto [index, value] : llvm::enumerate(
+               op->getRegion(0).front().getTerminator()->getOperands()))
+        lanes[index].push_back(local.lookupOrDefault(value));
+    }
+    for (auto [index, init] : llvm::enumerate(op.getDpsInitsMutable())) {
+      Value buffer = mapping.lookupOrDefault(init.get());
+      auto type = cast<MemRefType>(buffer.getType());
+      auto vectorType = VectorType::get({plan.width}, type.getElementType());
+      Value result =
+          vector::FromElementsOp::create(b, loc, vectorType, lanes[index]);
+      vector::StoreOp::create(
+          b, loc, result, buffer, at[numInputs + index], /*nontemporal=*/false,
+          llvm::MaybeAlign(plan.width * elementBytes(type.getElementType())));
+    }
+  }
+
+  /// One output element per thread and iteration, reductions sequential.
+  void emitElementwise(linalg::LinalgOp op, ArrayRef<int64_t> ranges,
+                       int64_t points, Value threadId, Value numThreads) {
     auto loop = scf::ForOp::create(b, loc, threadId, index(points), numThreads);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
@@ -209,10 +405,8 @@ public:
     SmallVector<Value> results = reduceNest(op, ivs, 0, initial);
     for (auto [value, buffer, at] : llvm::zip(results, outBuffers, indices))
       memref::StoreOp::create(b, loc, value, buffer, at);
-    return success();
   }
 
-private:
   Value index(int64_t value) {
     return arith::ConstantIndexOp::create(b, loc, value);
   }
@@ -301,7 +495,14 @@ private:
   /// One output element after another, each reduced by all threads: a
   /// strided partial per thread, then one block-wide combine.
   void emitCooperative(linalg::LinalgOp op, const Combiner &combiner,
-                       int64_t points, Value threadId, Value numThreads) {
+                       ArrayRef<int64_t> ranges, int64_t points, Value threadId,
+                       Value numThreads) {
+    // A row's elements stream in 16-byte vectors when the reduction runs
+    // along the contiguous dimension and the buffers are aligned.
+    std::optional<VectorPlan> plan;
+    if (red[0] == ranges.size() - 1)
+      plan = planVectors(op, ranges);
+    Value aligned = plan ? alignmentCheck(op, *plan) : Value();
     auto rows = scf::ForOp::create(b, loc, index(0), index(points), index(1));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(rows.getBody());
@@ -312,19 +513,24 @@ private:
     Type f32 = b.getF32Type();
     Value identity = arith::ConstantOp::create(
         b, loc, b.getFloatAttr(f32, combiner.identity));
-    auto slice = scf::ForOp::create(b, loc, threadId, index(redExtents[0]),
-                                    numThreads, ValueRange{identity});
-    {
+    Value partial;
+    if (plan) {
+      auto branch = scf::IfOp::create(b, loc, TypeRange{f32}, aligned,
+                                      /*withElseRegion=*/true);
       OpBuilder::InsertionGuard inner(b);
-      b.setInsertionPointToStart(slice.getBody());
-      ivs[red[0]] = slice.getInductionVar();
-      SmallVector<Value> args = payloadArgs(op, ivs, ValueRange{Value()});
-      IRMapping local = inlinePayload(op, ivs, args, combiner.op);
-      Value partial = combine(combiner, slice.getRegionIterArgs()[0],
-                              local.lookupOrDefault(combiner.other));
-      scf::YieldOp::create(b, loc, partial);
+      b.setInsertionPointToStart(&branch.getThenRegion().front());
+      scf::YieldOp::create(b, loc,
+                           vectorSlice(op, combiner, *plan, ivs, identity,
+                                       threadId, numThreads));
+      b.setInsertionPointToStart(&branch.getElseRegion().front());
+      scf::YieldOp::create(
+          b, loc,
+          scalarSlice(op, combiner, ivs, identity, threadId, numThreads));
+      partial = branch.getResult(0);
+    } else {
+      partial = scalarSlice(op, combiner, ivs, identity, threadId, numThreads);
     }
-    Value total = gpu::AllReduceOp::create(b, loc, slice.getResult(0),
+    Value total = gpu::AllReduceOp::create(b, loc, partial,
                                            gpu::AllReduceOperationAttr::get(
                                                b.getContext(), combiner.kind),
                                            /*uniform=*/true)
@@ -338,6 +544,78 @@ private:
     SmallVector<Value> at = apply(op.getMatchingIndexingMap(&init), ivs);
     Value old = memref::LoadOp::create(b, loc, buffer, at);
     memref::StoreOp::create(b, loc, combine(combiner, old, total), buffer, at);
+  }
+
+  /// This thread's partial of the row at `ivs`: every numThreads-th
+  /// element, one at a time.
+  Value scalarSlice(linalg::LinalgOp op, const Combiner &combiner,
+                    SmallVector<Value> &ivs, Value identity, Value threadId,
+                    Value numThreads) {
+    auto slice = scf::ForOp::create(b, loc, threadId, index(redExtents[0]),
+                                    numThreads, ValueRange{identity});
+    OpBuilder::InsertionGuard inner(b);
+    b.setInsertionPointToStart(slice.getBody());
+    ivs[red[0]] = slice.getInductionVar();
+    SmallVector<Value> args = payloadArgs(op, ivs, ValueRange{Value()});
+    IRMapping local = inlinePayload(op, ivs, args, combiner.op);
+    Value partial = combine(combiner, slice.getRegionIterArgs()[0],
+                            local.lookupOrDefault(combiner.other));
+    scf::YieldOp::create(b, loc, partial);
+    return slice.getResult(0);
+  }
+
+  /// The same in vectors: thread t takes elements [t * w, t * w + w), then
+  /// the next numThreads * w, with one vector load per streamed input.
+  Value vectorSlice(linalg::LinalgOp op, const Combiner &combiner,
+                    const VectorPlan &plan, SmallVector<Value> &ivs,
+                    Value identity, Value threadId, Value numThreads) {
+    Value width = index(plan.width);
+    auto slice = scf::ForOp::create(
+        b, loc, arith::MulIOp::create(b, loc, threadId, width),
+        index(redExtents[0]), arith::MulIOp::create(b, loc, numThreads, width),
+        ValueRange{identity});
+    OpBuilder::InsertionGuard inner(b);
+    b.setInsertionPointToStart(slice.getBody());
+    ivs[red[0]] = slice.getInductionVar();
+    SmallVector<Value> loaded;
+    for (auto [input, streamed] :
+         llvm::zip(op.getDpsInputOperands(), plan.streamed)) {
+      Value value = mapping.lookupOrDefault(input->get());
+      auto type = dyn_cast<MemRefType>(value.getType());
+      if (!type) {
+        loaded.push_back(value);
+        continue;
+      }
+      SmallVector<Value> at = apply(op.getMatchingIndexingMap(input), ivs);
+      if (!streamed) {
+        loaded.push_back(memref::LoadOp::create(b, loc, value, at));
+        continue;
+      }
+      auto vectorType = VectorType::get({plan.width}, type.getElementType());
+      loaded.push_back(vector::LoadOp::create(
+          b, loc, vectorType, value, at, /*nontemporal=*/false,
+          llvm::MaybeAlign(plan.width * elementBytes(type.getElementType()))));
+    }
+    Value accumulator = slice.getRegionIterArgs()[0];
+    Value first = ivs[red[0]];
+    for (int64_t lane = 0; lane < plan.width; ++lane) {
+      SmallVector<Value> laneIvs(ivs);
+      laneIvs[red[0]] =
+          lane ? Value(arith::AddIOp::create(b, loc, first, index(lane)))
+               : first;
+      SmallVector<Value> args;
+      for (Value value : loaded)
+        args.push_back(
+            isa<VectorType>(value.getType())
+                ? Value(vector::ExtractOp::create(b, loc, value, lane))
+                : value);
+      args.push_back(Value()); // the output: the combiner alone reads it
+      IRMapping local = inlinePayload(op, laneIvs, args, combiner.op);
+      accumulator =
+          combine(combiner, accumulator, local.lookupOrDefault(combiner.other));
+    }
+    scf::YieldOp::create(b, loc, accumulator);
+    return slice.getResult(0);
   }
 
   Value combine(const Combiner &combiner, Value lhs, Value rhs) {

@@ -89,13 +89,23 @@ func.func @gemm_fallback(%a: memref<4x32xf32>, %b: memref<8x4xf32>, %c: memref<4
 
 // -----
 
-// Host elementwise work and copies: one grid-stride kernel each, a thread
-// per element; the output is not read when the payload does not use it.
+// Host elementwise work and copies: one grid-stride kernel each; the output
+// is not read when the payload does not use it.
 // CHECK-LABEL: func.func @host_elementwise
 // CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%[[GX:.*]] = %c128{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[SX:.*]] = %c256{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}})
 // CHECK: %[[START:.*]] = arith.muli %[[BX]], %[[SX]]
 // CHECK: %[[TID:.*]] = arith.addi %[[START]], %[[TX]]
 // CHECK: %[[ALL:.*]] = arith.muli %[[GX]], %[[SX]]
+// 16-byte vectors when aligned: 8192 vectors of 4 floats ...
+// CHECK: scf.if
+// CHECK: scf.for %[[V:.*]] = %[[TID]] to %c8192{{.*}} step %[[ALL]]
+// CHECK: arith.remui %[[V]], %c64
+// CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<128x256xf32>, vector<4xf32>
+// CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<128x256xf32>, vector<4xf32>
+// CHECK-COUNT-4: arith.addf
+// CHECK: vector.store %{{.*}} {alignment = 16 : i64} : memref<128x256xf32>, vector<4xf32>
+// ... and one element at a time otherwise.
+// CHECK: } else {
 // CHECK: scf.for %[[P:.*]] = %[[TID]] to %c32768{{.*}} step %[[ALL]]
 // CHECK: arith.remui %[[P]], %c256
 // CHECK: arith.divui %[[P]], %c256
@@ -134,16 +144,38 @@ func.func @host_elementwise(%a: memref<128x256xf32>, %b: memref<128x256xf32>, %c
 // CHECK: %[[EXP:.*]] = memref.view %[[BASE]][%c0{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<1x2048xf32, #gpu.address_space<workgroup>>
 // CHECK: %[[MAX:.*]] = memref.view %[[BASE]][%c8192{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<1xf32, #gpu.address_space<workgroup>>
 // CHECK: memref.subview %{{.*}}[%[[ROW]], 0]
-// The max: a strided partial per thread, then the block's combine.
+// The max: a partial per thread, then the block's combine. When the row
+// and its stride are 16-byte aligned (checked once, for all threads), each
+// thread reads 4 floats at a time; otherwise one.
+// CHECK: %[[BASE0:.*]] = memref.extract_aligned_pointer_as_index
+// CHECK: %[[START:.*]] = arith.addi %[[BASE0]]
+// CHECK: arith.remui %[[START]], %c16
+// CHECK: arith.andi
+// CHECK: arith.remui %strides#0, %c4
+// CHECK: %[[ALIGNED:.*]] = arith.andi
 // CHECK: %[[NEGINF:.*]] = arith.constant 0xFF800000 : f32
-// CHECK: %[[PART:.*]] = scf.for %{{.*}} = %[[TX]] to %c2048{{.*}} step %[[SX]] iter_args(%[[ACC:.*]] = %[[NEGINF]]) -> (f32)
-// CHECK: arith.maximumf %[[ACC]]
+// CHECK: %[[PART:.*]] = scf.if %[[ALIGNED]] -> (f32) {
+// CHECK:   %[[STEP:.*]] = arith.muli %[[SX]], %c4
+// CHECK:   %[[FIRST:.*]] = arith.muli %[[TX]], %c4
+// CHECK:   scf.for %{{.*}} = %[[FIRST]] to %c2048{{.*}} step %[[STEP]] iter_args(%[[VACC:.*]] = %[[NEGINF]]) -> (f32)
+// CHECK:     %[[VEC:.*]] = vector.load %{{.*}} {alignment = 16 : i64} : memref<1x2048xf32, strided<[2048, 1], offset: ?>>, vector<4xf32>
+// CHECK:     %[[L0:.*]] = vector.extract %[[VEC]][0]
+// CHECK:     arith.maximumf %[[VACC]], %[[L0]]
+// CHECK-COUNT-3: arith.maximumf
+// CHECK: } else {
+// CHECK:   scf.for %{{.*}} = %[[TX]] to %c2048{{.*}} step %[[SX]] iter_args(%[[ACC:.*]] = %[[NEGINF]]) -> (f32)
+// CHECK:     arith.maximumf %[[ACC]]
 // CHECK: %[[TOTAL:.*]] = gpu.all_reduce maximumf %[[PART]] uniform
 // CHECK: scf.if
 // CHECK: arith.maximumf %{{.*}}, %[[TOTAL]]
 // CHECK: gpu.barrier
-// exp(x - max) into shared memory:
-// CHECK: scf.for
+// exp(x - max) into shared memory, 4 lanes per vector:
+// CHECK: scf.if
+// CHECK: vector.load
+// CHECK-COUNT-4: math.exp
+// CHECK: %[[LANES:.*]] = vector.from_elements
+// CHECK: vector.store %[[LANES]], %[[EXP]]{{.*}} {alignment = 16 : i64} : memref<1x2048xf32, #gpu.address_space<workgroup>>, vector<4xf32>
+// CHECK: } else {
 // CHECK: math.exp
 // CHECK: memref.store %{{.*}}, %[[EXP]]
 // CHECK: gpu.barrier
@@ -355,5 +387,21 @@ func.func @epilogues(%a: memref<64x16xbf16>, %b: memref<16x32xbf16>, %c: index, 
     linalg.yield %r : f32
   }
   linalg.copy ins(%acc5 : memref<64x32xf32>) outs(%k : memref<64x32xf32>)
+  return
+}
+
+// -----
+
+// bf16 streams 8 elements (16 bytes) per access; a transpose, whose
+// accesses are not contiguous along the same loop, is not vectorized.
+// CHECK-LABEL: func.func @vector_widths
+// CHECK: vector.load %{{.*}} : memref<64x512xbf16>, vector<8xbf16>
+// CHECK: vector.store %{{.*}} : memref<64x512xbf16>, vector<8xbf16>
+// CHECK: gpu.launch
+// CHECK-NOT: vector.load
+// CHECK: gpu.terminator
+func.func @vector_widths(%x: memref<64x512xbf16>, %y: memref<64x512xbf16>, %t: memref<512x64xbf16>) {
+  linalg.copy ins(%x : memref<64x512xbf16>) outs(%y : memref<64x512xbf16>)
+  linalg.transpose ins(%x : memref<64x512xbf16>) outs(%t : memref<512x64xbf16>) permutation = [1, 0]
   return
 }
