@@ -27,6 +27,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <sched.h>
+#include <set>
 #include <vector>
 
 using namespace braid::rt;
@@ -51,6 +53,8 @@ struct Runtime {
   Tracer tracer;
   GroupTable groups;
   std::unique_ptr<CommThread> comm;
+  /// Live braid_rt_symmetric_alloc buffers.
+  std::set<void *> symmetric;
 };
 
 // Never destroyed: a program that exits without braid_rt_finalize (after an
@@ -94,6 +98,16 @@ double timeoutFromEnvironment() {
   if (*end != '\0' || !(seconds > 0))
     fatalf("BRAID_TIMEOUT=%s is not a positive number of seconds", text);
   return seconds;
+}
+
+void checkSignal(const char *call, int64_t addr, int64_t stream, int64_t step) {
+  if (addr == 0 || addr % 4 != 0)
+    fatalf("%s (step %lld): the flag address %p is null or not 4-byte "
+           "aligned",
+           call, static_cast<long long>(step), reinterpret_cast<void *>(addr));
+  if (stream != 0 && stream != 1)
+    fatalf("%s (step %lld): stream %lld is neither 0 (compute) nor 1 (comm)",
+           call, static_cast<long long>(step), static_cast<long long>(stream));
 }
 
 void checkBuffer(const char *call, const char *name, int64_t addr,
@@ -498,6 +512,66 @@ int64_t braid_rt_loopback_ranks(void) { return 0; }
 
 void braid_rt_loopback_run(void (*)(void *), void *) {
   fatal("braid_rt_loopback_run is only implemented by the cuda backend");
+}
+
+int64_t braid_rt_symmetric_alloc(int64_t group, int64_t bytes) {
+  Runtime &rt = initialized("braid_rt_symmetric_alloc");
+  rt.groups.get(group, "braid_rt_symmetric_alloc");
+  if (bytes < 0)
+    fatalf("braid_rt_symmetric_alloc: negative size %lld",
+           static_cast<long long>(bytes));
+  // Host memory: MPI needs nothing special; the page alignment matches what
+  // the cuda backend's windows get.
+  size_t size =
+      (static_cast<size_t>(std::max<int64_t>(bytes, 1)) + 4095) / 4096 * 4096;
+  void *buffer = std::aligned_alloc(4096, size);
+  if (!buffer)
+    fatalf("braid_rt_symmetric_alloc: cannot allocate %lld bytes",
+           static_cast<long long>(bytes));
+  rt.symmetric.insert(buffer);
+  return reinterpret_cast<int64_t>(buffer);
+}
+
+void braid_rt_symmetric_free(int64_t group, int64_t addr) {
+  Runtime &rt = initialized("braid_rt_symmetric_free");
+  rt.groups.get(group, "braid_rt_symmetric_free");
+  void *buffer = reinterpret_cast<void *>(addr);
+  if (!rt.symmetric.erase(buffer))
+    fatalf("braid_rt_symmetric_free: %p is not a symmetric buffer (from "
+           "braid_rt_symmetric_alloc)",
+           buffer);
+  std::free(buffer);
+}
+
+void braid_rt_signal_set(int64_t addr, int64_t value, int64_t stream,
+                         int64_t step) {
+  initialized("braid_rt_signal_set");
+  checkSignal("braid_rt_signal_set", addr, stream, step);
+  __atomic_store_n(reinterpret_cast<int32_t *>(addr),
+                   static_cast<int32_t>(value), __ATOMIC_RELEASE);
+}
+
+void braid_rt_signal_wait(int64_t addr, int64_t value, int64_t stream,
+                          int64_t step) {
+  Runtime &rt = initialized("braid_rt_signal_wait");
+  checkSignal("braid_rt_signal_wait", addr, stream, step);
+  double timeout =
+      rt.timeoutOverride > 0 ? rt.timeoutOverride : timeoutFromEnvironment();
+  auto *flag = reinterpret_cast<int32_t *>(addr);
+  int64_t start = nowNs();
+  // At least `value` modulo 2^32, as cuStreamWaitValue32's GEQ compares.
+  while (static_cast<int32_t>(
+             static_cast<uint32_t>(__atomic_load_n(flag, __ATOMIC_ACQUIRE)) -
+             static_cast<uint32_t>(value)) < 0) {
+    if (std::isfinite(timeout) &&
+        static_cast<double>(nowNs() - start) * 1e-9 > timeout)
+      fatalf("braid_rt_signal_wait (step %lld): the flag at %p is %d, still "
+             "below %lld after %g s",
+             static_cast<long long>(step), static_cast<void *>(flag),
+             __atomic_load_n(flag, __ATOMIC_ACQUIRE),
+             static_cast<long long>(value), timeout);
+    sched_yield();
+  }
 }
 
 void braid_rt_gemm(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,

@@ -539,6 +539,36 @@ static void testOverlap(void) {
   end();
 }
 
+/* A symmetric buffer takes part in collectives like any buffer; a signal
+ * set on one stream releases a wait for it (on the cpu backend, the same
+ * thread: the wait returns at once). */
+static void testSymmetricAndSignals(void) {
+  begin("symmetric buffer and signals");
+  enum { count = 1024 };
+  float *mine = (float *)braid_rt_symmetric_alloc(world, 4 * count);
+  float *sum = (float *)braid_rt_symmetric_alloc(world, 4 * count);
+  expect(((uintptr_t)mine % 4096) == 0, "page-aligned", 0,
+         (double)((uintptr_t)mine % 4096), 0);
+  for (int i = 0; i < count; ++i)
+    mine[i] = (float)(rank + i);
+  braid_rt_wait(braid_rt_all_reduce(world, (int64_t)mine, (int64_t)sum, count,
+                                    BRAID_RT_F32, BRAID_RT_SUM, nextStep++));
+  for (int i = 0; i < count; ++i) {
+    double want = size * (size - 1) / 2.0 + (double)size * i;
+    expect(sum[i] == want, "sum", i, sum[i], want);
+  }
+  int32_t *flag = (int32_t *)xmalloc(4);
+  *flag = 0;
+  braid_rt_signal_set((int64_t)flag, 7, /*stream=*/1, nextStep);
+  braid_rt_signal_wait((int64_t)flag, 7, /*stream=*/0, nextStep);
+  braid_rt_signal_wait((int64_t)flag, 5, /*stream=*/0, nextStep++);
+  expect(*flag == 7, "flag", 0, *flag, 7);
+  free(flag);
+  braid_rt_symmetric_free(world, (int64_t)sum);
+  braid_rt_symmetric_free(world, (int64_t)mine);
+  end();
+}
+
 /*--- Grids ---------------------------------------------------------------*/
 
 static void testCoordinates(void) {
@@ -794,6 +824,7 @@ int main(int argc, char **argv) {
   testBroadcast(world, size, rank);
   testReductions(world, size, rank);
   testOverlap();
+  testSymmetricAndSignals();
   if (size == 4) {
     begin("coord 2x2");
     expect(braid_rt_coord(2, 2, 2, 1, 1, 0) == rank / 2, "axis 0", 0,

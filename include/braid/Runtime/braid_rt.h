@@ -173,6 +173,31 @@ int64_t braid_rt_broadcast(int64_t group, int64_t src, int64_t dst,
  * block, except on the loopback transport until a peer posted the match.) */
 void braid_rt_wait(int64_t request);
 
+/* Symmetric buffers: `bytes` of memory on every rank of `group`, at the
+ * same offset of one window the group shares. The cuda backend allocates
+ * with ncclMemAlloc and registers the window (ncclCommWindowRegister, the
+ * symmetric kind), so NCCL's collectives on it can use its symmetric-memory
+ * kernels; on the loopback transport and the cpu backend it is ordinary
+ * device or host memory. Collective over the group (every member calls it
+ * with the same size, in the same order); returns this rank's address.
+ * Free with braid_rt_symmetric_free (collective too), which first waits
+ * for the rank's device work. */
+int64_t braid_rt_symmetric_alloc(int64_t group, int64_t bytes);
+void braid_rt_symmetric_free(int64_t group, int64_t addr);
+
+/* Stream-level signals on a 32-bit flag at `addr` (device memory on the
+ * cuda backend): set writes `value` to it once the work enqueued so far on
+ * the rank's compute (`stream` = 0) or comm (1) stream is done
+ * (cuStreamWriteValue32); wait makes that stream wait, without the host,
+ * until the flag is >= `value` (cuStreamWaitValue32), a wait that the
+ * timeout covers like any other. On the cpu backend, set is a release
+ * store and wait an acquiring spin. For schedules that hand tiles between
+ * streams; no compiled schedule uses them yet. */
+void braid_rt_signal_set(int64_t addr, int64_t value, int64_t stream,
+                         int64_t step);
+void braid_rt_signal_wait(int64_t addr, int64_t value, int64_t stream,
+                          int64_t step);
+
 /* C[m,n] = act(beta C + op(A)[m,k] . op(B)[k,n] + bias[n]) in row-major
  * storage, with beta = 1 when `accumulate` is non-zero and 0 otherwise (C is
  * then only written, so a zero fill before the product is not needed),

@@ -17,6 +17,7 @@
 #pragma GCC visibility pop
 
 #include "CudaRuntime.h"
+#include "Driver.h"
 #include "Gemm.h"
 
 #include <algorithm>
@@ -1026,6 +1027,111 @@ void braid_rt_loopback_run(void (*fn)(void *), void *arg) {
   if (currentRankOrNull())
     fatal("braid_rt_loopback_run called from a rank's thread");
   loopback::run(fn, arg);
+}
+
+//===----------------------------------------------------------------------===//
+// Symmetric buffers and stream signals
+//===----------------------------------------------------------------------===//
+
+int64_t braid_rt_symmetric_alloc(int64_t group, int64_t bytes) {
+  const char *call = "braid_rt_symmetric_alloc";
+  RankState &state = currentRank(call);
+  const CudaGroup &g = getGroup(state, group, call);
+  if (bytes < 0)
+    fatalf("%s: negative size %lld", call, static_cast<long long>(bytes));
+  // Windows start and end on NCCL's required alignment.
+  size_t size = (static_cast<size_t>(std::max<int64_t>(bytes, 1)) +
+                 NCCL_WIN_REQUIRED_ALIGNMENT - 1) /
+                NCCL_WIN_REQUIRED_ALIGNMENT * NCCL_WIN_REQUIRED_ALIGNMENT;
+  std::string context = formatString(
+      "%s (%s on group %s)", call, formatBytes(bytes).c_str(), g.str().c_str());
+  void *buffer = nullptr;
+  RankState::SymmetricBuffer record;
+  record.group = group;
+  if (isLoopback()) {
+    // One process: every rank's memory is already the others' to read.
+    checkCuda(cudaMalloc(&buffer, size), "cudaMalloc", context);
+  } else {
+    nccl::flush(state);
+    checkNccl(ncclMemAlloc(&buffer, size), "ncclMemAlloc", context);
+    checkNccl(ncclCommWindowRegister(g.comm, buffer, size, &record.window,
+                                     NCCL_WIN_COLL_SYMMETRIC),
+              "ncclCommWindowRegister", context);
+  }
+  state.symmetric.emplace(buffer, record);
+  return reinterpret_cast<int64_t>(buffer);
+}
+
+void braid_rt_symmetric_free(int64_t group, int64_t addr) {
+  const char *call = "braid_rt_symmetric_free";
+  RankState &state = currentRank(call);
+  const CudaGroup &g = getGroup(state, group, call);
+  void *buffer = reinterpret_cast<void *>(addr);
+  auto found = state.symmetric.find(buffer);
+  if (found == state.symmetric.end() || found->second.group != group)
+    fatalf("%s: %p is not a symmetric buffer of group %s (from "
+           "braid_rt_symmetric_alloc)",
+           call, buffer, g.str().c_str());
+  // Device work may still read or write it.
+  synchronizeRank(state, call);
+  std::string context = std::string(call) + " (group " + g.str() + ")";
+  if (found->second.window) {
+    checkNccl(ncclCommWindowDeregister(g.comm, found->second.window),
+              "ncclCommWindowDeregister", context);
+    checkNccl(ncclMemFree(buffer), "ncclMemFree", context);
+  } else {
+    checkCuda(cudaFree(buffer), "cudaFree", context);
+  }
+  state.symmetric.erase(found);
+}
+
+namespace {
+
+cudaStream_t signalStream(RankState &state, int64_t addr, int64_t stream,
+                          int64_t step, const char *call) {
+  if (addr == 0 || addr % 4 != 0)
+    fatalf("%s (step %lld): the flag address %p is null or not 4-byte "
+           "aligned",
+           call, static_cast<long long>(step), reinterpret_cast<void *>(addr));
+  if (stream != 0 && stream != 1)
+    fatalf("%s (step %lld): stream %lld is neither 0 (compute) nor 1 (comm)",
+           call, static_cast<long long>(step), static_cast<long long>(stream));
+  return stream == 0 ? state.compute : state.comm;
+}
+
+} // namespace
+
+void braid_rt_signal_set(int64_t addr, int64_t value, int64_t stream,
+                         int64_t step) {
+  const char *call = "braid_rt_signal_set";
+  RankState &state = currentRank(call);
+  cudaStream_t target = signalStream(state, addr, stream, step, call);
+  // Transfers posted before the signal go first on the comm stream.
+  if (stream == 1 && !isLoopback())
+    nccl::flush(state);
+  checkDriver(driver().streamWriteValue32(reinterpret_cast<CUstream>(target),
+                                          static_cast<CUdeviceptr>(addr),
+                                          static_cast<cuuint32_t>(value),
+                                          CU_STREAM_WRITE_VALUE_DEFAULT),
+              "cuStreamWriteValue32",
+              formatString("%s step %lld", call, static_cast<long long>(step)));
+}
+
+void braid_rt_signal_wait(int64_t addr, int64_t value, int64_t stream,
+                          int64_t step) {
+  const char *call = "braid_rt_signal_wait";
+  RankState &state = currentRank(call);
+  cudaStream_t target = signalStream(state, addr, stream, step, call);
+  std::string context = formatString(
+      "%s step %lld (flag %p >= %lld)", call, static_cast<long long>(step),
+      reinterpret_cast<void *>(addr), static_cast<long long>(value));
+  if (stream == 0)
+    state.lastCompute = context; // named if the stream never gets past it
+  checkDriver(driver().streamWaitValue32(reinterpret_cast<CUstream>(target),
+                                         static_cast<CUdeviceptr>(addr),
+                                         static_cast<cuuint32_t>(value),
+                                         CU_STREAM_WAIT_VALUE_GEQ),
+              "cuStreamWaitValue32", context);
 }
 
 namespace braid::rt::cuda {

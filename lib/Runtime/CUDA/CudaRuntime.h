@@ -181,6 +181,14 @@ struct RankState {
   ncclComm_t world = nullptr;
   void *scratch = nullptr;
 
+  /// braid_rt_symmetric_alloc buffers: their group handle and, with NCCL,
+  /// their window (null on the loopback transport).
+  struct SymmetricBuffer {
+    int64_t group = 0;
+    ncclWindow_t window = nullptr;
+  };
+  std::unordered_map<void *, SymmetricBuffer> symmetric;
+
   /// The last compute work enqueued ("kernel foo", "gemm step 3"), named
   /// when the compute stream fails or hangs.
   std::string lastCompute = "nothing yet";

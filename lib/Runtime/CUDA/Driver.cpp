@@ -47,6 +47,8 @@ const DriverApi &driver() {
     resolve(api.memsetD32Async, "cuMemsetD32Async");
     resolve(api.memsetD16Async, "cuMemsetD16Async");
     resolve(api.getErrorString, "cuGetErrorString");
+    resolve(api.streamWriteValue32, "cuStreamWriteValue32");
+    resolve(api.streamWaitValue32, "cuStreamWaitValue32");
   });
   return api;
 }

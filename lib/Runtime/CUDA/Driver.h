@@ -29,6 +29,8 @@ struct DriverApi {
   decltype(&::cuMemsetD32Async) memsetD32Async = nullptr;
   decltype(&::cuMemsetD16Async) memsetD16Async = nullptr;
   decltype(&::cuGetErrorString) getErrorString = nullptr;
+  decltype(&::cuStreamWriteValue32) streamWriteValue32 = nullptr;
+  decltype(&::cuStreamWaitValue32) streamWaitValue32 = nullptr;
 };
 
 /// The driver functions; resolved on first use (after the runtime created
