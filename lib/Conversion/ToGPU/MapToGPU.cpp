@@ -905,6 +905,18 @@ struct MapToGPUPass : public braid::impl::MapToGPUBase<MapToGPUPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // Block reductions work on whole warps; CUDA allows 1024 threads.
+    if (blockSize < 32 || blockSize > 1024 || blockSize % 32 != 0) {
+      module.emitError() << "braid-map-to-gpu: block-size must be a multiple "
+                            "of 32 from 32 to 1024, got "
+                         << static_cast<int64_t>(blockSize);
+      return signalPassFailure();
+    }
+    if (sharedMemoryLimit < 0) {
+      module.emitError() << "braid-map-to-gpu: shared-memory-limit must not "
+                            "be negative";
+      return signalPassFailure();
+    }
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                     UnitAttr::get(&getContext()));
     for (auto function : module.getOps<func::FuncOp>()) {
