@@ -16,6 +16,7 @@
 #include "braid/Runtime/braid_rt.h"
 #pragma GCC visibility pop
 
+#include "Checks.h"
 #include "CudaRuntime.h"
 #include "Driver.h"
 #include "Gemm.h"
@@ -218,17 +219,6 @@ Process &initialized(const char *call) {
     fatalf("%s called %s", call,
            p.finalized ? "after braid_rt_finalize" : "before braid_rt_init");
   return p;
-}
-
-double timeoutFromEnvironment() {
-  const char *text = std::getenv("BRAID_TIMEOUT");
-  if (!text || !*text)
-    return defaultTimeoutSeconds;
-  char *end = nullptr;
-  double seconds = std::strtod(text, &end);
-  if (*end != '\0' || !(seconds > 0))
-    fatalf("BRAID_TIMEOUT=%s is not a positive number of seconds", text);
-  return seconds;
 }
 
 /// A non-negative integer environment variable, or -1 when unset.
@@ -464,25 +454,6 @@ void copyDevice(void *dst, const void *src, int64_t bytes, cudaStream_t stream,
 //===----------------------------------------------------------------------===//
 
 namespace {
-
-void checkBuffer(const char *call, const char *name, int64_t addr,
-                 int64_t bytes, int64_t step) {
-  if (bytes < 0)
-    fatalf("%s (step %lld): negative size %lld", call,
-           static_cast<long long>(step), static_cast<long long>(bytes));
-  if (bytes > 0 && addr == 0)
-    fatalf("%s (step %lld): %s is null", call, static_cast<long long>(step),
-           name);
-}
-
-int64_t checkedProduct(const char *call, int64_t a, int64_t b, int64_t step) {
-  int64_t product;
-  if (a < 0 || __builtin_mul_overflow(a, b, &product))
-    fatalf("%s (step %lld): size %lld x %lld is out of range", call,
-           static_cast<long long>(step), static_cast<long long>(a),
-           static_cast<long long>(b));
-  return product;
-}
 
 const CudaGroup &getGroup(RankState &state, int64_t handle, const char *call) {
   if (handle < 1 || handle > static_cast<int64_t>(state.groups.size()))
@@ -1089,13 +1060,7 @@ namespace {
 
 cudaStream_t signalStream(RankState &state, int64_t addr, int64_t stream,
                           int64_t step, const char *call) {
-  if (addr == 0 || addr % 4 != 0)
-    fatalf("%s (step %lld): the flag address %p is null or not 4-byte "
-           "aligned",
-           call, static_cast<long long>(step), reinterpret_cast<void *>(addr));
-  if (stream != 0 && stream != 1)
-    fatalf("%s (step %lld): stream %lld is neither 0 (compute) nor 1 (comm)",
-           call, static_cast<long long>(step), static_cast<long long>(stream));
+  checkSignal(call, addr, stream, step);
   return stream == 0 ? state.compute : state.comm;
 }
 
