@@ -95,7 +95,7 @@ bool braid::validatePipelineOptions(const BraidPipelineOptions &options,
                {"cpu", "h100", "h200"}) &&
          oneOf("fusion mode", options.fuse, {"auto", "off"}) &&
          oneOf("all-gather quantization", options.quantizeAllGather,
-               {"off", "bf16"}) &&
+               {"off", "bf16", "fp8"}) &&
          oneOf("bidirectional", options.bidirectional, {"auto", "on", "off"}) &&
          oneOf("stage", options.stopAfter, {"dist", "xfer", "llvm"}) &&
          (options.subChunks >= 0 ||

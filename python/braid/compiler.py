@@ -140,7 +140,7 @@ def compile(text_or_path, target="cpu", **options):
 
     Options are braid-compile's: overlap ("auto", "force", "off"), fuse
     ("auto", "off": memory-bound fusion), quantize_all_gather ("off",
-    "bf16": f32 all-gathers sent as bf16), target_preset ("cpu", "h100", "h200"), sub_chunks, bidirectional,
+    "bf16": f32 all-gathers sent as bf16, "fp8": e4m3 with per-chunk scales), target_preset ("cpu", "h100", "h200"), sub_chunks, bidirectional,
     entry, check_schedule (bool), opt_level (0-3), cpu. Raises
     CompileError, carrying the located diagnostics, when the program or an
     option is wrong.

@@ -72,8 +72,10 @@ static cl::opt<std::string>
          cl::init("auto"), cl::cat(category));
 static cl::opt<std::string> quantizeAllGather(
     "quantize-all-gather",
-    cl::desc("Send f32 all-gathers as bf16: off (default) or bf16 (results "
-             "change by up to 2^-8 relative; the report says so)"),
+    cl::desc("Send all-gathers in fewer bits: off (default), bf16 (f32 sent "
+             "as bf16, results change by up to 2^-8 relative) or fp8 (e4m3 "
+             "with a scale per rank's chunk, up to 2^-4 relative); the "
+             "report says so"),
     cl::init("off"), cl::cat(category));
 static cl::opt<std::string>
     targetPreset("target-preset",

@@ -64,8 +64,9 @@ struct BraidPipelineOptions
       llvm::cl::init("auto")};
   Option<std::string> quantizeAllGather{
       *this, "quantize-all-gather",
-      llvm::cl::desc("Send f32 all-gathers as bf16: off or bf16 (opt-in; "
-                     "changes results by up to 2^-8 relative)"),
+      llvm::cl::desc("Send all-gathers in fewer bits: off, bf16 (f32 as "
+                     "bf16, up to 2^-8 relative) or fp8 (e4m3 with "
+                     "per-chunk scales, up to 2^-4 relative); opt-in"),
       llvm::cl::init("off")};
   Option<int64_t> subChunks{
       *this, "sub-chunks",

@@ -182,7 +182,8 @@ public:
       return success(); // nothing to compute (an empty reduction keeps the
                         // initial value)
 
-    if (cooperative && red.size() == 1 && redExtents[0] >= 32)
+    if (cooperative && trailingReductions(ranges.size()) &&
+        reductionSize() >= 32)
       if (std::optional<Combiner> combiner = matchCombiner(op))
         return emitCooperative(op, *combiner, ranges, points, threadId,
                                numThreads),
@@ -499,9 +500,7 @@ private:
                        Value numThreads) {
     // A row's elements stream in 16-byte vectors when the reduction runs
     // along the contiguous dimension and the buffers are aligned.
-    std::optional<VectorPlan> plan;
-    if (red[0] == ranges.size() - 1)
-      plan = planVectors(op, ranges);
+    std::optional<VectorPlan> plan = planVectors(op, ranges);
     Value aligned = plan ? alignmentCheck(op, *plan) : Value();
     auto rows = scf::ForOp::create(b, loc, index(0), index(points), index(1));
     OpBuilder::InsertionGuard guard(b);
@@ -546,16 +545,40 @@ private:
     memref::StoreOp::create(b, loc, combine(combiner, old, total), buffer, at);
   }
 
+  /// Whether the reduction loops are the innermost ones, in order (a row,
+  /// or a whole tensor), so that one linear index walks them row-major.
+  bool trailingReductions(size_t numLoops) const {
+    if (red.empty())
+      return false;
+    for (auto [i, dim] : llvm::enumerate(red))
+      if (dim != numLoops - red.size() + i)
+        return false;
+    return true;
+  }
+
+  int64_t reductionSize() const {
+    int64_t size = 1;
+    for (int64_t extent : redExtents)
+      size *= extent;
+    return size;
+  }
+
+  /// Sets the reduction loops' indices from one linear index over them.
+  void setReductionIvs(SmallVector<Value> &ivs, Value linear) {
+    for (auto [dim, iv] : llvm::zip(red, delinearize(linear, redExtents)))
+      ivs[dim] = iv;
+  }
+
   /// This thread's partial of the row at `ivs`: every numThreads-th
   /// element, one at a time.
   Value scalarSlice(linalg::LinalgOp op, const Combiner &combiner,
                     SmallVector<Value> &ivs, Value identity, Value threadId,
                     Value numThreads) {
-    auto slice = scf::ForOp::create(b, loc, threadId, index(redExtents[0]),
+    auto slice = scf::ForOp::create(b, loc, threadId, index(reductionSize()),
                                     numThreads, ValueRange{identity});
     OpBuilder::InsertionGuard inner(b);
     b.setInsertionPointToStart(slice.getBody());
-    ivs[red[0]] = slice.getInductionVar();
+    setReductionIvs(ivs, slice.getInductionVar());
     SmallVector<Value> args = payloadArgs(op, ivs, ValueRange{Value()});
     IRMapping local = inlinePayload(op, ivs, args, combiner.op);
     Value partial = combine(combiner, slice.getRegionIterArgs()[0],
@@ -572,11 +595,13 @@ private:
     Value width = index(plan.width);
     auto slice = scf::ForOp::create(
         b, loc, arith::MulIOp::create(b, loc, threadId, width),
-        index(redExtents[0]), arith::MulIOp::create(b, loc, numThreads, width),
-        ValueRange{identity});
+        index(reductionSize()),
+        arith::MulIOp::create(b, loc, numThreads, width), ValueRange{identity});
     OpBuilder::InsertionGuard inner(b);
     b.setInsertionPointToStart(slice.getBody());
-    ivs[red[0]] = slice.getInductionVar();
+    // A vector starts at a multiple of the width, which divides the
+    // innermost extent: it never crosses into the next row.
+    setReductionIvs(ivs, slice.getInductionVar());
     SmallVector<Value> loaded;
     for (auto [input, streamed] :
          llvm::zip(op.getDpsInputOperands(), plan.streamed)) {
@@ -597,10 +622,10 @@ private:
           llvm::MaybeAlign(plan.width * elementBytes(type.getElementType()))));
     }
     Value accumulator = slice.getRegionIterArgs()[0];
-    Value first = ivs[red[0]];
+    Value first = ivs[red.back()];
     for (int64_t lane = 0; lane < plan.width; ++lane) {
       SmallVector<Value> laneIvs(ivs);
-      laneIvs[red[0]] =
+      laneIvs[red.back()] =
           lane ? Value(arith::AddIOp::create(b, loc, first, index(lane)))
                : first;
       SmallVector<Value> args;
@@ -1183,13 +1208,24 @@ private:
       op->erase();
       return success();
     }
+    // A reduction to a few values over many elements (a tensor's largest
+    // magnitude, say) is one block of 1024 threads reducing together;
+    // one thread per output would leave the GPU idle.
+    int64_t reduced = 1;
+    for (auto [dim, iterator] : llvm::enumerate(op.getIteratorTypesArray()))
+      if (iterator == utils::IteratorType::reduction)
+        reduced *= ranges[dim];
+    bool oneBlock = points <= 64 && reduced >= 8 * blockSize &&
+                    matchCombiner(op).has_value();
     OpBuilder b(op);
     Value one = index(b, loc, 1);
-    int64_t blocks =
-        std::min((points + blockSize - 1) / blockSize, kMaxGridBlocks);
+    int64_t blocks = oneBlock ? 1
+                              : std::min((points + blockSize - 1) / blockSize,
+                                         kMaxGridBlocks);
+    int64_t threads = oneBlock ? 1024 : static_cast<int64_t>(blockSize);
     auto launch =
         gpu::LaunchOp::create(b, loc, index(b, loc, blocks), one, one,
-                              index(b, loc, blockSize), one, one, Value());
+                              index(b, loc, threads), one, one, Value());
     b.setInsertionPointToStart(&launch.getBody().front());
     gpu::TerminatorOp terminator = gpu::TerminatorOp::create(b, loc);
     b.setInsertionPoint(terminator);
@@ -1201,7 +1237,7 @@ private:
                                              launch.getBlockSize().x);
     IRMapping mapping;
     DeviceEmitter emitter(b, loc, mapping);
-    if (failed(emitter.emit(op, threadId, numThreads, /*cooperative=*/false)))
+    if (failed(emitter.emit(op, threadId, numThreads, oneBlock)))
       return failure();
     ++numKernels;
     op->erase();

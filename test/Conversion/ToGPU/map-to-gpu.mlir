@@ -405,3 +405,29 @@ func.func @vector_widths(%x: memref<64x512xbf16>, %y: memref<64x512xbf16>, %t: m
   linalg.transpose ins(%x : memref<64x512xbf16>) outs(%t : memref<512x64xbf16>) permutation = [1, 0]
   return
 }
+
+// -----
+
+// A reduction of a whole tensor to one value (the largest magnitude that
+// fp8 quantization scales by) is one block of 1024 threads walking every
+// element linearly, 8 bf16 at a time when aligned, then gpu.all_reduce.
+// CHECK-LABEL: func.func @whole_tensor_max
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c1{{.*}}, {{.*}} threads({{.*}}) in (%{{.*}} = %c1024
+// CHECK: scf.if
+// CHECK: scf.for %[[R:.*]] = %{{.*}} to %c32768{{.*}} step
+// CHECK: arith.remui %[[R]], %c512
+// CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<64x512xbf16>, vector<8xbf16>
+// CHECK-COUNT-8: math.absf
+// CHECK: } else {
+// CHECK: gpu.all_reduce maximumf
+func.func @whole_tensor_max(%x: memref<64x512xbf16>, %m: memref<f32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> ()>], iterator_types = ["reduction", "reduction"]}
+      ins(%x : memref<64x512xbf16>) outs(%m : memref<f32>) {
+  ^bb0(%v: bf16, %acc: f32):
+    %f = arith.extf %v : bf16 to f32
+    %a = math.absf %f : f32
+    %r = arith.maximumf %acc, %a : f32
+    linalg.yield %r : f32
+  }
+  return
+}

@@ -116,6 +116,15 @@ mlir::FailureOr<AllGatherOp>
 decomposeMatmulAllReduce(mlir::RewriterBase &rewriter, MatmulAllReduce match,
                          RingOptions options);
 
+//===- Quantized all-gather -----------------------------------------------===//
+
+/// quantize-all-gather=fp8: replaces `gather` (of f32, bf16 or f16, static
+/// shapes) by an all-gather of fp8 e4m3fn codes, each rank's chunk scaled
+/// so its largest magnitude is 448, plus an all-gather of the scales, and
+/// a decode back to the element type; returns the all-gather of the codes.
+/// Fails (changing nothing) on other all-gathers.
+mlir::FailureOr<AllGatherOp> quantizeAllGatherFp8(AllGatherOp gather);
+
 //===- AllToAll <-> contraction
 //--------------------------------------------===//
 

@@ -53,6 +53,9 @@ struct Record {
   /// relative error of each element.
   std::string quantized;
   double quantizationError = 0;
+  /// fp8: the absolute bound, as a fraction of the chunk's largest
+  /// magnitude, for values below the smallest normal.
+  double quantizationAbsolute = 0;
   int64_t chunks = 0;
   double compute = 0, comm = 0, serial = 0, overlapped = 0;
 };
@@ -452,6 +455,30 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       op->emitRemark() << "all_gather sends bf16 instead of f32 "
                           "(quantize-all-gather=bf16): relative error of "
                           "each element at most 2^-8";
+    } else if (gather && quantizeAllGather == "fp8") {
+      Type element =
+          cast<RankedTensorType>(gather.getInput().getType()).getElementType();
+      FailureOr<AllGatherOp> sent = overlap::quantizeAllGatherFp8(gather);
+      if (succeeded(sent)) {
+        op = *sent;
+        replication.invalidate();
+        record.quantized = "fp8-e4m3";
+        // Nearest of e4m3's 3 mantissa bits: half a unit, 2^-4 relative;
+        // below its smallest normal (2^-6 of 448 after scaling) the spacing
+        // is 2^-9, so at most 2^-10 / 448 of the chunk's largest magnitude
+        // absolute.
+        record.quantizationError = std::ldexp(1.0, -4);
+        record.quantizationAbsolute = std::ldexp(1.0, -10) / 448.0;
+        op->emitRemark()
+            << "all_gather sends fp8 (e4m3) with one scale per rank's chunk "
+               "instead of "
+            << element
+            << " (quantize-all-gather=fp8): each element within 2^-4 "
+               "relative, or 2^-10/448 of its chunk's largest magnitude";
+      } else {
+        gather->emitRemark() << "all_gather not quantized: fp8 needs a "
+                                "statically shaped f32, bf16 or f16 tensor";
+      }
     }
     int64_t n = groupSizeOf(op);
     LinkFigures link = model->link(op, op.getGridAttr(), op.getAxes());
@@ -610,6 +637,9 @@ LogicalResult OverlapPass::writeReport() {
             json.attributeObject("quantized", [&] {
               json.attribute("format", r.quantized);
               json.attribute("max_relative_error", r.quantizationError);
+              if (r.quantizationAbsolute > 0)
+                json.attribute("max_absolute_error_over_chunk_amax",
+                               r.quantizationAbsolute);
             });
         });
     });
@@ -627,9 +657,10 @@ void OverlapPass::runOnOperation() {
   };
   if (mode != "auto" && mode != "force" && mode != "off")
     return bad("unknown mode '" + mode + "', expected auto, force or off");
-  if (quantizeAllGather != "off" && quantizeAllGather != "bf16")
+  if (quantizeAllGather != "off" && quantizeAllGather != "bf16" &&
+      quantizeAllGather != "fp8")
     return bad("unknown quantize-all-gather '" + quantizeAllGather +
-               "', expected off or bf16");
+               "', expected off, bf16 or fp8");
   if (bidirectional != "auto" && bidirectional != "on" &&
       bidirectional != "off")
     return bad("unknown bidirectional '" + bidirectional +

@@ -160,7 +160,14 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     communication): the values are rounded before the collective, named
     matmuls consume the bf16 values directly (accumulating in f32), other
     users read them extended back to f32. The error bound (2^-8 relative
-    per element) is in the remark and under `quantized` in the report. Every decision is a remark
+    per element) is in the remark and under `quantized` in the report.
+    `quantize-all-gather=fp8` sends f32, bf16 or f16 all-gathers as fp8
+    e4m3 (a quarter or half of the bytes) with one scale per rank's chunk
+    (its largest magnitude maps to 448), gathered alongside and applied
+    when decoding; each element is within 2^-4 relative (or 2^-10/448 of
+    its chunk's largest magnitude, below e4m3's normal range). The decode
+    sits between the all-gather and its users, so the fused rings do not
+    apply to it; the other schedules do. Every decision is a remark
     at the collective; `report=FILE` writes them all as JSON:
 
     ```json
@@ -194,8 +201,9 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
            "Override the preset's default link latency (us)">,
     Option<"quantizeAllGather", "quantize-all-gather", "std::string",
            /*default=*/"\"off\"",
-           "Send f32 all-gathers as bf16 (off or bf16; opt-in: results "
-           "change by up to 2^-8 relative, reported)">
+           "Send all-gathers in fewer bits (off, bf16: f32 as bf16, 2^-8 "
+           "relative; fp8: e4m3 with per-chunk scales, 2^-4 relative; "
+           "opt-in, the bound is reported)">
   ];
   let statistics = [
     Statistic<"numFused", "fused", "Collectives fused with compute">,
