@@ -665,6 +665,38 @@ struct GemmMatch {
   int64_t m = 0, n = 0, k = 0, batch = 1;
 };
 
+/// Whether `op`'s payload is exactly acc + cast(a) * cast(b): the
+/// contraction interface also lets other single-operand ops through (an
+/// exp on an operand, a negation of the sum), which cuBLASLt does not do.
+bool isPlainMultiplyAdd(linalg::LinalgOp op) {
+  Block &body = op->getRegion(0).front();
+  if (body.getNumArguments() != 3)
+    return false;
+  auto through = [](Value value) {
+    if (auto ext = value.getDefiningOp<arith::ExtFOp>())
+      return ext.getIn();
+    return value;
+  };
+  auto add = body.getTerminator()->getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add)
+    return false;
+  Value acc = body.getArgument(2);
+  Value product = add.getLhs() == acc   ? add.getRhs()
+                  : add.getRhs() == acc ? add.getLhs()
+                                        : Value();
+  auto mul = product ? product.getDefiningOp<arith::MulFOp>() : nullptr;
+  if (!mul)
+    return false;
+  Value lhs = through(mul.getLhs()), rhs = through(mul.getRhs());
+  bool operands = (lhs == body.getArgument(0) && rhs == body.getArgument(1)) ||
+                  (lhs == body.getArgument(1) && rhs == body.getArgument(0));
+  // Nothing else: the casts, the product, the sum.
+  size_t ops = std::distance(body.without_terminator().begin(),
+                             body.without_terminator().end());
+  size_t casts = (mul.getLhs() != lhs) + (mul.getRhs() != rhs);
+  return operands && ops == 2 + casts;
+}
+
 FailureOr<GemmMatch> matchGemm(linalg::LinalgOp op, std::string &why) {
   auto fail = [&](const Twine &reason) {
     why = reason.str();
@@ -673,6 +705,9 @@ FailureOr<GemmMatch> matchGemm(linalg::LinalgOp op, std::string &why) {
   if (!linalg::isaContractionOpInterface(op) || op.getNumDpsInputs() != 2 ||
       op.getNumDpsInits() != 1)
     return fail("not a multiply-add contraction of two operands");
+  if (!isPlainMultiplyAdd(op))
+    return fail("its payload does more than accumulate a product of the "
+                "(extended) operands");
   FailureOr<linalg::ContractionDimensions> dims =
       linalg::inferContractionDims(op);
   if (failed(dims) || dims->m.size() != 1 || dims->n.size() != 1 ||
@@ -889,7 +924,10 @@ std::optional<Epilogue> matchEpilogue(linalg::GenericOp generic,
   if (epilogue.bias && getElementTypeOrSelf(epilogue.bias) != outType)
     return std::nullopt;
 
-  const double samples[] = {-3.1, -1.7, -0.6, -0.05, 0.0, 0.3, 0.9, 2.4};
+  // Wide enough that clamps (ReLU6, a saturating min) do not pass for an
+  // activation.
+  const double samples[] = {-1e5, -64.0, -8.5, -3.1, -1.7, -0.6, -0.05, 0.0,
+                            0.3,  0.9,   2.4,  7.5,  64.0, 1e3,  1e5};
   const double biases[] = {0.0, 0.375, -1.25};
   for (Activation activation :
        {Activation::None, Activation::Gelu, Activation::Relu}) {
@@ -1041,18 +1079,27 @@ private:
       if (!alloca)
         continue;
       MemRefType type = alloca.getType();
-      if (!type.hasStaticShape() || !type.getLayout().isIdentity())
+      if (!type.hasStaticShape() || !type.getLayout().isIdentity() ||
+          !type.getElementType().isIntOrFloat())
         return alloca.emitError() << "fused-kernel scratch must be a static, "
-                                     "identity-layout buffer";
+                                     "identity-layout buffer of integers or "
+                                     "floats";
       scratch.push_back({alloca, sharedBytes});
       int64_t bytes =
           type.getNumElements() * elementBytes(type.getElementType());
       sharedBytes +=
           (bytes + kSharedAlignment - 1) / kSharedAlignment * kSharedAlignment;
     }
-    if (sharedBytes > sharedMemoryLimit)
+    // Each block reduction adds a small static buffer of its own (a word
+    // per warp); leave room for those.
+    int64_t reductionBytes = 0;
+    body->walk([&](linalg::LinalgOp op) {
+      if (op.getNumReductionLoops() > 0)
+        reductionBytes += 32 * 4;
+    });
+    if (sharedBytes + reductionBytes > sharedMemoryLimit)
       return kernel.emitError()
-             << "this fused kernel needs " << sharedBytes
+             << "this fused kernel needs " << sharedBytes + reductionBytes
              << " bytes of shared memory per tile, more than the "
              << static_cast<int64_t>(sharedMemoryLimit)
              << " the target allows; fuse with a smaller row tile";
@@ -1160,7 +1207,8 @@ private:
       if (succeeded(match)) {
         // A zero fill right before only makes the product start from zero:
         // cuBLASLt does that with beta = 0, without the extra pass over C.
-        linalg::FillOp fill = zeroFillBefore(op);
+        // (With k = 0 there is no product to start from zero: keep it.)
+        linalg::FillOp fill = match->k > 0 ? zeroFillBefore(op) : nullptr;
         // Then the elementwise work on the product can be cuBLASLt's
         // epilogue, written straight to its own output.
         std::optional<Epilogue> epilogue;
@@ -1304,6 +1352,13 @@ private:
             !(out.getElementType().isF32() ||
               out.getElementType() == inputType))
           return std::nullopt;
+        // cuBLASLt must not write what it reads.
+        Operation *written = allocationOf(reader.getDpsInits()[0]);
+        for (Value read : {op.getDpsInputOperand(0)->get(),
+                           op.getDpsInputOperand(1)->get(), epilogue->bias})
+          if (read && (read == reader.getDpsInits()[0] ||
+                       (written && allocationOf(read) == written)))
+            return std::nullopt;
         if (epilogue->bias) {
           auto bias = dyn_cast<MemRefType>(epilogue->bias.getType());
           if (!bias || bias.getRank() != 1 ||
@@ -1443,11 +1498,61 @@ private:
       alloc.getResult().replaceAllUsesWith(device.getMemref());
       alloc.erase();
     }
-    SmallVector<memref::DeallocOp> deallocs;
-    function.walk([&](memref::DeallocOp dealloc) {
-      if (isa_and_nonnull<gpu::AllocOp>(allocationOf(dealloc.getMemref())))
-        deallocs.push_back(dealloc);
+    // Constants (memref.get_global, host memory) that device code or the
+    // runtime reads get a device copy for the function's run.
+    SmallVector<memref::GetGlobalOp> globals;
+    function.walk([&](memref::GetGlobalOp global) {
+      if (!inDeviceCode(global) && !onlyHostBookkeeping(global.getResult()))
+        globals.push_back(global);
     });
+    for (memref::GetGlobalOp global : globals) {
+      Location loc = global.getLoc();
+      if (global->getBlock() != &function.getBody().front())
+        return global.emitError()
+               << "the cuda target copies constants to the device at the "
+                  "function's entry; this one is inside control flow";
+      b.setInsertionPointAfter(global);
+      Value ready =
+          gpu::WaitOp::create(b, loc, tokenType, ValueRange()).getAsyncToken();
+      auto device = gpu::AllocOp::create(b, loc, global.getType(), tokenType,
+                                         ValueRange{ready}, ValueRange(),
+                                         ValueRange(), /*hostShared=*/false);
+      auto copy = gpu::MemcpyOp::create(b, loc, tokenType,
+                                        ValueRange{device.getAsyncToken()},
+                                        device.getMemref(), global.getResult());
+      gpu::WaitOp::create(b, loc, Type(), ValueRange{copy.getAsyncToken()});
+      global.getResult().replaceAllUsesExcept(device.getMemref(), copy);
+      bool returned = false;
+      for (OpOperand &use : device.getMemref().getUses())
+        returned |= isa<func::ReturnOp>(use.getOwner());
+      if (returned)
+        continue; // the caller frees results
+      for (Block &block : function.getBody())
+        if (auto ret = dyn_cast<func::ReturnOp>(block.getTerminator())) {
+          b.setInsertionPoint(ret);
+          Value done = gpu::WaitOp::create(b, loc, tokenType, ValueRange())
+                           .getAsyncToken();
+          auto free = gpu::DeallocOp::create(
+              b, loc, tokenType, ValueRange{done}, device.getMemref());
+          gpu::WaitOp::create(b, loc, Type(), ValueRange{free.getAsyncToken()});
+        }
+    }
+    SmallVector<memref::DeallocOp> deallocs;
+    WalkResult untraced = function.walk([&](memref::DeallocOp dealloc) {
+      Operation *allocation = allocationOf(dealloc.getMemref());
+      if (isa_and_nonnull<gpu::AllocOp>(allocation)) {
+        deallocs.push_back(dealloc);
+        return WalkResult::advance();
+      }
+      if (isa_and_nonnull<memref::AllocOp>(allocation))
+        return WalkResult::advance(); // host bookkeeping
+      // A buffer chosen by control flow: it could be on either side.
+      dealloc.emitError() << "the cuda target cannot tell whether this "
+                             "buffer is on the device or the host";
+      return WalkResult::interrupt();
+    });
+    if (untraced.wasInterrupted())
+      return failure();
     for (memref::DeallocOp dealloc : deallocs) {
       Location loc = dealloc.getLoc();
       b.setInsertionPoint(dealloc);

@@ -129,6 +129,13 @@ void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
                          static_cast<long long>(batch)));
   if (m == 0 || n == 0 || batch == 0)
     return;
+  if (k == 0) {
+    // No product: C keeps its value, which only an accumulating call
+    // without an epilogue means.
+    if (!accumulate || epilogue != 0)
+      invalid(step, "k = 0 with beta = 0 or an epilogue");
+    return;
+  }
   cudaDataType_t abType = cudaType(a_dtype, step, "A");
   cudaType(b_dtype, step, "B");
   cudaDataType_t cType = cudaType(c_dtype, step, "C");

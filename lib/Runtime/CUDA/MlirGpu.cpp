@@ -104,9 +104,10 @@ MGPU_EXPORT void mgpuLaunchKernel(void *function, intptr_t gridX,
   std::string name = kernelName(function);
   std::string context = "mgpuLaunchKernel (" + name + ")";
   auto cuFunction = static_cast<CUfunction>(function);
-  // Beyond the 48 KiB of static shared memory every kernel gets, dynamic
-  // shared memory must be opted into per function.
-  if (smem > 48 * 1024)
+  // Beyond 48 KiB of static and dynamic shared memory together, the
+  // dynamic part must be opted into per function; the static part is
+  // small (reduction buffers), so opt in for anything above 32 KiB.
+  if (smem > 32 * 1024)
     checkDriver(
         driver().funcSetAttribute(
             cuFunction, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),

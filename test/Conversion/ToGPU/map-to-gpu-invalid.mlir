@@ -55,3 +55,29 @@ func.func @call_in_kernel(%x: memref<64xf32>) {
   } {braid.kernel}
   return
 }
+
+// -----
+
+// Scratch must have a size in bytes.
+func.func @index_scratch(%y: memref<4x8xindex>) {
+  scf.forall (%r) = (0) to (4) step (1) {
+    // expected-error @below {{fused-kernel scratch must be a static, identity-layout buffer of integers or floats}}
+    %t = memref.alloca() : memref<1x8xindex>
+  } {braid.kernel}
+  return
+}
+
+// -----
+
+// A buffer chosen at run time may be on either side: an error, not a
+// host free() of device memory.
+func.func @chosen(%c: i1, %x: memref<16xf32>) {
+  %a = memref.alloc() : memref<16xf32>
+  %b = memref.alloc() : memref<16xf32>
+  linalg.copy ins(%x : memref<16xf32>) outs(%a : memref<16xf32>)
+  linalg.copy ins(%x : memref<16xf32>) outs(%b : memref<16xf32>)
+  %s = arith.select %c, %a, %b : memref<16xf32>
+  // expected-error @below {{the cuda target cannot tell whether this buffer is on the device or the host}}
+  memref.dealloc %s : memref<16xf32>
+  return
+}

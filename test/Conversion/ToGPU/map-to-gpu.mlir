@@ -431,3 +431,61 @@ func.func @whole_tensor_max(%x: memref<64x512xbf16>, %m: memref<f32>) {
   }
   return
 }
+
+// -----
+
+// A contraction whose payload does more than multiply and accumulate (an
+// exp on an operand) is not a GEMM; a clamp after a product (ReLU6) is not
+// ReLU, so it stays a kernel of its own.
+// REMARK: remark: runs as a generated kernel, not on cuBLASLt: its payload does more than accumulate a product of the (extended) operands
+// REMARK: remark: runs on cuBLASLt: 16x8x32{{$}}
+// CHECK-LABEL: func.func @not_plain
+// CHECK: gpu.launch
+// CHECK: math.exp
+// CHECK: call @braid_rt_gemm
+// CHECK: gpu.launch
+// CHECK: arith.minimumf
+func.func @not_plain(%a: memref<16x32xf32>, %b: memref<32x8xf32>, %c: memref<16x8xf32>, %d: memref<16x8xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<16x32xf32>, memref<32x8xf32>) outs(%c : memref<16x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %e = math.exp %x : f32
+    %p = arith.mulf %e, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  %zero = arith.constant 0.0 : f32
+  %six = arith.constant 6.0 : f32
+  %acc = memref.alloc() : memref<16x8xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<16x8xf32>)
+  linalg.matmul ins(%a, %b : memref<16x32xf32>, memref<32x8xf32>) outs(%acc : memref<16x8xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%acc : memref<16x8xf32>) outs(%d : memref<16x8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %r = arith.maximumf %x, %zero : f32
+    %r6 = arith.minimumf %r, %six : f32
+    linalg.yield %r6 : f32
+  }
+  return
+}
+
+// -----
+
+// A constant that device code reads is copied to the device at entry and
+// freed before the return.
+// CHECK-LABEL: func.func @constant
+// CHECK: %[[HOST:.*]] = memref.get_global @table
+// CHECK: %[[DEV:.*]], %[[T:.*]] = gpu.alloc async
+// CHECK: %[[C:.*]] = gpu.memcpy async [%[[T]]] %[[DEV]], %[[HOST]]
+// CHECK: gpu.launch
+// CHECK: memref.load %[[DEV]]
+// CHECK: gpu.dealloc async [%{{.*}}] %[[DEV]]
+// CHECK-NEXT: gpu.wait
+// CHECK-NEXT: return
+memref.global "private" constant @table : memref<64xf32> = dense<4.0>
+func.func @constant(%y: memref<64xf32>) {
+  %t = memref.get_global @table : memref<64xf32>
+  linalg.copy ins(%t : memref<64xf32>) outs(%y : memref<64xf32>)
+  return
+}
