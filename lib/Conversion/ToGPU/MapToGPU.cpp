@@ -537,12 +537,19 @@ private:
     Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                         threadId, index(0));
     auto ifFirst = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
-    b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
-    OpOperand &init = op.getDpsInitsMutable()[0];
-    Value buffer = mapping.lookupOrDefault(init.get());
-    SmallVector<Value> at = apply(op.getMatchingIndexingMap(&init), ivs);
-    Value old = memref::LoadOp::create(b, loc, buffer, at);
-    memref::StoreOp::create(b, loc, combine(combiner, old, total), buffer, at);
+    {
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
+      OpOperand &init = op.getDpsInitsMutable()[0];
+      Value buffer = mapping.lookupOrDefault(init.get());
+      SmallVector<Value> at = apply(op.getMatchingIndexingMap(&init), ivs);
+      Value old = memref::LoadOp::create(b, loc, buffer, at);
+      memref::StoreOp::create(b, loc, combine(combiner, old, total), buffer,
+                              at);
+    }
+    // The next row's reduction reuses gpu.all_reduce's shared buffer, which
+    // the threads may still be reading this row's total from.
+    gpu::BarrierOp::create(b, loc);
   }
 
   /// Whether the reduction loops are the innermost ones, in order (a row,
