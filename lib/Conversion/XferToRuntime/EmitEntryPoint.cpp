@@ -1,5 +1,4 @@
-//===- EmitEntryPoint.cpp - The uniform entry point runners call -*- C++
-//-*-===//
+//===- EmitEntryPoint.cpp - The entry point runners call -------*- C++ -*-===//
 //
 // Part of Braid.
 //

@@ -1,0 +1,89 @@
+//===- ToGPU.h - The pieces of braid-map-to-gpu -----------------*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// Private to lib/Conversion/ToGPU: device loops for linalg ops
+// (DeviceLoops.cpp), the contractions cuBLASLt runs and the epilogues it
+// applies (Contractions.cpp), for the pass in MapToGPU.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BRAID_LIB_CONVERSION_TOGPU_TOGPU_H
+#define BRAID_LIB_CONVERSION_TOGPU_TOGPU_H
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+#include <optional>
+#include <string>
+
+namespace braid::togpu {
+
+/// Runtime codes of element types (braid_rt_dtype), for f32, f16 and bf16.
+std::optional<int64_t> runtimeDType(mlir::Type type);
+/// Bytes of an integer or float element.
+int64_t elementBytes(mlir::Type type);
+/// Whether `op` sits in device code already.
+bool inDeviceCode(mlir::Operation *op);
+
+/// Whether a block can reduce `op` together: one output, and a payload whose
+/// last step folds a value into the f32 output with an add, multiply, max
+/// or min.
+bool hasBlockCombiner(mlir::linalg::LinalgOp op);
+
+/// Emits, at `b`'s insertion point in device code, the loops computing `op`
+/// (on buffers, operands looked up in `mapping`) shared by `numThreads`
+/// threads, thread `threadId` taking every numThreads-th point of the
+/// parallel dimensions (consecutive threads, consecutive innermost elements),
+/// 16 bytes per access where a run-time check finds the buffers aligned.
+/// With `cooperative`, a reduction along the innermost dimensions is done by
+/// all threads of the block together (gpu.all_reduce).
+mlir::LogicalResult emitDeviceLoops(mlir::OpBuilder &b, mlir::Location loc,
+                                    mlir::IRMapping &mapping,
+                                    mlir::linalg::LinalgOp op,
+                                    mlir::Value threadId,
+                                    mlir::Value numThreads, bool cooperative);
+
+/// The contraction `op` as braid_rt_gemm arguments, or why it is not one.
+struct GemmMatch {
+  unsigned batchDim = ~0u, mDim = 0, nDim = 0, kDim = 0;
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+};
+
+/// `op` as a braid_rt_gemm, or failure with `why` set.
+mlir::FailureOr<GemmMatch> matchGemm(mlir::linalg::LinalgOp op,
+                                     std::string &why);
+
+/// cuBLASLt epilogue codes (braid_rt_gemm): activation only, and with bias.
+enum class Activation { None, Gelu, Relu };
+
+/// The epilogue a GEMM's result feeds: `generic` reads the GEMM's output
+/// `accumulator` (identity map), optionally a bias along the columns, and
+/// writes act(accumulator + bias) to its own 2-D output. The activation is
+/// recognized by evaluating the payload, so any spelling of GELU (tanh
+/// form), ReLU or none matches, and an erf GELU does not.
+struct Epilogue {
+  mlir::linalg::GenericOp op;
+  mlir::Value bias; // null without
+  Activation activation = Activation::None;
+  int64_t code() const {
+    int64_t base = activation == Activation::None   ? 0
+                   : activation == Activation::Gelu ? 1
+                                                    : 2;
+    if (bias)
+      return base + 1;               // 1 bias, 2 bias + GELU, 3 bias + ReLU
+    return base == 0 ? 0 : base + 3; // 4 GELU, 5 ReLU
+  }
+};
+
+/// The epilogue `generic` computes on `accumulator`, if it is one.
+std::optional<Epilogue> matchEpilogue(mlir::linalg::GenericOp generic,
+                                      mlir::Value accumulator);
+
+} // namespace braid::togpu
+
+#endif // BRAID_LIB_CONVERSION_TOGPU_TOGPU_H
