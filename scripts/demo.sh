@@ -9,7 +9,9 @@
 #     (examples/llama3_70b_layer_tp8.mlir);
 #  3. compile for CPU ranks with every overlap schedule applied, run on 4
 #     MPI ranks with --check against the program with collectives whole,
-#     and write a timeline of the run (Chrome trace format).
+#     and write a timeline of the run (Chrome trace format);
+#  4. a MoE block from Python (braid.models) on 4 ranks against numpy;
+#  5. with the CUDA toolkit, the program compiled for the GPU (PTX, cuBLASLt).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${BRAID_BUILD_DIR:-$ROOT/build}"
@@ -71,3 +73,17 @@ for c in artifact.report["collectives"]:
     print(f"   {c['kind']:<11} {c['decision']:<6} {c.get('strategy', '')}")
 print(f"   {artifact}: matches numpy (relative error {error:.2g})")
 PY
+
+# The cuda target needs the CUDA toolkit at configure time (braid-exec-cuda
+# is built with it); the GPU itself is only needed to run.
+if [[ -x "$BIN/braid-exec-cuda" ]]; then
+  echo
+  echo "-- 5. the same program for the GPU (--target=cuda, sm_90a): kernels, GEMMs"
+  "$BIN/braid-compile" "$INPUT" --target=cuda --emit=ptx -o "$WORK/kernels.ptx" \
+    2> "$WORK/cuda-remarks.txt"
+  echo "   $(grep -c '\.entry' "$WORK/kernels.ptx") kernels in one PTX module ($(grep -m1 -o '\.target sm_[0-9a-z]*' "$WORK/kernels.ptx")), $(grep -c 'runs on cuBLASLt' "$WORK/cuda-remarks.txt") contractions on cuBLASLt:"
+  grep -o 'remark: runs on cuBLASLt.*' "$WORK/cuda-remarks.txt" | sort | uniq -c | sed 's/^/   /'
+  "$BIN/braid-compile" "$INPUT" --target=cuda -o "$WORK/program.so" 2>/dev/null
+  echo "   run it with: braid-run --backend=cuda FILE.mlir (one process per GPU), or"
+  echo "   braid-exec-cuda program.so --loopback=4 (4 ranks on one GPU, for measuring)"
+fi
