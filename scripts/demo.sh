@@ -82,7 +82,7 @@ if [[ -x "$BIN/braid-exec-cuda" ]]; then
   "$BIN/braid-compile" "$INPUT" --target=cuda --emit=ptx -o "$WORK/kernels.ptx" \
     2> "$WORK/cuda-remarks.txt"
   echo "   $(grep -c '\.entry' "$WORK/kernels.ptx") kernels in one PTX module ($(grep -m1 -o '\.target sm_[0-9a-z]*' "$WORK/kernels.ptx")), $(grep -c 'runs on cuBLASLt' "$WORK/cuda-remarks.txt") contractions on cuBLASLt:"
-  grep -o 'remark: runs on cuBLASLt.*' "$WORK/cuda-remarks.txt" | sort | uniq -c | sed 's/^/   /'
+  grep -o 'runs on cuBLASLt.*' "$WORK/cuda-remarks.txt" | sort | uniq -c | sed 's/^ */   /'
   "$BIN/braid-compile" "$INPUT" --target=cuda -o "$WORK/program.so" 2>/dev/null
   echo "   run it with: braid-run --backend=cuda FILE.mlir (one process per GPU), or"
   echo "   braid-exec-cuda program.so --loopback=4 (4 ranks on one GPU, for measuring)"
