@@ -514,8 +514,7 @@ void braid_rt_signal_wait(int64_t addr, int64_t value, int64_t stream,
                           int64_t step) {
   Runtime &rt = initialized("braid_rt_signal_wait");
   checkSignal("braid_rt_signal_wait", addr, stream, step);
-  double timeout =
-      rt.timeoutOverride > 0 ? rt.timeoutOverride : timeoutFromEnvironment();
+  double timeout = rt.comm->timeout();
   auto *flag = reinterpret_cast<int32_t *>(addr);
   int64_t start = nowNs();
   // At least `value` modulo 2^32, as cuStreamWaitValue32's GEQ compares.

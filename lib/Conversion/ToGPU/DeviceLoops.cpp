@@ -297,8 +297,7 @@ private:
          llvm::zip(op->getOpOperands(), plan.streamed)) {
       Value value = mapping.lookupOrDefault(operand.get());
       at.emplace_back();
-      auto type = dyn_cast<MemRefType>(value.getType());
-      if (!type) {
+      if (!isa<MemRefType>(value.getType())) {
         loaded.push_back(value);
         continue;
       }
@@ -308,31 +307,16 @@ private:
         loaded.push_back(Value());
         continue;
       }
-      if (!streamed) {
-        loaded.push_back(memref::LoadOp::create(b, loc, value, at.back()));
-        continue;
-      }
-      int64_t bytes = elementBytes(type.getElementType());
-      auto vectorType = VectorType::get({plan.width}, type.getElementType());
-      loaded.push_back(vector::LoadOp::create(
-          b, loc, vectorType, value, at.back(), /*nontemporal=*/false,
-          llvm::MaybeAlign(plan.width * bytes)));
+      loaded.push_back(load(value, at.back(), streamed ? plan.width : 1));
     }
 
     // The payload per lane.
     SmallVector<SmallVector<Value>> lanes(op.getNumDpsInits());
-    Value first = ivs[plan.innermost];
     for (int64_t lane = 0; lane < plan.width; ++lane) {
-      SmallVector<Value> laneIvs(ivs);
-      laneIvs[plan.innermost] =
-          lane ? Value(arith::AddIOp::create(b, loc, first, index(lane)))
-               : first;
+      SmallVector<Value> laneIvs = laneOf(ivs, plan.innermost, lane);
       SmallVector<Value> args;
-      for (auto [value, streamed] : llvm::zip(loaded, plan.streamed))
-        args.push_back(
-            value && streamed && isa<VectorType>(value.getType())
-                ? Value(vector::ExtractOp::create(b, loc, value, lane))
-                : value);
+      for (Value value : loaded)
+        args.push_back(element(value, lane));
       IRMapping local = inlinePayload(op, laneIvs, args);
       for (auto [index, value] : llvm::enumerate(
                op->getRegion(0).front().getTerminator()->getOperands()))
@@ -344,10 +328,41 @@ private:
       auto vectorType = VectorType::get({plan.width}, type.getElementType());
       Value result =
           vector::FromElementsOp::create(b, loc, vectorType, lanes[index]);
-      vector::StoreOp::create(
-          b, loc, result, buffer, at[numInputs + index], /*nontemporal=*/false,
-          llvm::MaybeAlign(plan.width * elementBytes(type.getElementType())));
+      vector::StoreOp::create(b, loc, result, buffer, at[numInputs + index],
+                              /*nontemporal=*/false,
+                              vectorAlignment(type, plan.width));
     }
+  }
+
+  /// A whole vector's alignment in `buffer`'s elements.
+  static llvm::MaybeAlign vectorAlignment(MemRefType buffer, int64_t width) {
+    return llvm::MaybeAlign(width * elementBytes(buffer.getElementType()));
+  }
+
+  /// `width` elements of `buffer` from `at` on, as an aligned vector, or the
+  /// one element at `at` when `width` is 1.
+  Value load(Value buffer, ArrayRef<Value> at, int64_t width) {
+    auto type = cast<MemRefType>(buffer.getType());
+    if (width == 1)
+      return memref::LoadOp::create(b, loc, buffer, at);
+    return vector::LoadOp::create(
+        b, loc, VectorType::get({width}, type.getElementType()), buffer, at,
+        /*nontemporal=*/false, vectorAlignment(type, width));
+  }
+
+  /// Element `lane` of a vector load's value; a scalar (or null) as it is.
+  Value element(Value value, int64_t lane) {
+    if (!value || !isa<VectorType>(value.getType()))
+      return value;
+    return vector::ExtractOp::create(b, loc, value, lane);
+  }
+
+  /// `ivs` with `lane` added to loop `dim`.
+  SmallVector<Value> laneOf(ArrayRef<Value> ivs, unsigned dim, int64_t lane) {
+    SmallVector<Value> result(ivs);
+    if (lane)
+      result[dim] = arith::AddIOp::create(b, loc, ivs[dim], index(lane));
+    return result;
   }
 
   /// One output element per thread and iteration, reductions sequential.
@@ -583,34 +598,19 @@ private:
     for (auto [input, streamed] :
          llvm::zip(op.getDpsInputOperands(), plan.streamed)) {
       Value value = mapping.lookupOrDefault(input->get());
-      auto type = dyn_cast<MemRefType>(value.getType());
-      if (!type) {
+      if (!isa<MemRefType>(value.getType())) {
         loaded.push_back(value);
         continue;
       }
-      SmallVector<Value> at = apply(op.getMatchingIndexingMap(input), ivs);
-      if (!streamed) {
-        loaded.push_back(memref::LoadOp::create(b, loc, value, at));
-        continue;
-      }
-      auto vectorType = VectorType::get({plan.width}, type.getElementType());
-      loaded.push_back(vector::LoadOp::create(
-          b, loc, vectorType, value, at, /*nontemporal=*/false,
-          llvm::MaybeAlign(plan.width * elementBytes(type.getElementType()))));
+      loaded.push_back(load(value, apply(op.getMatchingIndexingMap(input), ivs),
+                            streamed ? plan.width : 1));
     }
     Value accumulator = slice.getRegionIterArgs()[0];
-    Value first = ivs[red.back()];
     for (int64_t lane = 0; lane < plan.width; ++lane) {
-      SmallVector<Value> laneIvs(ivs);
-      laneIvs[red.back()] =
-          lane ? Value(arith::AddIOp::create(b, loc, first, index(lane)))
-               : first;
+      SmallVector<Value> laneIvs = laneOf(ivs, red.back(), lane);
       SmallVector<Value> args;
       for (Value value : loaded)
-        args.push_back(
-            isa<VectorType>(value.getType())
-                ? Value(vector::ExtractOp::create(b, loc, value, lane))
-                : value);
+        args.push_back(element(value, lane));
       args.push_back(Value()); // the output: the combiner alone reads it
       IRMapping local = inlinePayload(op, laneIvs, args, combiner.op);
       accumulator =

@@ -57,10 +57,6 @@ constexpr int64_t kSharedAlignment = 16;
 struct MapToGPUPass : public braid::impl::MapToGPUBase<MapToGPUPass> {
   using Base::Base;
 
-  /// Fills and epilogues folded into the products next to them (erased;
-  /// compared by address only).
-  SmallVector<Operation *> erasedOps;
-
   void runOnOperation() override {
     ModuleOp module = getOperation();
     // Block reductions work on whole warps; CUDA allows 1024 threads.
@@ -109,27 +105,21 @@ private:
       if (failed(mapKernel(kernel)))
         return failure();
 
-    // Contractions first: one may absorb the zero fill before it.
-    SmallVector<linalg::LinalgOp> contractions, others;
-    function.walk([&](linalg::LinalgOp op) {
-      if (inDeviceCode(op))
-        return;
-      (linalg::isaContractionOpInterface(op) ? contractions : others)
-          .push_back(op);
-    });
-    for (linalg::LinalgOp op : contractions)
-      if (failed(mapHostOp(op)))
-        return failure();
-    others.erase(llvm::remove_if(others,
-                                 [&](linalg::LinalgOp op) {
-                                   return llvm::is_contained(erasedOps,
-                                                             op.getOperation());
-                                 }),
-                 others.end());
-    erasedOps.clear();
-    for (linalg::LinalgOp op : others)
-      if (failed(mapHostOp(op)))
-        return failure();
+    // Contractions first: one may absorb the fill before it and the
+    // elementwise op after it; what is left is collected afterwards.
+    auto hostOps = [&](bool contractions) {
+      SmallVector<linalg::LinalgOp> ops;
+      function.walk([&](linalg::LinalgOp op) {
+        if (!inDeviceCode(op) &&
+            linalg::isaContractionOpInterface(op) == contractions)
+          ops.push_back(op);
+      });
+      return ops;
+    };
+    for (bool contractions : {true, false})
+      for (linalg::LinalgOp op : hostOps(contractions))
+        if (failed(mapHostOp(op)))
+          return failure();
 
     return placeBuffers(function);
   }
@@ -310,10 +300,8 @@ private:
           epilogue = epilogueAfter(op);
         emitGemm(op, *match, /*accumulate=*/!fill,
                  epilogue ? &*epilogue : nullptr);
-        if (fill) {
-          erasedOps.push_back(fill);
+        if (fill)
           fill->erase();
-        }
         auto remark = op->emitRemark();
         remark << "runs on cuBLASLt: " << match->m << "x" << match->n << "x"
                << match->k
@@ -326,7 +314,6 @@ private:
           remark << ", with the " << names[epilogue->code()]
                  << " after it as its epilogue, writing "
                  << getElementTypeOrSelf(epilogue->op.getDpsInits()[0]);
-          erasedOps.push_back(epilogue->op);
           epilogue->op->erase();
         }
         ++numGemms;
