@@ -78,9 +78,9 @@ Value encodeE4M3(OpBuilder &b, Location loc, Value value) {
   Value integral = arith::SubFOp::create(
       b, loc, arith::AddFOp::create(b, loc, ulps, magic), magic);
   Value subnormal = arith::FPToSIOp::create(b, loc, i32, integral);
-  Value tiny = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT,
-                                     magnitude,
-                                     f32Constant(b, loc, std::ldexp(1.0, -6)));
+  Value tiny =
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, magnitude,
+                            f32Constant(b, loc, std::ldexp(1.0, -6)));
   Value code = arith::SelectOp::create(b, loc, tiny, subnormal, normal);
   return arith::OrIOp::create(b, loc, code, sign);
 }
@@ -91,17 +91,16 @@ Value decodeE4M3(OpBuilder &b, Location loc, Value code) {
   Type f32 = b.getF32Type();
   auto c = [&](int64_t v) { return i32Constant(b, loc, v); };
   Value bits = arith::ExtUIOp::create(b, loc, i32, code);
-  Value negative = arith::CmpIOp::create(
-      b, loc, arith::CmpIPredicate::ne,
-      arith::AndIOp::create(b, loc, bits, c(0x80)), c(0));
+  Value negative =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                            arith::AndIOp::create(b, loc, bits, c(0x80)), c(0));
   Value exponent = arith::AndIOp::create(
       b, loc, arith::ShRUIOp::create(b, loc, bits, c(3)), c(0xF));
   Value mantissa = arith::AndIOp::create(b, loc, bits, c(7));
   Value normalBits = arith::OrIOp::create(
       b, loc,
-      arith::ShLIOp::create(b, loc, arith::AddIOp::create(b, loc, exponent,
-                                                          c(120)),
-                            c(23)),
+      arith::ShLIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, exponent, c(120)), c(23)),
       arith::ShLIOp::create(b, loc, mantissa, c(20)));
   Value normal = arith::BitcastOp::create(b, loc, f32, normalBits);
   Value subnormal = arith::MulFOp::create(
@@ -111,9 +110,8 @@ Value decodeE4M3(OpBuilder &b, Location loc, Value code) {
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, exponent, c(0));
   Value magnitude =
       arith::SelectOp::create(b, loc, isSubnormal, subnormal, normal);
-  return arith::SelectOp::create(b, loc, negative,
-                                 arith::NegFOp::create(b, loc, magnitude),
-                                 magnitude);
+  return arith::SelectOp::create(
+      b, loc, negative, arith::NegFOp::create(b, loc, magnitude), magnitude);
 }
 
 } // namespace
@@ -160,10 +158,9 @@ FailureOr<AllGatherOp> quantizeAllGatherFp8(AllGatherOp gather) {
           [&](OpBuilder &nb, Location nl, ValueRange args) {
             Value magnitude =
                 math::AbsFOp::create(nb, nl, toF32(nb, nl, args[0]));
-            linalg::YieldOp::create(
-                nb, nl,
-                ValueRange{arith::MaximumFOp::create(nb, nl, args[1],
-                                                     magnitude)});
+            linalg::YieldOp::create(nb, nl,
+                                    ValueRange{arith::MaximumFOp::create(
+                                        nb, nl, args[1], magnitude)});
           })
           .getResult(0);
 
@@ -177,8 +174,8 @@ FailureOr<AllGatherOp> quantizeAllGatherFp8(AllGatherOp gather) {
           [&](OpBuilder &nb, Location nl, ValueRange args) {
             Value safe = arith::MaximumFOp::create(
                 nb, nl, args[1], f32Constant(nb, nl, std::ldexp(1.0, -100)));
-            Value scale =
-                arith::DivFOp::create(nb, nl, f32Constant(nb, nl, kFp8Max), safe);
+            Value scale = arith::DivFOp::create(
+                nb, nl, f32Constant(nb, nl, kFp8Max), safe);
             Value scaled =
                 arith::MulFOp::create(nb, nl, toF32(nb, nl, args[0]), scale);
             Value code = encodeE4M3(nb, nl, scaled);
@@ -189,12 +186,12 @@ FailureOr<AllGatherOp> quantizeAllGatherFp8(AllGatherOp gather) {
 
   // Both travel: the codes along the gathered dimension, the scales as one
   // element per rank.
-  auto sent = AllGatherOp::create(b, loc, resultType.clone(i8),
-                                  gather.getGridAttr(), gather.getAxesAttr(),
-                                  codes, gather.getDimAttr());
-  Value amaxVector = tensor::ExpandShapeOp::create(
-      b, loc, RankedTensorType::get({1}, f32), amax,
-      ArrayRef<ReassociationIndices>{});
+  auto sent =
+      AllGatherOp::create(b, loc, resultType.clone(i8), gather.getGridAttr(),
+                          gather.getAxesAttr(), codes, gather.getDimAttr());
+  Value amaxVector =
+      tensor::ExpandShapeOp::create(b, loc, RankedTensorType::get({1}, f32),
+                                    amax, ArrayRef<ReassociationIndices>{});
   auto scales = AllGatherOp::create(
       b, loc, RankedTensorType::get({ranks}, f32), gather.getGridAttr(),
       gather.getAxesAttr(), amaxVector,
