@@ -11,7 +11,7 @@ include(CMakePackageConfigHelpers)
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/braid"
                   "${PROJECT_SOURCE_DIR}/include/braid-c"
   DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
-  FILES_MATCHING PATTERN "*.h" PATTERN "*.td")
+  FILES_MATCHING PATTERN "*.h" PATTERN "*.td" PATTERN "*.def")
 install(DIRECTORY "${PROJECT_BINARY_DIR}/include/braid"
   DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
   FILES_MATCHING PATTERN "*.h" PATTERN "*.inc"
@@ -21,6 +21,9 @@ install(DIRECTORY "${PROJECT_BINARY_DIR}/include/braid"
 # set, which nobody installs); listing them here puts them in Braid's.
 get_property(braid_libraries GLOBAL PROPERTY MLIR_EXPORTS)
 list(FILTER braid_libraries INCLUDE REGEX "^Braid")
+# The options model is plain C++ (no add_mlir_library), so it is not among
+# MLIR's exports; the libraries above link it.
+list(APPEND braid_libraries BraidOptions)
 
 # Braid::Braid: every library plus Braid's include directory.
 add_library(BraidAll INTERFACE)

@@ -17,6 +17,9 @@
 |*                                                                            *|
 |* Options are the words braid-compile takes, with or without the leading     *|
 |* dashes, separated by spaces: "overlap=force target-preset=h100 emit=xfer". *|
+|* A value with spaces goes in quotes: cuda-path="/opt/cu da" (in double     *|
+|* quotes a backslash escapes the next character). braidGetOptions describes *|
+|* every option; the list below is checked against it by a test.             *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
@@ -34,6 +37,24 @@ extern "C" {
 
 /// Braid's version and the LLVM it was built with, as `--version` prints it.
 MLIR_CAPI_EXPORTED const char *braidGetVersion(void);
+
+/// Every option, as a JSON array of objects: "flag", "field", "kind" (enum,
+/// bool, int, double, string), "default", "help", "stages", "scopes"
+/// (pipeline: braidRunPipeline; compile: braidCompile*; run:
+/// braidArtifactRun), "values" (enums: name and help of each), "min" and
+/// "max" (ints). Null-terminated, owned by the library.
+///
+/// The options (include/braid/Options/Options.def has their help):
+///   pipeline and compile: target (cpu, cuda), sm, cuda-path, gpu-format
+///     (bin, isa, fatbin), overlap (auto, force, off), target-preset (auto,
+///     cpu, h100, h200), fuse (auto, off), quantize-all-gather (off, bf16,
+///     fp8), sub-chunks, bidirectional (auto, on, off), check-schedule,
+///     entry, report;
+///   pipeline only: skip-import, stop-after (dist, xfer, llvm);
+///   compile only: emit (dist, xfer, llvm-mlir, llvm-ir, obj, lib, ptx), O
+///     (0 to 3), cpu;
+///   run: timeout.
+MLIR_CAPI_EXPORTED const char *braidGetOptions(void);
 
 //===----------------------------------------------------------------------===//
 // Registration
@@ -75,17 +96,16 @@ typedef struct BraidCallbacks {
 //===----------------------------------------------------------------------===//
 
 /// Runs Braid's pipeline on `module` in place. `options` are those of
-/// `braid-opt --braid-pipeline='...'`: target, overlap, target-preset,
-/// sub-chunks, bidirectional, entry, check-schedule, skip-import,
-/// stop-after (dist, xfer or llvm; default llvm). When `callbacks->report`
+/// `braid-opt --braid-pipeline='...'`: the pipeline's options above
+/// (stop-after=dist, xfer or llvm; default llvm). When `callbacks->report`
 /// is set the JSON report is delivered to it. Errors are emitted as
 /// diagnostics on the module's context.
 MLIR_CAPI_EXPORTED MlirLogicalResult braidRunPipeline(
     MlirModule module, MlirStringRef options, const BraidCallbacks *callbacks);
 
-/// Compiles `module` as braid-compile does. `options` are braid-compile's
-/// (emit, target, overlap, target-preset, entry, sub-chunks, bidirectional,
-/// check-schedule, O, cpu). A text stage goes to `callbacks->output`;
+/// Compiles `module` as braid-compile does. `options` are braid-compile's:
+/// the pipeline and compile options above. A text stage goes to
+/// `callbacks->output`;
 /// emit=obj writes `outputPath`; emit=lib (the default) writes `outputPath`
 /// and `outputPath`.manifest. Errors are diagnostics on the module's
 /// context.
@@ -140,7 +160,7 @@ braidArtifactGetResultType(BraidArtifact artifact, intptr_t index);
 /// + i] is argument i of rank r, a contiguous row-major buffer of its type.
 /// `outputs` likewise holds ranks * numResults caller-allocated buffers that
 /// receive the results. `options` are extra braid-run options ("trace=PATH",
-/// "timeout=SECONDS"). The runner is the braid-run next to this library
+/// "timeout=SECONDS", the run options above). The runner is the braid-run next to this library
 /// (../bin from its directory) or $BRAID_RUN. Failures (a rank's error, a
 /// timeout) go to `callbacks->diagnostic`.
 MLIR_CAPI_EXPORTED MlirLogicalResult

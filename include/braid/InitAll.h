@@ -1,4 +1,4 @@
-//===- InitAll.h - Register every Braid dialect and pass --------*- C++ -*-===//
+//===- InitAll.h - Register Braid's dialects and passes ---------*- C++ -*-===//
 //
 // Part of Braid.
 //
@@ -16,7 +16,9 @@ namespace braid {
 /// Adds Braid's dialects and the interface models they rely on.
 void registerAllDialects(mlir::DialectRegistry &registry);
 
-/// Registers Braid's passes and pipelines with the global pass registry.
+/// Registers Braid's passes and pipelines with the global pass registry
+/// (library BraidPassRegistration; the dialects alone need only
+/// BraidRegistration).
 void registerAllPasses();
 
 /// Braid's version and the LLVM it was built against, for `--version`.

@@ -8,6 +8,7 @@
 
 #include "braid/Compiler/Compiler.h"
 #include "braid/InitAll.h"
+#include "braid/Options/Options.h"
 #include "braid/Pipelines/Pipelines.h"
 #include "braid/Runtime/Artifact.h"
 
@@ -160,7 +161,8 @@ LogicalResult compileWithCallbacks(ModuleOp module, StringRef optionText,
   options.report = *reportPath;
   std::string text;
   llvm::raw_string_ostream textStream(text);
-  bool binary = options.emit == "obj" || options.emit == "lib";
+  bool binary = options.emit == braid::EmitKind::Obj ||
+                options.emit == braid::EmitKind::Lib;
   if (failed(braid::compile(module, options, outputPath,
                             binary ? nullptr : &textStream)))
     return failure();
@@ -204,6 +206,11 @@ std::string findRunner() {
 
 const char *braidGetVersion(void) { return braid::getVersionString(); }
 
+const char *braidGetOptions(void) {
+  static const std::string json = braid::options::describeJson();
+  return json.c_str();
+}
+
 void braidRegisterDialects(MlirDialectRegistry registry) {
   braid::registerAllDialects(*unwrap(registry));
 }
@@ -227,13 +234,10 @@ void braidRegisterPasses(void) {
 MlirLogicalResult braidRunPipeline(MlirModule module, MlirStringRef options,
                                    const BraidCallbacks *callbacks) {
   ModuleOp op = unwrap(module);
-  braid::BraidPipelineOptions pipeline;
+  braid::Options pipeline;
   std::string error;
-  llvm::raw_string_ostream errorStream(error);
-  if (failed(pipeline.parseFromString(unwrap(options), errorStream)))
-    return wrap(emitError(op.getLoc())
-                << "invalid pipeline options: " << StringRef(error).trim());
-  if (!braid::validatePipelineOptions(pipeline, error))
+  if (!braid::options::parseWords(unwrap(options), pipeline,
+                                  braid::options::Scope::Pipeline, error))
     return wrap(emitError(op.getLoc()) << error);
   ReportCapture report(callbacks);
   FailureOr<std::string> reportPath = report.path(pipeline.report, error);
@@ -242,7 +246,8 @@ MlirLogicalResult braidRunPipeline(MlirModule module, MlirStringRef options,
   pipeline.report = *reportPath;
   PassManager pm(op.getContext());
   pm.enableVerifier(true);
-  braid::buildBraidPipeline(pm, pipeline);
+  if (failed(braid::buildBraidPipeline(pm, pipeline, &error)))
+    return wrap(emitError(op.getLoc()) << error);
   if (failed(pm.run(op)))
     return wrap(failure());
   report.forward(pipeline.report);
@@ -372,10 +377,13 @@ MlirLogicalResult braidArtifactRun(BraidArtifact artifact, int64_t ranks,
     args.push_back("--input=@" + fileName("arg", i, "{rank}"));
   for (size_t i = 0; i < numResults; ++i)
     args.push_back("--output=@" + fileName("result", i, "{rank}"));
-  SmallVector<StringRef> words;
-  unwrap(options).split(words, ' ', -1, /*KeepEmpty=*/false);
-  for (StringRef word : words)
-    args.push_back(word.starts_with("-") ? word.str() : "--" + word.str());
+  // braid-run's own words, unquoted: they travel as arguments, not text.
+  std::vector<std::pair<std::string, std::string>> words;
+  std::string error;
+  if (!braid::options::splitWords(unwrap(options), words, error))
+    return fail(error);
+  for (auto &[key, value] : words)
+    args.push_back("--" + key + "=" + value);
 
   SmallString<128> logPath(directory);
   llvm::sys::path::append(logPath, "log.txt");

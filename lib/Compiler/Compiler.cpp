@@ -21,6 +21,7 @@
 
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Process.h"
@@ -154,6 +155,16 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(StringRef cpu,
     return nullptr;
   std::string cpuName =
       cpu == "native" ? llvm::sys::getHostCPUName().str() : cpu.str();
+  // An unknown CPU would be a warning and then, for some names, a fatal
+  // error in the backend: refuse it first.
+  std::unique_ptr<llvm::MCSubtargetInfo> subtargets(
+      llvmTarget->createMCSubtargetInfo(triple, "", ""));
+  if (cpu != "native" &&
+      (!subtargets || !subtargets->isCPUStringValid(cpuName))) {
+    error = "unknown CPU '" + cpuName + "' for " + triple.str() +
+            " (`llc -mcpu=help` lists the names)";
+    return nullptr;
+  }
   std::string features;
   if (cpu == "native") {
     llvm::SubtargetFeatures subtarget;
@@ -169,108 +180,12 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(StringRef cpu,
   return machine;
 }
 
-/// The pipeline options `options` ask for (the stages to run and the entry
-/// are the caller's to set).
-void setPipelineOptions(const braid::CompileOptions &options,
-                        braid::BraidPipelineOptions &pipeline) {
-  pipeline.target = options.target;
-  pipeline.overlap = options.overlap;
-  pipeline.fuse = options.fuse;
-  pipeline.quantizeAllGather = options.quantizeAllGather;
-  pipeline.targetPreset = !options.targetPreset.empty() ? options.targetPreset
-                          : options.target == "cuda"    ? "h200"
-                                                        : "cpu";
-  pipeline.sm = options.sm;
-  pipeline.cudaPath = options.cudaPath;
-  if (options.emit == "ptx")
-    pipeline.gpuFormat = "isa";
-  pipeline.report = options.report;
-  pipeline.checkSchedule = options.checkSchedule;
-  pipeline.subChunks = options.subChunks;
-  pipeline.bidirectional = options.bidirectional;
-}
-
 } // namespace
 
 bool braid::parseCompileOptions(StringRef text, CompileOptions &options,
                                 std::string &error) {
-  SmallVector<StringRef> words;
-  text.split(words, ' ', -1, /*KeepEmpty=*/false);
-  for (StringRef word : words) {
-    word = word.trim().ltrim('-');
-    if (word.empty())
-      continue;
-    auto [key, value] = word.split('=');
-    auto asInt = [&](int64_t &out) {
-      if (value.getAsInteger(10, out)) {
-        error = ("option '" + key + "' needs an integer, got '" + value + "'")
-                    .str();
-        return false;
-      }
-      return true;
-    };
-    if (key == "overlap")
-      options.overlap = value.str();
-    else if (key == "fuse")
-      options.fuse = value.str();
-    else if (key == "quantize-all-gather")
-      options.quantizeAllGather = value.str();
-    else if (key == "target")
-      options.target = value.str();
-    else if (key == "sm")
-      options.sm = value.str();
-    else if (key == "cuda-path")
-      options.cudaPath = value.str();
-    else if (key == "target-preset")
-      options.targetPreset = value.str();
-    else if (key == "report")
-      options.report = value.str();
-    else if (key == "entry")
-      options.entry = value.str();
-    else if (key == "bidirectional")
-      options.bidirectional = value.str();
-    else if (key == "emit")
-      options.emit = value.str();
-    else if (key == "cpu")
-      options.cpu = value.str();
-    else if (key == "check-schedule")
-      options.checkSchedule = value.empty() || value == "1" || value == "true";
-    else if (key == "sub-chunks") {
-      if (!asInt(options.subChunks))
-        return false;
-    } else if (key == "O") {
-      int64_t level;
-      if (!asInt(level))
-        return false;
-      options.optLevel = level;
-    } else {
-      error = ("unknown option '" + key + "'").str();
-      return false;
-    }
-  }
-  return validateCompileOptions(options, error);
-}
-
-bool braid::validateCompileOptions(const CompileOptions &options,
-                                   std::string &error) {
-  static const char *stages[] = {"dist", "xfer", "llvm-mlir", "llvm-ir",
-                                 "obj",  "lib",  "ptx"};
-  if (!llvm::is_contained(stages, options.emit)) {
-    error = "unknown --emit=" + options.emit +
-            ", expected dist, xfer, llvm-mlir, llvm-ir, obj, lib or ptx";
-    return false;
-  }
-  if (options.emit == "ptx" && options.target != "cuda") {
-    error = "--emit=ptx needs --target=cuda";
-    return false;
-  }
-  if (options.optLevel > 3) {
-    error = "optimization level must be 0 to 3";
-    return false;
-  }
-  BraidPipelineOptions pipeline;
-  setPipelineOptions(options, pipeline);
-  return validatePipelineOptions(pipeline, error);
+  return options::parseWords(text, options, options::Scope::Compile, error) &&
+         options::validate(options, error);
 }
 
 void braid::registerCompilerDialects(DialectRegistry &registry) {
@@ -293,25 +208,29 @@ LogicalResult braid::compile(ModuleOp module, const CompileOptions &options,
     return emitError(module.getLoc()) << message, failure();
   };
   std::string message;
-  if (!validateCompileOptions(options, message))
+  if (!options::validate(options, message))
     return fail(message);
-  bool binary = options.emit == "obj" || options.emit == "lib";
+  const char *emit = options::spelling(options.emit);
+  bool binary = options.emit == EmitKind::Obj || options.emit == EmitKind::Lib;
   if (binary && outputPath.empty())
-    return fail("--emit=" + options.emit + " needs an output file");
+    return fail(Twine("emit=") + emit + " needs an output file");
   if (!binary && !textOutput)
-    return fail("--emit=" + options.emit + " needs a text output");
+    return fail(Twine("emit=") + emit + " needs a text output");
 
-  BraidPipelineOptions pipeline;
-  setPipelineOptions(options, pipeline);
-  auto runPipeline = [&] {
+  Options pipeline = options;
+  // The PTX of the kernels is what gpu-format=isa keeps.
+  if (options.emit == EmitKind::Ptx)
+    pipeline.gpuFormat = GpuFormat::Isa;
+  auto runPipeline = [&]() -> LogicalResult {
     PassManager pm(context);
     pm.enableVerifier(true);
-    buildBraidPipeline(pm, pipeline);
+    if (failed(buildBraidPipeline(pm, pipeline, &message)))
+      return fail(message);
     return pm.run(module);
   };
 
   // Stage 1: dist. The manifest describes the SPMD signature it yields.
-  pipeline.stopAfter = "dist";
+  pipeline.stopAfter = PipelineStage::Dist;
   if (failed(runPipeline()))
     return failure();
   FailureOr<func::FuncOp> entryFunction = findEntry(module, options.entry);
@@ -319,27 +238,28 @@ LogicalResult braid::compile(ModuleOp module, const CompileOptions &options,
     return failure();
   pipeline.entry = entryFunction->getSymName().str();
   std::string manifest;
-  if (options.emit == "lib") {
+  if (options.emit == EmitKind::Lib) {
     FailureOr<std::string> built = buildManifest(module, *entryFunction);
     if (failed(built))
       return failure();
     manifest = *built;
   }
-  if (options.emit == "dist") {
+  if (options.emit == EmitKind::Dist) {
     module->print(*textOutput);
     return success();
   }
 
   // Stages 2 and 3 continue on the imported module.
-  pipeline.stopAfter = options.emit == "xfer" ? "xfer" : "llvm";
+  pipeline.stopAfter = options.emit == EmitKind::Xfer ? PipelineStage::Xfer
+                                                      : PipelineStage::Llvm;
   pipeline.skipImport = true;
   if (failed(runPipeline()))
     return failure();
-  if (options.emit == "xfer" || options.emit == "llvm-mlir") {
+  if (options.emit == EmitKind::Xfer || options.emit == EmitKind::LlvmMlir) {
     module->print(*textOutput);
     return success();
   }
-  if (options.emit == "ptx") {
+  if (options.emit == EmitKind::Ptx) {
     // The PTX of every kernel module, as ptxas would read it.
     if (module.getOps<gpu::BinaryOp>().empty())
       *textOutput << "// braid: the program has no kernels (its products run "
@@ -367,14 +287,14 @@ LogicalResult braid::compile(ModuleOp module, const CompileOptions &options,
           options.optLevel, /*sizeLevel=*/0, machine.get())(llvmModule.get()))
     return fail("LLVM optimization failed: " +
                 llvm::toString(std::move(error)));
-  if (options.emit == "llvm-ir") {
+  if (options.emit == EmitKind::LlvmIr) {
     llvmModule->print(*textOutput, nullptr);
     return success();
   }
 
   // Object code, and for a library the link and the manifest.
   SmallString<128> objectPath(outputPath);
-  if (options.emit == "lib") {
+  if (options.emit == EmitKind::Lib) {
     int fd;
     if (std::error_code ec =
             llvm::sys::fs::createTemporaryFile("braid", "o", fd, objectPath))
@@ -393,7 +313,7 @@ LogicalResult braid::compile(ModuleOp module, const CompileOptions &options,
     codegen.run(*llvmModule);
     object.keep();
   }
-  if (options.emit == "obj")
+  if (options.emit == EmitKind::Obj)
     return success();
 
   llvm::ErrorOr<std::string> linker = llvm::sys::findProgramByName("cc");

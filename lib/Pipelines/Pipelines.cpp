@@ -9,41 +9,38 @@
 #include "braid/Conversion/Passes.h"
 #include "braid/Dialect/Dist/Transforms/Passes.h"
 #include "braid/Dialect/Xfer/Transforms/Passes.h"
+#include "braid/Options/OptionsCL.h"
 
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/GPUCommon/GPUCommonPass.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MathToLibm/MathToLibm.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/InitAllPasses.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
-#include "llvm/Support/ErrorHandling.h"
 
-#include <mutex>
+#include <deque>
+#include <memory>
 
 using namespace mlir;
-
-namespace {
-
-/// Upstream stages are spelled as textual pipelines, which resolve against
-/// the pass registry.
-void ensureUpstreamPassesRegistered() {
-  static std::once_flag once;
-  std::call_once(once, [] { mlir::registerAllPasses(); });
-}
-
-void addTextual(OpPassManager &pm, llvm::StringRef pipeline) {
-  if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
-    llvm::report_fatal_error("braid: malformed built-in pipeline");
-}
-
-} // namespace
-
-const char *braid::defaultCudaPath() {
-#ifdef BRAID_CUDA_ROOT
-  return BRAID_CUDA_ROOT;
-#else
-  return "";
-#endif
-}
 
 int64_t braid::sharedMemoryPerBlock(llvm::StringRef sm) {
   // Opt-in shared memory per block (CUDA programming guide, compute
@@ -57,54 +54,109 @@ int64_t braid::sharedMemoryPerBlock(llvm::StringRef sm) {
   return 48 * 1024;
 }
 
-bool braid::validatePipelineOptions(const BraidPipelineOptions &options,
-                                    std::string &message) {
-  auto oneOf = [&](llvm::StringRef name, llvm::StringRef value,
-                   std::initializer_list<llvm::StringRef> allowed) {
-    if (llvm::is_contained(allowed, value))
-      return true;
-    message = ("unknown " + name + " '" + value + "', expected one of").str();
-    for (llvm::StringRef a : allowed)
-      message += " " + a.str();
-    return false;
-  };
-  // sm_XX with an optional feature suffix (a: architecture-specific, f:
-  // family); ptxas has the final word on whether it exists.
-  llvm::StringRef sm = options.sm;
-  llvm::StringRef digits = sm.rtrim("af");
-  unsigned number = 0;
-  if (options.target == "cuda" &&
-      (digits.empty() || digits.getAsInteger(10, number) || number < 70 ||
-       sm.size() - digits.size() > 1)) {
-    message = "unknown GPU architecture '" + options.sm +
-              "', expected a compute capability such as 90a, 90 or 80 (sm_70 "
-              "or newer)";
-    return false;
-  }
-  if (options.target == "cuda" && options.cudaPath.empty() &&
-      !*defaultCudaPath()) {
-    message = "the cuda target needs a CUDA toolkit (ptxas, libdevice): this "
-              "Braid was configured without one; give its path with "
-              "cuda-path";
-    return false;
-  }
-  return oneOf("target", options.target, {"cpu", "cuda"}) &&
-         oneOf("GPU format", options.gpuFormat, {"bin", "isa", "fatbin"}) &&
-         oneOf("overlap mode", options.overlap, {"auto", "force", "off"}) &&
-         oneOf("target preset", options.targetPreset,
-               {"cpu", "h100", "h200"}) &&
-         oneOf("fusion mode", options.fuse, {"auto", "off"}) &&
-         oneOf("all-gather quantization", options.quantizeAllGather,
-               {"off", "bf16", "fp8"}) &&
-         oneOf("bidirectional", options.bidirectional, {"auto", "on", "off"}) &&
-         oneOf("stage", options.stopAfter, {"dist", "xfer", "llvm"}) &&
-         (options.subChunks >= 0 ||
-          (message = "sub-chunks must be 0 (automatic) or positive", false));
+namespace {
+
+/// f16 and bf16 arithmetic runs in f32 (rounded back after each op, as the
+/// types demand); then the bf16 conversions become integer code, since the
+/// C runtime of our Debian toolchain lacks the bf16 helpers. The same on
+/// the host and in kernels.
+void addNarrowFloatEmulation(OpPassManager &pm) {
+  math::MathExtendToSupportedTypesOptions extend;
+  extend.extraTypeStrs = {"f16", "bf16"};
+  pm.addPass(math::createMathExtendToSupportedTypes(extend));
+  arith::ArithEmulateUnsupportedFloatsOptions emulate;
+  emulate.sourceTypeStrs = {"f16", "bf16"};
+  emulate.targetTypeStr = "f32";
+  pm.addPass(arith::createArithEmulateUnsupportedFloats(emulate));
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = true;
+  pm.addPass(arith::createArithExpandOpsPass(expand));
 }
 
-void braid::buildBraidPipeline(OpPassManager &pm,
-                               const BraidPipelineOptions &options) {
-  ensureUpstreamPassesRegistered();
+/// Memrefs, arithmetic, indices, control flow and functions to LLVM.
+void addHostToLLVM(OpPassManager &pm) {
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void addCpuStages(OpPassManager &pm) {
+  pm.addPass(braid::xfer::createOutlineKernels());
+  OpPassManager &functions = pm.nest<func::FuncOp>();
+  functions.addPass(createForallToForLoopPass());
+  functions.addPass(createConvertLinalgToLoopsPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  // libm has no reciprocal square root: it becomes 1 / sqrt first.
+  math::MathExpandOpsPassOptions expandOps;
+  expandOps.opMnemonics = {"rsqrt"};
+  pm.addNestedPass<func::FuncOp>(math::createMathExpandOpsPass(expandOps));
+  addNarrowFloatEmulation(pm);
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createCanonicalizerPass());
+  addHostToLLVM(pm);
+}
+
+void addCudaStages(OpPassManager &pm, const braid::Options &options) {
+  braid::MapToGPUOptions mapOptions;
+  mapOptions.sharedMemoryLimit = braid::sharedMemoryPerBlock(options.sm);
+  pm.addPass(braid::createMapToGPU(mapOptions));
+  // Kernels: outlined into gpu.modules, lowered to NVVM, compiled by the
+  // NVPTX backend and the toolkit's ptxas (libdevice for math functions).
+  OpPassManager &functions = pm.nest<func::FuncOp>();
+  functions.addPass(createLowerAffinePass());
+  functions.addPass(createCanonicalizerPass());
+  pm.addPass(createGpuLaunchSinkIndexComputationsPass());
+  pm.addPass(createGpuKernelOutliningPass());
+  pm.addPass(braid::createMergeGpuModules());
+  GpuNVVMAttachTargetOptions target;
+  target.chip = "sm_" + options.sm;
+  target.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(memref::createExpandStridedMetadataPass());
+  kernels.addPass(createLowerAffinePass());
+  kernels.addPass(createSCFToControlFlowPass());
+  addNarrowFloatEmulation(kernels);
+  kernels.addPass(createConvertGpuOpsToNVVMOps());
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createCSEPass());
+  kernels.addPass(createReconcileUnrealizedCastsPass());
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = braid::options::spelling(options.gpuFormat);
+  binary.toolkitPath = options.cudaPath.empty()
+                           ? std::string(braid::options::defaultCudaPath())
+                           : options.cudaPath;
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+  // Host: runtime calls, launches through the runtime's mgpu* functions.
+  pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createGpuToLLVMConversionPass());
+  addHostToLLVM(pm);
+}
+
+} // namespace
+
+LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
+                                        const BraidPipelineOptions &given,
+                                        std::string *error) {
+  std::string message;
+  if (!options::validate(given, message)) {
+    if (error)
+      *error = message;
+    return failure();
+  }
+  Options options = given;
+  options::resolveTargetDefaults(options);
+  std::string entryName = options.entry.empty() ? "main" : options.entry;
 
   // dist: import, then decide how each collective overlaps.
   if (!options.skipImport) {
@@ -112,123 +164,120 @@ void braid::buildBraidPipeline(OpPassManager &pm,
     pm.addPass(createImportShard());
     // Elementwise work on tensors becomes linalg, which the overlap
     // schedules chunk through TilingInterface.
-    addTextual(pm, "func.func(convert-elementwise-to-linalg),canonicalize");
-    dist::OverlapOptions overlapOptions;
-    overlapOptions.mode = options.overlap;
-    overlapOptions.preset = options.targetPreset;
-    overlapOptions.report = options.report;
-    overlapOptions.subChunks = options.subChunks;
-    overlapOptions.bidirectional = options.bidirectional;
-    overlapOptions.quantizeAllGather = options.quantizeAllGather;
-    pm.addPass(dist::createOverlap(overlapOptions));
+    pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
+    pm.addPass(createCanonicalizerPass());
+    dist::OverlapOptions overlap;
+    overlap.mode = options.overlap;
+    overlap.preset = options.targetPreset;
+    overlap.report = options.report;
+    overlap.subChunks = options.subChunks;
+    overlap.bidirectional = options.bidirectional;
+    overlap.quantizeAllGather = options.quantizeAllGather;
+    pm.addPass(dist::createOverlap(overlap, options::reportJson(options)));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
   }
-  if (options.stopAfter == "dist")
-    return;
+  if (options.stopAfter == PipelineStage::Dist)
+    return success();
 
   // xfer: memory-bound chains fused into kernels, contiguous collectives,
   // bufferization (dist -> xfer), buffers freed at block ends.
-  bool cuda = options.target == "cuda";
-  dist::FuseMemoryBoundOptions fuseOptions;
-  fuseOptions.mode = options.fuse;
-  if (cuda) {
+  dist::FuseMemoryBoundOptions fuse;
+  fuse.mode = options.fuse;
+  if (options.cuda()) {
     // One block per row: a row's intermediates fit in shared memory, and
     // contractions stay whole for cuBLASLt instead of running in a tile.
-    fuseOptions.rowTile = 1;
-    fuseOptions.epilogues = false;
+    fuse.rowTile = 1;
+    fuse.epilogues = false;
   }
-  pm.addNestedPass<func::FuncOp>(dist::createFuseMemoryBound(fuseOptions));
-  addTextual(pm, "func.func(braid-linearize-collectives,canonicalize)");
-  addTextual(pm, "one-shot-bufferize{bufferize-function-boundaries "
-                 "function-boundary-type-conversion=identity-layout-map}");
-  if (cuda)
+  pm.addNestedPass<func::FuncOp>(dist::createFuseMemoryBound(fuse));
+  pm.addNestedPass<func::FuncOp>(dist::createLinearizeCollectives());
+  pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  if (options.cuda())
     pm.addNestedPass<func::FuncOp>(createGpuKernelScratch());
   // Ownership-based deallocation without the simplification pass, whose
   // cost grows quadratically with the size of a function; the deallocations
   // it would simplify are conditional on static ownerships that canonicalize
   // folds anyway.
-  addTextual(pm, "ownership-based-buffer-deallocation,canonicalize,"
-                 "bufferization-lower-deallocations,canonicalize,cse");
+  pm.addPass(bufferization::createOwnershipBasedBufferDeallocationPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(bufferization::createLowerDeallocationsPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
   if (options.checkSchedule)
-    addTextual(pm, "func.func(braid-check-schedule)");
-  if (options.stopAfter == "xfer")
-    return;
+    pm.addNestedPass<func::FuncOp>(xfer::createCheckSchedule());
+  if (options.stopAfter == PipelineStage::Xfer)
+    return success();
 
   // llvm: runtime calls, loops, LLVM dialect, the uniform entry point.
-  ConvertXferToRuntimeOptions runtimeOptions;
-  runtimeOptions.entry = options.entry;
-  pm.addPass(createConvertXferToRuntime(runtimeOptions));
-  if (cuda) {
+  ConvertXferToRuntimeOptions runtime;
+  runtime.entry = entryName;
+  pm.addPass(createConvertXferToRuntime(runtime));
+  if (options.cuda())
     addCudaStages(pm, options);
-  } else {
+  else
     addCpuStages(pm);
+  EmitEntryPointOptions entry;
+  entry.entry = entryName;
+  pm.addPass(createEmitEntryPoint(entry));
+  return success();
+}
+
+namespace {
+
+/// The pipeline's options as MLIR pass options, for `braid-opt --help`
+/// (which lists a pipeline's options through them). The options string
+/// itself is parsed by the options model, like every other entry point's.
+class PipelineOptionsHelp
+    : public mlir::PassPipelineOptions<PipelineOptionsHelp> {
+public:
+  PipelineOptionsHelp() {
+    braid::options::visitFields(
+        [&](const braid::options::Info &info, auto member) {
+          if (!info.in(braid::options::Scope::Pipeline))
+            return;
+          using T = std::remove_reference_t<decltype(braid::Options().*member)>;
+          texts.push_back(std::string(info.help) +
+                          " (default: " + info.defaultValue() + ")");
+          llvm::cl::desc description(texts.back());
+          if constexpr (std::is_enum_v<T>)
+            storage.push_back(std::make_unique<Option<T>>(
+                *this, llvm::StringRef(info.flag), description,
+                braid::options::EnumValues<T>()));
+          else
+            storage.push_back(std::make_unique<Option<T>>(
+                *this, llvm::StringRef(info.flag), description));
+        });
   }
-  EmitEntryPointOptions entryOptions;
-  entryOptions.entry = options.entry;
-  pm.addPass(createEmitEntryPoint(entryOptions));
-}
 
-void braid::addCpuStages(OpPassManager &pm) {
-  addTextual(pm, "braid-outline-kernels,"
-                 "func.func(scf-forall-to-for,convert-linalg-to-loops),"
-                 "expand-strided-metadata,lower-affine,convert-scf-to-cf");
-  // f16 and bf16 arithmetic runs in f32 (rounded back after each op, as
-  // the types demand); then the bf16 conversions become integer code,
-  // since the C runtime of our Debian toolchain lacks the bf16 helpers.
-  // libm has no reciprocal square root: it becomes 1 / sqrt first.
-  addTextual(pm, "func.func(math-expand-ops{ops=rsqrt}),"
-                 "math-extend-to-supported-types{extra-types=f16,bf16},"
-                 "arith-emulate-unsupported-floats{source-types=f16,bf16 "
-                 "target-type=f32},arith-expand{include-bf16},"
-                 "convert-math-to-libm,canonicalize");
-  addTextual(pm, "finalize-memref-to-llvm,convert-math-to-llvm,"
-                 "convert-arith-to-llvm,convert-index-to-llvm,"
-                 "convert-cf-to-llvm,convert-func-to-llvm,"
-                 "reconcile-unrealized-casts");
-}
+private:
+  std::deque<std::string> texts;
+  std::vector<std::unique_ptr<llvm::cl::Option>> storage;
+};
 
-void braid::addCudaStages(OpPassManager &pm,
-                          const BraidPipelineOptions &options) {
-  MapToGPUOptions mapOptions;
-  mapOptions.sharedMemoryLimit = sharedMemoryPerBlock(options.sm);
-  pm.addPass(createMapToGPU(mapOptions));
-  std::string toolkit = options.cudaPath.empty()
-                            ? std::string(defaultCudaPath())
-                            : std::string(options.cudaPath);
-  // Kernels: outlined into gpu.modules, lowered to NVVM, compiled by the
-  // NVPTX backend and the toolkit's ptxas (libdevice for math functions).
-  // bf16 and f16 arithmetic runs in f32 as on the cpu target.
-  addTextual(
-      pm,
-      "func.func(lower-affine,canonicalize),"
-      "gpu-launch-sink-index-computations,gpu-kernel-outlining,"
-      "braid-merge-gpu-modules,"
-      "nvvm-attach-target{chip=sm_" +
-          options.sm +
-          " O=3},"
-          "gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,"
-          "math-extend-to-supported-types{extra-types=f16,bf16},"
-          "arith-emulate-unsupported-floats{source-types=f16,bf16 "
-          "target-type=f32},arith-expand{include-bf16},"
-          "convert-gpu-to-nvvm,canonicalize,cse,"
-          "reconcile-unrealized-casts),"
-          "gpu-module-to-binary{format=" +
-          options.gpuFormat + " toolkit=" + toolkit + "}");
-  // Host: runtime calls, launches through the runtime's mgpu* functions.
-  addTextual(pm, "func.func(scf-forall-to-for),expand-strided-metadata,"
-                 "lower-affine,convert-scf-to-cf,canonicalize,"
-                 "gpu-to-llvm,finalize-memref-to-llvm,convert-arith-to-llvm,"
-                 "convert-index-to-llvm,convert-cf-to-llvm,"
-                 "convert-func-to-llvm,reconcile-unrealized-casts");
-}
+} // namespace
 
 void braid::registerBraidPipelines() {
-  PassPipelineRegistration<BraidPipelineOptions>(
+  registerPassPipeline(
       "braid-pipeline",
       "Braid's whole pipeline: import, overlap, bufferize to xfer, lower to "
       "LLVM with runtime calls (stop early with stop-after=dist|xfer)",
-      [](OpPassManager &pm, const BraidPipelineOptions &options) {
-        buildBraidPipeline(pm, options);
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        Options options;
+        std::string error;
+        if (!options::parseWords(text, options, options::Scope::Pipeline,
+                                 error) ||
+            failed(buildBraidPipeline(pm, options, &error)))
+          return errorHandler("braid-pipeline: " + error);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> handler) {
+        handler(PipelineOptionsHelp());
       });
 }

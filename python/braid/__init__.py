@@ -12,10 +12,10 @@ braid.models builds transformer blocks (MLP, attention, MoE) in upstream
 """
 from . import models
 from .compiler import (Artifact, BraidError, CompileError, Diagnostic,
-                       RunError, TensorSpec, compile)
+                       RunError, TensorSpec, compile, options_model)
 
 __all__ = ["compile", "Artifact", "BraidError", "CompileError", "RunError",
-           "Diagnostic", "TensorSpec", "models", "version"]
+           "Diagnostic", "TensorSpec", "models", "options_model", "version"]
 
 
 def version():

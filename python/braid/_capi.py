@@ -75,6 +75,8 @@ def library():
             + ", ".join(tried))
     lib.braidGetVersion.restype = ctypes.c_char_p
     lib.braidGetVersion.argtypes = []
+    lib.braidGetOptions.restype = ctypes.c_char_p
+    lib.braidGetOptions.argtypes = []
     lib.braidCompileSource.restype = MlirLogicalResult
     lib.braidCompileSource.argtypes = [MlirStringRef] * 4 + [
         ctypes.POINTER(BraidCallbacks)]

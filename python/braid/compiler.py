@@ -13,20 +13,62 @@ from . import _capi
 from .dtypes import from_storage, numpy_storage_dtype, to_storage
 
 __all__ = ["compile", "Artifact", "BraidError", "CompileError", "RunError",
-           "Diagnostic", "TensorSpec"]
+           "Diagnostic", "TensorSpec", "options_model"]
 
 # Text stages Artifact.ir accepts, and braid-compile's name for each.
 _STAGES = {"dist": "dist", "xfer": "xfer", "llvm": "llvm-mlir",
            "llvm-mlir": "llvm-mlir", "llvm-ir": "llvm-ir", "ptx": "ptx"}
 
-# Keyword options of braid.compile and the braid-compile flag of each.
-_OPTIONS = {"overlap": "overlap", "fuse": "fuse",
-            "quantize_all_gather": "quantize-all-gather",
-            "target_preset": "target-preset",
-            "sub_chunks": "sub-chunks", "bidirectional": "bidirectional",
-            "entry": "entry", "check_schedule": "check-schedule",
-            "opt_level": "O", "cpu": "cpu", "sm": "sm",
-            "cuda_path": "cuda-path"}
+# Keyword options whose name is not the flag's with "-" as "_".
+_ALIASES = {"opt_level": "O"}
+
+
+def options_model():
+    """Every Braid option as the options model describes it (a list of
+    dicts: flag, field, kind, default, help, stages, scopes, values, min,
+    max), from the C API (braidGetOptions)."""
+    global _MODEL
+    if _MODEL is None:
+        _MODEL = json.loads(_capi.library().braidGetOptions().decode())
+    return _MODEL
+
+
+_MODEL = None
+
+
+def _keyword(flag):
+    for key, value in _ALIASES.items():
+        if value == flag:
+            return key
+    return flag.replace("-", "_")
+
+
+def _compile_options():
+    """{keyword: option} for the options braid.compile takes (target is its
+    own argument; emit is Artifact.ir's)."""
+    return {_keyword(o["flag"]): o for o in options_model()
+            if "compile" in o["scopes"] and o["flag"] not in ("target", "emit")}
+
+
+def _run_options():
+    return {_keyword(o["flag"]): o for o in options_model()
+            if "run" in o["scopes"]}
+
+
+def quote(value):
+    """`value` as one option word: as it is, or in double quotes with " and
+    \\ escaped when it holds spaces or quotes (the C API's rule)."""
+    value = str(value)
+    if value and not any(c.isspace() or c in "\"'\\" for c in value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _word(flag, value):
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    return f"{flag}={quote(value)}"
+
 
 _DIAGNOSTIC = re.compile(
     r"^(?:(?P<file>.*?):(?P<line>\d+):(?P<col>\d+): )?"
@@ -103,20 +145,14 @@ def _read_source(text_or_path):
 
 
 def _option_words(target, options):
-    words = [f"target={target}"]
+    known = _compile_options()
+    words = [_word("target", target)]
     for key, value in options.items():
-        if key not in _OPTIONS:
+        if key not in known:
             raise TypeError(f"braid.compile() got an unknown option {key!r}; "
-                            f"expected one of {', '.join(sorted(_OPTIONS))}")
-        if value is None:
-            continue
-        flag = _OPTIONS[key]
-        if isinstance(value, bool):
-            value = "true" if value else "false"
-        value = str(value)
-        if not value or any(c.isspace() for c in value):
-            raise ValueError(f"option {key}={value!r} must be one word")
-        words.append(f"{flag}={value}")
+                            f"expected one of {', '.join(sorted(known))}")
+        if value is not None:
+            words.append(_word(known[key]["flag"], value))
     return " ".join(words)
 
 
@@ -138,12 +174,10 @@ def compile(text_or_path, target="cpu", **options):
     upstream `shard` form, or already in Braid's `dist` dialect, into a
     runnable Artifact.
 
-    Options are braid-compile's: overlap ("auto", "force", "off"), fuse
-    ("auto", "off": memory-bound fusion), quantize_all_gather ("off",
-    "bf16": f32 all-gathers sent as bf16, "fp8": e4m3 with per-chunk scales), target_preset ("cpu", "h100", "h200"), sub_chunks, bidirectional,
-    entry, check_schedule (bool), opt_level (0-3), cpu. Raises
-    CompileError, carrying the located diagnostics, when the program or an
-    option is wrong.
+    `target` is "cpu" or "cuda"; the other keyword options are
+    braid-compile's flags with "_" for "-" (opt_level is -O), listed below
+    from the options model. Raises CompileError, carrying the located
+    diagnostics, when the program or an option is wrong.
     """
     source, name = _read_source(text_or_path)
     words = _option_words(target, options)
@@ -259,9 +293,9 @@ class Artifact:
             outputs.append(row)
         words = []
         if trace:
-            words.append(f"--trace={os.path.abspath(os.fspath(trace))}")
+            words.append(_word("trace", os.path.abspath(os.fspath(trace))))
         if timeout:
-            words.append(f"--timeout={int(timeout)}")
+            words.append(_word("timeout", timeout))
         lib = _capi.library()
         sink = _capi.Collector()
         in_array = _pointer_array(pointers)
@@ -284,3 +318,21 @@ class Artifact:
 
 def _pointer_array(values):
     return (ctypes.c_void_p * max(1, len(values)))(*values)
+
+
+def _document():
+    """Appends the options model's options to braid.compile's docstring."""
+    lines = ["", "    Options:"]
+    for key, option in sorted(_compile_options().items()):
+        values = option.get("values")
+        choice = (" | ".join(v["name"] for v in values) if values
+                  else option["kind"])
+        lines.append(f"      {key} ({choice}; default {option['default']!r}): "
+                     f"{option['help']}")
+    compile.__doc__ += "\n".join(lines) + "\n"
+
+
+try:
+    _document()
+except (ImportError, OSError):  # no libBraidCAPI.so: a shorter docstring
+    pass

@@ -73,7 +73,7 @@ def test_program_errors_carry_locations():
 
 
 def test_option_errors():
-    with pytest.raises(braid.CompileError, match="unknown overlap mode 'sometimes'"):
+    with pytest.raises(braid.CompileError, match="option 'overlap' expects auto, force or off, got 'sometimes'"):
         braid.compile(AG_MATMUL, overlap="sometimes")
     with pytest.raises(TypeError, match="unknown option 'overlapp'"):
         braid.compile(AG_MATMUL, overlapp="force")

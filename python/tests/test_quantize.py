@@ -51,7 +51,7 @@ def test_quantized_all_gather(ranks, overlap):
 
 
 def test_quantize_option_errors():
-    with pytest.raises(braid.CompileError, match="unknown all-gather quantization 'fp4'"):
+    with pytest.raises(braid.CompileError, match="option 'quantize-all-gather' expects off, bf16 or fp8, got 'fp4'"):
         braid.compile(PROGRAM.format(n=2, m=16), quantize_all_gather="fp4")
 
 

@@ -3,6 +3,7 @@
 |* Part of Braid.                                                             *|
 |*                                                                            *|
 |* braid-capi-test pipeline|errors|run [ARTIFACT-PATH]                        *|
+|* braid-capi-test report-pipeline|report-compile FILE OPTIONS               *|
 |*                                                                            *|
 |* pipeline: registers dialects on an MlirContext, runs Braid's pipeline on  *|
 |*           a module to the dist stage and prints it and the report. *|
@@ -10,6 +11,10 @@
 |* run:      compiles an all-gather matmul from source to ARTIFACT-PATH, runs *|
 |*           it on 2 ranks with buffers from here and compares every result   *|
 |*           with a reference computed here.                                  *|
+|* report-pipeline: braidRunPipeline on FILE with OPTIONS (to the dist       *|
+|*           stage); prints the JSON report, or the errors.                  *|
+|* report-compile: braidCompileSource of FILE with OPTIONS; prints the JSON  *|
+|*           report, or the errors (options tests compare entry points).     *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
@@ -203,6 +208,53 @@ static int testRun(const char *path) {
   return worst < 1e-4 ? 0 : 1;
 }
 
+/* Reads `path` whole (NUL-terminated); NULL after an error. */
+static char *readFile(const char *path) {
+  FILE *file = fopen(path, "rb");
+  if (!file)
+    return NULL;
+  fseek(file, 0, SEEK_END);
+  long size = ftell(file);
+  fseek(file, 0, SEEK_SET);
+  char *text = malloc((size_t)size + 1);
+  if (text && fread(text, 1, (size_t)size, file) != (size_t)size) {
+    free(text);
+    text = NULL;
+  }
+  fclose(file);
+  if (text)
+    text[size] = 0;
+  return text;
+}
+
+static int testReport(const char *mode, const char *path, const char *options) {
+  BraidCallbacks callbacks = {NULL, printText, printLine, stdout};
+  if (!strcmp(mode, "report-pipeline")) {
+    MlirContext context = createContext();
+    MlirModule module = mlirModuleCreateParseFromFile(
+        context, mlirStringRefCreateFromCString(path));
+    if (mlirModuleIsNull(module))
+      return 1;
+    MlirLogicalResult result = braidRunPipeline(
+        module, mlirStringRefCreateFromCString(options), &callbacks);
+    mlirModuleDestroy(module);
+    mlirContextDestroy(context);
+    return mlirLogicalResultIsFailure(result);
+  }
+  char *source = readFile(path);
+  if (!source) {
+    fprintf(stderr, "cannot read %s\n", path);
+    return 1;
+  }
+  MlirLogicalResult result =
+      braidCompileSource(mlirStringRefCreateFromCString(source),
+                         mlirStringRefCreateFromCString(path),
+                         mlirStringRefCreateFromCString(options),
+                         mlirStringRefCreateFromCString(""), &callbacks);
+  free(source);
+  return mlirLogicalResultIsFailure(result);
+}
+
 int main(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "pipeline"))
     return testPipeline();
@@ -210,6 +262,10 @@ int main(int argc, char **argv) {
     return testErrors();
   if (argc >= 3 && !strcmp(argv[1], "run"))
     return testRun(argv[2]);
-  fprintf(stderr, "usage: braid-capi-test pipeline|errors|run PATH\n");
+  if (argc >= 4 && (!strcmp(argv[1], "report-pipeline") ||
+                    !strcmp(argv[1], "report-compile")))
+    return testReport(argv[1], argv[2], argv[3]);
+  fprintf(stderr, "usage: braid-capi-test pipeline|errors|run PATH|"
+                  "report-pipeline FILE OPTIONS|report-compile FILE OPTIONS\n");
   return 2;
 }

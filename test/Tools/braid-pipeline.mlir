@@ -2,6 +2,17 @@
 // RUN: braid-opt %s --braid-pipeline="stop-after=dist overlap=force" 2>/dev/null | FileCheck %s --check-prefix=DIST
 // RUN: braid-opt %s --braid-pipeline="stop-after=xfer overlap=force check-schedule=1" 2>/dev/null | FileCheck %s --check-prefix=XFER
 // RUN: braid-opt %s --braid-pipeline="entry=f overlap=off" 2>/dev/null | FileCheck %s --check-prefix=LLVM
+// The target's defaults resolve as in braid-compile: target=cuda decides
+// with the h200 preset (it once used cpu's here and h200 in braid-compile).
+// RUN: braid-opt %s --braid-pipeline="target=cuda stop-after=dist report=%t.json" -o /dev/null 2>/dev/null
+// RUN: FileCheck %s --check-prefix=PRESET < %t.json
+// Option errors are one located line, never an abort.
+// RUN: not braid-opt %s --braid-pipeline="overlap=sometimes" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not braid-opt %s --braid-pipeline="stop-after=dist cuda-path='/opt/cu da" 2>&1 | FileCheck %s --check-prefix=QUOTE
+// PRESET: "target_preset": "h200"
+// PRESET: "options": {"target": "cuda", {{.*}}"target-preset": "h200"
+// BAD: braid-pipeline: option 'overlap' expects auto, force or off, got 'sometimes'
+// QUOTE: braid-pipeline: unterminated quote
 
 shard.grid @tp(shape = 2)
 

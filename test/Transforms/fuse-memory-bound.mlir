@@ -6,7 +6,7 @@
 // RUN: braid-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(braid-fuse-memory-bound{row-tile=4}))" | FileCheck %s --check-prefix=TILE
 // RUN: not braid-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(braid-fuse-memory-bound{mode=sometimes}))" 2>&1 | FileCheck %s --check-prefix=MODE
 
-// MODE: error: braid-fuse-memory-bound: unknown mode 'sometimes', expected auto or off
+// MODE: for the --mode option: Cannot find option named 'sometimes'
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>

@@ -5,7 +5,10 @@
 //===----------------------------------------------------------------------===//
 //
 // braid-compile IN.mlir [--target=cpu|cuda [--sm=90a]] -o OUT [--emit=STAGE]
-//               [--overlap=MODE]
+//               [--overlap=MODE] ...
+//
+// Its flags are the options model's (include/braid/Options/Options.def),
+// bound by options::bindCommandLine; --help lists them.
 //
 // Runs the whole pipeline (import -> dist transforms -> xfer -> LLVM) and
 // writes the requested stage: MLIR text for dist, xfer and llvm-mlir, LLVM IR,
@@ -16,6 +19,7 @@
 
 #include "braid/Compiler/Compiler.h"
 #include "braid/InitAll.h"
+#include "braid/Options/OptionsCL.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -38,78 +42,8 @@ static cl::opt<std::string> inputFilename(cl::Positional,
 static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
                                            cl::value_desc("path"), cl::init(""),
                                            cl::cat(category));
-static cl::opt<std::string>
-    emit("emit",
-         cl::desc("What to write: dist, xfer, llvm-mlir, llvm-ir, obj, lib "
-                  "(a shared library plus OUT.manifest; the default) or ptx "
-                  "(cuda: the PTX of all kernels)"),
-         cl::init("lib"), cl::cat(category));
-static cl::opt<std::string>
-    target("target",
-           cl::desc("Target: cpu (MPI ranks) or cuda (one GPU per rank: "
-                    "kernels as cubins, GEMMs on cuBLASLt, NCCL)"),
-           cl::init("cpu"), cl::cat(category));
-static cl::opt<std::string>
-    sm("sm",
-       cl::desc("cuda: the GPU architecture kernels are compiled for, as a "
-                "compute capability: 90a (H100/H200, the default), 90, 80, "
-                "..."),
-       cl::init("90a"), cl::cat(category));
-static cl::opt<std::string>
-    cudaPath("cuda-path",
-             cl::desc("cuda: the CUDA toolkit whose ptxas and libdevice "
-                      "compile the kernels (default: the one Braid was "
-                      "configured with)"),
-             cl::init(""), cl::cat(category));
-static cl::opt<std::string>
-    overlap("overlap",
-            cl::desc("auto (cost model), force (every match) or off"),
-            cl::init("auto"), cl::cat(category));
-static cl::opt<std::string>
-    fuse("fuse",
-         cl::desc("Memory-bound fusion: auto (one kernel per elementwise and "
-                  "row-reduction chain, GEMM epilogues included) or off"),
-         cl::init("auto"), cl::cat(category));
-static cl::opt<std::string> quantizeAllGather(
-    "quantize-all-gather",
-    cl::desc("Send all-gathers in fewer bits: off (default), bf16 (f32 sent "
-             "as bf16, results change by up to 2^-8 relative) or fp8 (e4m3 "
-             "with a scale per rank's chunk, up to 2^-4 relative); the "
-             "report says so"),
-    cl::init("off"), cl::cat(category));
-static cl::opt<std::string>
-    targetPreset("target-preset",
-                 cl::desc("Cost model figures: cpu, h100 or h200 (default: "
-                          "cpu for the cpu target, h200 for cuda)"),
-                 cl::init(""), cl::cat(category));
-static cl::opt<std::string>
-    report("report", cl::desc("Write the JSON report of overlap decisions"),
-           cl::value_desc("file.json"), cl::init(""), cl::cat(category));
-static cl::opt<int64_t>
-    subChunks("sub-chunks",
-              cl::desc("Pieces per peer chunk in ring schedules (0: the cost "
-                       "model picks 1, 2 or 4)"),
-              cl::init(0), cl::cat(category));
-static cl::opt<std::string>
-    bidirectional("bidirectional",
-                  cl::desc("Ring directions: auto, on (two rings, each "
-                           "carrying half) or off"),
-                  cl::init("auto"), cl::cat(category));
-static cl::opt<std::string> entry("entry",
-                                  cl::desc("Entry function (default: main, "
-                                           "or the only public function)"),
-                                  cl::init(""), cl::cat(category));
-static cl::opt<bool> checkSchedule(
-    "check-schedule",
-    cl::desc("Prove the transfer schedule free of deadlocks and races"),
-    cl::init(false), cl::cat(category));
-static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimization level"),
-                                  cl::init(2), cl::Prefix, cl::cat(category));
-static cl::opt<std::string>
-    cpu("cpu",
-        cl::desc("CPU to generate code for: native (this machine) or an LLVM "
-                 "CPU name such as x86-64-v3"),
-        cl::init("native"), cl::cat(category));
+/// Every option braid-compile takes, bound to the options model's flags.
+static braid::Options options;
 
 namespace {
 
@@ -125,31 +59,20 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::AddExtraVersionPrinter(
       [](llvm::raw_ostream &os) { os << braid::getVersionString() << "\n"; });
+  braid::options::bindCommandLine(options, braid::options::Scope::Compile,
+                                  category);
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "Braid compiler\n");
 
-  braid::CompileOptions options;
-  options.target = target;
-  options.sm = sm;
-  options.cudaPath = cudaPath;
-  options.overlap = overlap;
-  options.fuse = fuse;
-  options.quantizeAllGather = quantizeAllGather;
-  options.targetPreset = targetPreset;
-  options.report = report;
-  options.entry = entry;
-  options.subChunks = subChunks;
-  options.bidirectional = bidirectional;
-  options.checkSchedule = checkSchedule;
-  options.emit = emit;
-  options.optLevel = optLevel;
-  options.cpu = cpu;
   std::string message;
-  if (!braid::validateCompileOptions(options, message))
+  if (!braid::options::validate(options, message))
     return fail(message);
-  bool binary = emit == "obj" || emit == "lib";
+  bool binary = options.emit == braid::EmitKind::Obj ||
+                options.emit == braid::EmitKind::Lib;
   if (binary && outputFilename.empty())
-    return fail("--emit=" + emit + " needs an output file (-o)");
+    return fail(llvm::Twine("--emit=") +
+                braid::options::spelling(options.emit) +
+                " needs an output file (-o)");
 
   DialectRegistry registry;
   braid::registerCompilerDialects(registry);

@@ -24,6 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "braid/Options/Options.h"
 #include "braid/Runtime/Artifact.h"
 
 #include <algorithm>
@@ -79,15 +80,10 @@ const char *const usageDetails =
     "                        without {rank} in PATH only rank 0's is written\n"
     "  --seed=S              seed of the random inputs (default 0)\n"
     "  --check               also run the program compiled with --overlap=off\n"
-    "                        --fuse=off on the same inputs and compare every\n"
-    "                        result of every rank (needs an .mlir input)\n"
-    "  --overlap=MODE        auto (the cost model decides; default), force\n"
-    "                        or off\n"
-    "  --target-preset=P     cost model figures: cpu, h100 or h200 (default:\n"
-    "                        cpu for --backend=cpu, h200 for cuda)\n"
-    "  --fuse=MODE           memory-bound fusion: auto (default) or off\n"
-    "  --report=FILE.json    write the compiler's overlap decisions\n"
-    "  --timeout=SECONDS     abort if a transfer waits longer (default 120)\n"
+    "                        --fuse=off --quantize-all-gather=off on the same\n"
+    "                        inputs and compare every result of every rank\n"
+    "                        (needs an .mlir input; a quantized build is\n"
+    "                        compared within the error bound it reports)\n"
     "  --trace=FILE.json     write a Chrome trace of the last run\n"
     "  --warmup=N            untimed runs before the timed ones (default 0)\n"
     "  --repeat=N            timed runs; prints their median if N > 1\n"
@@ -97,9 +93,34 @@ const char *const usageDetails =
     "  -v                    print the commands braid-run runs\n"
     "  -h, --help            print this text\n"
     "\n"
+    "Every option of braid-compile (but -o and --emit; --target is\n"
+    "--backend) is taken too and passed on to it; --timeout goes to the\n"
+    "runner. They are listed below.\n"
+    "\n"
     "environment: BRAID_COMPILE, BRAID_EXEC and BRAID_EXEC_CUDA name the "
     "tools\n"
     "to use instead of those next to braid-run.\n";
+
+/// The options of the model braid-run takes, for --help: each with its
+/// values or kind and its default.
+std::string modelHelp() {
+  std::string text;
+  for (const braid::options::Info &info : braid::options::all()) {
+    if (!info.in(braid::options::Scope::CompileAndRun) ||
+        std::string_view(info.flag) == "target" ||
+        std::string_view(info.flag) == "emit")
+      continue;
+    std::string def = info.defaultValue();
+    text += format("  --%s=%s\n      %s; %s (default: %s)\n", info.flag,
+                   info.kind == braid::options::Kind::Enum     ? "MODE"
+                   : info.kind == braid::options::Kind::Bool   ? "BOOL"
+                   : info.kind == braid::options::Kind::String ? "TEXT"
+                                                               : "N",
+                   info.help, info.expected().c_str(),
+                   def.empty() ? "none" : def.c_str());
+  }
+  return text;
+}
 
 /// Under a job someone else launched, every rank sees the same usage and
 /// setup errors; only rank 0 prints them.
@@ -149,15 +170,29 @@ struct Options {
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
   /// Passed to braid-exec as given (validated here); empty: not given.
-  std::string seed, timeout, trace, warmup, repeat;
+  std::string seed, trace, warmup, repeat;
   bool check = false;
-  std::string overlap = "auto";
-  std::string targetPreset = "cpu";
-  std::string fuse = "auto";
-  bool overlapGiven = false, targetPresetGiven = false, fuseGiven = false;
-  std::string report;
+  /// The options model's options given (braid-compile's, the runner's):
+  /// their values, and their flags in the order given.
+  braid::Options model;
+  std::vector<std::string> given;
   std::string keep;
   bool help = false;
+
+  bool has(const char *flag) const {
+    return std::find(given.begin(), given.end(), flag) != given.end();
+  }
+  /// The overlap, fusion and quantization of the program as asked for, as
+  /// --check names it.
+  std::string modes() const {
+    std::string text = std::string("overlap=") +
+                       braid::options::spelling(model.overlap) +
+                       " fuse=" + braid::options::spelling(model.fuse);
+    if (model.quantizeAllGather != braid::QuantizeMode::Off)
+      text += std::string(" quantize-all-gather=") +
+              braid::options::spelling(model.quantizeAllGather);
+    return text;
+  }
 };
 
 bool endsWith(const std::string &text, const std::string &suffix) {
@@ -168,10 +203,8 @@ bool endsWith(const std::string &text, const std::string &suffix) {
 /// Parses the command line; returns an error message or "".
 std::string parseOptions(int argc, char **argv, Options &options) {
   static const char *const withValue[] = {
-      "--backend", "--ranks",   "--entry",   "--input",
-      "--output",  "--seed",    "--overlap", "--target-preset",
-      "--report",  "--timeout", "--trace",   "--warmup",
-      "--repeat",  "--keep",    "--fuse",    "--loopback"};
+      "--backend", "--ranks",  "--input",  "--output", "--seed",
+      "--trace",   "--warmup", "--repeat", "--keep",   "--loopback"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
@@ -195,6 +228,36 @@ std::string parseOptions(int argc, char **argv, Options &options) {
       if (equals != std::string::npos)
         return "--check takes no value";
       options.check = true;
+      continue;
+    }
+    // The options model's: braid-compile's, passed on, and the runner's.
+    const braid::options::Info *modelOption =
+        name.size() > 2 && name[0] == '-' && name[1] == '-'
+            ? braid::options::find(std::string_view(name).substr(2))
+            : nullptr;
+    if (modelOption && !modelOption->in(braid::options::Scope::CompileAndRun))
+      modelOption = nullptr;
+    if (name == "--target")
+      return "--target is braid-compile's; braid-run takes --backend=cpu|cuda";
+    if (name == "--emit" || name == "-o")
+      return name + " is braid-compile's; braid-run compiles a library and "
+                    "runs it";
+    if (modelOption) {
+      std::string value;
+      if (equals != std::string::npos)
+        value = arg.substr(equals + 1);
+      else if (modelOption->kind == braid::options::Kind::Bool)
+        value = "true";
+      else if (i + 1 == argc)
+        return name + " expects a value";
+      else
+        value = argv[++i];
+      std::string problem;
+      if (!braid::options::set(options.model, modelOption->flag, value,
+                               problem))
+        return problem;
+      if (!options.has(modelOption->flag))
+        options.given.push_back(modelOption->flag);
       continue;
     }
     if (std::find(std::begin(withValue), std::end(withValue), name) ==
@@ -224,10 +287,6 @@ std::string parseOptions(int argc, char **argv, Options &options) {
       if (!parseInt(value, number) || number < 1)
         return expected("a positive integer");
       options.ranks = number;
-    } else if (name == "--entry") {
-      if (value.empty())
-        return expected("a function name");
-      options.entry = value;
     } else if (name == "--input" || name == "--output") {
       if (value.size() < 2 || value[0] != '@')
         return expected("@PATH");
@@ -238,31 +297,6 @@ std::string parseOptions(int argc, char **argv, Options &options) {
       if (!parseInt(value, number))
         return expected("a non-negative integer");
       options.seed = value;
-    } else if (name == "--overlap") {
-      if (value != "auto" && value != "force" && value != "off")
-        return expected("auto, force or off");
-      options.overlap = value;
-      options.overlapGiven = true;
-    } else if (name == "--fuse") {
-      if (value != "auto" && value != "off")
-        return expected("auto or off");
-      options.fuse = value;
-      options.fuseGiven = true;
-    } else if (name == "--target-preset") {
-      if (value != "cpu" && value != "h100" && value != "h200")
-        return expected("cpu, h100 or h200");
-      options.targetPreset = value;
-      options.targetPresetGiven = true;
-    } else if (name == "--report") {
-      if (value.empty())
-        return expected("a file name");
-      options.report = value;
-    } else if (name == "--timeout") {
-      char *end = nullptr;
-      double seconds = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end || !(seconds > 0))
-        return expected("a positive number of seconds");
-      options.timeout = value;
     } else if (name == "--trace") {
       if (value.empty())
         return expected("a file name");
@@ -287,6 +321,11 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     return "no program given (an .mlir file or a compiled .so)";
   if (options.loopback && options.backend != "cuda")
     return "--loopback needs --backend=cuda";
+  options.model.target =
+      options.backend == "cuda" ? braid::Target::Cuda : braid::Target::Cpu;
+  std::string problem;
+  if (!braid::options::validate(options.model, problem))
+    return problem;
   return std::string();
 }
 
@@ -542,27 +581,24 @@ std::string makeTemporaryDirectory() {
   return buffer.data();
 }
 
-/// Compiles the program with --overlap=`mode` and --fuse=`fuse` into
-/// `artifact`. Returns 0, or the exit code to leave with.
-int compile(const Options &options, const std::string &compiler,
-            const std::string &mode, const std::string &fuse,
-            const std::string &artifact, bool withReport,
+/// Compiles the program into `artifact` with the compile options given
+/// (those of `model`; `report`: where the report goes, if anywhere).
+/// Returns 0, or the exit code to leave with.
+int compile(const Options &options, const braid::Options &model,
+            const std::string &compiler, const std::string &artifact,
+            const std::string &report,
             const std::string &stderrPath = std::string()) {
-  std::vector<std::string> args = {compiler,
-                                   options.program,
-                                   "--target=" + options.backend,
-                                   "-o",
-                                   artifact,
-                                   "--overlap=" + mode,
-                                   "--fuse=" + fuse};
-  // Without --target-preset braid-compile picks the target's own figures
-  // (cpu for cpu, h200 for cuda).
-  if (options.targetPresetGiven)
-    args.push_back("--target-preset=" + options.targetPreset);
-  if (!options.entry.empty())
-    args.push_back("--entry=" + options.entry);
-  if (withReport && !options.report.empty())
-    args.push_back("--report=" + options.report);
+  std::vector<std::string> args = {
+      compiler, options.program, "--target=" + options.backend, "-o", artifact};
+  // Each compile option as given: braid-compile resolves the defaults
+  // (the target's preset, ...) as every entry point does.
+  for (const std::string &flag : options.given) {
+    const braid::options::Info *info = braid::options::find(flag);
+    if (flag != "report" && info->in(braid::options::Scope::Compile))
+      args.push_back("--" + flag + "=" + info->get(model));
+  }
+  if (!report.empty())
+    args.push_back("--report=" + report);
   int status = runProcess(args, stderrPath);
   if (status == 0)
     return 0;
@@ -632,8 +668,12 @@ std::vector<std::string> execCommand(const Options &options,
     args.push_back("--output=@" + output);
   if (!options.seed.empty())
     args.push_back("--seed=" + options.seed);
-  if (!options.timeout.empty())
-    args.push_back("--timeout=" + options.timeout);
+  // The runner's options of the model.
+  for (const std::string &flag : options.given) {
+    const braid::options::Info *info = braid::options::find(flag);
+    if (info->in(braid::options::Scope::Run))
+      args.push_back("--" + flag + "=" + info->get(options.model));
+  }
   if (timed) {
     if (!options.trace.empty())
       args.push_back("--trace=" + options.trace);
@@ -749,11 +789,18 @@ struct Comparison {
 
 /// Compares result `output` of `rank`: `actual` (the overlapped run) against
 /// `reference` (overlap=off), element by element in double precision.
+/// `quantized` is the relative error bound of the checked program's
+/// quantized collectives (0: none): it widens floating-point tolerances by
+/// four times the bound, room for a quantized operand to pass through a
+/// product or two (docs/Rationale.md, "--check of quantized builds").
 void compareTensor(const TensorType &type, const char *actual,
                    const char *reference, int64_t rank, int64_t output,
-                   const std::string &mode, Comparison &comparison) {
+                   const std::string &mode, double quantized,
+                   Comparison &comparison) {
   int64_t count = type.numElements();
   double rtol = relativeTolerance(type.dtype);
+  if (rtol > 0)
+    rtol += 4 * quantized;
   bool exact = !isFloatingPoint(type.dtype);
   // The tensor's scale: elements near zero (sums that cancel) get an
   // absolute slack proportional to the largest element instead of a
@@ -808,7 +855,7 @@ void compareTensor(const TensorType &type, const char *actual,
     comparison.worstDiff = diff;
     comparison.worstTolerance = tolerance;
     comparison.worst = format(
-        "rank %lld output %lld element %s: overlap=%s gives %s, overlap=off "
+        "rank %lld output %lld element %s: %s gives %s, overlap=off fuse=off "
         "gives %s (|diff| %.3g > tolerance %.3g)",
         static_cast<long long>(rank), static_cast<long long>(output),
         indexString(type.shape, i).c_str(), mode.c_str(),
@@ -831,18 +878,49 @@ std::string checkOutputPattern(const std::string &dir, const std::string &mode,
                 output);
 }
 
+/// The largest "max_relative_error" the report at `path` states (its
+/// quantized collectives' bounds), or 0.
+double quantizationBound(const std::string &path) {
+  std::FILE *file = std::fopen(path.c_str(), "r");
+  if (!file)
+    return 0;
+  std::string text;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), file)) > 0;)
+    text.append(buffer, n);
+  std::fclose(file);
+  double bound = 0;
+  const std::string key = "\"max_relative_error\":";
+  for (size_t at = text.find(key); at != std::string::npos;
+       at = text.find(key, at + 1))
+    bound =
+        std::max(bound, std::strtod(text.c_str() + at + key.size(), nullptr));
+  return bound;
+}
+
 /// Compiles twice, runs twice, compares. Returns the exit code.
 int runCheck(const Options &options, const std::string &dir,
              const std::string &compiler, const std::string &exec,
              const std::string &mpirun) {
-  const std::string &mode = options.overlap;
+  const std::string mode = options.modes();
   std::string artifact = dir + "/prog.so";
   std::string reference = dir + "/prog-off.so";
-  if (int status =
-          compile(options, compiler, mode, options.fuse, artifact, true))
+  std::string report =
+      options.has("report") ? options.model.report : dir + "/report.json";
+  if (int status = compile(options, options.model, compiler, artifact, report))
     return status;
-  if (int status = compile(options, compiler, "off", "off", reference, false))
+  braid::Options plain = options.model;
+  plain.overlap = braid::OverlapMode::Off;
+  plain.fuse = braid::FuseMode::Off;
+  plain.quantizeAllGather = braid::QuantizeMode::Off;
+  Options referenceOptions = options;
+  for (const char *flag : {"overlap", "fuse", "quantize-all-gather"})
+    if (!referenceOptions.has(flag))
+      referenceOptions.given.push_back(flag);
+  if (int status = compile(referenceOptions, plain, compiler, reference, ""))
     return status;
+  // A quantized build differs from the plain one by what it reports.
+  double bound = quantizationBound(report);
   Manifest manifest, referenceManifest;
   std::string problem = readManifest(artifact + ".manifest", manifest);
   if (problem.empty())
@@ -887,10 +965,7 @@ int runCheck(const Options &options, const std::string &dir,
                            outputs, checked));
     if (status != 0) {
       error(format("the %s run failed (exit %d)",
-                   checked
-                       ? ("overlap=" + mode + " fuse=" + options.fuse).c_str()
-                       : "overlap=off fuse=off",
-                   status));
+                   checked ? mode.c_str() : "overlap=off fuse=off", status));
       return status;
     }
   }
@@ -925,7 +1000,7 @@ int runCheck(const Options &options, const std::string &dir,
         NpyHeader header;
         std::string found = readNpy(path, type, header, data[which]);
         if (!found.empty()) {
-          error(format("result %zu of rank %lld of the overlap=%s run (%s): "
+          error(format("result %zu of rank %lld of the %s run (%s): "
                        "expected %s, found %s",
                        k, static_cast<long long>(rank), modes[which].c_str(),
                        path.c_str(), type.str().c_str(), found.c_str()));
@@ -933,7 +1008,7 @@ int runCheck(const Options &options, const std::string &dir,
         }
       }
       compareTensor(type, data[0].data(), data[1].data(), rank,
-                    static_cast<int64_t>(k), mode, comparison);
+                    static_cast<int64_t>(k), mode, bound, comparison);
     }
   if (comparison.mismatches) {
     std::fprintf(stderr, "braid-run: check FAILED: %s\n",
@@ -946,11 +1021,14 @@ int runCheck(const Options &options, const std::string &dir,
                  static_cast<long long>(ranks), numResults);
     return 1;
   }
-  std::printf("braid-run: check passed: overlap=%s fuse=%s matches "
-              "overlap=off fuse=off on %lld ranks, %zu outputs (max abs diff "
-              "%.3g, max rel diff %.3g)\n",
-              mode.c_str(), options.fuse.c_str(), static_cast<long long>(ranks),
-              numResults, comparison.maxAbsDiff, comparison.maxRelDiff);
+  std::string within =
+      bound > 0 ? format(", within 4 x the reported bound %.3g", bound)
+                : std::string();
+  std::printf("braid-run: check passed: %s matches overlap=off fuse=off on "
+              "%lld ranks, %zu outputs (max abs diff %.3g, max rel diff "
+              "%.3g%s)\n",
+              mode.c_str(), static_cast<long long>(ranks), numResults,
+              comparison.maxAbsDiff, comparison.maxRelDiff, within.c_str());
   return 0;
 }
 
@@ -992,11 +1070,11 @@ int run(int argc, char **argv) {
     if (!quiet)
       std::fprintf(stderr, "%s(braid-run --help lists the options)\n",
                    usageLine);
-    return 2;
+    return 1;
   }
   if (options.help) {
     if (!quiet)
-      std::printf("%s%s", usageLine, usageDetails);
+      std::printf("%s%s%s", usageLine, usageDetails, modelHelp().c_str());
     return 0;
   }
   bool cuda = options.backend == "cuda";
@@ -1019,23 +1097,26 @@ int run(int argc, char **argv) {
   }
   if (kind == ProgramKind::Artifact) {
     // Options of the compiler would silently do nothing.
-    const char *compileOnly = options.check               ? "--check"
-                              : options.overlapGiven      ? "--overlap"
-                              : options.targetPresetGiven ? "--target-preset"
-                              : options.fuseGiven         ? "--fuse"
-                              : !options.report.empty()   ? "--report"
-                              : !options.keep.empty()     ? "--keep"
-                                                          : nullptr;
-    if (compileOnly) {
+    std::string compileOnly = options.check           ? "--check"
+                              : !options.keep.empty() ? "--keep"
+                                                      : "";
+    for (const std::string &flag : options.given)
+      if (compileOnly.empty() &&
+          !braid::options::find(flag)->in(braid::options::Scope::Run))
+        compileOnly = "--" + flag;
+    if (!compileOnly.empty()) {
       error(format("%s needs an .mlir program to compile; %s is compiled "
                    "already",
-                   compileOnly, options.program.c_str()));
+                   compileOnly.c_str(), options.program.c_str()));
       return 1;
     }
   }
-  if (options.check && options.overlap == "off" && options.fuse == "off") {
-    error("--check compares against overlap=off and fuse=off; choose "
-          "another --overlap or --fuse");
+  if (options.check && options.model.overlap == braid::OverlapMode::Off &&
+      options.model.fuse == braid::FuseMode::Off &&
+      options.model.quantizeAllGather == braid::QuantizeMode::Off) {
+    error("--check compares against overlap=off, fuse=off and "
+          "quantize-all-gather=off; choose another --overlap, --fuse or "
+          "--quantize-all-gather");
     return 1;
   }
   if (options.check && inJob) {
@@ -1113,13 +1194,12 @@ int run(int argc, char **argv) {
   if (kind == ProgramKind::Mlir) {
     artifact = dir + "/prog.so";
     // Every rank would write the same report at once; rank 0's is the one.
-    Options rankOptions = options;
-    if (inJob && mpiRank != 0)
-      rankOptions.report.clear();
+    std::string report =
+        inJob && mpiRank != 0 ? std::string() : options.model.report;
     // Other ranks' diagnostics repeat rank 0's; they go to a file.
     std::string log = quiet ? dir + "/compile.log" : std::string();
-    if (int status = compile(rankOptions, compiler, options.overlap,
-                             options.fuse, artifact, true, log)) {
+    if (int status =
+            compile(options, options.model, compiler, artifact, report, log)) {
       if (quiet)
         std::fprintf(stderr, "braid-run: rank %lld: braid-compile failed\n",
                      static_cast<long long>(mpiRank));
@@ -1133,9 +1213,9 @@ int run(int argc, char **argv) {
     error(problem);
     return 1;
   }
-  if (!options.entry.empty() && options.entry != manifest.entry) {
+  if (!options.model.entry.empty() && options.model.entry != manifest.entry) {
     error(format("--entry=%s, but %s's entry point is %s",
-                 options.entry.c_str(), options.program.c_str(),
+                 options.model.entry.c_str(), options.program.c_str(),
                  manifest.entry.c_str()));
     return 1;
   }

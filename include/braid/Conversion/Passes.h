@@ -9,6 +9,7 @@
 
 #include "braid/Dialect/Dist/IR/DistDialect.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "braid/Options/OptionsCL.h"
 #include "mlir/Pass/Pass.h"
 
 namespace braid {

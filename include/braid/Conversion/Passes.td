@@ -52,10 +52,10 @@ def ImportShard : Pass<"braid-import-shard", "mlir::ModuleOp"> {
     "::mlir::tensor::TensorDialect"
   ];
   let options = [
-    Option<"partition", "partition", "std::string", /*default=*/"\"auto\"",
-           "Run upstream sharding propagation and partitioning first: "
-           "'auto' (when the module has shard.shard annotations), 'always' "
-           "or 'never'">
+    Option<"partition", "partition", "::braid::PartitionMode",
+           /*default=*/"::braid::PartitionMode::Auto",
+           "Run upstream sharding propagation and partitioning first",
+           "::braid::options::EnumValues<::braid::PartitionMode>()">
   ];
   let statistics = [
     Statistic<"numConverted", "converted-collectives",

@@ -70,6 +70,16 @@ enum braid_rt_reduction {
   BRAID_RT_BITXOR = 6
 };
 
+/* GEMM epilogues of braid_rt_gemm: what is applied to the product. */
+enum braid_rt_epilogue {
+  BRAID_RT_EPILOGUE_NONE = 0,
+  BRAID_RT_EPILOGUE_BIAS = 1,
+  BRAID_RT_EPILOGUE_BIAS_GELU = 2,
+  BRAID_RT_EPILOGUE_BIAS_RELU = 3,
+  BRAID_RT_EPILOGUE_GELU = 4,
+  BRAID_RT_EPILOGUE_RELU = 5
+};
+
 /*--- Lifecycle: called by the runner, not by compiled code ---------------*/
 
 /* Initializes the backend (MPI_Init_thread, the communication thread).
@@ -205,8 +215,8 @@ void braid_rt_signal_wait(int64_t addr, int64_t value, int64_t stream,
  * so on). trans_a = 0: A stored [m,k] with row stride lda; 1: stored [k,m].
  * trans_b = 0: B stored [k,n] with row stride ldb; 1: stored [n,k]. C
  * stored [m,n] with row stride ldc. Types are braid_rt_dtype: A and B F32,
- * F16 or BF16 alike, C F32 or their type; accumulation in f32. epilogue: 0
- * none, 1 bias, 2 bias + GELU (tanh), 3 bias + ReLU, 4 GELU, 5 ReLU; bias
+ * F16 or BF16 alike, C F32 or their type; accumulation in f32. epilogue: a
+ * braid_rt_epilogue (GELU in its tanh form); bias
  * holds n elements of C's type (0 without bias). Enqueued on the compute
  * stream. Only the cuda backend implements it; the cpu backend aborts. */
 void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,

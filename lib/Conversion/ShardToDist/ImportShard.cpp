@@ -391,12 +391,8 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
       }
       return WalkResult::advance();
     });
-    if (partition != "auto" && partition != "always" && partition != "never") {
-      module.emitError() << "braid-import-shard: unknown partition mode '"
-                         << partition << "', expected auto, always or never";
-      return signalPassFailure();
-    }
-    if ((partition == "auto" && globalView) || partition == "always") {
+    if ((partition == braid::PartitionMode::Auto && globalView) ||
+        partition == braid::PartitionMode::Always) {
       if (failed(partitionGlobalView(module)))
         return signalPassFailure();
     }

@@ -23,11 +23,11 @@ namespace braid::togpu {
 /// Runtime codes of element types (braid_rt_dtype).
 std::optional<int64_t> runtimeDType(Type type) {
   if (type.isF32())
-    return 0;
+    return BRAID_RT_F32;
   if (type.isF16())
-    return 2;
+    return BRAID_RT_F16;
   if (type.isBF16())
-    return 3;
+    return BRAID_RT_BF16;
   return std::nullopt;
 }
 

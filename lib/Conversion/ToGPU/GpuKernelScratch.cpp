@@ -31,7 +31,7 @@ struct GpuKernelScratchPass
   void runOnOperation() override {
     SmallVector<memref::AllocOp> allocs;
     getOperation().walk([&](scf::ForallOp kernel) {
-      if (!kernel->hasAttr("braid.kernel"))
+      if (!kernel->hasAttr(braid::dist::DistDialect::getKernelAttrName()))
         return;
       kernel.getBody()->walk(
           [&](memref::AllocOp alloc) { allocs.push_back(alloc); });

@@ -98,7 +98,7 @@ private:
 
     SmallVector<scf::ForallOp> kernels;
     function.walk([&](scf::ForallOp forall) {
-      if (forall->hasAttr("braid.kernel"))
+      if (forall->hasAttr(braid::dist::DistDialect::getKernelAttrName()))
         kernels.push_back(forall);
     });
     for (scf::ForallOp kernel : kernels)

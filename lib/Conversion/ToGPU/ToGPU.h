@@ -13,6 +13,7 @@
 #ifndef BRAID_LIB_CONVERSION_TOGPU_TOGPU_H
 #define BRAID_LIB_CONVERSION_TOGPU_TOGPU_H
 
+#include "braid/Runtime/braid_rt.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -70,13 +71,17 @@ struct Epilogue {
   mlir::linalg::GenericOp op;
   mlir::Value bias; // null without
   Activation activation = Activation::None;
+  /// The braid_rt_epilogue code.
   int64_t code() const {
-    int64_t base = activation == Activation::None   ? 0
-                   : activation == Activation::Gelu ? 1
-                                                    : 2;
-    if (bias)
-      return base + 1;               // 1 bias, 2 bias + GELU, 3 bias + ReLU
-    return base == 0 ? 0 : base + 3; // 4 GELU, 5 ReLU
+    switch (activation) {
+    case Activation::None:
+      return bias ? BRAID_RT_EPILOGUE_BIAS : BRAID_RT_EPILOGUE_NONE;
+    case Activation::Gelu:
+      return bias ? BRAID_RT_EPILOGUE_BIAS_GELU : BRAID_RT_EPILOGUE_GELU;
+    case Activation::Relu:
+      return bias ? BRAID_RT_EPILOGUE_BIAS_RELU : BRAID_RT_EPILOGUE_RELU;
+    }
+    return BRAID_RT_EPILOGUE_NONE;
   }
 };
 

@@ -7,6 +7,7 @@
 #include "braid/Conversion/Passes.h"
 #include "braid/Dialect/Dist/IR/DistOps.h"
 #include "braid/Dialect/Xfer/IR/XferOps.h"
+#include "braid/Runtime/braid_rt.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -25,26 +26,38 @@ using namespace braid;
 
 namespace {
 
-constexpr int64_t kMaxGridRank = 4; // BRAID_RT_MAX_GRID_RANK
+constexpr int64_t kMaxGridRank = BRAID_RT_MAX_GRID_RANK;
+
+// The runtime numbers reductions as dist::ReductionKind does, so that the
+// attribute's value is the ABI's code.
+static_assert(
+    static_cast<int>(dist::ReductionKind::Sum) == BRAID_RT_SUM &&
+        static_cast<int>(dist::ReductionKind::Max) == BRAID_RT_MAX &&
+        static_cast<int>(dist::ReductionKind::Min) == BRAID_RT_MIN &&
+        static_cast<int>(dist::ReductionKind::Product) == BRAID_RT_PRODUCT &&
+        static_cast<int>(dist::ReductionKind::BitAnd) == BRAID_RT_BITAND &&
+        static_cast<int>(dist::ReductionKind::BitOr) == BRAID_RT_BITOR &&
+        static_cast<int>(dist::ReductionKind::BitXor) == BRAID_RT_BITXOR,
+    "dist::ReductionKind must match enum braid_rt_reduction");
 
 /// Runtime dtype code (enum braid_rt_dtype) of `type`, or -1.
 static int64_t dtypeCode(Type type) {
   if (type.isF32())
-    return 0;
+    return BRAID_RT_F32;
   if (type.isF64())
-    return 1;
+    return BRAID_RT_F64;
   if (type.isF16())
-    return 2;
+    return BRAID_RT_F16;
   if (type.isBF16())
-    return 3;
+    return BRAID_RT_BF16;
   if (type.isInteger(8))
-    return 4;
+    return BRAID_RT_I8;
   if (type.isInteger(16))
-    return 5;
+    return BRAID_RT_I16;
   if (type.isInteger(32))
-    return 6;
+    return BRAID_RT_I32;
   if (type.isInteger(64))
-    return 7;
+    return BRAID_RT_I64;
   return -1;
 }
 

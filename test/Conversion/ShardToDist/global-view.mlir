@@ -18,7 +18,7 @@ shard.grid @tp(shape = 4)
 // CHECK-NOT: shard.shard
 // CHECK-NOT: shard.sharding
 // NEVER: global-view.mlir:[[@LINE+6]]:9: error: 'shard.shard' is a global-view annotation: partition first (braid-import-shard=partition=auto or always)
-// MODE: error: braid-import-shard: unknown partition mode 'sometimes', expected auto, always or never
+// MODE: for the --partition option: Cannot find option named 'sometimes'
 func.func @megatron(%x: tensor<64x128xf32>, %w1: tensor<128x512xf32>, %w2: tensor<512x128xf32>) -> tensor<64x128xf32> {
   %s_rep = shard.sharding @tp split_axes = [[]] : !shard.sharding
   %s_col = shard.sharding @tp split_axes = [[], [0]] : !shard.sharding

@@ -37,16 +37,18 @@ int main(int argc, char **argv) {
     return 1;
 
   braid::BraidPipelineOptions options;
-  if (mlir::failed(
-          options.parseFromString(argc > 2 ? argv[2] : "stop-after=xfer")))
-    return 1;
   std::string error;
-  if (!braid::validatePipelineOptions(options, error)) {
+  if (!braid::options::parseWords(argc > 2 ? argv[2] : "stop-after=xfer",
+                                  options, braid::options::Scope::Pipeline,
+                                  error)) {
     llvm::errs() << error << "\n";
     return 1;
   }
   mlir::PassManager pm(&context);
-  braid::buildBraidPipeline(pm, options);
+  if (mlir::failed(braid::buildBraidPipeline(pm, options, &error))) {
+    llvm::errs() << error << "\n";
+    return 1;
+  }
   if (mlir::failed(pm.run(*module)))
     return 1;
   module->print(llvm::outs());

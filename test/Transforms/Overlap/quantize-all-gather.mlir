@@ -33,7 +33,7 @@
 // FORCE: dist.shift_start %{{.*}} : tensor<4x16xbf16> -> tensor<4x16xbf16>
 // FORCE: linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<4x16xbf16>, tensor<16x8xf32>)
 
-// BAD: error: braid-overlap: unknown quantize-all-gather 'fp4', expected off, bf16 or fp8
+// BAD: for the --quantize-all-gather option: Cannot find option named 'fp4'
 shard.grid @g(shape = 4)
 func.func @main(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x16xf32>, tensor<8x16xf16>) {
   %all = dist.all_gather %x on @g axes = [0] dim = 0 : tensor<4x16xf32> -> tensor<16x16xf32>

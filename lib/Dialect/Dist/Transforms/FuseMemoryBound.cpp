@@ -47,7 +47,6 @@ using namespace mlir;
 
 namespace {
 
-constexpr StringLiteral kKernelAttr = "braid.kernel";
 constexpr StringLiteral kCopyOfAttr = "braid.copy_of";
 
 /// `loop` with one more shared output, initialized with `init`, into which
@@ -383,7 +382,8 @@ LogicalResult FuseMemoryBoundPass::fuse(Group &group, IRRewriter &rewriter) {
   forall.getBody()->walk([&](Operation *op) { op->removeAttr(kCopyOfAttr); });
   loops.front() = forall;
   unsigned fused = fusedOps.size() + 1;
-  loops.front()->setAttr(kKernelAttr, rewriter.getUnitAttr());
+  loops.front()->setAttr(braid::dist::DistDialect::getKernelAttrName(),
+                         rewriter.getUnitAttr());
   // The originals are dead now; erase consumers before their producers.
   // Fusion leaves the slices it fused through in place, unused.
   SmallVector<Operation *> dead(group.ops.begin(), group.ops.end());
@@ -421,12 +421,7 @@ void FuseMemoryBoundPass::runOnOperation() {
   func::FuncOp function = getOperation();
   if (function.isExternal())
     return;
-  if (mode != "auto" && mode != "off") {
-    function.emitError() << "braid-fuse-memory-bound: unknown mode '" << mode
-                         << "', expected auto or off";
-    return signalPassFailure();
-  }
-  if (mode == "off")
+  if (mode == braid::FuseMode::Off)
     return;
   IRRewriter rewriter(&getContext());
   for (Block &block : function.getBody()) {

@@ -101,6 +101,8 @@ int64_t groupSizeOf(CollectiveOpInterface op) {
 struct OverlapPass : public braid::dist::impl::OverlapBase<OverlapPass> {
   using Base::Base;
 
+  void setReportOptions(std::string json) { reportOptions = std::move(json); }
+
   void runOnOperation() override;
 
 private:
@@ -131,6 +133,15 @@ private:
   LogicalResult writeReport();
 
   std::optional<CostModel> model;
+  /// The pipeline's options, for the report (a JSON object), or empty.
+  std::string reportOptions;
+
+  /// The preset's name; `auto` outside a pipeline that resolves it is cpu.
+  std::string presetName() const {
+    return preset == braid::TargetPreset::Auto
+               ? "cpu"
+               : braid::options::spelling(preset.getValue());
+  }
   ReplicationAnalysis replication;
   std::vector<Record> records;
   /// Collectives to make asynchronous once every fused rewrite is done, so
@@ -146,9 +157,9 @@ SmallVector<RingOptions> OverlapPass::ringLayouts(int64_t chunkSize) const {
   SmallVector<int64_t> subs = subChunks > 0 ? SmallVector<int64_t>{subChunks}
                                             : SmallVector<int64_t>{1, 2, 4};
   SmallVector<bool> dirs;
-  if (bidirectional != "on")
+  if (bidirectional != braid::Bidirectional::On)
     dirs.push_back(false);
-  if (bidirectional != "off")
+  if (bidirectional != braid::Bidirectional::Off)
     dirs.push_back(true);
   for (bool bidir : dirs)
     for (int64_t k : subs) {
@@ -443,7 +454,7 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     record.kind = op.getCollectiveKind().str();
     record.loc = formatLoc(op.getLoc());
     if (auto gather = dyn_cast<AllGatherOp>(op.getOperation());
-        gather && quantizeAllGather == "bf16" &&
+        gather && quantizeAllGather == braid::QuantizeMode::Bf16 &&
         cast<RankedTensorType>(gather.getInput().getType())
             .getElementType()
             .isF32()) {
@@ -455,7 +466,7 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       op->emitRemark() << "all_gather sends bf16 instead of f32 "
                           "(quantize-all-gather=bf16): relative error of "
                           "each element at most 2^-8";
-    } else if (gather && quantizeAllGather == "fp8") {
+    } else if (gather && quantizeAllGather == braid::QuantizeMode::Fp8) {
       Type element =
           cast<RankedTensorType>(gather.getInput().getType()).getElementType();
       FailureOr<AllGatherOp> sent = overlap::quantizeAllGatherFp8(gather);
@@ -488,7 +499,7 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
                                               commBytes(op), n, link);
     record.serial = record.overlapped = record.comm;
 
-    if (mode == "off") {
+    if (mode == braid::OverlapMode::Off) {
       record.decision = "kept";
       record.reason = "overlap=off";
       op->emitRemark() << op.getCollectiveKind() << " kept whole: overlap=off";
@@ -509,7 +520,7 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
 
     const Candidate *chosen = nullptr;
     std::string declined;
-    if (mode == "force") {
+    if (mode == braid::OverlapMode::Force) {
       // The first layout of the first kind that applies: a fused schedule,
       // else micro-batches, else the asynchronous form.
       for (auto *list : {&fused, &micro, &async})
@@ -554,9 +565,10 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     record.compute = chosen->compute;
     record.serial = chosen->serial;
     record.overlapped = chosen->overlapped;
-    record.reason = (mode == "force" ? "overlap=force; " : "") +
-                    std::string("predicted ") + us(chosen->serial) +
-                    " serial, " + us(chosen->overlapped) + " overlapped";
+    record.reason =
+        (mode == braid::OverlapMode::Force ? "overlap=force; " : "") +
+        std::string("predicted ") + us(chosen->serial) + " serial, " +
+        us(chosen->overlapped) + " overlapped";
     if (!whyFused.empty() && !chosen->fused)
       record.reason += "; not fused: " + whyFused;
     InFlightDiagnostic remark = op->emitRemark();
@@ -614,8 +626,13 @@ LogicalResult OverlapPass::writeReport() {
       json.attribute(key, value);
   };
   json.object([&] {
-    json.attribute("target_preset", preset);
-    json.attribute("mode", mode);
+    json.attribute("target_preset", presetName());
+    json.attribute("mode", braid::options::spelling(mode.getValue()));
+    if (!reportOptions.empty()) {
+      json.attributeBegin("options");
+      json.rawValue(reportOptions);
+      json.attributeEnd();
+    }
     json.attributeArray("collectives", [&] {
       for (const Record &r : records)
         json.object([&] {
@@ -655,22 +672,14 @@ void OverlapPass::runOnOperation() {
     module.emitError() << "braid-overlap: " << what;
     signalPassFailure();
   };
-  if (mode != "auto" && mode != "force" && mode != "off")
-    return bad("unknown mode '" + mode + "', expected auto, force or off");
-  if (quantizeAllGather != "off" && quantizeAllGather != "bf16" &&
-      quantizeAllGather != "fp8")
-    return bad("unknown quantize-all-gather '" + quantizeAllGather +
-               "', expected off, bf16 or fp8");
-  if (bidirectional != "auto" && bidirectional != "on" &&
-      bidirectional != "off")
-    return bad("unknown bidirectional '" + bidirectional +
-               "', expected auto, on or off");
-  if (subChunks < 0 || microBatches < 0 || microBatches == 1)
-    return bad("sub-chunks must be >= 0 and micro-batches 0 or >= 2");
-  std::optional<TargetDescription> target = TargetDescription::preset(preset);
+  if (microBatches < 0 || microBatches == 1)
+    return bad("micro-batches must be 0 (the model picks) or at least 2");
+  if (subChunks < 0)
+    return bad("sub-chunks must be 0 (the model picks) or positive");
+  std::optional<TargetDescription> target =
+      TargetDescription::preset(presetName());
   if (!target)
-    return bad("unknown target preset '" + preset +
-               "', expected cpu, h100 or h200");
+    return bad("no cost model figures for preset '" + presetName() + "'");
   if (peakTflops > 0) {
     double scale = target->peakFlops32 / target->peakFlops16;
     target->peakFlops16 = peakTflops * 1e12;
@@ -695,3 +704,10 @@ void OverlapPass::runOnOperation() {
 }
 
 } // namespace
+
+std::unique_ptr<Pass> braid::dist::createOverlap(const OverlapOptions &options,
+                                                 std::string reportOptions) {
+  auto pass = std::make_unique<OverlapPass>(options);
+  pass->setReportOptions(std::move(reportOptions));
+  return pass;
+}

@@ -36,7 +36,7 @@ struct OutlineKernelsPass
       // other linalg op on buffers is one by itself.
       SmallVector<Operation *> kernels;
       function.walk<WalkOrder::PreOrder>([&](Operation *op) {
-        if (op->hasAttr("braid.kernel")) {
+        if (op->hasAttr(braid::dist::DistDialect::getKernelAttrName())) {
           kernels.push_back(op);
           return WalkResult::skip();
         }

@@ -62,6 +62,12 @@ def Dist_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getStepAttrName() {
       return ::llvm::StringLiteral("dist.step");
     }
+    /// Name of the unit attribute on a loop nest that braid-fuse-memory-bound
+    /// formed as one kernel; braid-outline-kernels outlines it on CPUs and
+    /// braid-map-to-gpu launches it on GPUs.
+    static constexpr ::llvm::StringLiteral getKernelAttrName() {
+      return ::llvm::StringLiteral("braid.kernel");
+    }
     /// Name of the argument/result attribute holding a placement.
     static constexpr ::llvm::StringLiteral getPlacementAttrName() {
       return ::llvm::StringLiteral("dist.placement");

@@ -8,6 +8,7 @@
 #define BRAID_DIALECT_DIST_TRANSFORMS_PASSES_H
 
 #include "braid/Dialect/Dist/IR/DistDialect.h"
+#include "braid/Options/OptionsCL.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Pass/Pass.h"
 
@@ -15,6 +16,11 @@ namespace braid::dist {
 
 #define GEN_PASS_DECL
 #include "braid/Dialect/Dist/Transforms/Passes.h.inc"
+
+/// braid-overlap whose report carries `reportOptions` (a JSON object: the
+/// options the pipeline ran with) under "options".
+std::unique_ptr<mlir::Pass> createOverlap(const OverlapOptions &options,
+                                          std::string reportOptions);
 
 #define GEN_PASS_REGISTRATION
 #include "braid/Dialect/Dist/Transforms/Passes.h.inc"

@@ -108,8 +108,10 @@ def FuseMemoryBound : Pass<"braid-fuse-memory-bound", "mlir::func::FuncOp"> {
     "::mlir::arith::ArithDialect"
   ];
   let options = [
-    Option<"mode", "mode", "std::string", /*default=*/"\"auto\"",
-           "auto (fuse every chain) or off">,
+    Option<"mode", "mode", "::braid::FuseMode",
+           /*default=*/"::braid::FuseMode::Auto",
+           "Fuse every chain (auto) or nothing (off)",
+           "::braid::options::EnumValues<::braid::FuseMode>()">,
     Option<"epilogues", "epilogues", "bool", /*default=*/"true",
            "Fuse a contraction with the chain that consumes it">,
     Option<"rowTile", "row-tile", "int64_t", /*default=*/"0",
@@ -179,16 +181,22 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"mode", "mode", "std::string", /*default=*/"\"auto\"",
-           "auto (cost model), force (every match) or off">,
-    Option<"preset", "target-preset", "std::string", /*default=*/"\"cpu\"",
-           "Cost model figures: cpu, h100 or h200">,
+    Option<"mode", "mode", "::braid::OverlapMode",
+           /*default=*/"::braid::OverlapMode::Auto",
+           "Overlap mode",
+           "::braid::options::EnumValues<::braid::OverlapMode>()">,
+    Option<"preset", "target-preset", "::braid::TargetPreset",
+           /*default=*/"::braid::TargetPreset::Auto",
+           "Cost model figures (auto: cpu)",
+           "::braid::options::EnumValues<::braid::TargetPreset>()">,
     Option<"report", "report", "std::string", /*default=*/"\"\"",
            "Write the decisions as JSON to this file">,
     Option<"subChunks", "sub-chunks", "int64_t", /*default=*/"0",
            "Pieces per peer chunk (0: the model picks 1, 2 or 4)">,
-    Option<"bidirectional", "bidirectional", "std::string",
-           /*default=*/"\"auto\"", "Ring directions: auto, on or off">,
+    Option<"bidirectional", "bidirectional", "::braid::Bidirectional",
+           /*default=*/"::braid::Bidirectional::Auto",
+           "Ring directions",
+           "::braid::options::EnumValues<::braid::Bidirectional>()">,
     Option<"microBatches", "micro-batches", "int64_t", /*default=*/"0",
            "Micro-batches for micro_batch (0: the model picks 2, 3 or 4)">,
     Option<"peakTflops", "peak-tflops", "double", /*default=*/"0",
@@ -199,11 +207,10 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
            "Override the preset's default link bandwidth (GB/s)">,
     Option<"linkLatency", "link-latency", "double", /*default=*/"-1",
            "Override the preset's default link latency (us)">,
-    Option<"quantizeAllGather", "quantize-all-gather", "std::string",
-           /*default=*/"\"off\"",
-           "Send all-gathers in fewer bits (off, bf16: f32 as bf16, 2^-8 "
-           "relative; fp8: e4m3 with per-chunk scales, 2^-4 relative; "
-           "opt-in, the bound is reported)">
+    Option<"quantizeAllGather", "quantize-all-gather", "::braid::QuantizeMode",
+           /*default=*/"::braid::QuantizeMode::Off",
+           "Send all-gathers in fewer bits (opt-in, the bound is reported)",
+           "::braid::options::EnumValues<::braid::QuantizeMode>()">
   ];
   let statistics = [
     Statistic<"numFused", "fused", "Collectives fused with compute">,
