@@ -212,7 +212,7 @@ void braid::addCudaStages(OpPassManager &pm,
           "arith-emulate-unsupported-floats{source-types=f16,bf16 "
           "target-type=f32},arith-expand{include-bf16},"
           "convert-gpu-to-nvvm,canonicalize,cse,"
-          "reconcile-unrealized-casts),"
+          "reconcile-unrealized-casts,braid-externalize-dynamic-shared-memory),"
           "gpu-module-to-binary{format=" +
           options.gpuFormat + " toolkit=" + toolkit + "}");
   // Host: runtime calls, launches through the runtime's mgpu* functions.

@@ -360,6 +360,17 @@ def check_ptx(args, compile_cmd, lib, label, mode):
     if f".target sm_{args.sm}" not in text:
         print(f"FAIL {label} mode={mode}: the PTX does not target sm_{args.sm}")
         return True
+    # Dynamic shared memory must be an extern, unsized array: a sized or
+    # static declaration is laid out among the static variables (the
+    # reduction buffers) and the launch's dynamic bytes overlap them.
+    shmem = re.findall(r"^\s*(\S.*\b__dynamic_shmem__\d+\b.*);", text, re.M)
+    shmem = [d for d in shmem if ".shared" in d]
+    bad = [d for d in shmem if not re.fullmatch(
+        r"\.extern \.shared \.align \d+ \.b8 __dynamic_shmem__\d+\[\]", d.strip())]
+    if bad:
+        print(f"FAIL {label} mode={mode}: dynamic shared memory declared as {bad}")
+        return True
+    extern = "dynamic shared memory .extern" if shmem else "no dynamic shared memory"
     proc = run([args.ptxas, f"-arch=sm_{args.sm}", "-v", ptx, "-o", os.devnull])
     if proc.returncode != 0:
         return True
@@ -370,7 +381,7 @@ def check_ptx(args, compile_cmd, lib, label, mode):
     if kernels == 0 or spills:
         print(f"FAIL {label} mode={mode}: {kernels} kernels; spills: {spills}")
         return True
-    print(f"PASS {label} mode={mode} sm_{args.sm}: compiled, {kernels} kernels, no spills")
+    print(f"PASS {label} mode={mode} sm_{args.sm}: compiled, {kernels} kernels, no spills, {extern}")
     return False
 
 

@@ -271,4 +271,30 @@ def MergeGpuModules : Pass<"braid-merge-gpu-modules", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def ExternalizeDynamicSharedMemory
+    : Pass<"braid-externalize-dynamic-shared-memory", "mlir::gpu::GPUModuleOp"> {
+  let summary = "Declares a kernel module's dynamic shared memory `.extern`";
+  let description = [{
+    Runs on a `gpu.module` after `convert-gpu-to-nvvm`. That conversion
+    lowers `gpu.dynamic_shared_memory` to a zero-sized `llvm.mlir.global`
+    in address space 3 with internal linkage, which the NVPTX backend
+    demotes to a one-byte static variable (`.shared .align 16 .b8
+    __dynamic_shmem__0;`). ptxas then lays it out at offset 0 of the static
+    shared memory, ahead of `gpu.all_reduce`'s buffers, so the launch's
+    dynamic bytes overlap them. This pass gives every such global (address
+    space 3, zero elements, no initializer) external linkage, which the
+    backend prints as `.extern .shared .align 16 .b8 __dynamic_shmem__0[];`:
+    the dynamic region then starts after all static shared memory, as CUDA
+    defines it.
+
+    ```mlir
+    // before
+    llvm.mlir.global internal @__dynamic_shmem__0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
+    // after
+    llvm.mlir.global external @__dynamic_shmem__0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
+    ```
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 #endif // BRAID_CONVERSION_PASSES_TD
