@@ -221,8 +221,10 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
       block (each reduces a strided slice, then `gpu.all_reduce`, warp
       shuffles); other reductions by one thread per output element.
     - Every other linalg op and `memref.copy` on the host becomes a
-      `gpu.launch` of its own with one thread per output element
-      (grid-stride), reductions sequential in each thread.
+      `gpu.launch` of its own, grid-stride: each thread takes every n-th
+      output element (or 16-byte vector, where the op is vectorized),
+      reductions sequential in each thread. The grid has one thread per
+      element or vector, at most 4 waves of full occupancy (`sm-count`).
     - Elementwise ops and row-reduction partials whose buffers are
       contiguous along the innermost loop move 16 bytes per access
       (`vector.load`/`vector.store` with alignment) when a run-time check
@@ -250,7 +252,10 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
     Option<"sharedMemoryLimit", "shared-memory-limit", "int64_t",
            /*default=*/"232448",
            "Bytes of shared memory a block may use (sm_90: 227 KiB, sm_80: "
-           "163 KiB)">
+           "163 KiB)">,
+    Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
+           "Streaming multiprocessors of the target GPU (H100/H200 SXM: "
+           "132); grid-stride launches get at most 4 waves of blocks">
   ];
   let statistics = [
     Statistic<"numGemms", "gemms", "Contractions run by cuBLASLt">,

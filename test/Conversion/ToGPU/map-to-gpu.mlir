@@ -90,9 +90,11 @@ func.func @gemm_fallback(%a: memref<4x32xf32>, %b: memref<8x4xf32>, %c: memref<4
 // -----
 
 // Host elementwise work and copies: one grid-stride kernel each; the output
-// is not read when the payload does not use it.
+// is not read when the payload does not use it. The grid is sized by the
+// loop the threads stride over: 8192 vectors of 4 floats need 32 blocks of
+// 256 threads (not 128, one thread per element).
 // CHECK-LABEL: func.func @host_elementwise
-// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%[[GX:.*]] = %c128{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[SX:.*]] = %c256{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}})
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%[[GX:.*]] = %c32{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[SX:.*]] = %c256{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}})
 // CHECK: %[[START:.*]] = arith.muli %[[BX]], %[[SX]]
 // CHECK: %[[TID:.*]] = arith.addi %[[START]], %[[TX]]
 // CHECK: %[[ALL:.*]] = arith.muli %[[GX]], %[[SX]]
@@ -114,8 +116,9 @@ func.func @gemm_fallback(%a: memref<4x32xf32>, %b: memref<8x4xf32>, %c: memref<4
 // CHECK-NEXT: arith.addf
 // CHECK-NEXT: memref.store
 // CHECK: gpu.terminator
-// The copy:
-// CHECK: gpu.launch
+// The copy: 8192 vectors too.
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c32{{.*}},
+// CHECK: vector.load
 // CHECK: memref.load
 // CHECK-NEXT: memref.store
 // CHECK-NOT: memref.copy
@@ -127,6 +130,27 @@ func.func @host_elementwise(%a: memref<128x256xf32>, %b: memref<128x256xf32>, %c
     linalg.yield %s : f32
   }
   memref.copy %c, %d : memref<128x256xf32> to memref<128x256xf32>
+  return
+}
+
+// -----
+
+// Grid sizes: a bf16 op over 4096 x 8192 elements has 4 Mi vectors of 8, or
+// 16384 blocks of them, capped at 4 waves of 132 SMs x 8 blocks (4224); an
+// op that cannot be vectorized (an odd row) is sized by its elements (1000
+// x 3 -> 12 blocks); a tiny one still gets a block.
+// CHECK-LABEL: func.func @grid_sizes
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c4224{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads({{.*}}) in (%{{.*}} = %c256
+// CHECK: vector<8xbf16>
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c12{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads({{.*}}) in (%{{.*}} = %c256
+// CHECK-NOT: vector.load
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads({{.*}}) in (%{{.*}} = %c256
+func.func @grid_sizes(%a: memref<4096x8192xbf16>, %b: memref<4096x8192xbf16>,
+                      %c: memref<1000x3xf32>, %d: memref<1000x3xf32>,
+                      %e: memref<4xf32>, %f: memref<4xf32>) {
+  linalg.copy ins(%a : memref<4096x8192xbf16>) outs(%b : memref<4096x8192xbf16>)
+  linalg.copy ins(%c : memref<1000x3xf32>) outs(%d : memref<1000x3xf32>)
+  linalg.copy ins(%e : memref<4xf32>) outs(%f : memref<4xf32>)
   return
 }
 
