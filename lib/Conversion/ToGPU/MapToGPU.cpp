@@ -316,7 +316,9 @@ private:
                << match->k
                << (match->batch > 1
                        ? " in " + std::to_string(match->batch) + " batches"
-                       : std::string());
+                       : std::string())
+               << (fill ? ", beta = 0 (its zero fill folded)"
+                        : ", beta = 1 (accumulating into its output)");
         if (epilogue) {
           static const char *names[] = {"cast",        "bias", "bias + GELU",
                                         "bias + ReLU", "GELU", "ReLU"};
