@@ -20,6 +20,7 @@
 #include "CudaRuntime.h"
 #include "Driver.h"
 #include "Gemm.h"
+#include "Reduce.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -316,21 +317,24 @@ void setUpRank(RankState &state, int rank, int worldSize, int device,
   state.worldSize = worldSize;
   state.device = device;
   useDevice(device, context);
-  checkCuda(cudaStreamCreateWithFlags(&state.compute, cudaStreamNonBlocking),
-            "cudaStreamCreateWithFlags", context);
-  checkCuda(cudaStreamCreateWithFlags(&state.comm, cudaStreamNonBlocking),
-            "cudaStreamCreateWithFlags", context);
+  // The comm stream gets the highest priority: NCCL's kernels and the
+  // loopback's SM copies then start as soon as an SM frees up, instead of
+  // queueing behind the GEMM blocks the compute stream keeps issuing.
+  int leastPriority = 0, greatestPriority = 0;
+  checkCuda(cudaDeviceGetStreamPriorityRange(&leastPriority, &greatestPriority),
+            "cudaDeviceGetStreamPriorityRange", context);
+  checkCuda(cudaStreamCreateWithPriority(&state.compute, cudaStreamNonBlocking,
+                                         leastPriority),
+            "cudaStreamCreateWithPriority", context);
+  checkCuda(cudaStreamCreateWithPriority(&state.comm, cudaStreamNonBlocking,
+                                         greatestPriority),
+            "cudaStreamCreateWithPriority", context);
   checkCublas(cublasLtCreate(&state.lt), "cublasLtCreate", context);
   state.workspaceBytes = gemmWorkspaceBytes;
   checkCuda(
       cudaMalloc(&state.workspace, static_cast<size_t>(state.workspaceBytes)),
       "cudaMalloc (the cuBLASLt workspace)", context);
   state.gemm = std::make_unique<GemmCache>();
-  if (loopback) {
-    checkCublas(cublasCreate(&state.blas), "cublasCreate", context);
-    checkCublas(cublasSetStream(state.blas, state.comm), "cublasSetStream",
-                context);
-  }
   checkCuda(cudaMalloc(&state.scratch, 64), "cudaMalloc (scratch)", context);
 }
 
@@ -342,20 +346,17 @@ void tearDownRank(RankState &state) {
   state.inFlight.clear();
   state.traceRecords.clear();
   state.traceOrigin.reset();
-  if (state.blas)
-    checkCublas(cublasDestroy(state.blas), "cublasDestroy", context);
   checkCublas(cublasLtDestroy(state.lt), "cublasLtDestroy", context);
   checkCuda(cudaFree(state.workspace), "cudaFree", context);
   checkCuda(cudaFree(state.scratch), "cudaFree", context);
   checkCuda(cudaStreamDestroy(state.compute), "cudaStreamDestroy", context);
   checkCuda(cudaStreamDestroy(state.comm), "cudaStreamDestroy", context);
-  state.blas = nullptr;
   state.lt = nullptr;
   state.workspace = state.scratch = nullptr;
   state.compute = state.comm = nullptr;
 }
 
-void synchronizeRank(RankState &state, const char *what) {
+void synchronizeRank(RankState &state, const char *what, bool spin) {
   if (!isLoopback())
     nccl::flush(state);
   std::string context = formatString("%s", what);
@@ -535,6 +536,11 @@ int64_t reduction(Kind kind, const char *call, int64_t groupHandle, int64_t src,
   if (reductionKind < BRAID_RT_SUM || reductionKind > BRAID_RT_BITXOR)
     fatalf("%s (step %lld): unknown reduction %lld", call,
            static_cast<long long>(step), static_cast<long long>(reductionKind));
+  if (!reduce::defined(dtype, reductionKind))
+    fatalf("%s (step %lld): %s reduction is only defined for integer types, "
+           "not %s",
+           call, static_cast<long long>(step),
+           reduce::reductionName(reductionKind), reduce::dtypeName(dtype));
   int64_t outBytes = checkedProduct(call, count, size, step);
   int64_t inBytes = kind == Kind::ReduceScatter
                         ? checkedProduct(call, outBytes, group.size, step)
