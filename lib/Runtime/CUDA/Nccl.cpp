@@ -436,18 +436,25 @@ void barrier(RankState &state) {
 void hostMax(RankState &state, double *values, int64_t count) {
   const char *context = "braid_rt_host_max";
   synchronizeRank(state, context);
+  // Both copies go on the comm stream with the all-reduce: a synchronous
+  // cudaMemcpy runs on the legacy default stream, which the non-blocking
+  // comm stream is not ordered after, so the all-reduce could read the
+  // buffer before the values arrived (and the copy back read it early).
   size_t bytes = static_cast<size_t>(count) * sizeof(double);
   void *device = nullptr;
-  checkCuda(cudaMalloc(&device, bytes), "cudaMalloc", context);
-  checkCuda(cudaMemcpy(device, values, bytes, cudaMemcpyHostToDevice),
-            "cudaMemcpy", context);
+  checkCuda(cudaMallocAsync(&device, bytes, state.comm), "cudaMallocAsync",
+            context);
+  checkCuda(cudaMemcpyAsync(device, values, bytes, cudaMemcpyHostToDevice,
+                            state.comm),
+            "cudaMemcpyAsync", context);
   checkNccl(ncclAllReduce(device, device, static_cast<size_t>(count),
                           ncclFloat64, ncclMax, state.world, state.comm),
             "ncclAllReduce", context);
+  checkCuda(cudaMemcpyAsync(values, device, bytes, cudaMemcpyDeviceToHost,
+                            state.comm),
+            "cudaMemcpyAsync", context);
+  checkCuda(cudaFreeAsync(device, state.comm), "cudaFreeAsync", context);
   synchronizeRank(state, context);
-  checkCuda(cudaMemcpy(values, device, bytes, cudaMemcpyDeviceToHost),
-            "cudaMemcpy", context);
-  checkCuda(cudaFree(device), "cudaFree", context);
 }
 
 void destroyComms(RankState &state) {
