@@ -518,6 +518,18 @@ int main(int argc, char **argv) {
     }
   }
 #endif
+  // The timeout covers braid_rt_init too (an NCCL id file that never
+  // comes, a peer that never joins); a bad value is reported below, once
+  // every rank can agree on it.
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.compare(0, 10, "--timeout=") != 0)
+      continue;
+    char *end = nullptr;
+    double seconds = std::strtod(arg.c_str() + 10, &end);
+    if (end != arg.c_str() + 10 && !*end && seconds > 0)
+      braid_rt_set_timeout(seconds);
+  }
   braid_rt_init(&argc, &argv);
   int64_t rank = braid_rt_world_rank();
   int64_t size = braid_rt_world_size();
@@ -533,8 +545,6 @@ int main(int argc, char **argv) {
     braid_rt_finalize();
     return 0;
   }
-  if (error.empty() && options.timeout > 0)
-    braid_rt_set_timeout(options.timeout);
   if (error.empty())
     error = readManifest(options.manifest, manifest);
   if (error.empty() && manifest.ranks != size)
