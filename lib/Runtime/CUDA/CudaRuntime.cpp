@@ -48,8 +48,12 @@ void checkCuda(cudaError_t rc, const char *call, const std::string &context) {
 }
 
 void checkNccl(ncclResult_t rc, const char *call, const std::string &context) {
-  if (rc != ncclSuccess)
-    fatalf("%s in %s: %s", call, context.c_str(), ncclGetErrorString(rc));
+  if (rc == ncclSuccess)
+    return;
+  // NCCL's own account of the failure (its log is usually off).
+  const char *last = ncclGetLastError(nullptr);
+  fatalf("%s in %s: %s%s%s", call, context.c_str(), ncclGetErrorString(rc),
+         last && *last ? ": " : "", last && *last ? last : "");
 }
 
 void checkCublas(cublasStatus_t rc, const char *call,
