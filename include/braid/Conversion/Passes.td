@@ -234,8 +234,8 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
       host buffers that buffer deallocation keeps its bookkeeping in stay on
       the host. Host code that reads or writes a device buffer is an error.
 
-    Every contraction gets a remark saying whether it runs on cuBLASLt or as
-    a generated kernel, and why.
+    Every contraction gets a remark saying whether it runs on cuBLASLt (and
+    with which beta and epilogue) or as a generated kernel, and why.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -316,9 +316,7 @@ private:
                << match->k
                << (match->batch > 1
                        ? " in " + std::to_string(match->batch) + " batches"
-                       : std::string())
-               << (fill ? ", beta = 0 (its zero fill folded)"
-                        : ", beta = 1 (accumulating into its output)");
+                       : std::string());
         if (epilogue) {
           static const char *names[] = {"cast",        "bias", "bias + GELU",
                                         "bias + ReLU", "GELU", "ReLU"};
@@ -327,6 +325,8 @@ private:
                  << getElementTypeOrSelf(epilogue->op.getDpsInits()[0]);
           epilogue->op->erase();
         }
+        remark << (fill ? ", beta = 0 (its zero fill folded)"
+                        : ", beta = 1 (accumulating into its output)");
         ++numGemms;
         op->erase();
         return success();

@@ -51,6 +51,9 @@ func.func @gemm_layouts(%x: memref<8x64xf16>, %w: memref<32x64xf16>, %y: memref<
 // A zero fill right before the product is folded into it (beta = 0: the
 // 19th argument says "do not accumulate"); a fill of another value, or one
 // with a transfer between, stays.
+// REMARK: remark: runs on cuBLASLt: 8x8x16, beta = 0 (its zero fill folded)
+// REMARK: remark: runs on cuBLASLt: 8x8x16, beta = 1 (accumulating into its output)
+// REMARK: remark: runs on cuBLASLt: 8x8x16, beta = 1 (accumulating into its output)
 // CHECK-LABEL: func.func @gemm_zero_fill
 // CHECK-NOT: linalg.fill
 // CHECK: call @braid_rt_gemm({{([^,]*, ?)+}}%c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c-1_i64
@@ -316,8 +319,8 @@ func.func @buffers(%x: memref<64xf32>) {
 // REMARK-LABEL: remark: runs on cuBLASLt: 64x32x16, with the bias + GELU after it as its epilogue, writing 'bf16'
 // REMARK: remark: runs on cuBLASLt: 64x32x16, with the ReLU after it as its epilogue, writing 'f32'
 // REMARK: remark: runs on cuBLASLt: 64x32x16, with the cast after it as its epilogue, writing 'bf16'
-// REMARK: remark: runs on cuBLASLt: 64x32x16{{$}}
-// REMARK: remark: runs on cuBLASLt: 64x32x16{{$}}
+// REMARK: remark: runs on cuBLASLt: 64x32x16, beta = 0 (its zero fill folded){{$}}
+// REMARK: remark: runs on cuBLASLt: 64x32x16, beta = 0 (its zero fill folded){{$}}
 // CHECK-LABEL: func.func @epilogues
 // CHECK: %{{.*}}, %[[DOFF:.*]], %{{.*}}:2, %[[DST:.*]]:2 = memref.extract_strided_metadata %arg4 : memref<64x32xbf16>
 // CHECK: memref.extract_strided_metadata %arg3 : memref<32xbf16>
@@ -462,7 +465,7 @@ func.func @whole_tensor_max(%x: memref<64x512xbf16>, %m: memref<f32>) {
 // exp on an operand) is not a GEMM; a clamp after a product (ReLU6) is not
 // ReLU, so it stays a kernel of its own.
 // REMARK: remark: runs as a generated kernel, not on cuBLASLt: its payload does more than accumulate a product of the (extended) operands
-// REMARK: remark: runs on cuBLASLt: 16x8x32{{$}}
+// REMARK: remark: runs on cuBLASLt: 16x8x32, beta = 0 (its zero fill folded){{$}}
 // CHECK-LABEL: func.func @not_plain
 // CHECK: gpu.launch
 // CHECK: math.exp
