@@ -18,6 +18,7 @@
   get a few seconds to report before they are killed.
 """
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -41,6 +42,21 @@ def braid_env(extra=None):
     return env
 
 
+def _start(cmd, out, err, env):
+    # Its own process group, so that a kill also takes whatever it started
+    # (a wrapper's children, mpirun's ranks).
+    return subprocess.Popen(cmd, stdout=out, stderr=err, env=env,
+                            start_new_session=True)
+
+
+def _kill(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait()
+
+
 def _read(f):
     f.seek(0)
     return f.read().decode(errors="replace")
@@ -49,13 +65,11 @@ def _read(f):
 def run(cmd, timeout, env=None):
     """Runs cmd; returns a Result (returncode 124 after `timeout` seconds)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err,
-                                env=env if env is not None else braid_env())
+        proc = _start(cmd, out, err, env if env is not None else braid_env())
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            _kill(proc)
             return Result(124, _read(out),
                           _read(err) + f"\nkilled after {timeout:.0f} s\n")
         return Result(rc, _read(out), _read(err))
@@ -73,8 +87,7 @@ def run_ranks(cmd, ranks, id_file, timeout, env=None):
         rank_env = dict(base, BRAID_NCCL_ID_FILE=id_file, BRAID_RANK=str(rank),
                         BRAID_WORLD_SIZE=str(ranks),
                         BRAID_LOCAL_RANK=str(rank))
-        procs.append(subprocess.Popen(cmd, stdout=out, stderr=err,
-                                      env=rank_env))
+        procs.append(_start(cmd, out, err, rank_env))
         files.append((out, err))
     deadline = time.monotonic() + timeout
     failed_at = None
@@ -91,8 +104,7 @@ def run_ranks(cmd, ranks, id_file, timeout, env=None):
         if now > deadline or (failed_at is not None and now > failed_at + 5):
             for i, proc in enumerate(procs):
                 if codes[i] is None:
-                    proc.kill()
-                    proc.wait()
+                    _kill(proc)
                     codes[i] = 124
             break
         time.sleep(0.02)

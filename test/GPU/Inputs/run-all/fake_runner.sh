@@ -26,7 +26,7 @@ if matches "${FAKE_HANG:-}"; then
   exit 1
 fi
 if matches "${FAKE_STUCK:-}"; then
-  sleep 1000
+  exec sleep 1000
 fi
 if matches "${FAKE_FAIL:-}"; then
   echo "braid: rank 0: cuLaunchKernel in mgpuLaunchKernel (kernel main_kernel): an illegal memory access was encountered" >&2
