@@ -42,11 +42,38 @@ def braid_env(extra=None):
     return env
 
 
+_live = set()
+
+
+def _kill_live(signum, frame):
+    # A run in its own process group is not in ours: when we are told to
+    # stop (run_all.sh's timeout sends SIGTERM to our group), it must not
+    # outlive us and keep the GPU.
+    for proc in list(_live):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    os._exit(128 + signum)
+
+
 def _start(cmd, out, err, env):
     # Its own process group, so that a kill also takes whatever it started
     # (a wrapper's children, mpirun's ranks).
-    return subprocess.Popen(cmd, stdout=out, stderr=err, env=env,
+    if not _live:
+        try:
+            signal.signal(signal.SIGTERM, _kill_live)
+            signal.signal(signal.SIGINT, _kill_live)
+        except ValueError:  # not the main thread
+            pass
+    proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env,
                             start_new_session=True)
+    _live.add(proc)
+    return proc
+
+
+def _done(proc):
+    _live.discard(proc)
 
 
 def _kill(proc):
@@ -55,6 +82,7 @@ def _kill(proc):
     except (ProcessLookupError, PermissionError):
         proc.kill()
     proc.wait()
+    _done(proc)
 
 
 def _read(f):
@@ -68,6 +96,7 @@ def run(cmd, timeout, env=None):
         proc = _start(cmd, out, err, env if env is not None else braid_env())
         try:
             rc = proc.wait(timeout=timeout)
+            _done(proc)
         except subprocess.TimeoutExpired:
             _kill(proc)
             return Result(124, _read(out),
@@ -96,6 +125,8 @@ def run_ranks(cmd, ranks, id_file, timeout, env=None):
         for i, proc in enumerate(procs):
             if codes[i] is None:
                 codes[i] = proc.poll()
+                if codes[i] is not None:
+                    _done(proc)
                 if codes[i] not in (None, 0) and failed_at is None:
                     failed_at = time.monotonic()
         now = time.monotonic()
