@@ -41,6 +41,12 @@ if config.mpi_found in ("TRUE", "ON", "1"):
 if config.cuda_found in ("TRUE", "ON", "1"):
     config.available_features.add("cuda")
     config.substitutions.append(("%cuda_root", config.cuda_root))
+    # The host-only CUDA, cuBLASLt and NCCL of test/Runtime/FakeCuda, which
+    # the real runtime and runners load instead of the toolkit's (REQUIRES:
+    # cuda, mpi: they are built with the cuda runtime).
+    config.substitutions.append(
+        ("%fake_cuda", "env LD_LIBRARY_PATH=" +
+         os.path.join(config.braid_obj_root, "lib", "fake-cuda")))
     import shutil
     import subprocess
     smi = shutil.which("nvidia-smi")

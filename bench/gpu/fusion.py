@@ -12,9 +12,15 @@ it at the full size with braid-exec-cuda (one rank; warm-up, median of
 PyTorch eager and torch.compile on the same patterns and computes achieved
 bandwidth.
 
+Each run may take --timeout seconds (the runner's own timeout, then a
+kill), and all of them --budget seconds (later ones are skipped); a failure
+is reported and the next pattern runs; braid_times.json is rewritten after
+every timing.
+
 Usage:
   fusion.py prepare BUNDLE [--bin build/bin] [--target cuda|cpu]
   fusion.py run BUNDLE RESULTS [--repeat 20] [--exec braid-exec-cuda]
+                [--budget S] [--timeout S]
   fusion.py check [--bin build/bin]   the programs on one CPU rank against
                                       numpy (a test; no GPU needed)
 """
@@ -25,6 +31,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -33,6 +40,9 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from braid.dtypes import bf16_bits, bf16_values  # noqa: E402
 from braid.models import Function, Grid, gelu  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "test", "lib"))
+import launch  # noqa: E402
 
 FULL = (16384, 8192)
 SMALL = (64, 2048)
@@ -138,7 +148,16 @@ def prepare(args):
                     TIMED if folder == "full" else None)
 
 
-def check_numerics(runner, directory, size, label):
+def limits(deadline, timeout):
+    """(runner --timeout, kill) seconds for the next run, or None when the
+    budget is spent."""
+    left = timeout if deadline is None else min(timeout, deadline - time.monotonic())
+    if left < 5:
+        return None
+    return max(2.0, left - 10), left
+
+
+def check_numerics(runner, directory, size, label, deadline=None, timeout=60):
     """Runs each pattern of `directory` on seeded inputs; compares with numpy.
     Returns the number of failures."""
     failures = 0
@@ -151,15 +170,25 @@ def check_numerics(runner, directory, size, label):
                 np.save(os.path.join(work, f"{name}.a{i}.npy"), bits)
                 inputs.append(bf16_values(bits).astype(np.float64))
             out = os.path.join(work, f"{name}.out.npy")
-            cmd = runner + [os.path.join(directory, f"{name}.so"), "--timeout=60"]
+            limit = limits(deadline, timeout)
+            if limit is None:
+                print(f"FAIL {name} {label}: skipped, the step's time is up")
+                failures += 1
+                continue
+            cmd = runner + [os.path.join(directory, f"{name}.so"), f"--timeout={limit[0]:g}"]
             cmd += [f"--input=@{os.path.join(work, f'{name}.a{i}.npy')}" for i in range(len(shapes))]
             cmd += [f"--output=@{out}"]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            proc = launch.run(cmd, limit[1])
             if proc.returncode != 0:
                 print(f"FAIL {name} {label}: {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
                 failures += 1
                 continue
-            got = bf16_values(np.load(out)).astype(np.float64)
+            try:
+                got = bf16_values(np.load(out)).astype(np.float64)
+            except (OSError, ValueError) as error:
+                print(f"FAIL {name} {label}: no result: {error}")
+                failures += 1
+                continue
             want = reference(*inputs)
             err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-6)
             ok = err < 2e-2
@@ -169,23 +198,33 @@ def check_numerics(runner, directory, size, label):
 
 
 def run(args):
+    deadline = time.monotonic() + args.budget
     exec_path = args.exec or os.path.join(args.bundle, "bin", "braid-exec-cuda")
     runner = [exec_path, "--loopback=1"] if "cuda" in os.path.basename(exec_path) else [exec_path]
-    failures = check_numerics(runner, os.path.join(args.bundle, "fusion", "small"), SMALL, "small")
+    failures = check_numerics(runner, os.path.join(args.bundle, "fusion", "small"), SMALL,
+                              "small", deadline, args.timeout)
     times = {}
     full = os.path.join(args.bundle, "fusion", "full")
+    os.makedirs(args.results, exist_ok=True)
     for seed, name in enumerate(TIMED):
+        limit = limits(deadline, args.timeout)
+        if limit is None:
+            print(f"FAIL timing {name}: skipped, the step's time is up")
+            failures += 1
+            continue
         cmd = runner + [os.path.join(full, f"{name}.so"), "--warmup=5",
-                        f"--repeat={args.repeat}", f"--seed={seed + 1}", "--timeout=120"]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+                        f"--repeat={args.repeat}", f"--seed={seed + 1}",
+                        f"--timeout={limit[0]:g}"]
+        proc = launch.run(cmd, limit[1])
         found = re.search(r"median ([0-9.]+) ms", proc.stdout)
         if proc.returncode != 0 or not found:
             print(f"FAIL timing {name}: {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
             failures += 1
             continue
         times[name] = float(found.group(1))
-        print(f"fusion.py: {name} {FULL[0]}x{FULL[1]} bf16: {times[name]:.3f} ms")
-    os.makedirs(args.results, exist_ok=True)
+        print(f"fusion.py: {name} {FULL[0]}x{FULL[1]} bf16: {times[name]:.3f} ms", flush=True)
+        with open(os.path.join(args.results, "braid_times.json"), "w") as f:
+            json.dump(times, f, indent=2)
     with open(os.path.join(args.results, "braid_times.json"), "w") as f:
         json.dump(times, f, indent=2)
     sys.exit(1 if failures else 0)
@@ -214,6 +253,10 @@ def main():
     r.add_argument("results")
     r.add_argument("--repeat", type=int, default=20)
     r.add_argument("--exec", default="")
+    r.add_argument("--budget", type=float, default=600,
+                   help="seconds for every run together")
+    r.add_argument("--timeout", type=float, default=60,
+                   help="seconds one run may take")
     c = sub.add_parser("check")
     c.add_argument("--bin", default=default_bin)
     args = parser.parse_args()

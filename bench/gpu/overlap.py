@@ -1,20 +1,17 @@
 #!/usr/bin/env python3
-"""AllGather + GEMM and GEMM + ReduceScatter at Llama-3-70B TP8 shapes on one
-GPU: Braid's fused ring schedules against the serial collective + GEMM.
+"""AllGather + GEMM and GEMM + ReduceScatter at Llama-3-70B shapes:
+Braid's fused ring schedules against the serial collective + GEMM.
 
-The shapes are one tensor-parallel layer of Llama-3-70B on 8 GPUs with
-sequence parallelism: S = 4096 tokens, hidden H = 8192, the FFN's 28672
-split 8 ways (F = 3584), bf16 with f32 accumulation:
+The shapes are one tensor-parallel layer of Llama-3-70B with sequence
+parallelism: S = 4096 tokens, hidden H = 8192, the FFN's 28672 split TP
+ways (F = 28672 / TP), bf16 with f32 accumulation:
 
-  ag: x [S/8, H] --all_gather--> [S, H] @ W [H, F]              (up projection)
-  rs: y [S, F] @ W2 [F, H] --reduce_scatter--> [S/8, H]         (down projection)
+  ag: x [S/TP, H] --all_gather--> [S, H] @ W [H, F]              (up projection)
+  rs: y [S, F] @ W2 [F, H] --reduce_scatter--> [S/TP, H]         (down projection)
 
-Each runs on the loopback transport: 8 logical ranks in one process on one
-GPU, each with its own compute and comm streams, transfers as device-to-
-device copies. The GPU does all 8 ranks' work, so the times are 8 ranks'
-worth; what they show is whether the communication hides behind the GEMMs.
-Four programs per pattern, all timed by braid-exec-cuda (warm-up, then the
-median over --repeat runs, each run's device work synchronized):
+Four programs per pattern, each timed by braid-exec-cuda (warm-up, then the
+median over --repeat runs of the slowest rank, CUDA events on each rank's
+compute stream; inputs restored in device memory before each run):
 
   fused   the pattern, --overlap=force (the ring schedule)
   serial  the pattern, --overlap=off (collective, then GEMM)
@@ -24,9 +21,25 @@ median over --repeat runs, each run's device work synchronized):
   R = T_fused / max(T_gemm, T_comm)             (FLUX on H800: 1.13-1.14)
   E = 1 - (T_fused - T_gemm) / (T_serial - T_gemm)   (FLUX's efficiency)
 
+Transports:
+  loopback   TP = 8 logical ranks in one process on one GPU, transfers as
+             device-to-device copies, once by the copy engines (ce) and once
+             by an SM copy kernel (sm). LOOPBACK-ONLY figures: CE copies run
+             at HBM speed and take no SMs, the GPU does all 8 ranks' work,
+             and the serial baseline already overlaps across ranks (one
+             rank's GEMM runs while another copies), so R and E say little
+             about a real multi-GPU run; SM copies are closer to NCCL's cost.
+  nccl       one process per GPU (NCCL through an id file), TP = the largest
+             of 8, 4, 2 that the machine's GPUs allow: the real thing.
+
+Failures do not stop the measurements: a program that fails or times out
+is reported and its figures are null. RESULTS/overlap.json is rewritten
+after every measurement.
+
 Usage:
-  overlap.py prepare BUNDLE [--bin build/bin]   compile (development machine)
-  overlap.py run BUNDLE RESULTS [--repeat 20]   time (GPU machine, no LLVM)
+  overlap.py prepare BUNDLE [--bin build/bin]     compile (development machine)
+  overlap.py run BUNDLE RESULTS [--repeat 20] [--transports loopback,nccl]
+             [--copies ce,sm] [--gpus N] [--budget S] [--timeout S]
 """
 import argparse
 import json
@@ -34,8 +47,17 @@ import os
 import re
 import subprocess
 import sys
+import time
 
-TP, S, H, F = 8, 4096, 8192, 3584
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "lib"))
+import launch  # noqa: E402
+
+S, H, FFN = 4096, 8192, 28672
+TPS = (8, 4, 2)  # group sizes the bundle carries programs for
+LOOPBACK_TP = 8
+KINDS = ("fused", "serial", "gemm", "comm")
+PATTERNS = (("ag", "AllGather+GEMM"), ("rs", "GEMM+ReduceScatter"))
 
 
 def tensor(shape, dtype):
@@ -49,31 +71,32 @@ def matmul(out, a, b, a_shape, b_shape, shape):
             f"outs(%{out}_z : {tensor(shape, 'f32')}) -> {tensor(shape, 'f32')}\n")
 
 
-def program(args, body, result, result_shape, result_dtype="f32"):
+def program(tp, args, body, result, result_shape, result_dtype="f32"):
     params = ", ".join(f"%{name}: {tensor(shape, dtype)}" for name, shape, dtype in args)
     result_type = tensor(result_shape, result_dtype)
-    return (f"shard.grid @g(shape = {TP})\n"
+    return (f"shard.grid @g(shape = {tp})\n"
             f"func.func @main({params}) -> {result_type} {{\n"
             f"  %zero = arith.constant 0.0 : f32\n" + body +
             f"  return %{result} : {result_type}\n}}\n")
 
 
-def programs():
-    """name -> (MLIR text, overlap mode)."""
+def programs(tp):
+    """name -> (MLIR text, overlap mode), for a group of tp ranks."""
+    F = FFN // tp
     gather = (f"  %g = shard.all_gather %x on @g grid_axes = [0] gather_axis = 0 : "
-              f"{tensor((S // TP, H), 'bf16')} -> {tensor((S, H), 'bf16')}\n")
-    ag = program([("x", (S // TP, H), "bf16"), ("w", (H, F), "bf16")],
+              f"{tensor((S // tp, H), 'bf16')} -> {tensor((S, H), 'bf16')}\n")
+    ag = program(tp, [("x", (S // tp, H), "bf16"), ("w", (H, F), "bf16")],
                  gather + matmul("y", "g", "w", (S, H), (H, F), (S, F)), "y", (S, F))
-    ag_gemm = program([("g", (S, H), "bf16"), ("w", (H, F), "bf16")],
+    ag_gemm = program(tp, [("g", (S, H), "bf16"), ("w", (H, F), "bf16")],
                       matmul("y", "g", "w", (S, H), (H, F), (S, F)), "y", (S, F))
-    ag_comm = program([("x", (S // TP, H), "bf16")], gather, "g", (S, H), "bf16")
+    ag_comm = program(tp, [("x", (S // tp, H), "bf16")], gather, "g", (S, H), "bf16")
     scatter = (f"  %s = shard.reduce_scatter %y on @g grid_axes = [0] scatter_axis = 0 : "
-               f"{tensor((S, H), 'f32')} -> {tensor((S // TP, H), 'f32')}\n")
-    rs = program([("a", (S, F), "bf16"), ("w", (F, H), "bf16")],
-                 matmul("y", "a", "w", (S, F), (F, H), (S, H)) + scatter, "s", (S // TP, H))
-    rs_gemm = program([("a", (S, F), "bf16"), ("w", (F, H), "bf16")],
+               f"{tensor((S, H), 'f32')} -> {tensor((S // tp, H), 'f32')}\n")
+    rs = program(tp, [("a", (S, F), "bf16"), ("w", (F, H), "bf16")],
+                 matmul("y", "a", "w", (S, F), (F, H), (S, H)) + scatter, "s", (S // tp, H))
+    rs_gemm = program(tp, [("a", (S, F), "bf16"), ("w", (F, H), "bf16")],
                       matmul("y", "a", "w", (S, F), (F, H), (S, H)), "y", (S, H))
-    rs_comm = program([("y", (S, H), "f32")], scatter, "s", (S // TP, H))
+    rs_comm = program(tp, [("y", (S, H), "f32")], scatter, "s", (S // tp, H))
     return {
         "ag_fused": (ag, "force"), "ag_serial": (ag, "off"),
         "ag_gemm": (ag_gemm, "off"), "ag_comm": (ag_comm, "off"),
@@ -83,65 +106,156 @@ def programs():
 
 
 def prepare(args):
-    out = os.path.join(args.bundle, "overlap")
-    os.makedirs(out, exist_ok=True)
     compiler = os.path.join(args.bin, "braid-compile")
-    for name, (text, mode) in programs().items():
-        source = os.path.join(out, name + ".mlir")
-        with open(source, "w") as f:
-            f.write(text)
-        cmd = [compiler, source, "--target=cuda", f"--sm={args.sm}",
-               f"--overlap={mode}", "--target-preset=h200",
-               f"--report={os.path.join(out, name + '.report.json')}",
-               "-o", os.path.join(out, name + ".so")]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            sys.exit(f"overlap.py: compiling {name} failed:\n{proc.stderr}")
-        print(f"overlap.py: built {name} (--overlap={mode})")
+    for tp in TPS:
+        out = os.path.join(args.bundle, "overlap", f"tp{tp}")
+        os.makedirs(out, exist_ok=True)
+        for name, (text, mode) in programs(tp).items():
+            source = os.path.join(out, name + ".mlir")
+            with open(source, "w") as f:
+                f.write(text)
+            cmd = [compiler, source, "--target=cuda", f"--sm={args.sm}",
+                   f"--overlap={mode}", "--target-preset=h200",
+                   f"--report={os.path.join(out, name + '.report.json')}",
+                   "-o", os.path.join(out, name + ".so")]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                sys.exit(f"overlap.py: compiling {name} (TP {tp}) failed:\n{proc.stderr}")
+        print(f"overlap.py: built the TP {tp} programs")
 
 
-def time_program(exec_path, library, ranks, repeat, seed):
-    cmd = [exec_path, library, f"--loopback={ranks}", "--warmup=5",
-           f"--repeat={repeat}", f"--seed={seed}", "--timeout=120"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+class Budget:
+    def __init__(self, seconds):
+        self.end = time.monotonic() + seconds
+
+    def left(self):
+        return self.end - time.monotonic()
+
+
+def time_program(args, budget, library, transport, copy, tp, seed):
+    """Median ms of `library`, or (None, why)."""
+    limit = min(args.timeout, budget.left())
+    if limit < 5:
+        return None, "skipped: the step's time is up"
+    exec_path = os.path.join(args.bundle, "bin", "braid-exec-cuda")
+    # The runner's own timeout comes first, so that a hang names its rank
+    # and step; the kill is for a runner that cannot report.
+    cmd = [exec_path, library, "--warmup=5", f"--repeat={args.repeat}",
+           f"--seed={seed}", f"--timeout={max(2.0, limit - 10):g}"]
+    env = launch.braid_env({"BRAID_LOOPBACK_COPY": copy} if copy else None)
+    if transport == "loopback":
+        proc = launch.run(cmd + [f"--loopback={tp}"], limit, env)
+    else:
+        proc = launch.run_ranks(cmd, tp, os.path.join(args.results, "overlap.nccl-id"),
+                                limit, env)
     found = re.search(r"median ([0-9.]+) ms", proc.stdout)
     if proc.returncode != 0 or not found:
-        sys.exit(f"overlap.py: {' '.join(cmd)} failed ({proc.returncode}):\n"
-                 f"{proc.stdout}{proc.stderr}")
-    return float(found.group(1))
+        lines = (proc.stdout + proc.stderr).strip().splitlines()
+        return None, f"exit {proc.returncode}: " + (lines[-1] if lines else "no output")
+    return float(found.group(1)), None
+
+
+def label(transport, copy, tp):
+    if transport == "loopback":
+        return (f"loopback-only, {tp} ranks on 1 GPU, "
+                f"{'copy-engine' if copy == 'ce' else 'SM-kernel'} copies")
+    return f"NCCL, {tp} GPUs"
+
+
+def rows_of(times, errors, runs):
+    rows = []
+    for (transport, copy, tp), _ in runs:
+        for pattern, name in PATTERNS:
+            t = {k: times.get((transport, copy, tp, f"{pattern}_{k}")) for k in KINDS}
+            row = {"pattern": name, "transport": transport, "copy": copy,
+                   "ranks": tp, "label": label(transport, copy, tp),
+                   "loopback_only": transport == "loopback",
+                   "shape": {"S": S, "H": H, "F": FFN // tp, "tp": tp},
+                   "errors": {k: errors[(transport, copy, tp, f"{pattern}_{k}")]
+                              for k in KINDS
+                              if errors.get((transport, copy, tp, f"{pattern}_{k}"))}}
+            for k in KINDS:
+                row[f"t_{k}_ms"] = t[k]
+            row["R"] = row["E"] = row["fused_over_serial"] = None
+            if t["fused"] is not None and t["gemm"] is not None and t["comm"] is not None:
+                row["R"] = t["fused"] / max(t["gemm"], t["comm"])
+            if None not in (t["fused"], t["gemm"], t["serial"]) and t["serial"] > t["gemm"]:
+                row["E"] = 1 - (t["fused"] - t["gemm"]) / (t["serial"] - t["gemm"])
+            if t["fused"] is not None and t["serial"] is not None:
+                row["fused_over_serial"] = t["fused"] / t["serial"]
+            rows.append(row)
+    return rows
+
+
+def fmt(value, spec):
+    return "-" if value is None else format(value, spec)
+
+
+def print_rows(rows):
+    print(f"{'pattern':20} {'T_gemm':>8} {'T_comm':>8} {'T_serial':>9} {'T_fused':>8} {'R':>6} {'E':>6}  (ms)")
+    current = None
+    for r in rows:
+        if r["label"] != current:
+            current = r["label"]
+            print(f"  -- {current}")
+        print(f"{r['pattern']:20} {fmt(r['t_gemm_ms'], '8.3f'):>8} {fmt(r['t_comm_ms'], '8.3f'):>8} "
+              f"{fmt(r['t_serial_ms'], '9.3f'):>9} {fmt(r['t_fused_ms'], '8.3f'):>8} "
+              f"{fmt(r['R'], '6.3f'):>6} {fmt(r['E'], '6.2f'):>6}")
 
 
 def run(args):
-    out = os.path.join(args.bundle, "overlap")
-    exec_path = os.path.join(args.bundle, "bin", "braid-exec-cuda")
-    times = {}
-    for seed, name in enumerate(programs()):
-        times[name] = time_program(exec_path, os.path.join(out, name + ".so"),
-                                   TP, args.repeat, seed + 1)
-    rows = []
-    for pattern, label in (("ag", "AllGather+GEMM"), ("rs", "GEMM+ReduceScatter")):
-        t = {kind: times[f"{pattern}_{kind}"] for kind in ("fused", "serial", "gemm", "comm")}
-        with open(os.path.join(out, f"{pattern}_fused.report.json")) as f:
-            strategies = [c["strategy"] for c in json.load(f)["collectives"]]
-        ideal = max(t["gemm"], t["comm"])
-        hidden = t["serial"] - t["gemm"]
-        rows.append({
-            "pattern": label, "shape": {"S": S, "H": H, "F": F, "tp": TP},
-            "strategy": strategies,
-            "t_gemm_ms": t["gemm"], "t_comm_ms": t["comm"],
-            "t_serial_ms": t["serial"], "t_fused_ms": t["fused"],
-            "R": t["fused"] / ideal,
-            "E": 1 - (t["fused"] - t["gemm"]) / hidden if hidden > 0 else None,
-            "fused_over_serial": t["fused"] / t["serial"],
-        })
+    budget = Budget(args.budget)
     os.makedirs(args.results, exist_ok=True)
-    with open(os.path.join(args.results, "overlap.json"), "w") as f:
-        json.dump({"transport": "loopback", "ranks": TP, "rows": rows}, f, indent=2)
-    print(f"{'pattern':20} {'T_gemm':>8} {'T_comm':>8} {'T_serial':>9} {'T_fused':>8} {'R':>6} {'E':>6}  (ms, {TP} loopback ranks)")
-    for r in rows:
-        e = f"{r['E']:.2f}" if r["E"] is not None else "n/a"
-        print(f"{r['pattern']:20} {r['t_gemm_ms']:8.3f} {r['t_comm_ms']:8.3f} {r['t_serial_ms']:9.3f} "
-              f"{r['t_fused_ms']:8.3f} {r['R']:6.3f} {e:>6}")
+    runs = []
+    transports = [t for t in args.transports.split(",") if t]
+    if "loopback" in transports:
+        for copy in [c for c in args.copies.split(",") if c]:
+            runs.append((("loopback", copy, LOOPBACK_TP), None))
+    if "nccl" in transports:
+        tp = next((t for t in TPS if t <= args.gpus), None)
+        if tp is None or args.gpus < 2:
+            print(f"overlap.py: NCCL skipped ({args.gpus} GPU{'s' if args.gpus != 1 else ''}; it needs 2 or more)")
+        else:
+            runs.append((("nccl", "", tp), None))
+    times, errors = {}, {}
+    out = os.path.join(args.results, "overlap.json")
+    failures = 0
+    seed = 0
+    for (transport, copy, tp), _ in runs:
+        folder = os.path.join(args.bundle, "overlap", f"tp{tp}")
+        for name in programs(tp):
+            seed += 1
+            ms, why = time_program(args, budget, os.path.join(folder, name + ".so"),
+                                   transport, copy, tp, seed)
+            key = (transport, copy, tp, name)
+            times[key], errors[key] = ms, why
+            if ms is None:
+                failures += 1
+                print(f"FAIL overlap {name} ({label(transport, copy, tp)}): {why}", flush=True)
+            else:
+                print(f"overlap.py: {name} ({label(transport, copy, tp)}): {ms:.3f} ms", flush=True)
+            # Whatever happens next, what was measured is on disk.
+            with open(out, "w") as f:
+                json.dump({"rows": rows_of(times, errors, runs)}, f, indent=2)
+    rows = rows_of(times, errors, runs)
+    for row in rows:
+        # The schedule Braid chose, from the fused program's report.
+        prefix = "ag" if row["pattern"] == "AllGather+GEMM" else "rs"
+        report = os.path.join(args.bundle, "overlap", f"tp{row['ranks']}",
+                              f"{prefix}_fused.report.json")
+        try:
+            with open(report) as f:
+                row["strategy"] = [c["strategy"] for c in json.load(f)["collectives"]]
+        except (OSError, ValueError, KeyError):
+            row["strategy"] = None
+    with open(out, "w") as f:
+        json.dump({"rows": rows}, f, indent=2)
+    print_rows(rows)
+    if any(r["loopback_only"] for r in rows):
+        print("loopback-only: copies by the copy engines run at HBM speed and take no SMs; the\n"
+              "serial baseline already overlaps one rank's GEMM with another's copies; SM copies\n"
+              "are closer to what NCCL costs. Only NCCL rows measure a multi-GPU run.")
+    return 1 if failures else 0
 
 
 def main():
@@ -149,15 +263,25 @@ def main():
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare")
     p.add_argument("bundle")
-    p.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin"))
+    p.add_argument("--bin", default=os.path.join(HERE, "..", "..", "build", "bin"))
     p.add_argument("--sm", default="90a")
     r = sub.add_parser("run")
     r.add_argument("bundle")
     r.add_argument("results")
     r.add_argument("--repeat", type=int, default=20)
+    r.add_argument("--transports", default="loopback,nccl")
+    r.add_argument("--copies", default="ce,sm")
+    r.add_argument("--gpus", type=int, default=1)
+    r.add_argument("--budget", type=float, default=600,
+                   help="seconds for all measurements; later ones are skipped")
+    r.add_argument("--timeout", type=float, default=60,
+                   help="seconds one program may take")
     args = parser.parse_args()
-    prepare(args) if args.command == "prepare" else run(args)
+    if args.command == "prepare":
+        prepare(args)
+        return 0
+    return run(args)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

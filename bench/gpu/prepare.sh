@@ -3,11 +3,12 @@
 # a bare GPU machine (CUDA 13 toolkit and PyTorch, but no LLVM/MLIR and no
 # network), into one git-ignored folder under 64 MiB:
 #
-#   bin/   braid-exec-cuda, microbench (nvcc, sm_90a)
+#   bin/   braid-exec-cuda, braid-rt-cuda-selftest, microbench (nvcc, sm_90a)
 #   lib/   libBraidRuntimeCUDA.so and the MPI libraries it links (runs on
 #          the loopback transport never start MPI, but the loader wants them)
 #   e2e/   the end-to-end programs of e2e_configs.txt, overlap forced and off
-#   overlap/, fusion/   the benchmark programs (overlap.py, fusion.py)
+#   overlap/tp{8,4,2}/, fusion/   the benchmark programs (overlap.py for
+#          groups of 8, 4 and 2 ranks, fusion.py)
 #
 # CUDA, cuBLASLt and NCCL themselves are not carried: run_all.sh finds the
 # GPU machine's own.
@@ -32,7 +33,7 @@ NVCC="$(sed -n 's/^CUDAToolkit_NVCC_EXECUTABLE:[A-Z]*=//p' "$BUILD/CMakeCache.tx
 
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE/bin" "$BUNDLE/lib"
-cp "$BIN/braid-exec-cuda" "$BUNDLE/bin/"
+cp "$BIN/braid-exec-cuda" "$BIN/braid-rt-cuda-selftest" "$BUNDLE/bin/"
 cp "$BUILD/lib/libBraidRuntimeCUDA.so" "$BUNDLE/lib/"
 ldd "$BIN/braid-exec-cuda" | awk '/=> \// {print $3}' | while read -r lib; do
   case "$(basename "$lib")" in

@@ -127,6 +127,9 @@ void addCudaStages(OpPassManager &pm, const braid::Options &options) {
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createCSEPass());
   kernels.addPass(createReconcileUnrealizedCastsPass());
+  // The dynamic shared memory symbol must be an external array, or NVPTX
+  // allocates it as one static byte that aliases gpu.all_reduce's buffers.
+  kernels.addPass(braid::createExternalizeDynamicSharedMemory());
   GpuModuleToBinaryPassOptions binary;
   binary.compilationTarget = braid::options::spelling(options.gpuFormat);
   binary.toolkitPath = options.cudaPath.empty()

@@ -23,6 +23,7 @@
 #include "Trace.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -441,6 +442,46 @@ void *braid_rt_buffer_alloc(int64_t bytes) {
 }
 
 void braid_rt_buffer_free(void *p) { std::free(p); }
+
+void *braid_rt_host_alloc(int64_t bytes) {
+  if (bytes < 0)
+    fatalf("braid_rt_host_alloc: negative size %lld",
+           static_cast<long long>(bytes));
+  return braid_rt_buffer_alloc(bytes);
+}
+
+void braid_rt_host_free(void *p) { std::free(p); }
+
+void braid_rt_copy_to_device(void *dst, const void *src, int64_t bytes) {
+  if (bytes < 0)
+    fatalf("braid_rt_copy_to_device: negative size %lld",
+           static_cast<long long>(bytes));
+  if (bytes > 0)
+    std::memcpy(dst, src, static_cast<size_t>(bytes));
+}
+
+namespace {
+// Per thread, like the cuda backend's per-rank event.
+thread_local std::chrono::steady_clock::time_point timerStart;
+thread_local bool timerRunning = false;
+} // namespace
+
+void braid_rt_timer_start(void) {
+  initialized("braid_rt_timer_start");
+  timerStart = std::chrono::steady_clock::now();
+  timerRunning = true;
+}
+
+double braid_rt_timer_stop(void) {
+  initialized("braid_rt_timer_stop");
+  if (!timerRunning)
+    fatal("braid_rt_timer_stop called without braid_rt_timer_start");
+  // Calls complete on the host: the program's work is done when it returns.
+  timerRunning = false;
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - timerStart)
+      .count();
+}
 
 void braid_rt_result_free(void *p) { std::free(p); }
 

@@ -20,10 +20,13 @@ Exit status 0 when every mode matches the reference, 1 otherwise.
 With --target cuda the program is compiled for the GPU (kernels as cubins
 through ptxas) and, unless --compile-only, run by braid-exec-cuda: as N
 logical ranks on one GPU (--transport loopback, the default) or one process
-per GPU under mpirun (nccl), or one process with NCCL bootstrapped through a
-file instead of MPI (nccl-file; grids of one rank). --compile-only also
-assembles the kernels'
-PTX with `ptxas -v` and fails if any kernel spills registers.
+per GPU under mpirun (nccl), or one process per GPU with NCCL bootstrapped
+through a file instead of MPI (nccl-file, no launcher needed). Each run may
+take --run-timeout seconds (the runner's own --timeout, which names the
+rank and step that hung; the process is killed 15 s later).
+--compile-only also assembles the kernels' PTX with `ptxas -v` and fails if
+any kernel spills registers. Braid's binaries get BRAID_RUN_LIBRARY_PATH in
+front of their LD_LIBRARY_PATH when it is set (test/lib/launch.py).
 
 --build-only DIR compiles the program for each mode into DIR and stops;
 --prebuilt DIR runs and checks what --build-only left there, without a
@@ -38,6 +41,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import launch  # noqa: E402
 
 import numpy as np
 
@@ -360,6 +366,17 @@ def check_ptx(args, compile_cmd, lib, label, mode):
     if f".target sm_{args.sm}" not in text:
         print(f"FAIL {label} mode={mode}: the PTX does not target sm_{args.sm}")
         return True
+    # Dynamic shared memory must be an extern, unsized array: a sized or
+    # static declaration is laid out among the static variables (the
+    # reduction buffers) and the launch's dynamic bytes overlap them.
+    shmem = re.findall(r"^\s*(\S.*\b__dynamic_shmem__\d+\b.*);", text, re.M)
+    shmem = [d for d in shmem if ".shared" in d]
+    bad = [d for d in shmem if not re.fullmatch(
+        r"\.extern \.shared \.align \d+ \.b8 __dynamic_shmem__\d+\[\]", d.strip())]
+    if bad:
+        print(f"FAIL {label} mode={mode}: dynamic shared memory declared as {bad}")
+        return True
+    extern = "dynamic shared memory .extern" if shmem else "no dynamic shared memory"
     proc = run([args.ptxas, f"-arch=sm_{args.sm}", "-v", ptx, "-o", os.devnull])
     if proc.returncode != 0:
         return True
@@ -370,7 +387,7 @@ def check_ptx(args, compile_cmd, lib, label, mode):
     if kernels == 0 or spills:
         print(f"FAIL {label} mode={mode}: {kernels} kernels; spills: {spills}")
         return True
-    print(f"PASS {label} mode={mode} sm_{args.sm}: compiled, {kernels} kernels, no spills")
+    print(f"PASS {label} mode={mode} sm_{args.sm}: compiled, {kernels} kernels, no spills, {extern}")
     return False
 
 
@@ -401,6 +418,8 @@ def main():
     parser.add_argument("--prebuilt", default="")
     parser.add_argument("--ptxas", default="ptxas",
                         help="ptxas for --compile-only spill checks")
+    parser.add_argument("--run-timeout", type=float, default=60,
+                        help="seconds a run may take (the runner's --timeout)")
     args = parser.parse_args()
 
     cfg = Config()
@@ -461,28 +480,33 @@ def main():
                 if check_ptx(args, compile_cmd, lib, label, mode):
                     return 1
                 continue
-            env = None
+            id_file = None
             if args.target == "cuda" and args.transport == "loopback":
                 run_cmd = [os.path.join(args.bin, "braid-exec-cuda"), lib,
                            f"--loopback={grid.size}"]
             elif args.target == "cuda" and args.transport == "nccl-file":
-                if grid.size != 1:
-                    print(f"FAIL {label}: --transport nccl-file starts one process (a grid of 1 rank)")
-                    return 1
                 run_cmd = [os.path.join(args.bin, "braid-exec-cuda"), lib]
-                env = dict(os.environ, BRAID_RANK="0", BRAID_WORLD_SIZE="1",
-                           BRAID_NCCL_ID_FILE=os.path.join(work, f"nccl-id-{mode}"))
+                id_file = os.path.join(work, f"nccl-id-{mode}")
             else:
                 runner = "braid-exec-cuda" if args.target == "cuda" else "braid-exec"
                 run_cmd = ["mpirun", "--oversubscribe", "-np", str(grid.size)]
                 if os.geteuid() == 0:
                     run_cmd.insert(1, "--allow-run-as-root")
                 run_cmd += [os.path.join(args.bin, runner), lib]
-            run_cmd.append("--timeout=60")
-            run_kwargs = {"env": env} if env else {}
+            run_cmd.append(f"--timeout={args.run_timeout:g}")
             run_cmd += [f"--input=@{work}/a{i}.r{{rank}}.npy" for i in range(len(specs))]
             run_cmd += [f"--output=@{work}/{mode}.o{k}.r{{rank}}.npy" for k in range(len(result_dtypes))]
-            if run(run_cmd, **run_kwargs).returncode != 0:
+            # Past its own timeout the runner reports and exits; the kill
+            # is for a runner that cannot (a hung driver call).
+            limit = args.run_timeout + 15
+            if id_file:
+                proc = launch.run_ranks(run_cmd, grid.size, id_file, limit)
+            else:
+                proc = launch.run(run_cmd, limit)
+            if proc.returncode != 0:
+                sys.stdout.write(f"command failed ({proc.returncode}): {' '.join(run_cmd)}\n")
+                sys.stdout.write(proc.stdout + proc.stderr)
+                print(f"FAIL {label} mode={mode}: the run failed")
                 return 1
             worst = 0.0
             for rank in range(grid.size):

@@ -13,9 +13,14 @@
 //
 // The same source builds braid-exec-cuda (BRAID_EXEC_CUDA), linked against
 // the cuda runtime instead: the runner never touches program memory
-// directly but through braid_rt_buffer_alloc, braid_rt_copy_to_host and
-// braid_rt_result_free, and it synchronizes before it stops the clock. Its
-// --loopback=N runs N logical ranks on one GPU, one thread each.
+// directly. Inputs are staged in host memory from braid_rt_host_alloc
+// (pinned on the cuda backend) and copied into program memory from
+// braid_rt_buffer_alloc (device memory) before every run, outside the
+// timed region; results come back through braid_rt_copy_to_host and
+// braid_rt_result_free. Runs are timed by braid_rt_timer_start/stop (CUDA
+// events on the rank's compute stream on the cuda backend), the maximum
+// over ranks per run. Its --loopback=N runs N logical ranks on one GPU,
+// one thread each.
 //
 // Errors every rank sees alike (usage, manifest, rank count, loading the
 // artifact) are agreed on with one all-reduce and reported once by rank 0,
@@ -31,7 +36,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -340,19 +344,25 @@ double maxOverRanks(double value) {
   return value;
 }
 
-/// Memory shared with the program (never empty, so that zero-sized tensors
-/// still get a distinct, valid pointer): host memory on the cpu backend,
-/// managed memory on the cuda backend.
-struct Buffer {
-  explicit Buffer(int64_t bytes)
+/// An input: program memory (never empty, so that zero-sized tensors still
+/// get a distinct, valid pointer; device memory on the cuda backend) and
+/// the host copy it is restored from before every run (pinned on the cuda
+/// backend), which the program never sees and so never modifies.
+struct Input {
+  explicit Input(int64_t bytes)
       : size(static_cast<size_t>(bytes)),
-        data(static_cast<char *>(braid_rt_buffer_alloc(bytes))) {}
-  ~Buffer() { braid_rt_buffer_free(data); }
-  Buffer(const Buffer &) = delete;
-  Buffer &operator=(const Buffer &) = delete;
+        data(static_cast<char *>(braid_rt_buffer_alloc(bytes))),
+        host(static_cast<char *>(braid_rt_host_alloc(bytes))) {}
+  ~Input() {
+    braid_rt_buffer_free(data);
+    braid_rt_host_free(host);
+  }
+  Input(const Input &) = delete;
+  Input &operator=(const Input &) = delete;
 
   size_t size;
   char *data;
+  char *host;
 };
 
 using EntryFunction = void (*)(void **);
@@ -372,29 +382,22 @@ void runRank(void *context) {
   EntryFunction entry = ctx.entry;
   int64_t rank = braid_rt_world_rank();
 
-  // Phase 2: inputs.
+  // Phase 2: inputs, generated or read into their host copies.
   size_t numArgs = manifest.args.size();
-  std::vector<std::unique_ptr<Buffer>> inputs;
+  std::vector<std::unique_ptr<Input>> inputs;
   std::vector<std::vector<int64_t>> descriptors;
   for (size_t i = 0; i < numArgs; ++i) {
     const TensorType &type = manifest.args[i];
-    inputs.push_back(std::make_unique<Buffer>(type.numBytes()));
-    char *data = inputs.back()->data;
+    inputs.push_back(std::make_unique<Input>(type.numBytes()));
+    char *host = inputs.back()->host;
     if (options.inputs.empty())
-      fillRandom(type, options.seed, rank, static_cast<int64_t>(i), data);
+      fillRandom(type, options.seed, rank, static_cast<int64_t>(i), host);
     else
       loadInput(static_cast<int64_t>(i),
-                substituteRank(options.inputs[i], rank), type, data);
-    descriptors.push_back(inputDescriptor(type, data));
+                substituteRank(options.inputs[i], rank), type, host);
+    descriptors.push_back(inputDescriptor(type, inputs.back()->data));
   }
-
-  // Compiled code may update its arguments in place; every run must see the
-  // same inputs.
   int64_t runs = options.warmup + options.repeat;
-  std::vector<std::vector<char>> pristine;
-  if (runs > 1)
-    for (const auto &input : inputs)
-      pristine.emplace_back(input->data, input->data + input->size);
 
   int64_t resultWords = 0;
   for (const TensorType &type : manifest.results)
@@ -414,23 +417,27 @@ void runRank(void *context) {
   std::vector<std::vector<char>> results(manifest.results.size());
   for (int64_t run = 0; run < runs; ++run) {
     bool last = run + 1 == runs;
-    if (run > 0)
-      for (size_t i = 0; i < inputs.size(); ++i)
-        std::memcpy(inputs[i]->data, pristine[i].data(), pristine[i].size());
+    // Compiled code may update its arguments in place: every run starts
+    // from the same inputs, copied in (and finished) before the barrier, so
+    // that no rank's timed region includes them.
+    for (const auto &input : inputs)
+      braid_rt_copy_to_device(input->data, input->host,
+                              static_cast<int64_t>(input->size));
+    braid_rt_synchronize();
     std::fill(resultDescriptors.begin(), resultDescriptors.end(), 0);
     braid_rt_barrier();
     if (last && !options.trace.empty())
       braid_rt_trace_begin();
-    auto start = std::chrono::steady_clock::now();
+    braid_rt_timer_start();
     entry(entryArgs.data());
-    // The cuda backend returns as soon as the work is enqueued.
-    braid_rt_synchronize();
-    auto stop = std::chrono::steady_clock::now();
+    // The cuda backend returns as soon as the work is enqueued; the stop
+    // waits for it.
+    double ms = braid_rt_timer_stop();
     if (last && !options.trace.empty())
       braid_rt_trace_end(options.trace.c_str());
+    // A run takes as long as its slowest rank.
     if (run >= options.warmup)
-      timesMs.push_back(
-          std::chrono::duration<double, std::milli>(stop - start).count());
+      timesMs.push_back(maxOverRanks(ms));
 
     // Read (last run only) and free the results.
     std::set<void *> freed;
@@ -473,10 +480,9 @@ void runRank(void *context) {
     size_t n = timesMs.size();
     double median =
         n % 2 ? timesMs[n / 2] : (timesMs[n / 2 - 1] + timesMs[n / 2]) / 2;
-    double slowest = maxOverRanks(median);
     if (rank == 0)
       std::printf("braid-exec: median %.3f ms over %zu runs (max over ranks)\n",
-                  slowest, n);
+                  median, n);
   }
   std::fflush(stdout);
 }
@@ -512,6 +518,18 @@ int main(int argc, char **argv) {
     }
   }
 #endif
+  // The timeout covers braid_rt_init too (an NCCL id file that never
+  // comes, a peer that never joins); a bad value is reported below, once
+  // every rank can agree on it.
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.compare(0, 10, "--timeout=") != 0)
+      continue;
+    char *end = nullptr;
+    double seconds = std::strtod(arg.c_str() + 10, &end);
+    if (end != arg.c_str() + 10 && !*end && seconds > 0)
+      braid_rt_set_timeout(seconds);
+  }
   braid_rt_init(&argc, &argv);
   int64_t rank = braid_rt_world_rank();
   int64_t size = braid_rt_world_size();
@@ -527,8 +545,6 @@ int main(int argc, char **argv) {
     braid_rt_finalize();
     return 0;
   }
-  if (error.empty() && options.timeout > 0)
-    braid_rt_set_timeout(options.timeout);
   if (error.empty())
     error = readManifest(options.manifest, manifest);
   if (error.empty() && manifest.ranks != size)

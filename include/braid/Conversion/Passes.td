@@ -221,8 +221,10 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
       block (each reduces a strided slice, then `gpu.all_reduce`, warp
       shuffles); other reductions by one thread per output element.
     - Every other linalg op and `memref.copy` on the host becomes a
-      `gpu.launch` of its own with one thread per output element
-      (grid-stride), reductions sequential in each thread.
+      `gpu.launch` of its own, grid-stride: each thread takes every n-th
+      output element (or 16-byte vector, where the op is vectorized),
+      reductions sequential in each thread. The grid has one thread per
+      element or vector, at most 4 waves of full occupancy (`sm-count`).
     - Elementwise ops and row-reduction partials whose buffers are
       contiguous along the innermost loop move 16 bytes per access
       (`vector.load`/`vector.store` with alignment) when a run-time check
@@ -232,8 +234,8 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
       host buffers that buffer deallocation keeps its bookkeeping in stay on
       the host. Host code that reads or writes a device buffer is an error.
 
-    Every contraction gets a remark saying whether it runs on cuBLASLt or as
-    a generated kernel, and why.
+    Every contraction gets a remark saying whether it runs on cuBLASLt (and
+    with which beta and epilogue) or as a generated kernel, and why.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -250,7 +252,10 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
     Option<"sharedMemoryLimit", "shared-memory-limit", "int64_t",
            /*default=*/"232448",
            "Bytes of shared memory a block may use (sm_90: 227 KiB, sm_80: "
-           "163 KiB)">
+           "163 KiB)">,
+    Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
+           "Streaming multiprocessors of the target GPU (H100/H200 SXM: "
+           "132); grid-stride launches get at most 4 waves of blocks">
   ];
   let statistics = [
     Statistic<"numGemms", "gemms", "Contractions run by cuBLASLt">,
@@ -269,6 +274,32 @@ def MergeGpuModules : Pass<"braid-merge-gpu-modules", "mlir::ModuleOp"> {
     modules are lowered, while they hold only `gpu.func`s with unique names.
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def ExternalizeDynamicSharedMemory
+    : Pass<"braid-externalize-dynamic-shared-memory", "mlir::gpu::GPUModuleOp"> {
+  let summary = "Declares a kernel module's dynamic shared memory `.extern`";
+  let description = [{
+    Runs on a `gpu.module` after `convert-gpu-to-nvvm`. That conversion
+    lowers `gpu.dynamic_shared_memory` to a zero-sized `llvm.mlir.global`
+    in address space 3 with internal linkage, which the NVPTX backend
+    demotes to a one-byte static variable (`.shared .align 16 .b8
+    __dynamic_shmem__0;`). ptxas then lays it out at offset 0 of the static
+    shared memory, ahead of `gpu.all_reduce`'s buffers, so the launch's
+    dynamic bytes overlap them. This pass gives every such global (address
+    space 3, zero elements, no initializer) external linkage, which the
+    backend prints as `.extern .shared .align 16 .b8 __dynamic_shmem__0[];`:
+    the dynamic region then starts after all static shared memory, as CUDA
+    defines it.
+
+    ```mlir
+    // before
+    llvm.mlir.global internal @__dynamic_shmem__0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
+    // after
+    llvm.mlir.global external @__dynamic_shmem__0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
+    ```
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
 #endif // BRAID_CONVERSION_PASSES_TD

@@ -109,11 +109,22 @@ void braid_rt_trace_end(const char *path);
 
 /*--- Runner memory: called by the runner, not by compiled code ----------*/
 
-/* Memory the runner and the program share (the program's inputs): 64-byte
- * aligned host memory on the cpu backend, managed memory on the cuda
- * backend. Never NULL, also for 0 bytes; aborts on failure. */
+/* Program memory for the program's inputs: 64-byte aligned host memory on
+ * the cpu backend, device memory on the cuda backend (the runner fills it
+ * with braid_rt_copy_to_device, never directly). Never NULL, also for 0
+ * bytes; aborts on failure. */
 void *braid_rt_buffer_alloc(int64_t bytes);
 void braid_rt_buffer_free(void *p);
+/* Host memory to stage inputs in: page-locked on the cuda backend (copies
+ * from it are asynchronous and at full speed), as braid_rt_buffer_alloc on
+ * the cpu backend. Never NULL; aborts on failure. */
+void *braid_rt_host_alloc(int64_t bytes);
+void braid_rt_host_free(void *p);
+/* Copies `bytes` of host memory into program memory, enqueued on this
+ * rank's compute stream (cuda: cudaMemcpyAsync, so `src` must stay
+ * unchanged until the next braid_rt_synchronize; cpu: memcpy). Work the
+ * program enqueues afterwards sees the copy. */
+void braid_rt_copy_to_device(void *dst, const void *src, int64_t bytes);
 /* Frees a buffer the program allocated and returned as a result (NULL is
  * ignored). */
 void braid_rt_result_free(void *p);
@@ -124,6 +135,15 @@ void braid_rt_copy_to_host(void *dst, const void *src, int64_t bytes);
  * backend, where calls complete on the host); aborts after the timeout or
  * on a device or transport error. */
 void braid_rt_synchronize(void);
+/* Times this rank's work: start marks the current point of the rank's
+ * compute stream (a timing CUDA event; the host clock on the cpu backend);
+ * stop marks the point reached after the work enqueued since, waits for it
+ * (polling without sleeping) and returns the milliseconds between the two
+ * marks as the device measured them. Everything a program enqueues,
+ * transfers included, is ordered before the stop mark, because every
+ * transfer is waited. */
+void braid_rt_timer_start(void);
+double braid_rt_timer_stop(void);
 /* Element-wise maximum over all ranks of `count` host values, in place.
  * Collective over all ranks. */
 void braid_rt_host_max(double *values, int64_t count);

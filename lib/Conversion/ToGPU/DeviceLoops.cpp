@@ -110,6 +110,68 @@ std::optional<Combiner> matchCombiner(linalg::LinalgOp op) {
   return result;
 }
 
+/// How an op's operands are read in vectors of `width` elements along
+/// its innermost loop: streamed (contiguous along it), or one scalar per
+/// vector (not indexed by it).
+struct VectorPlan {
+  int64_t width = 1;
+  unsigned innermost = 0;
+  SmallVector<bool> streamed; // per operand
+};
+
+std::optional<VectorPlan> planVectors(linalg::LinalgOp op,
+                                      ArrayRef<int64_t> ranges) {
+  VectorPlan plan;
+  plan.innermost = ranges.size() - 1;
+  int64_t widest = 0;
+  for (OpOperand &operand : op->getOpOperands()) {
+    auto type = dyn_cast<MemRefType>(operand.get().getType());
+    bool streamed = false;
+    if (type) {
+      AffineMap map = op.getMatchingIndexingMap(&operand);
+      if (map.isFunctionOfDim(plan.innermost)) {
+        // Contiguous: the last index is the innermost loop alone, which
+        // no other index uses, over a unit-stride dimension.
+        auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
+        if (!last || last.getPosition() != plan.innermost)
+          return std::nullopt;
+        for (AffineExpr expr : map.getResults().drop_back())
+          if (expr.isFunctionOfDim(plan.innermost))
+            return std::nullopt;
+        SmallVector<int64_t> strides;
+        int64_t offset;
+        Type element = type.getElementType();
+        if (failed(type.getStridesAndOffset(strides, offset)) ||
+            strides.back() != 1 || !element.isIntOrFloat() ||
+            element.getIntOrFloatBitWidth() < 8)
+          return std::nullopt;
+        streamed = true;
+        widest = std::max(widest, elementBytes(element));
+      }
+    }
+    plan.streamed.push_back(streamed);
+  }
+  if (widest == 0)
+    return std::nullopt;
+  plan.width = 16 / widest;
+  if (plan.width < 2 || ranges[plan.innermost] % plan.width != 0)
+    return std::nullopt;
+  // Static outer strides must keep every row's start aligned.
+  for (auto [operand, streamed] :
+       llvm::zip(op->getOpOperands(), plan.streamed)) {
+    if (!streamed)
+      continue;
+    auto type = cast<MemRefType>(operand.get().getType());
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    (void)type.getStridesAndOffset(strides, offset);
+    for (int64_t stride : ArrayRef<int64_t>(strides).drop_back())
+      if (!ShapedType::isDynamic(stride) && stride % plan.width != 0)
+        return std::nullopt;
+  }
+  return plan;
+}
+
 /// Emits device code for linalg ops: loops over an op's iteration space
 /// shared by `numThreads` threads, thread `threadId` taking every
 /// numThreads-th point of the parallel dimensions (consecutive threads take
@@ -179,68 +241,6 @@ public:
   }
 
 private:
-  /// How an op's operands are read in vectors of `width` elements along
-  /// its innermost loop: streamed (contiguous along it), or one scalar per
-  /// vector (not indexed by it).
-  struct VectorPlan {
-    int64_t width = 1;
-    unsigned innermost = 0;
-    SmallVector<bool> streamed; // per operand
-  };
-
-  std::optional<VectorPlan> planVectors(linalg::LinalgOp op,
-                                        ArrayRef<int64_t> ranges) {
-    VectorPlan plan;
-    plan.innermost = ranges.size() - 1;
-    int64_t widest = 0;
-    for (OpOperand &operand : op->getOpOperands()) {
-      auto type = dyn_cast<MemRefType>(operand.get().getType());
-      bool streamed = false;
-      if (type) {
-        AffineMap map = op.getMatchingIndexingMap(&operand);
-        if (map.isFunctionOfDim(plan.innermost)) {
-          // Contiguous: the last index is the innermost loop alone, which
-          // no other index uses, over a unit-stride dimension.
-          auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
-          if (!last || last.getPosition() != plan.innermost)
-            return std::nullopt;
-          for (AffineExpr expr : map.getResults().drop_back())
-            if (expr.isFunctionOfDim(plan.innermost))
-              return std::nullopt;
-          SmallVector<int64_t> strides;
-          int64_t offset;
-          Type element = type.getElementType();
-          if (failed(type.getStridesAndOffset(strides, offset)) ||
-              strides.back() != 1 || !element.isIntOrFloat() ||
-              element.getIntOrFloatBitWidth() < 8)
-            return std::nullopt;
-          streamed = true;
-          widest = std::max(widest, elementBytes(element));
-        }
-      }
-      plan.streamed.push_back(streamed);
-    }
-    if (widest == 0)
-      return std::nullopt;
-    plan.width = 16 / widest;
-    if (plan.width < 2 || ranges[plan.innermost] % plan.width != 0)
-      return std::nullopt;
-    // Static outer strides must keep every row's start aligned.
-    for (auto [operand, streamed] :
-         llvm::zip(op->getOpOperands(), plan.streamed)) {
-      if (!streamed)
-        continue;
-      auto type = cast<MemRefType>(operand.get().getType());
-      SmallVector<int64_t> strides;
-      int64_t offset;
-      (void)type.getStridesAndOffset(strides, offset);
-      for (int64_t stride : ArrayRef<int64_t>(strides).drop_back())
-        if (!ShapedType::isDynamic(stride) && stride % plan.width != 0)
-          return std::nullopt;
-    }
-    return plan;
-  }
-
   /// Whether every streamed buffer starts, and every row of it starts, on a
   /// boundary of its vector's size (an i1, uniform across the block).
   Value alignmentCheck(linalg::LinalgOp op, const VectorPlan &plan) {
@@ -636,6 +636,26 @@ private:
 };
 
 } // namespace
+
+int64_t threadLoopTrips(linalg::LinalgOp op) {
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (ShapedType::isDynamicShape(ranges))
+    return 0;
+  int64_t points = 1;
+  bool reduces = false;
+  for (auto [range, iterator] : llvm::zip(ranges, op.getIteratorTypesArray())) {
+    if (iterator == utils::IteratorType::parallel)
+      points *= range;
+    else
+      reduces = true;
+  }
+  // Elementwise work takes a vector per iteration when it can (the
+  // element-at-a-time fallback strides over the same grid).
+  if (!reduces && points > 0)
+    if (std::optional<VectorPlan> plan = planVectors(op, ranges))
+      return points / plan->width;
+  return points;
+}
 
 bool hasBlockCombiner(linalg::LinalgOp op) {
   return matchCombiner(op).has_value();

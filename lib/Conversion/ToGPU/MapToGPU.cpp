@@ -51,7 +51,11 @@ using namespace braid::togpu;
 
 namespace {
 
-constexpr int64_t kMaxGridBlocks = int64_t(1) << 20;
+// Grid-stride launches: enough blocks for a few waves of full occupancy
+// (an SM holds 2048 threads), beyond which more blocks only add
+// scheduling work; each thread's loop covers the rest.
+constexpr int64_t kGridWaves = 4;
+constexpr int64_t kThreadsPerSM = 2048;
 constexpr int64_t kSharedAlignment = 16;
 
 struct MapToGPUPass : public braid::impl::MapToGPUBase<MapToGPUPass> {
@@ -64,6 +68,11 @@ struct MapToGPUPass : public braid::impl::MapToGPUBase<MapToGPUPass> {
       module.emitError() << "braid-map-to-gpu: block-size must be a multiple "
                             "of 32 from 32 to 1024, got "
                          << static_cast<int64_t>(blockSize);
+      return signalPassFailure();
+    }
+    if (smCount < 1) {
+      module.emitError() << "braid-map-to-gpu: sm-count must be positive, got "
+                         << static_cast<int64_t>(smCount);
       return signalPassFailure();
     }
     if (sharedMemoryLimit < 0) {
@@ -316,6 +325,8 @@ private:
                  << getElementTypeOrSelf(epilogue->op.getDpsInits()[0]);
           epilogue->op->erase();
         }
+        remark << (fill ? ", beta = 0 (its zero fill folded)"
+                        : ", beta = 1 (accumulating into its output)");
         ++numGemms;
         op->erase();
         return success();
@@ -348,9 +359,15 @@ private:
         points <= 64 && reduced >= 8 * blockSize && hasBlockCombiner(op);
     OpBuilder b(op);
     Value one = index(b, loc, 1);
-    int64_t blocks = oneBlock ? 1
-                              : std::min((points + blockSize - 1) / blockSize,
-                                         kMaxGridBlocks);
+    // Sized by what each thread's loop iterates over (vectors where the op
+    // is vectorized), so that no block starts with nothing to do.
+    int64_t trips = threadLoopTrips(op);
+    int64_t maxBlocks =
+        kGridWaves * smCount * std::max<int64_t>(1, kThreadsPerSM / blockSize);
+    int64_t blocks =
+        oneBlock ? 1
+                 : std::clamp<int64_t>((trips + blockSize - 1) / blockSize, 1,
+                                       maxBlocks);
     int64_t threads = oneBlock ? 1024 : static_cast<int64_t>(blockSize);
     auto launch =
         gpu::LaunchOp::create(b, loc, index(b, loc, blocks), one, one,

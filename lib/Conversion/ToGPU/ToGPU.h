@@ -35,6 +35,12 @@ bool inDeviceCode(mlir::Operation *op);
 /// or min.
 bool hasBlockCombiner(mlir::linalg::LinalgOp op);
 
+/// The iterations of the thread-strided loop emitDeviceLoops makes for `op`
+/// outside a cooperative reduction: its output points, or its 16-byte
+/// vectors when it is elementwise over contiguous rows. A launch needs no
+/// more threads than that.
+int64_t threadLoopTrips(mlir::linalg::LinalgOp op);
+
 /// Emits, at `b`'s insertion point in device code, the loops computing `op`
 /// (on buffers, operands looked up in `mapping`) shared by `numThreads`
 /// threads, thread `threadId` taking every numThreads-th point of the

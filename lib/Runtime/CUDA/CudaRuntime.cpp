@@ -20,6 +20,7 @@
 #include "CudaRuntime.h"
 #include "Driver.h"
 #include "Gemm.h"
+#include "Reduce.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -47,8 +48,12 @@ void checkCuda(cudaError_t rc, const char *call, const std::string &context) {
 }
 
 void checkNccl(ncclResult_t rc, const char *call, const std::string &context) {
-  if (rc != ncclSuccess)
-    fatalf("%s in %s: %s", call, context.c_str(), ncclGetErrorString(rc));
+  if (rc == ncclSuccess)
+    return;
+  // NCCL's own account of the failure (its log is usually off).
+  const char *last = ncclGetLastError(nullptr);
+  fatalf("%s in %s: %s%s%s", call, context.c_str(), ncclGetErrorString(rc),
+         last && *last ? ": " : "", last && *last ? last : "");
 }
 
 void checkCublas(cublasStatus_t rc, const char *call,
@@ -316,21 +321,24 @@ void setUpRank(RankState &state, int rank, int worldSize, int device,
   state.worldSize = worldSize;
   state.device = device;
   useDevice(device, context);
-  checkCuda(cudaStreamCreateWithFlags(&state.compute, cudaStreamNonBlocking),
-            "cudaStreamCreateWithFlags", context);
-  checkCuda(cudaStreamCreateWithFlags(&state.comm, cudaStreamNonBlocking),
-            "cudaStreamCreateWithFlags", context);
+  // The comm stream gets the highest priority: NCCL's kernels and the
+  // loopback's SM copies then start as soon as an SM frees up, instead of
+  // queueing behind the GEMM blocks the compute stream keeps issuing.
+  int leastPriority = 0, greatestPriority = 0;
+  checkCuda(cudaDeviceGetStreamPriorityRange(&leastPriority, &greatestPriority),
+            "cudaDeviceGetStreamPriorityRange", context);
+  checkCuda(cudaStreamCreateWithPriority(&state.compute, cudaStreamNonBlocking,
+                                         leastPriority),
+            "cudaStreamCreateWithPriority", context);
+  checkCuda(cudaStreamCreateWithPriority(&state.comm, cudaStreamNonBlocking,
+                                         greatestPriority),
+            "cudaStreamCreateWithPriority", context);
   checkCublas(cublasLtCreate(&state.lt), "cublasLtCreate", context);
   state.workspaceBytes = gemmWorkspaceBytes;
   checkCuda(
       cudaMalloc(&state.workspace, static_cast<size_t>(state.workspaceBytes)),
       "cudaMalloc (the cuBLASLt workspace)", context);
   state.gemm = std::make_unique<GemmCache>();
-  if (loopback) {
-    checkCublas(cublasCreate(&state.blas), "cublasCreate", context);
-    checkCublas(cublasSetStream(state.blas, state.comm), "cublasSetStream",
-                context);
-  }
   checkCuda(cudaMalloc(&state.scratch, 64), "cudaMalloc (scratch)", context);
 }
 
@@ -342,20 +350,17 @@ void tearDownRank(RankState &state) {
   state.inFlight.clear();
   state.traceRecords.clear();
   state.traceOrigin.reset();
-  if (state.blas)
-    checkCublas(cublasDestroy(state.blas), "cublasDestroy", context);
   checkCublas(cublasLtDestroy(state.lt), "cublasLtDestroy", context);
   checkCuda(cudaFree(state.workspace), "cudaFree", context);
   checkCuda(cudaFree(state.scratch), "cudaFree", context);
   checkCuda(cudaStreamDestroy(state.compute), "cudaStreamDestroy", context);
   checkCuda(cudaStreamDestroy(state.comm), "cudaStreamDestroy", context);
-  state.blas = nullptr;
   state.lt = nullptr;
   state.workspace = state.scratch = nullptr;
   state.compute = state.comm = nullptr;
 }
 
-void synchronizeRank(RankState &state, const char *what) {
+void synchronizeRank(RankState &state, const char *what, bool spin) {
   if (!isLoopback())
     nccl::flush(state);
   std::string context = formatString("%s", what);
@@ -394,8 +399,10 @@ void synchronizeRank(RankState &state, const char *what) {
              context.c_str(), timeout, state.lastCompute.c_str());
     }
     // Yield first (short transfers), then back off to sleeps so that an
-    // oversubscribed host is not spun on.
-    if (sleepUs == 0) {
+    // oversubscribed host is not spun on; a timed synchronization spins
+    // (yielding only), since a sleep's wake-up (tens of microseconds) would
+    // delay the next run.
+    if (spin || sleepUs == 0) {
       std::this_thread::yield();
       sleepUs = 1;
     } else {
@@ -535,6 +542,11 @@ int64_t reduction(Kind kind, const char *call, int64_t groupHandle, int64_t src,
   if (reductionKind < BRAID_RT_SUM || reductionKind > BRAID_RT_BITXOR)
     fatalf("%s (step %lld): unknown reduction %lld", call,
            static_cast<long long>(step), static_cast<long long>(reductionKind));
+  if (!reduce::defined(dtype, reductionKind))
+    fatalf("%s (step %lld): %s reduction is only defined for integer types, "
+           "not %s",
+           call, static_cast<long long>(step),
+           reduce::reductionName(reductionKind), reduce::dtypeName(dtype));
   int64_t outBytes = checkedProduct(call, count, size, step);
   int64_t inBytes = kind == Kind::ReduceScatter
                         ? checkedProduct(call, outBytes, group.size, step)
@@ -904,10 +916,13 @@ void *braid_rt_buffer_alloc(int64_t bytes) {
   if (bytes < 0)
     fatalf("braid_rt_buffer_alloc: negative size %lld",
            static_cast<long long>(bytes));
+  // Device memory, not managed memory: managed inputs that the runner
+  // rewrites on the host between runs would migrate back page by page
+  // inside the timed region. The runner fills it with
+  // braid_rt_copy_to_device.
   void *data = nullptr;
   size_t size = std::max<size_t>(static_cast<size_t>(bytes), 1);
-  checkCuda(cudaMallocManaged(&data, size, cudaMemAttachGlobal),
-            "cudaMallocManaged",
+  checkCuda(cudaMalloc(&data, size), "cudaMalloc",
             formatString("braid_rt_buffer_alloc (%s for an input)",
                          formatBytes(bytes).c_str()));
   return data;
@@ -916,10 +931,73 @@ void *braid_rt_buffer_alloc(int64_t bytes) {
 void braid_rt_buffer_free(void *p) {
   if (!p)
     return;
-  // Managed memory may still be in use by the device.
+  // The device may still be using it.
   if (RankState *state = currentRankOrNull())
     synchronizeRank(*state, "braid_rt_buffer_free");
   checkCuda(cudaFree(p), "cudaFree", "braid_rt_buffer_free");
+}
+
+void *braid_rt_host_alloc(int64_t bytes) {
+  initialized("braid_rt_host_alloc");
+  if (bytes < 0)
+    fatalf("braid_rt_host_alloc: negative size %lld",
+           static_cast<long long>(bytes));
+  // Page-locked, so that copies from it are asynchronous DMA at full speed.
+  void *data = nullptr;
+  size_t size = std::max<size_t>(static_cast<size_t>(bytes), 1);
+  checkCuda(cudaMallocHost(&data, size), "cudaMallocHost",
+            formatString("braid_rt_host_alloc (%s of pinned host memory)",
+                         formatBytes(bytes).c_str()));
+  return data;
+}
+
+void braid_rt_host_free(void *p) {
+  if (!p)
+    return;
+  // A copy from it may still be pending.
+  if (RankState *state = currentRankOrNull())
+    synchronizeRank(*state, "braid_rt_host_free");
+  checkCuda(cudaFreeHost(p), "cudaFreeHost", "braid_rt_host_free");
+}
+
+void braid_rt_copy_to_device(void *dst, const void *src, int64_t bytes) {
+  RankState &state = currentRank("braid_rt_copy_to_device");
+  if (bytes < 0)
+    fatalf("braid_rt_copy_to_device: negative size %lld",
+           static_cast<long long>(bytes));
+  if (bytes == 0)
+    return;
+  if (!dst || !src)
+    fatal("braid_rt_copy_to_device: null buffer");
+  state.lastCompute = "braid_rt_copy_to_device";
+  checkCuda(
+      cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes),
+                      cudaMemcpyHostToDevice, state.compute),
+      "cudaMemcpyAsync",
+      formatString("braid_rt_copy_to_device (%s)", formatBytes(bytes).c_str()));
+}
+
+void braid_rt_timer_start(void) {
+  RankState &state = currentRank("braid_rt_timer_start");
+  state.timerStart = recordEvent(state.compute, true, "braid_rt_timer_start");
+}
+
+double braid_rt_timer_stop(void) {
+  const char *call = "braid_rt_timer_stop";
+  RankState &state = currentRank(call);
+  if (!state.timerStart)
+    fatal("braid_rt_timer_stop called without braid_rt_timer_start");
+  // Everything the program enqueued, its transfers included, is ordered
+  // before this point of the compute stream (a wait orders the compute
+  // stream after its transfer), so two events there time the whole run on
+  // the device, as PyTorch's CUDA-event timing does.
+  EventPtr stop = recordEvent(state.compute, true, call);
+  synchronizeRank(state, call, /*spin=*/true);
+  float ms = 0;
+  checkCuda(cudaEventElapsedTime(&ms, state.timerStart->event, stop->event),
+            "cudaEventElapsedTime", call);
+  state.timerStart.reset();
+  return static_cast<double>(ms);
 }
 
 void braid_rt_result_free(void *p) {
@@ -959,7 +1037,7 @@ void braid_rt_copy_to_host(void *dst, const void *src, int64_t bytes) {
 
 void braid_rt_synchronize(void) {
   RankState &state = currentRank("braid_rt_synchronize");
-  synchronizeRank(state, "braid_rt_synchronize");
+  synchronizeRank(state, "braid_rt_synchronize", /*spin=*/true);
 }
 
 void braid_rt_host_max(double *values, int64_t count) {

@@ -28,7 +28,6 @@
 #include "Trace.h"
 
 #include <cublasLt.h>
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -162,7 +161,6 @@ struct RankState {
   cublasLtHandle_t lt = nullptr;
   void *workspace = nullptr; // For cuBLASLt.
   int64_t workspaceBytes = 0;
-  cublasHandle_t blas = nullptr; // Loopback reductions, on `comm`.
   std::unique_ptr<GemmCache> gemm;
 
   std::map<GroupKey, int64_t> groupHandles;
@@ -193,6 +191,9 @@ struct RankState {
   /// when the compute stream fails or hangs.
   std::string lastCompute = "nothing yet";
 
+  /// braid_rt_timer_start's event on the compute stream (timing-enabled).
+  EventPtr timerStart;
+
   Tracer tracer;
   bool tracing = false;
   EventPtr traceOrigin;
@@ -218,8 +219,10 @@ double timeoutSeconds();
 
 /// Polls until this rank's streams are idle; aborts naming the oldest
 /// unfinished request after the timeout or on a transport error. `what`
-/// names the caller ("braid_rt_synchronize").
-void synchronizeRank(RankState &state, const char *what);
+/// names the caller ("braid_rt_synchronize"). With `spin`, polls without
+/// ever sleeping, so that the host notices the end at once (timed runs);
+/// otherwise backs off to sleeps, for an oversubscribed host.
+void synchronizeRank(RankState &state, const char *what, bool spin = false);
 
 /// Records a timing event pair around device work when tracing.
 void traceBegin(RankState &state, cudaStream_t stream, EventPtr &start);

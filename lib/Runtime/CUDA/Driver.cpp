@@ -40,6 +40,7 @@ const DriverApi &driver() {
   static std::once_flag once;
   std::call_once(once, [] {
     resolve(api.moduleLoadData, "cuModuleLoadData");
+    resolve(api.moduleLoadDataEx, "cuModuleLoadDataEx");
     resolve(api.moduleUnload, "cuModuleUnload");
     resolve(api.moduleGetFunction, "cuModuleGetFunction");
     resolve(api.launchKernel, "cuLaunchKernel");

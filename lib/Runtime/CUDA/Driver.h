@@ -22,6 +22,7 @@ namespace braid::rt::cuda {
 
 struct DriverApi {
   decltype(&::cuModuleLoadData) moduleLoadData = nullptr;
+  decltype(&::cuModuleLoadDataEx) moduleLoadDataEx = nullptr;
   decltype(&::cuModuleUnload) moduleUnload = nullptr;
   decltype(&::cuModuleGetFunction) moduleGetFunction = nullptr;
   decltype(&::cuLaunchKernel) launchKernel = nullptr;

@@ -110,6 +110,45 @@ cublasLtMatrixLayout_t makeLayout(cudaDataType_t type, int64_t rows,
   return layout;
 }
 
+const char *dtypeName(int64_t dtype) {
+  switch (dtype) {
+  case BRAID_RT_F32:
+    return "f32";
+  case BRAID_RT_F16:
+    return "f16";
+  default:
+    return "bf16";
+  }
+}
+
+const char *epilogueName(int64_t epilogue) {
+  static const char *const names[] = {"none",        "bias", "bias + GELU",
+                                      "bias + ReLU", "GELU", "ReLU"};
+  return names[epilogue];
+}
+
+/// The GEMM cuBLASLt found no algorithm for, in the ABI's row-major terms:
+/// shapes, types, layouts, alignments, epilogue and workspace, which are
+/// what its heuristic decides on.
+std::string describeNoAlgorithm(int64_t m, int64_t n, int64_t k, int64_t batch,
+                                int64_t aType, int64_t transA, int64_t lda,
+                                int64_t bType, int64_t transB, int64_t ldb,
+                                int64_t cType, int64_t ldc, int64_t accumulate,
+                                int64_t epilogue, const GemmCache::Key &key,
+                                int64_t workspace) {
+  auto ll = [](int64_t v) { return static_cast<long long>(v); };
+  return formatString(
+      "cuBLASLt has no algorithm for C[%lldx%lld] %s %s A%s[%lldx%lld] %s . "
+      "B%s[%lldx%lld] %s (%lld batch%s; row strides lda=%lld ldb=%lld "
+      "ldc=%lld; A, B and C aligned to %lld, %lld and %lld bytes; epilogue "
+      "%s; %s of workspace)",
+      ll(m), ll(n), dtypeName(cType), accumulate ? "+=" : "=",
+      transA ? "^T" : "", ll(m), ll(k), dtypeName(aType), transB ? "^T" : "",
+      ll(k), ll(n), dtypeName(bType), ll(batch), batch == 1 ? "" : "es",
+      ll(lda), ll(ldb), ll(ldc), ll(key[15]), ll(key[16]), ll(key[17]),
+      epilogueName(epilogue), formatBytes(workspace).c_str());
+}
+
 } // namespace
 
 void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
@@ -239,15 +278,19 @@ void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
         state.lt, plan->desc, plan->first, plan->second, plan->result,
         plan->result, preference, 1, &heuristic, &found);
     (void)cublasLtMatmulPreferenceDestroy(preference);
-    check(rc, step, "cublasLtMatmulAlgoGetHeuristic");
-    if (found == 0)
-      invalid(step,
-              formatString("cuBLASLt has no algorithm for m=%lld n=%lld "
-                           "k=%lld batch=%lld with these types and "
-                           "epilogue",
-                           static_cast<long long>(m), static_cast<long long>(n),
-                           static_cast<long long>(k),
-                           static_cast<long long>(batch)));
+    // cuBLASLt reports "no algorithm" as CUBLAS_STATUS_NOT_SUPPORTED (or
+    // success with none found); either way, say which GEMM it was.
+    if (rc != CUBLAS_STATUS_SUCCESS || found == 0)
+      invalid(step, describeNoAlgorithm(m, n, k, batch, a_dtype, trans_a, lda,
+                                        b_dtype, trans_b, ldb, c_dtype, ldc,
+                                        accumulate, epilogue, key,
+                                        state.workspaceBytes) +
+                        (rc != CUBLAS_STATUS_SUCCESS
+                             ? formatString(": cublasLtMatmulAlgoGetHeuristic "
+                                            "returned %s",
+                                            cublasLtGetStatusString(rc))
+                             : std::string(": cublasLtMatmulAlgoGetHeuristic "
+                                           "found none")));
     plan->algo = heuristic.algo;
     slot = std::move(plan);
   }

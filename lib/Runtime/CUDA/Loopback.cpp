@@ -12,8 +12,9 @@
 // match issues the copy on the receiver's comm stream after both sides'
 // ready events, and both requests share its completion event. Collectives
 // meet likewise (the n-th collective of each member of a group), and the
-// last member to arrive issues all copies (and cuBLAS axpy accumulations
-// for the sums) on its own comm stream.
+// last member to arrive issues all copies (and, for reductions, the
+// elementwise reduction kernels of Reduce.cpp, every kind the ABI has) on
+// its own comm stream.
 //
 // Copies use the copy engine (cudaMemcpyAsync) unless
 // BRAID_LOOPBACK_COPY=sm, which uses the small SM copy kernel below, closer
@@ -23,6 +24,7 @@
 
 #include "CudaRuntime.h"
 #include "Driver.h"
+#include "Reduce.h"
 
 #include <algorithm>
 #include <chrono>
@@ -192,33 +194,6 @@ void match(RankState &issuer, Request &send, Request &recv) {
   }
 }
 
-void axpy(RankState &issuer, const Request &like, const void *x, void *y,
-          int64_t count, const std::string &context) {
-  if (count == 0)
-    return;
-  cudaDataType_t type = CUDA_R_32F, exec = CUDA_R_32F;
-  switch (like.dtype) {
-  case BRAID_RT_F64:
-    type = exec = CUDA_R_64F;
-    break;
-  case BRAID_RT_F16:
-    type = CUDA_R_16F;
-    break;
-  case BRAID_RT_BF16:
-    type = CUDA_R_16BF;
-    break;
-  default:
-    break;
-  }
-  float alpha32 = 1.0f;
-  double alpha64 = 1.0;
-  const void *alpha = exec == CUDA_R_64F ? static_cast<const void *>(&alpha64)
-                                         : static_cast<const void *>(&alpha32);
-  checkCublas(cublasAxpyEx_64(issuer.blas, count, alpha, exec, x, type, 1, y,
-                              type, 1, exec),
-              "cublasAxpyEx", context);
-}
-
 /// Issues a collective every member has posted (under the world's mutex),
 /// all on the issuer's comm stream.
 void issueCollective(RankState &issuer, std::vector<Request *> &members) {
@@ -239,10 +214,13 @@ void issueCollective(RankState &issuer, std::vector<Request *> &members) {
   traceBegin(issuer, stream, start);
 
   // A member whose source overlaps its destination is read from a copy.
+  // A broadcast reads the root's source only: the others' may be anything.
   int64_t n = static_cast<int64_t>(members.size());
   std::vector<void *> src(members.size()), scratch;
   for (size_t i = 0; i < members.size(); ++i) {
     Request &m = *members[i];
+    if (first.kind == Kind::Broadcast && static_cast<int64_t>(i) != first.root)
+      continue;
     src[i] = m.src;
     int64_t bytes = m.sourceBytes();
     if (m.src && overlaps(m.src, bytes, m.dst, m.destinationBytes())) {
@@ -283,8 +261,8 @@ void issueCollective(RankState &issuer, std::vector<Request *> &members) {
           first.kind == Kind::ReduceScatter ? p * elements * es : 0;
       copyDevice(to.dst, at(src[0], offset), elements * es, stream, context);
       for (int64_t q = 1; q < n; ++q)
-        axpy(issuer, first, at(src[static_cast<size_t>(q)], offset), to.dst,
-             elements, context);
+        reduce::into(to.dst, at(src[static_cast<size_t>(q)], offset), elements,
+                     first.dtype, first.reduction, stream, context);
       break;
     }
     case Kind::Send:
@@ -348,14 +326,6 @@ void run(void (*fn)(void *), void *arg) {
 
 void post(RankState &state, std::unique_ptr<Request> request) {
   Request &r = *request;
-  if (r.kind == Kind::ReduceScatter || r.kind == Kind::AllReduce) {
-    bool floating = r.dtype == BRAID_RT_F32 || r.dtype == BRAID_RT_F64 ||
-                    r.dtype == BRAID_RT_F16 || r.dtype == BRAID_RT_BF16;
-    if (r.reduction != BRAID_RT_SUM || !floating)
-      fatalf("braid_rt_%s (step %lld): this reduction is not supported by the "
-             "loopback transport (only sums of f32, f64, f16 and bf16)",
-             kindName(r.kind), static_cast<long long>(r.step));
-  }
   Request *raw = request.get();
   state.requests.emplace(r.handle, std::move(request));
   CudaGroup &group = const_cast<CudaGroup &>(*raw->group);

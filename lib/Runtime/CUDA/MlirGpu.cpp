@@ -75,6 +75,34 @@ MGPU_EXPORT void *mgpuModuleLoad(void *data, size_t /*gpuBlobSize*/) {
   return module;
 }
 
+/// gpu-module-to-binary with format=isa embeds PTX (NUL-terminated), which
+/// the driver compiles for the device at load time.
+MGPU_EXPORT void *mgpuModuleLoadJIT(void *data, int optLevel) {
+  const char *call = "mgpuModuleLoadJIT";
+  ensureContext(call);
+  if (optLevel < 0 || optLevel > 4)
+    fatalf("%s: JIT optimization level %d is out of range (0 to 4)", call,
+           optLevel);
+  char errorLog[8192] = {0};
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                            CU_JIT_OPTIMIZATION_LEVEL};
+  void *values[] = {errorLog, reinterpret_cast<void *>(sizeof(errorLog) - 1),
+                    reinterpret_cast<void *>(static_cast<intptr_t>(optLevel))};
+  CUmodule module = nullptr;
+  CUresult rc = driver().moduleLoadDataEx(&module, data, 3, options, values);
+  if (rc != CUDA_SUCCESS) {
+    errorLog[sizeof(errorLog) - 1] = '\0';
+    const char *text = nullptr;
+    if (driver().getErrorString(rc, &text) != CUDA_SUCCESS || !text)
+      text = "unknown driver error";
+    fatalf("cuModuleLoadDataEx in %s (JIT-compiling the program's PTX "
+           "kernels): %s (CUresult %d)%s%s",
+           call, text, static_cast<int>(rc), *errorLog ? ": " : "", errorLog);
+  }
+  return module;
+}
+
 MGPU_EXPORT void mgpuModuleUnload(void *module) {
   // Runs from global destructors at exit, when the context may already be
   // gone; nothing useful can be done about a failure then.

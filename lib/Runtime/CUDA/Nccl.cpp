@@ -9,11 +9,14 @@
 // without MPI; groups are ncclCommSplit's of it. Point-to-point calls are
 // queued and issued together in one ncclGroupStart/End at the next wait,
 // collective or synchronization: a ring step posts its send before its
-// receive, and issued one by one they would deadlock.
+// receive, and issued one by one they would deadlock. Reductions NCCL does
+// not have (bitwise ones, 16-bit integers) gather every rank's data instead
+// and combine it with Braid's own reduction kernels.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaRuntime.h"
+#include "Reduce.h"
 
 #include <cerrno>
 #include <chrono>
@@ -83,18 +86,6 @@ bool opOf(int64_t reduction, ncclRedOp_t &out) {
   }
 }
 
-const char *dtypeName(int64_t dtype) {
-  static const char *const names[] = {"f32", "f64", "f16", "bf16",
-                                      "i8",  "i16", "i32", "i64"};
-  return dtype >= 0 && dtype < 8 ? names[dtype] : "?";
-}
-
-const char *reductionName(int64_t reduction) {
-  static const char *const names[] = {"sum",    "max",   "min",   "product",
-                                      "bitand", "bitor", "bitxor"};
-  return reduction >= 0 && reduction < 7 ? names[reduction] : "?";
-}
-
 bool overlaps(const void *a, int64_t aBytes, const void *b, int64_t bBytes) {
   auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
   return aBytes > 0 && bBytes > 0 && x < y + static_cast<uintptr_t>(bBytes) &&
@@ -139,6 +130,59 @@ void waitReady(RankState &state, const Request &request) {
             "cudaStreamWaitEvent", request.context());
 }
 
+/// Whether NCCL reduces `request` itself.
+bool ncclReduces(const Request &request) {
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  return dtypeOf(request.dtype, type) && opOf(request.reduction, op);
+}
+
+/// A reduce-scatter or all-reduce NCCL cannot reduce: every rank's blocks
+/// are gathered into scratch (an all-gather, or grouped sends and receives
+/// of each peer's block), then combined into the destination by Braid's
+/// reduction kernel, all on the comm stream. The source is fully read
+/// before the destination is written, so any overlap of the two is fine.
+void issueGatheredReduction(RankState &state, Request &request,
+                            const std::string &context) {
+  const CudaGroup &group = *request.group;
+  int n = group.size, me = group.position;
+  int64_t blockBytes = request.count * request.elementSize;
+  void *gathered = nullptr;
+  checkCuda(cudaMallocAsync(&gathered,
+                            static_cast<size_t>(std::max<int64_t>(
+                                blockBytes * static_cast<int64_t>(n), 1)),
+                            state.comm),
+            "cudaMallocAsync", context);
+  auto block = [&](void *base, int64_t q) {
+    return static_cast<char *>(base) + q * blockBytes;
+  };
+  if (request.kind == Kind::AllReduce) {
+    checkNccl(ncclAllGather(request.src, gathered,
+                            static_cast<size_t>(blockBytes), ncclUint8,
+                            group.comm, state.comm),
+              "ncclAllGather", context);
+  } else {
+    // Block q of every peer's source comes to rank q.
+    checkNccl(ncclGroupStart(), "ncclGroupStart", context);
+    for (int peer = 0; peer < n; ++peer) {
+      checkNccl(ncclSend(block(request.src, peer),
+                         static_cast<size_t>(blockBytes), ncclUint8, peer,
+                         group.comm, state.comm),
+                "ncclSend", context);
+      checkNccl(ncclRecv(block(gathered, peer), static_cast<size_t>(blockBytes),
+                         ncclUint8, peer, group.comm, state.comm),
+                "ncclRecv", context);
+    }
+    checkNccl(ncclGroupEnd(), "ncclGroupEnd", context);
+  }
+  (void)me;
+  copyDevice(request.dst, gathered, blockBytes, state.comm, context);
+  for (int q = 1; q < n; ++q)
+    reduce::into(request.dst, block(gathered, q), request.count, request.dtype,
+                 request.reduction, state.comm, context);
+  checkCuda(cudaFreeAsync(gathered, state.comm), "cudaFreeAsync", context);
+}
+
 /// Issues one collective request on the comm stream.
 void issueCollective(RankState &state, Request &request) {
   std::string context = request.context();
@@ -149,6 +193,14 @@ void issueCollective(RankState &state, Request &request) {
   const CudaGroup &group = *request.group;
   ncclComm_t comm = group.comm;
   int n = group.size, me = group.position;
+  bool reduces =
+      request.kind == Kind::ReduceScatter || request.kind == Kind::AllReduce;
+  if (reduces && !ncclReduces(request)) {
+    issueGatheredReduction(state, request, context);
+    request.completion = recordEvent(state.comm, state.tracing, context);
+    request.traceEnd = request.completion;
+    return;
+  }
 
   // NCCL's in-place forms are specific (the rank's block of a gather's
   // destination, ...); any other overlap goes through a scratch copy.
@@ -166,8 +218,14 @@ void issueCollective(RankState &state, Request &request) {
                                      request.elementSize;
     break;
   case Kind::AllReduce:
-  case Kind::Broadcast:
     inPlace = request.src == request.dst;
+    break;
+  case Kind::Broadcast:
+    // Only the root's source is read (and valid): a non-root passes its
+    // destination, which NCCL ignores as a source there.
+    if (me != request.root)
+      src = request.dst;
+    inPlace = src == request.dst;
     break;
   default:
     break;
@@ -283,17 +341,6 @@ void createGroupComm(RankState &state, CudaGroup &group) {
 
 void post(RankState &state, std::unique_ptr<Request> request) {
   Request &r = *request;
-  if (r.kind == Kind::ReduceScatter || r.kind == Kind::AllReduce) {
-    ncclDataType_t type;
-    ncclRedOp_t op;
-    if (!dtypeOf(r.dtype, type) || !opOf(r.reduction, op))
-      fatalf("braid_rt_%s (step %lld): %s reduction of %s is not supported by "
-             "the cuda backend (NCCL has no %s)",
-             kindName(r.kind), static_cast<long long>(r.step),
-             reductionName(r.reduction), dtypeName(r.dtype),
-             !dtypeOf(r.dtype, type) ? "16-bit integers"
-                                     : "bitwise reductions");
-  }
   int64_t handle = r.handle;
   Request *raw = request.get();
   state.requests.emplace(handle, std::move(request));
@@ -389,18 +436,25 @@ void barrier(RankState &state) {
 void hostMax(RankState &state, double *values, int64_t count) {
   const char *context = "braid_rt_host_max";
   synchronizeRank(state, context);
+  // Both copies go on the comm stream with the all-reduce: a synchronous
+  // cudaMemcpy runs on the legacy default stream, which the non-blocking
+  // comm stream is not ordered after, so the all-reduce could read the
+  // buffer before the values arrived (and the copy back read it early).
   size_t bytes = static_cast<size_t>(count) * sizeof(double);
   void *device = nullptr;
-  checkCuda(cudaMalloc(&device, bytes), "cudaMalloc", context);
-  checkCuda(cudaMemcpy(device, values, bytes, cudaMemcpyHostToDevice),
-            "cudaMemcpy", context);
+  checkCuda(cudaMallocAsync(&device, bytes, state.comm), "cudaMallocAsync",
+            context);
+  checkCuda(cudaMemcpyAsync(device, values, bytes, cudaMemcpyHostToDevice,
+                            state.comm),
+            "cudaMemcpyAsync", context);
   checkNccl(ncclAllReduce(device, device, static_cast<size_t>(count),
                           ncclFloat64, ncclMax, state.world, state.comm),
             "ncclAllReduce", context);
+  checkCuda(cudaMemcpyAsync(values, device, bytes, cudaMemcpyDeviceToHost,
+                            state.comm),
+            "cudaMemcpyAsync", context);
+  checkCuda(cudaFreeAsync(device, state.comm), "cudaFreeAsync", context);
   synchronizeRank(state, context);
-  checkCuda(cudaMemcpy(values, device, bytes, cudaMemcpyDeviceToHost),
-            "cudaMemcpy", context);
-  checkCuda(cudaFree(device), "cudaFree", context);
 }
 
 void destroyComms(RankState &state) {

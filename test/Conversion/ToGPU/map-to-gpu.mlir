@@ -51,6 +51,9 @@ func.func @gemm_layouts(%x: memref<8x64xf16>, %w: memref<32x64xf16>, %y: memref<
 // A zero fill right before the product is folded into it (beta = 0: the
 // 19th argument says "do not accumulate"); a fill of another value, or one
 // with a transfer between, stays.
+// REMARK: remark: runs on cuBLASLt: 8x8x16, beta = 0 (its zero fill folded)
+// REMARK: remark: runs on cuBLASLt: 8x8x16, beta = 1 (accumulating into its output)
+// REMARK: remark: runs on cuBLASLt: 8x8x16, beta = 1 (accumulating into its output)
 // CHECK-LABEL: func.func @gemm_zero_fill
 // CHECK-NOT: linalg.fill
 // CHECK: call @braid_rt_gemm({{([^,]*, ?)+}}%c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %c-1_i64
@@ -90,9 +93,11 @@ func.func @gemm_fallback(%a: memref<4x32xf32>, %b: memref<8x4xf32>, %c: memref<4
 // -----
 
 // Host elementwise work and copies: one grid-stride kernel each; the output
-// is not read when the payload does not use it.
+// is not read when the payload does not use it. The grid is sized by the
+// loop the threads stride over: 8192 vectors of 4 floats need 32 blocks of
+// 256 threads (not 128, one thread per element).
 // CHECK-LABEL: func.func @host_elementwise
-// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%[[GX:.*]] = %c128{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[SX:.*]] = %c256{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}})
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%[[GX:.*]] = %c32{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[SX:.*]] = %c256{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}})
 // CHECK: %[[START:.*]] = arith.muli %[[BX]], %[[SX]]
 // CHECK: %[[TID:.*]] = arith.addi %[[START]], %[[TX]]
 // CHECK: %[[ALL:.*]] = arith.muli %[[GX]], %[[SX]]
@@ -114,8 +119,9 @@ func.func @gemm_fallback(%a: memref<4x32xf32>, %b: memref<8x4xf32>, %c: memref<4
 // CHECK-NEXT: arith.addf
 // CHECK-NEXT: memref.store
 // CHECK: gpu.terminator
-// The copy:
-// CHECK: gpu.launch
+// The copy: 8192 vectors too.
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c32{{.*}},
+// CHECK: vector.load
 // CHECK: memref.load
 // CHECK-NEXT: memref.store
 // CHECK-NOT: memref.copy
@@ -127,6 +133,27 @@ func.func @host_elementwise(%a: memref<128x256xf32>, %b: memref<128x256xf32>, %c
     linalg.yield %s : f32
   }
   memref.copy %c, %d : memref<128x256xf32> to memref<128x256xf32>
+  return
+}
+
+// -----
+
+// Grid sizes: a bf16 op over 4096 x 8192 elements has 4 Mi vectors of 8, or
+// 16384 blocks of them, capped at 4 waves of 132 SMs x 8 blocks (4224); an
+// op that cannot be vectorized (an odd row) is sized by its elements (1000
+// x 3 -> 12 blocks); a tiny one still gets a block.
+// CHECK-LABEL: func.func @grid_sizes
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c4224{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads({{.*}}) in (%{{.*}} = %c256
+// CHECK: vector<8xbf16>
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c12{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads({{.*}}) in (%{{.*}} = %c256
+// CHECK-NOT: vector.load
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads({{.*}}) in (%{{.*}} = %c256
+func.func @grid_sizes(%a: memref<4096x8192xbf16>, %b: memref<4096x8192xbf16>,
+                      %c: memref<1000x3xf32>, %d: memref<1000x3xf32>,
+                      %e: memref<4xf32>, %f: memref<4xf32>) {
+  linalg.copy ins(%a : memref<4096x8192xbf16>) outs(%b : memref<4096x8192xbf16>)
+  linalg.copy ins(%c : memref<1000x3xf32>) outs(%d : memref<1000x3xf32>)
+  linalg.copy ins(%e : memref<4xf32>) outs(%f : memref<4xf32>)
   return
 }
 
@@ -292,8 +319,8 @@ func.func @buffers(%x: memref<64xf32>) {
 // REMARK-LABEL: remark: runs on cuBLASLt: 64x32x16, with the bias + GELU after it as its epilogue, writing 'bf16'
 // REMARK: remark: runs on cuBLASLt: 64x32x16, with the ReLU after it as its epilogue, writing 'f32'
 // REMARK: remark: runs on cuBLASLt: 64x32x16, with the cast after it as its epilogue, writing 'bf16'
-// REMARK: remark: runs on cuBLASLt: 64x32x16{{$}}
-// REMARK: remark: runs on cuBLASLt: 64x32x16{{$}}
+// REMARK: remark: runs on cuBLASLt: 64x32x16, beta = 0 (its zero fill folded){{$}}
+// REMARK: remark: runs on cuBLASLt: 64x32x16, beta = 0 (its zero fill folded){{$}}
 // CHECK-LABEL: func.func @epilogues
 // CHECK: %{{.*}}, %[[DOFF:.*]], %{{.*}}:2, %[[DST:.*]]:2 = memref.extract_strided_metadata %arg4 : memref<64x32xbf16>
 // CHECK: memref.extract_strided_metadata %arg3 : memref<32xbf16>
@@ -438,7 +465,7 @@ func.func @whole_tensor_max(%x: memref<64x512xbf16>, %m: memref<f32>) {
 // exp on an operand) is not a GEMM; a clamp after a product (ReLU6) is not
 // ReLU, so it stays a kernel of its own.
 // REMARK: remark: runs as a generated kernel, not on cuBLASLt: its payload does more than accumulate a product of the (extended) operands
-// REMARK: remark: runs on cuBLASLt: 16x8x32{{$}}
+// REMARK: remark: runs on cuBLASLt: 16x8x32, beta = 0 (its zero fill folded){{$}}
 // CHECK-LABEL: func.func @not_plain
 // CHECK: gpu.launch
 // CHECK: math.exp

@@ -6,16 +6,27 @@
 shard.grid @tp(shape = 4)
 
 // Sequence-parallel: A gathered along its rows (a parallel loop). Each of
-// the 4 steps waits for the chunk, forwards it, and computes its rows.
+// the 4 steps waits for the chunk, forwards it, and computes its rows. The
+// accumulator's zero fill moves to the chunks: each fills its own rows
+// right before its product (as the serial program does), never the whole
+// result up front.
 // CHECK-LABEL: func.func @rows_f32
 // CHECK-SAME: (%[[X:.*]]: tensor<8x16xf32>, %[[W:.*]]: tensor<16x12xf32>)
+// CHECK: %[[ZERO:.*]] = arith.constant 0.0
+// CHECK-NOT: linalg.fill
+// CHECK: %[[EMPTY:.*]] = tensor.empty() : tensor<32x12xf32>
+// CHECK-NOT: linalg.fill
 // CHECK: %[[POS:.*]] = shard.process_multi_index on @tp axes = [0] : index
 // CHECK: %[[T0:.*]], %[[F0:.*]] = dist.shift_start %[[C0:.*]] on @tp axes = [0] offset = 1
-// CHECK: %[[M0:.*]] = linalg.matmul ins(%[[C0]], %[[W]]
-// CHECK: %[[A0:.*]] = tensor.insert_slice %[[M0]]
+// CHECK: %[[S0:.*]] = tensor.extract_slice %[[EMPTY]]
+// CHECK-NEXT: %[[Z0:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[S0]] : tensor<8x12xf32>)
+// CHECK-NEXT: %[[M0:.*]] = linalg.matmul ins(%[[C0]], %[[W]] : {{.*}}) outs(%[[Z0]] : tensor<8x12xf32>)
+// CHECK: %[[A0:.*]] = tensor.insert_slice %[[M0]] into %[[EMPTY]]
 // CHECK: %[[R1:.*]] = dist.wait %[[T0]], %[[F0]]
 // CHECK: dist.shift_start %[[R1]] on @tp axes = [0] offset = 1
-// CHECK: linalg.matmul ins(%[[R1]], %[[W]]
+// CHECK: %[[S1:.*]] = tensor.extract_slice %[[A0]]
+// CHECK-NEXT: %[[Z1:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[S1]] : tensor<8x12xf32>)
+// CHECK-NEXT: linalg.matmul ins(%[[R1]], %[[W]] : {{.*}}) outs(%[[Z1]] : tensor<8x12xf32>)
 // CHECK-COUNT-2: dist.wait
 // CHECK-NOT: dist.shift_start
 // CHECK: linalg.matmul
@@ -36,10 +47,12 @@ func.func @rows_f32(%x: tensor<8x16xf32>, %w: tensor<16x12xf32>) -> tensor<32x12
 shard.grid @tp(shape = 4)
 
 // Gathered along the reduction dimension (FSDP-style weight gather): each
-// chunk adds a partial product into the same accumulator.
+// chunk adds a partial product into the same accumulator, which is filled
+// right before the first chunk's product (after the first transfer).
 // CHECK-LABEL: func.func @reduction_bf16
+// CHECK: dist.shift_start
 // CHECK: %[[FILL:.*]] = linalg.fill
-// CHECK: %[[P0:.*]] = linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<16x4xbf16>, tensor<4x24xbf16>) outs(%[[FILL]] : tensor<16x24xf32>)
+// CHECK-NEXT: %[[P0:.*]] = linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<16x4xbf16>, tensor<4x24xbf16>) outs(%[[FILL]] : tensor<16x24xf32>)
 // CHECK: %[[P1:.*]] = linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<16x4xbf16>, tensor<4x24xbf16>) outs(%[[P0]] : tensor<16x24xf32>)
 // CHECK: %[[P2:.*]] = linalg.matmul {{.*}} outs(%[[P1]] : tensor<16x24xf32>)
 // CHECK: %[[P3:.*]] = linalg.matmul {{.*}} outs(%[[P2]] : tensor<16x24xf32>)

@@ -119,6 +119,18 @@ LogicalResult overlap::decomposeAllGatherMatmul(RewriterBase &rewriter,
                                         type.getElementType());
   }
   Value acc = consumer.getDpsInitOperand(0)->get();
+  // A fill of the accumulator that only the consumer reads moves to the
+  // chunks: each parallel chunk fills its own block (together they cover
+  // the result), a reduction ring fills once right before its first chunk.
+  // Either way the fill comes right before a product, where the cuda
+  // target folds a zero fill into the GEMM (beta = 0) as it does for the
+  // serial program, instead of a fill kernel and accumulating GEMMs.
+  auto fill = acc.getDefiningOp<linalg::FillOp>();
+  if (fill && (!acc.hasOneUse() || fill->getBlock() != consumer->getBlock()))
+    fill = {};
+  if (fill)
+    acc = fill.getOutputs()[0];
+  bool firstChunk = true;
 
   // Piece q of a chunk: direction q / subChunks, sub-chunk q % subChunks.
   SmallVector<Value> current;
@@ -142,11 +154,14 @@ LogicalResult overlap::decomposeAllGatherMatmul(RewriterBase &rewriter,
         Value owner = ringIndex(rewriter, loc, position, -direction * step, n);
         Value offset =
             affineIndex(rewriter, loc, owner, match.chunkSize, q * pieceSize);
+        bool refill = fill && (!match.reductionLoop || firstChunk);
         FailureOr<Chunk> chunk =
             computeChunk(rewriter, consumer, match.loop, offset, pieceSize,
-                         {{match.operand, current[q]}}, acc);
+                         {{match.operand, current[q]}}, acc,
+                         refill ? fill : linalg::FillOp());
         if (failed(chunk))
           return failure();
+        firstChunk = false;
         acc = match.reductionLoop ? chunk->value
                                   : insertChunk(rewriter, loc, *chunk, acc);
         if (assemble)
@@ -156,6 +171,8 @@ LogicalResult overlap::decomposeAllGatherMatmul(RewriterBase &rewriter,
     }
   }
   rewriter.replaceOp(consumer, acc);
+  if (fill)
+    rewriter.eraseOp(fill);
   if (assemble)
     rewriter.replaceOp(match.gather, assembled);
   else

@@ -115,7 +115,7 @@ FailureOr<Chunk>
 schedule::computeChunk(RewriterBase &rewriter, linalg::LinalgOp op,
                        unsigned loop, OpFoldResult offset, int64_t size,
                        ArrayRef<std::pair<unsigned, Value>> replacements,
-                       Value initSource) {
+                       Value initSource, linalg::FillOp initFill) {
   auto tiling = cast<TilingInterface>(op.getOperation());
   Location loc = op.getLoc();
   SmallVector<Range> domain = tiling.getIterationDomain(rewriter);
@@ -162,6 +162,10 @@ schedule::computeChunk(RewriterBase &rewriter, linalg::LinalgOp op,
       slice = tensor::ExtractSliceOp::create(rewriter, loc, initType,
                                              initSource, chunk.resultOffsets,
                                              chunk.resultSizes, strides);
+    if (initFill)
+      slice = linalg::FillOp::create(rewriter, initFill.getLoc(),
+                                     initFill.getInputs(), ValueRange{slice})
+                  .getResult(0);
     if (failed(replaceOperand(init->getOperandNumber(), slice)))
       return failure();
   }

@@ -90,7 +90,12 @@ mlir::Value insertAlong(mlir::OpBuilder &b, mlir::Location loc,
 /// A non-null `initSource` (a tensor shaped like the op's result) supplies
 /// the init slice instead of the op's own init: the accumulator a schedule
 /// threads through its chunks, so that bufferization writes every chunk in
-/// place. Returns the chunk's result and where it sits in the op's result.
+/// place. With `initFill` as well, the init slice is first filled with
+/// that fill's value: a schedule whose chunks together write the whole
+/// result then fills each chunk right before computing it, instead of
+/// filling the whole accumulator up front, which lets the cuda target run
+/// a zero-initialized chunk product with beta = 0. Returns the chunk's
+/// result and where it sits in the op's result.
 struct Chunk {
   mlir::Value value;
   llvm::SmallVector<mlir::OpFoldResult> resultOffsets;
@@ -100,7 +105,8 @@ mlir::FailureOr<Chunk>
 computeChunk(mlir::RewriterBase &rewriter, mlir::linalg::LinalgOp op,
              unsigned loop, mlir::OpFoldResult offset, int64_t size,
              llvm::ArrayRef<std::pair<unsigned, mlir::Value>> replacements,
-             mlir::Value initSource);
+             mlir::Value initSource,
+             mlir::linalg::FillOp initFill = mlir::linalg::FillOp());
 
 /// Inserts a chunk computed by computeChunk into `dest` at its place.
 mlir::Value insertChunk(mlir::OpBuilder &b, mlir::Location loc,
