@@ -108,12 +108,26 @@ def _cuda_built():
     return True
 
 
+# AG_MATMUL with an exp after the product: a kernel (the ring's GEMMs and
+# their fills all run on cuBLASLt).
+AG_MATMUL_EXP = AG_MATMUL.replace("""  return %y : tensor<8x8xf32>""", """\
+  %e = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>,
+                                        affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%y : tensor<8x8xf32>) outs(%empty : tensor<8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %v = math.exp %in : f32
+    linalg.yield %v : f32
+  } -> tensor<8x8xf32>
+  return %e : tensor<8x8xf32>""")
+
+
 def test_cuda_target_ptx_and_no_cpu_run():
     """target="cuda": the kernels' PTX for the chosen architecture, cuBLASLt
     remarks for the contractions; Artifact.run refuses (CPU ranks only)."""
     if not _cuda_built():
         pytest.skip("this Braid was configured without the CUDA toolkit")
-    artifact = braid.compile(AG_MATMUL, target="cuda", sm="80",
+    artifact = braid.compile(AG_MATMUL_EXP, target="cuda", sm="80",
                              overlap="force")
     ptx = artifact.ir("ptx")
     assert ".target sm_80" in ptx and ".entry" in ptx
