@@ -69,7 +69,7 @@ func.func @softmax(%x: tensor<64x128xf32>) -> tensor<64x128xf32> {
 
 // Bias + residual + layernorm, the sum also returned (the next residual):
 // one kernel with two outputs; the sum and the mean computed once.
-// REMARK: remark: fused 5 ops into one kernel writing 2 outputs with 2 row reductions
+// REMARK: remark: fused 6 ops into one kernel writing 2 outputs with 2 row reductions
 // CHECK-LABEL: func.func @addnorm
 // CHECK: %[[K:.*]]:2 = scf.forall
 // CHECK-COUNT-4: linalg.generic
@@ -271,4 +271,51 @@ func.func @dynamic(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
     linalg.yield %r : f32
   } -> tensor<?x64xf32>
   return %z : tensor<?x64xf32>
+}
+
+// -----
+
+// Two reductions that frontends start from one shared zero fill (torch-mlir
+// CSEs it): each kernel fills its own accumulator, and neither yields the
+// fill for the other (it would reduce into it in place first).
+// CHECK-LABEL: func.func @shared_fill
+// CHECK: scf.forall {{.*}} shared_outs(%{{.*}} = %{{[^)]*}}) -> (tensor<8xf32>)
+// CHECK: linalg.fill
+// CHECK: } {braid.kernel}
+// CHECK: scf.forall {{.*}} shared_outs(%{{.*}} = %{{[^)]*}}) -> (tensor<8xf32>)
+// CHECK: linalg.fill
+// CHECK: } {braid.kernel}
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+func.func @shared_fill(%x: tensor<8x64xf32>, %y: tensor<8x64xf32>)
+    -> (tensor<8xf32>, tensor<8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x64xf32>
+  %e8 = tensor.empty() : tensor<8xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e8 : tensor<8xf32>) -> tensor<8xf32>
+  %xx = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<8x64xf32>) outs(%e : tensor<8x64xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.mulf %a, %a : f32
+    linalg.yield %m : f32
+  } -> tensor<8x64xf32>
+  %s1 = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%xx : tensor<8x64xf32>) outs(%f : tensor<8xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<8xf32>
+  %yy = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y : tensor<8x64xf32>) outs(%e : tensor<8x64xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.mulf %a, %a : f32
+    linalg.yield %m : f32
+  } -> tensor<8x64xf32>
+  %s2 = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%yy : tensor<8x64xf32>) outs(%f : tensor<8xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<8xf32>
+  return %s1, %s2 : tensor<8xf32>, tensor<8xf32>
 }

@@ -424,6 +424,21 @@ void FuseMemoryBoundPass::runOnOperation() {
   if (mode == braid::FuseMode::Off)
     return;
   IRRewriter rewriter(&getContext());
+  // A fill that several ops start from (frontends share one zero-filled
+  // init among reductions) becomes one fill per use: filling is no
+  // computation to share, and a kernel that yielded its fill for another
+  // kernel would also reduce into it in place (the fill's tile is the
+  // reduction's init), handing the other kernel sums instead of zeros.
+  function.walk([&](linalg::FillOp fill) {
+    if (!fill.hasPureTensorSemantics() || fill->hasOneUse() ||
+        fill->use_empty())
+      return;
+    for (OpOperand &use :
+         llvm::make_early_inc_range(llvm::drop_begin(fill->getUses()))) {
+      rewriter.setInsertionPoint(use.getOwner());
+      use.set(rewriter.clone(*fill)->getResult(0));
+    }
+  });
   for (Block &block : function.getBody()) {
     SmallVector<Group> groups = formGroups(block);
     // A group that cannot be tiled stays as it was; fuse() says why.
