@@ -7,6 +7,7 @@
 #include "braid/InitAll.h"
 
 #include "braid/Conversion/DistToXfer/BufferizableOpInterfaceImpl.h"
+#include "braid/Conversion/ShardToDist/ShardingModels.h"
 #include "braid/Dialect/Dist/IR/DistDialect.h"
 #include "braid/Dialect/Xfer/IR/XferOps.h"
 #include "braid/Version.h"
@@ -16,6 +17,7 @@
 void braid::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<dist::DistDialect, xfer::XferDialect>();
   dist::registerBufferizableOpInterfaceExternalModels(registry);
+  registerShardingModels(registry);
 }
 
 const char *braid::getVersionString() {

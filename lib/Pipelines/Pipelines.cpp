@@ -163,12 +163,17 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
 
   // dist: import, then decide how each collective overlaps.
   if (!options.skipImport) {
+    pm.addPass(createPrepareImport());
     pm.addPass(createApplyParallelPlan());
     pm.addPass(createImportShard());
     // Elementwise work on tensors becomes linalg, which the overlap
     // schedules chunk through TilingInterface.
     pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
     pm.addPass(createCanonicalizerPass());
+    // One collective per distinct value: partitioning reshards a value once
+    // for each use that wants it resharded (q, k and v each gather the
+    // normed activations).
+    pm.addPass(createCSEPass());
     dist::OverlapOptions overlap;
     overlap.mode = options.overlap;
     overlap.preset = options.targetPreset;

@@ -1,5 +1,5 @@
-"""The PyTorch front door: a torch module, a tensor-parallel plan per
-submodule, Braid's partitioning and overlap, CPU ranks.
+"""The PyTorch front door: a torch module, a tensor-parallel plan, Braid's
+partitioning and overlap, CPU ranks.
 
     import torch, braid.pytorch
     model = MLP()                      # nn.Linear layers `up` and `down`
@@ -8,53 +8,189 @@ submodule, Braid's partitioning and overlap, CPU ranks.
                                                  "down": "rowwise"}, ranks=4)
     y = tp(x)                          # runs on 4 ranks; equals model(x)
 
-The module is exported with torch-mlir's FX importer to linalg-on-tensors,
-every parameter becoming a function argument; the plan becomes
-`braid.parallel` attributes on those arguments (see the
-braid-apply-parallel-plan pass), which Braid turns into upstream `shard`
-annotations, partitions and overlaps. Plans follow PyTorch's
-parallelize_module: "colwise" (ColwiseParallel: weight and bias split by
-output features), "rowwise" (RowwiseParallel: weight split by input
-features, bias replicated, outputs all-reduced), and the input and output
-layouts "replicate" or "sequence" (sequence parallelism: activations split
-along the sequence dimension, all-gathered before the colwise layer and
-reduce-scattered after the rowwise one). PyTorch's own ColwiseParallel and
-RowwiseParallel objects are accepted too.
+HuggingFace modules work the same, with the plans transformers ships:
 
-Needs torch and torch-mlir (scripts/setup-frontends.sh installs both).
+    layer = LlamaDecoderLayer(config, 0)
+    tp = braid.pytorch.parallelize(
+        layer, (x,), config.base_model_tp_plan, ranks=4,
+        kwargs={"position_embeddings": (cos, sin)}, input_layout="sequence")
+
+The module is exported with torch-mlir's FX importer to linalg-on-tensors,
+every parameter and buffer becoming a function argument (named after it, so
+that errors name `layers.0.mlp.up_proj.weight`); the plan becomes
+`braid.parallel` attributes on those arguments (the
+braid-apply-parallel-plan pass), which Braid turns into upstream `shard`
+annotations, partitions and overlaps.
+
+Plans map module or parameter paths to styles, as PyTorch's
+parallelize_module and HuggingFace's `tp_plan` do. Keys may hold `*` for
+one path component (`layers.*.mlp.up_proj`) and match relative to the
+module given: a key may name the path after a prefix such as `model.`, or
+extend above the module (the shipped plan's `layers.*.mlp.up_proj` applied
+to one decoder layer's `mlp.up_proj`). A key without `*` that matches
+nothing is an error (a typo); a template key that matches nothing is not
+(HuggingFace plans list dense and sparse layers alike). Styles (STYLES
+lists them all): "colwise" (weight and bias split by output features),
+"rowwise" (weight split by input features, bias replicated, outputs
+all-reduced), "colwise_gather_output" (colwise, output all-gathered),
+"rowwise_split_input" (rowwise on a replicated input), "replicate" and
+HuggingFace's replicated styles, and the layouts "replicate" or "sequence"
+(sequence parallelism: activations split along the sequence dimension,
+all-gathered before the colwise layer and reduce-scattered after the
+rowwise one). PyTorch's ColwiseParallel and RowwiseParallel objects are
+accepted too.
+
+Needs torch and torch-mlir (scripts/setup-frontends.sh installs both, and
+transformers).
 """
 import re
 
 import numpy as np
 
+from .compiler import CompileError, Diagnostic
 from .compiler import compile as braid_compile
 
-__all__ = ["export", "parallelize", "ParallelModule", "Exported"]
+__all__ = ["export", "parallelize", "ParallelModule", "Exported", "STYLES"]
 
-_STYLES = ("colwise", "rowwise", "replicate", "sequence")
+# Every style a plan may name, and what Braid does with the parameters of a
+# module (or the parameter) it names: "colwise", "rowwise", "colwise_gather"
+# (colwise, then the output all-gathered), "replicate", or None (the style
+# only describes a module's communication, which the parameters' own
+# entries and the partitioning imply). HuggingFace's names are those of
+# transformers 5.x (ALL_PARALLEL_STYLES).
+STYLES = {
+    "colwise": "colwise",
+    "rowwise": "rowwise",
+    "replicate": "replicate",
+    "colwise_gather_output": "colwise_gather",
+    "colwise_rep": "colwise_gather",
+    "rowwise_split_input": "rowwise",
+    "rowwise_rep": "rowwise",
+    "replicated_with_grad_allreduce": "replicate",
+    "sequence_parallel": "replicate",
+    # Vocabulary-parallel lookups: Braid keeps the table whole (the lookup
+    # is a gather inside a loop body, which partitioning cannot split).
+    "embedding_rowwise": "replicate",
+    "embedding_colwise": "replicate",
+    # Module-level communication: implied by the parameters' entries.
+    "all_reduce": None,
+    "moe_tp_experts": None,
+    "moe_identity_expert": None,
+    "ep_dispatch_experts": None,
+    "mla_kv_a_proj": None,
+    "local_params": None,
+}
+# Layouts of activations (inputs and outputs).
+LAYOUTS = ("replicate", "sequence")
 
 
 class Exported:
     """A torch module in linalg-on-tensors MLIR with its parameters as
-    arguments: `text`, `names` (argument names: the inputs "input0", ...,
-    then parameter names such as "up.weight"), `shapes`."""
+    arguments: `text`, `names` (argument names: the inputs "input0", ...
+    and keyword inputs by path, then parameter and buffer names such as
+    "up.weight"), `shapes`, `num_inputs`, and how to rebuild the module's
+    output from the function's results (`output_spec`, `output_leaves`)."""
 
-    def __init__(self, text, names, shapes, num_inputs):
+    def __init__(self, text, names, shapes, num_inputs, output_spec=None,
+                 output_leaves=None):
         self.text, self.names, self.shapes = text, names, shapes
         self.num_inputs = num_inputs
+        self.output_spec, self.output_leaves = output_spec, output_leaves
+
+    def outputs(self, tensors):
+        """The module's output structure with `tensors` (the function's
+        results, in order) in place of its tensor leaves."""
+        if self.output_spec is None:
+            return tensors[0] if len(tensors) == 1 else tuple(tensors)
+        from torch.utils import _pytree as pytree
+        leaves, it = [], iter(tensors)
+        for leaf in self.output_leaves:
+            leaves.append(next(it) if leaf is _TENSOR else leaf)
+        return pytree.tree_unflatten(leaves, self.output_spec)
 
 
-def export(module, example_args, func_name="main"):
-    """Exports `module` applied to `example_args` with torch-mlir's FX
-    importer, parameters and buffers as function arguments after the
-    inputs."""
+_TENSOR = object()
+
+
+def _decompositions():
+    """torch-mlir's decomposition table, with two fixes for what HF models
+    hit:
+
+    - sdpa on CPU: the table decomposes _scaled_dot_product_flash_attention
+      into a contiguous [b, h, s, d] result, while torch.export traced the
+      module against the op's strided one ([b, s, h, d] memory): a later
+      `.view` fails, or o_proj becomes a batch matmul over a broadcast
+      weight. The decomposition here gives the traced strides.
+    - cumsum (HF's packed-sequence detection from position ids) becomes a
+      masked sum instead of torch-mlir's tm_tensor.scan, which nothing
+      below torch-mlir reads.
+    """
     import torch
+    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+    table = dict(get_decomposition_table())
+    sdpa = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    if sdpa in table:
+        inner = table[sdpa]
+
+        def strided_sdpa(*args, **kwargs):
+            out, lse = inner(*args, **kwargs)
+            return out.transpose(1, 2).contiguous().transpose(1, 2), lse
+        table[sdpa] = strided_sdpa
+
+    def cumsum(x, dim, dtype=None):
+        dim = dim % max(x.dim(), 1)
+        n = x.shape[dim]
+        index = torch.arange(n, device=x.device)
+        lower = (index.view(-1, 1) >= index.view(1, -1)).to(
+            dtype or x.dtype)
+        moved = x.movedim(dim, -1).to(dtype or x.dtype)
+        out = (moved.unsqueeze(-2) * lower).sum(-1)
+        return out.movedim(-1, dim)
+    table[torch.ops.aten.cumsum.default] = cumsum
+    return table
+
+
+def _flatten_inputs(example_args, example_kwargs):
+    """Tensor leaves of (args, kwargs), their names, and how to put the
+    pieces back."""
+    import torch
+    from torch.utils import _pytree as pytree
+    leaves, spec = pytree.tree_flatten((tuple(example_args),
+                                        dict(example_kwargs or {})))
+    paths, _ = pytree.tree_flatten_with_path((tuple(example_args),
+                                              dict(example_kwargs or {})))
+    names, positions = [], []
+    for index, (path, leaf) in enumerate(paths):
+        if not isinstance(leaf, torch.Tensor):
+            continue
+        keys = [getattr(k, "idx", getattr(k, "key", None)) for k in path]
+        if keys and keys[0] == 0:      # positional: input<i>[.<j>...]
+            name = "input" + ".".join(str(k) for k in keys[1:])
+        else:
+            name = ".".join(str(k) for k in keys[1:])
+        names.append(name)
+        positions.append(index)
+    return leaves, spec, names, positions
+
+
+def export(module, example_args, example_kwargs=None, func_name="main"):
+    """Exports `module` applied to `example_args` (and `example_kwargs`:
+    tensors, tuples of them, None, ...) with torch-mlir's FX importer;
+    tensor inputs first, then parameters and buffers, as function
+    arguments. Raises CompileError with torch-mlir's message when the
+    export fails."""
+    import torch
+    from torch.utils import _pytree as pytree
     from torch_mlir import fx
 
+    leaves, spec, input_names, positions = _flatten_inputs(example_args,
+                                                           example_kwargs)
     names = [n for n, _ in module.named_parameters()]
     names += [n for n, _ in module.named_buffers()]
     tensors = [t.detach() for _, t in module.named_parameters()]
     tensors += [t.detach() for _, t in module.named_buffers()]
+    num_inputs = len(positions)
+    output = {}
 
     class WeightsAsArguments(torch.nn.Module):
         # The model is not registered as a submodule, so that torch.export
@@ -63,36 +199,76 @@ def export(module, example_args, func_name="main"):
             super().__init__()
             object.__setattr__(self, "model", module)
 
-        def forward(self, *args):
-            inputs, weights = args[:len(example_args)], args[len(example_args):]
-            return torch.func.functional_call(
-                self.model, dict(zip(names, weights)), tuple(inputs))
+        def forward(self, *flat):
+            inputs, weights = flat[:num_inputs], flat[num_inputs:]
+            filled = list(leaves)
+            for position, tensor in zip(positions, inputs):
+                filled[position] = tensor
+            args, kwargs = pytree.tree_unflatten(filled, spec)
+            result = torch.func.functional_call(
+                self.model, dict(zip(names, weights)), args, kwargs)
+            out_leaves, out_spec = pytree.tree_flatten(result)
+            output["spec"] = out_spec
+            output["leaves"] = [_TENSOR if isinstance(x, torch.Tensor) else x
+                                for x in out_leaves]
+            return tuple(x for x in out_leaves if isinstance(x, torch.Tensor))
 
-    args = tuple(example_args) + tuple(tensors)
-    imported = fx.export_and_import(WeightsAsArguments().eval(), *args,
-                                    output_type="linalg-on-tensors",
-                                    func_name=func_name)
-    text = str(imported)
+    args = tuple(leaves[p] for p in positions) + tuple(tensors)
+    try:
+        imported = fx.export_and_import(WeightsAsArguments().eval(), *args,
+                                        output_type="linalg-on-tensors",
+                                        func_name=func_name,
+                                        decomposition_table=_decompositions())
+    except Exception as error:  # torch.export and torch-mlir raise anything
+        message = str(error).strip().split("\n")[0] or type(error).__name__
+        raise CompileError(
+            f"torch-mlir could not export {type(module).__name__}",
+            [Diagnostic(f"error: torch-mlir: {type(error).__name__}: "
+                        f"{message}")]) from error
+    # Debug info carries the locations of the model's own source lines.
+    text = imported.operation.get_asm(enable_debug_info=True)
     if "dense_resource" in text or "ml_program" in text:
         raise RuntimeError("torch-mlir embedded tensors in the module instead "
                            "of passing them as arguments")
-    arg_names = [f"input{i}" for i in range(len(example_args))] + names
     shapes = [tuple(a.shape) for a in args]
-    return Exported(text, arg_names, shapes, len(example_args))
+    return Exported(text, input_names + names, shapes, num_inputs,
+                    output.get("spec"), output.get("leaves"))
+
+
+def _match(key, parts):
+    """Whether the plan key (split on ".") names exactly the path `parts`,
+    `*` standing for one component."""
+    return len(key) == len(parts) and all(
+        k == "*" or k == p for k, p in zip(key, parts))
+
+
+def _aligned(key, path):
+    """Whether `key` names `path` relative to the module given: the same
+    path, the path after a prefix (`model.`), or a path the key extends
+    above the module (the key's leading components dropped)."""
+    for start in range(len(path)):
+        if _match(key, path[start:]):
+            return True
+    for start in range(1, len(key)):
+        if _match(key[start:], path):
+            return True
+    return False
 
 
 def _style_name(style):
-    """A plan entry as one of _STYLES, plus layouts from PyTorch objects."""
+    """A plan entry as (STYLES value, input layout, output layout)."""
     if isinstance(style, str):
-        if style not in _STYLES:
-            raise ValueError(f"unknown parallel style {style!r}; expected "
-                             + ", ".join(_STYLES))
-        return style, None, None
+        if style not in STYLES:
+            raise ValueError(
+                f"unknown parallel style {style!r}; known styles: "
+                + ", ".join(sorted(STYLES)))
+        return STYLES[style], None, None
     kind = type(style).__name__
     mapping = {"ColwiseParallel": "colwise", "RowwiseParallel": "rowwise"}
     if kind not in mapping:
         raise ValueError(f"unsupported parallel style {kind}; Braid plans use "
-                         "ColwiseParallel, RowwiseParallel or their names")
+                         "ColwiseParallel, RowwiseParallel or the style names "
+                         + ", ".join(sorted(STYLES)))
 
     def layout(attr):
         value = getattr(style, attr, None)
@@ -102,47 +278,102 @@ def _style_name(style):
     return mapping[kind], layout("input_layouts"), layout("output_layouts")
 
 
+def _plan_entry(plan, name):
+    """The plan's entry for parameter `name`: a key naming the parameter
+    itself first, then its module; without wildcards before with."""
+    parts = name.split(".")
+    best = None
+    for key, style in plan.items():
+        split = key.split(".")
+        rank = 0 if "*" not in split else 1
+        if _aligned(split, parts):
+            level = (0, rank)                       # the parameter itself
+        elif len(parts) > 1 and _aligned(split, parts[:-1]):
+            level = (1, rank)                       # its module
+        else:
+            continue
+        if best is None or level < best[0]:
+            best = (level, key, style)
+    return (best[1], best[2], best[0][0] == 0) if best else (None, None, None)
+
+
 def _argument_styles(exported, plan, input_layout, output_layout):
-    styles = {}
-    for name in exported.names[exported.num_inputs:]:
-        owner, _, leaf = name.rpartition(".")
-        entry = plan.get(owner, plan.get(name))
-        if entry is None:
+    plan = dict(plan or {})
+    styles, used = {}, set()
+    inp = out = None
+    for name, shape in zip(exported.names[exported.num_inputs:],
+                           exported.shapes[exported.num_inputs:]):
+        key, entry, direct = _plan_entry(plan, name)
+        if key is None:
             styles[name] = "replicate"
             continue
-        style, inp, out = _style_name(entry)
-        input_layout = inp or input_layout
-        output_layout = out or output_layout
-        if style == "rowwise" and leaf == "bias":
-            style = "replicate"      # added after the reduction
+        used.add(key)
+        style, entry_in, entry_out = _style_name(entry)
+        inp, out = entry_in or inp, entry_out or out
+        leaf = name.rpartition(".")[2]
+        if style is None:
+            style = "replicate"
+        elif not direct and leaf == "bias" and style in ("rowwise",
+                                                         "colwise_gather"):
+            style = "replicate"        # added after the reduction / gather
+        elif not direct and leaf == "bias" and style == "colwise":
+            style = "colwise"
         styles[name] = style
-    unused = [k for k in plan if not any(
-        n == k or n.startswith(k + ".") for n in exported.names)]
+    unused = [k for k in plan if k not in used and "*" not in k]
     if unused:
         raise ValueError(f"plan names {unused}, which the module has no "
                          "parameters for")
-    for i in range(exported.num_inputs):
-        styles[f"input{i}"] = input_layout
-    return styles, output_layout
+    return styles, inp or input_layout, out or output_layout
+
+
+def _input_layouts(exported, input_layout):
+    """The layout of each tensor input: `input_layout` a string (every input
+    shaped like the first one, the activations; the others, such as rotary
+    tables and masks, replicated), a sequence (one per tensor input, in
+    order) or a dict (by input name)."""
+    names = exported.names[:exported.num_inputs]
+    shapes = exported.shapes[:exported.num_inputs]
+    if isinstance(input_layout, str):
+        layouts = [input_layout if shape == shapes[0] else "replicate"
+                   for shape in shapes]
+    elif isinstance(input_layout, dict):
+        unknown = set(input_layout) - set(names)
+        if unknown:
+            raise ValueError(f"input_layout names {sorted(unknown)}; the "
+                             f"inputs are {names}")
+        layouts = [input_layout.get(n, "replicate") for n in names]
+    else:
+        layouts = list(input_layout)
+        if len(layouts) != len(names):
+            raise ValueError(f"input_layout has {len(layouts)} entries; the "
+                             f"module takes {len(names)} tensor inputs "
+                             f"({names})")
+    for name, layout in zip(names, layouts):
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout of {name}: layouts are 'replicate' or "
+                             f"'sequence', not {layout!r}")
+    return dict(zip(names, layouts))
 
 
 _SIGNATURE = re.compile(r"func\.func @(?P<name>[\w$.]+)\((?P<args>.*?)\) -> "
-                        r"(?P<results>.*?) \{\s*$", re.M)
+                        r"(?P<results>.*?) \{\s*(?P<loc>loc\(.*?\))?\s*$", re.M)
+_ARGUMENT = re.compile(r"(%[\w$.]+): (tensor<[^>]*>)( loc\([^()]*(?:\([^()]*\)[^()]*)*\))?")
 
 
 def annotate(exported, styles, output_layout, ranks, grid="braid_tp"):
-    """The exported text with the plan as `braid.parallel` attributes and a
-    1-D grid of `ranks`."""
+    """The exported text with the plan as `braid.parallel` attributes, each
+    argument named after its input or parameter (its location), and a 1-D
+    grid of `ranks`."""
     match = _SIGNATURE.search(exported.text)
     if not match:
         raise RuntimeError("cannot find the function in torch-mlir's output")
-    args = re.findall(r"(%[\w$.]+): (tensor<[^>]*>)", match["args"])
+    args = _ARGUMENT.findall(match["args"])
     if len(args) != len(exported.names):
         raise RuntimeError(f"the exported function has {len(args)} arguments; "
                            f"expected {len(exported.names)}")
     new_args = ", ".join(
-        f'{a}: {t} {{braid.parallel = "{styles[n]}"}}'
-        for (a, t), n in zip(args, exported.names))
+        f'{a}: {t} {{braid.parallel = "{styles[n]}"}} loc("{n}")'
+        for (a, t, _), n in zip(args, exported.names))
     results = re.findall(r"tensor<[^>]*>", match["results"])
     new_results = ", ".join(f'{t} {{braid.parallel = "{output_layout}"}}'
                             for t in results)
@@ -158,12 +389,15 @@ def annotate(exported, styles, output_layout, ranks, grid="braid_tp"):
 
 class ParallelModule:
     """A torch module compiled by Braid for `ranks` CPU ranks. Calling it
-    runs it on the module's current parameters; `artifact` is the
-    braid.Artifact (report, ir(), ...), `text` the annotated MLIR."""
+    with the example's structure of arguments runs it on the module's
+    current parameters; `artifact` is the braid.Artifact (report, ir(), ...),
+    `text` the annotated MLIR."""
 
-    def __init__(self, module, exported, text, artifact, output_layout):
+    def __init__(self, module, exported, text, artifact, output_layout,
+                 kwargs=None):
         self.module, self.exported, self.text = module, exported, text
         self.artifact, self.output_layout = artifact, output_layout
+        self._kwargs = kwargs
 
     def shard(self, values):
         """Splits global arrays (inputs, then parameters) into per-rank
@@ -188,37 +422,62 @@ class ParallelModule:
 
     def __call__(self, *inputs, **run_options):
         import torch
-        params = [t.detach().cpu().numpy()
+        kwargs = {k: run_options.pop(k) for k in list(run_options)
+                  if self._kwargs is not None and k in self._kwargs}
+        leaves, _, _, positions = _flatten_inputs(
+            inputs, kwargs if self._kwargs is not None else None)
+        params = [t.detach().float().cpu().numpy()
+                  if t.dtype == torch.bfloat16 else t.detach().cpu().numpy()
                   for _, t in self.module.named_parameters()]
-        params += [t.detach().cpu().numpy()
+        params += [t.detach().float().cpu().numpy()
+                   if t.dtype == torch.bfloat16 else t.detach().cpu().numpy()
                    for _, t in self.module.named_buffers()]
-        values = [torch.as_tensor(i).detach().cpu().numpy() for i in inputs]
+        values = []
+        for position in positions:
+            tensor = torch.as_tensor(leaves[position]).detach().cpu()
+            if tensor.dtype == torch.bfloat16:
+                tensor = tensor.float()
+            values.append(tensor.numpy())
         outputs = self.artifact.run(self.shard(values + params), **run_options)
         results = []
-        for index in range(len(self.artifact.results)):
+        for index, spec in enumerate(self.artifact.results):
             pieces = [rank_outputs[index] for rank_outputs in outputs]
-            if self.output_layout == "sequence":
+            if self.output_layout == "sequence" and len(spec.shape) >= 2:
                 results.append(np.concatenate(pieces, axis=-2))
             else:
                 results.append(pieces[0])
-        results = [torch.from_numpy(np.ascontiguousarray(r)) for r in results]
-        return results[0] if len(results) == 1 else tuple(results)
+        tensors = []
+        for array, spec in zip(results, self.artifact.results):
+            tensor = torch.from_numpy(np.ascontiguousarray(array))
+            if spec.dtype == "bf16":
+                tensor = tensor.to(torch.bfloat16)
+            tensors.append(tensor)
+        return self.exported.outputs(tensors)
 
 
 def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
-                output_layout=None, **compile_options):
+                output_layout=None, kwargs=None, **compile_options):
     """Compiles `module` (a torch.nn.Module) for `ranks` CPU ranks under the
-    tensor-parallel `plan`: {submodule name: "colwise" | "rowwise" |
-    ColwiseParallel() | RowwiseParallel()}. Parameters the plan does not
-    name are replicated. `input_layout` and `output_layout` ("replicate" or
-    "sequence"; the output defaults to the input's) are the activations'
-    layouts. Other keyword arguments go to braid.compile (overlap, ...)."""
-    exported = export(module, tuple(example_args))
-    styles, output_layout = _argument_styles(exported, plan, input_layout,
-                                             output_layout or input_layout)
-    for layout in (styles.get("input0"), output_layout):
-        if layout not in ("replicate", "sequence"):
-            raise ValueError(f"layouts are 'replicate' or 'sequence', not {layout!r}")
-    text = annotate(exported, styles, output_layout, ranks)
+    tensor-parallel `plan` ({module or parameter path: style}, see the
+    module's documentation; parameters it does not name are replicated).
+    `kwargs` are the module's keyword arguments (tensors, tuples of them,
+    None, flags), as its parent passes them (`position_embeddings=(cos,
+    sin)`). `input_layout` ("replicate" or "sequence"; or one per tensor
+    input, as a list or a dict by name) and `output_layout` (default: the
+    first input's) are the activations' layouts; "sequence" splits the
+    second-to-last dimension ([batch, seq, hidden]: seq). Other keyword
+    arguments go to braid.compile (overlap, ...)."""
+    exported = export(module, tuple(example_args), kwargs)
+    layouts = _input_layouts(exported, input_layout)
+    first = next(iter(layouts.values()), "replicate")
+    styles, inp, out = _argument_styles(exported, plan, first,
+                                        output_layout or first)
+    if inp != first and isinstance(input_layout, str):
+        layouts = _input_layouts(exported, inp)
+    if out not in LAYOUTS:
+        raise ValueError(f"layouts are 'replicate' or 'sequence', not {out!r}")
+    styles.update(layouts)
+    text = annotate(exported, styles, out, ranks)
     artifact = braid_compile(text, **compile_options)
-    return ParallelModule(module, exported, text, artifact, output_layout)
+    return ParallelModule(module, exported, text, artifact, out,
+                          kwargs=dict(kwargs) if kwargs is not None else None)

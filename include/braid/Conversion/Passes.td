@@ -65,6 +65,45 @@ def ImportShard : Pass<"braid-import-shard", "mlir::ModuleOp"> {
   ];
 }
 
+def PrepareImport : Pass<"braid-prepare-import", "mlir::ModuleOp"> {
+  let summary = "Rewrites what frontends emit into forms upstream sharding "
+                "takes";
+  let description = [{
+    Runs before `braid-apply-parallel-plan` and `braid-import-shard` on the
+    linalg that torch-mlir and other frontends emit for real models:
+
+    - a `linalg.generic` that reads or writes a unit dimension at a constant
+      index (keepdim reductions such as RMSNorm's `mean(-1, keepdim=True)`,
+      `(d0, d1, d2) -> (d0, d1, 0)`, and their broadcast reads) becomes one
+      on tensors without that dimension, between a `collapse_shape` and an
+      `expand_shape`: upstream's linalg sharding model takes only projected
+      permutations;
+    - `collapse_shape` (leading dimensions into one) -> `linalg.batch_matmul`
+      -> `expand_shape` becomes one contraction with the batch dimensions
+      apart (attention's batch x heads, which splits by heads), marked
+      `braid.batch_matmul`; `braid-import-shard` makes it a batch matmul
+      again on the local shapes;
+    - `math.fpowi` with a constant exponent becomes multiplications.
+
+    ```mlir
+    %s = linalg.generic {indexing_maps = [(d0, d1, d2) -> (d0, d1, d2),
+                                          (d0, d1, d2) -> (d0, d1, 0)], ...}
+        ins(%x : tensor<2x8x64xf32>) outs(%z : tensor<2x8x1xf32>)
+    // becomes
+    %c = tensor.collapse_shape %z [[0], [1, 2]] : ... into tensor<2x8xf32>
+    %r = linalg.generic {indexing_maps = [(d0, d1, d2) -> (d0, d1, d2),
+                                          (d0, d1, d2) -> (d0, d1)], ...}
+        ins(%x : tensor<2x8x64xf32>) outs(%c : tensor<2x8xf32>)
+    %s = tensor.expand_shape %r [[0], [1, 2]] ... into tensor<2x8x1xf32>
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
 def ApplyParallelPlan : Pass<"braid-apply-parallel-plan", "mlir::ModuleOp"> {
   let summary = "Turns a per-weight tensor-parallel plan into shard annotations";
   let description = [{

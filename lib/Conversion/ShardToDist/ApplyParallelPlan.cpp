@@ -85,13 +85,14 @@ private:
   }
 
   /// Annotates `value` with `layout` after its definition and redirects its
-  /// uses (but not `except`) to the annotation.
-  void annotateResult(Value value, Layout layout) {
+  /// uses to the annotation, which it returns.
+  Value annotateResult(Value value, Layout layout) {
     OpBuilder b(func.getContext());
     b.setInsertionPointAfterValue(value);
     Value s = sharding(value.getLoc(), layout, b);
     auto annotated = shard::ShardOp::create(b, value.getLoc(), value, s);
     value.replaceAllUsesExcept(annotated.getResult(), annotated);
+    return annotated.getResult();
   }
 
   /// Annotates operand `index` of `op` for that use only.
@@ -120,6 +121,17 @@ private:
   FlatSymbolRefAttr grid;
   int16_t axis;
 };
+
+/// How diagnostics name an argument: its location's name (the parameter
+/// `layers.0.mlp.up_proj.weight`, as the PyTorch front door names them),
+/// else its position.
+std::string nameOf(BlockArgument arg) {
+  if (auto name = dyn_cast<NameLoc>(arg.getLoc()))
+    return ("'" + name.getName().getValue() + "' (argument #" +
+            Twine(arg.getArgNumber()) + ")")
+        .str();
+  return ("argument #" + Twine(arg.getArgNumber())).str();
+}
 
 LogicalResult PlanBuilder::collectUses(BlockArgument arg,
                                        SmallVectorImpl<Use> &uses) {
@@ -162,8 +174,7 @@ LogicalResult PlanBuilder::planWeight(BlockArgument arg, StringRef style) {
       annotateArgument(arg, Layout{0});
       return success();
     }
-    return emitError(loc) << "argument #" << arg.getArgNumber() << " is "
-                          << style
+    return emitError(loc) << nameOf(arg) << " is " << style
                           << " but reaches no contraction (linalg.matmul and "
                              "the like, through linalg.transpose)"
                           << (type.getRank() == 1
@@ -191,10 +202,10 @@ LogicalResult PlanBuilder::planWeight(BlockArgument arg, StringRef style) {
       bool isK = llvm::is_contained(dims->k, pos);
       bool isMN =
           llvm::is_contained(dims->m, pos) || llvm::is_contained(dims->n, pos);
-      if ((style == "rowwise" && isK) || (style == "colwise" && isMN)) {
+      if ((style == "rowwise" && isK) || (style != "rowwise" && isMN)) {
         if (loopDim)
           return emitError(use.op->getLoc())
-                 << "argument #" << arg.getArgNumber() << " is " << style
+                 << nameOf(arg) << " is " << style
                  << " but has several candidate "
                  << "dimensions in this contraction";
         loopDim = pos;
@@ -203,13 +214,13 @@ LogicalResult PlanBuilder::planWeight(BlockArgument arg, StringRef style) {
     }
     if (!loopDim)
       return emitError(use.op->getLoc())
-             << "argument #" << arg.getArgNumber() << " is " << style
+             << nameOf(arg) << " is " << style
              << " but this contraction gives it no "
              << (style == "rowwise" ? "reduction" : "output-feature")
              << " dimension";
     int64_t dim = use.permutation[*operandDim];
     if (argDim && *argDim != dim)
-      return emitError(loc) << "argument #" << arg.getArgNumber()
+      return emitError(loc) << nameOf(arg)
                             << " feeds contractions that split it along "
                                "different dimensions";
     argDim = dim;
@@ -227,9 +238,14 @@ LogicalResult PlanBuilder::planWeight(BlockArgument arg, StringRef style) {
             return j;
       return std::nullopt;
     };
-    if (style == "colwise") {
+    if (style != "rowwise") {
       annotateOperand(use.op, other, Layout{});
-      annotateResult(use.op->getResult(0), Layout{positionIn(resultMap)});
+      Value split =
+          annotateResult(use.op->getResult(0), Layout{positionIn(resultMap)});
+      // colwise_gather (HuggingFace's colwise_gather_output): the split
+      // output is all-gathered for what follows.
+      if (style == "colwise_gather")
+        annotateResult(split, Layout{});
     } else {
       // The partial sums are reduced to a replicated result. Under
       // sequence parallelism the next sequence-split value slices it, which
@@ -257,12 +273,14 @@ LogicalResult PlanBuilder::run() {
     std::optional<StringRef> style = styleOf(attr);
     bool known =
         style && (*style == "replicate" || *style == "sequence" ||
-                  (!isResult && (*style == "colwise" || *style == "rowwise")));
+                  (!isResult && (*style == "colwise" || *style == "rowwise" ||
+                                 *style == "colwise_gather")));
     if (!known)
       return emitError(loc)
              << kPlanAttr << " must be a string: "
              << (isResult ? "replicate or sequence"
-                          : "colwise, rowwise, replicate or sequence")
+                          : "colwise, colwise_gather, rowwise, replicate or "
+                            "sequence")
              << ", got " << attr;
     return *style;
   };
@@ -277,15 +295,15 @@ LogicalResult PlanBuilder::run() {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!type)
       return emitError(arg.getLoc())
-             << "argument #" << arg.getArgNumber() << " has a plan but type "
-             << arg.getType() << "; plans apply to ranked tensors";
+             << nameOf(arg) << " has a plan but type " << arg.getType()
+             << "; plans apply to ranked tensors";
     if (*style == "replicate") {
       annotateArgument(arg, Layout{});
     } else if (*style == "sequence") {
       if (type.getRank() < 2)
         return emitError(arg.getLoc())
-               << "argument #" << arg.getArgNumber()
-               << " is sequence-split but has rank " << type.getRank()
+               << nameOf(arg) << " is sequence-split but has rank "
+               << type.getRank()
                << "; the sequence dimension is the second to last";
       annotateArgument(arg, Layout{type.getRank() - 2});
     } else if (failed(planWeight(arg, *style))) {

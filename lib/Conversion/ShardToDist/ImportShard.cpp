@@ -4,12 +4,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ImportPatterns.h"
 #include "braid/Conversion/Passes.h"
 #include "braid/Dialect/Dist/IR/DistOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -78,13 +80,20 @@ static FunctionPlacements collectPlacements(func::FuncOp func) {
     return shardingOp ? lookupGrid(func, shardingOp.getGridAttr())
                       : shard::GridOp();
   };
-  for (BlockArgument arg : func.getArguments())
+  // An argument's layout is its shard.shard's; braid-apply-parallel-plan
+  // writes it for the argument's users (annotate_for_users), which
+  // partitioning takes as the argument's own when it is the only one.
+  for (BlockArgument arg : func.getArguments()) {
+    SmallVector<shard::ShardOp> annotations;
     for (Operation *user : arg.getUsers())
       if (auto shardOp = dyn_cast<shard::ShardOp>(user))
-        if (!shardOp.getAnnotateForUsers())
-          if (PlacementAttr placement =
-                  placementFromSharding(shardOp.getSharding(), gridOf(shardOp)))
-            placements.args[arg.getArgNumber()] = placement;
+        annotations.push_back(shardOp);
+    for (shard::ShardOp shardOp : annotations)
+      if (!shardOp.getAnnotateForUsers() || annotations.size() == 1)
+        if (PlacementAttr placement =
+                placementFromSharding(shardOp.getSharding(), gridOf(shardOp)))
+          placements.args[arg.getArgNumber()] = placement;
+  }
   func.walk([&](func::ReturnOp ret) {
     for (OpOperand &operand : ret->getOpOperands())
       if (auto shardOp = operand.get().getDefiningOp<shard::ShardOp>())
@@ -396,6 +405,9 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
       if (failed(partitionGlobalView(module)))
         return signalPassFailure();
     }
+    // braid-prepare-import kept batch dimensions apart for partitioning.
+    if (failed(braid::foldBatchMatmuls(module)))
+      return signalPassFailure();
 
     SmallVector<Operation *> candidates;
     module.walk([&](Operation *op) {
@@ -413,6 +425,29 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
     }
     if (failedAny)
       return signalPassFailure();
+
+    // Partitioning reshards the zero fills frontends share between ops: a
+    // collective that only moves a fill's constant is that fill of its
+    // result's shape. (Collectives of tensor.empty fold as a
+    // canonicalization; reductions of a fill do not: they combine it.)
+    module.walk([&](Operation *op) {
+      if (!isa<AllGatherOp, AllToAllOp, ShiftOp, BroadcastOp>(op))
+        return;
+      auto collective = cast<CollectiveOpInterface>(op);
+      auto fill = collective.getInput().getDefiningOp<linalg::FillOp>();
+      RankedTensorType type = collective.getCollectiveResult().getType();
+      if (!fill || !fill.hasPureTensorSemantics() || !type.hasStaticShape() ||
+          !fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>())
+        return;
+      OpBuilder b(op);
+      Value empty = tensor::EmptyOp::create(b, op->getLoc(), type.getShape(),
+                                            type.getElementType());
+      Value filled =
+          linalg::FillOp::create(b, op->getLoc(), fill.getInputs()[0], empty)
+              .getResult(0);
+      op->getResult(0).replaceAllUsesWith(filled);
+      op->erase();
+    });
 
     // Sharding values that annotated nothing are dead now, and partitioning
     // leaves casts between identical types behind.

@@ -2,7 +2,7 @@
 // RUN: braid-opt %s --split-input-file --verify-diagnostics --braid-apply-parallel-plan
 
 shard.grid @g(shape = 2)
-// expected-error @+1 {{braid.parallel must be a string: colwise, rowwise, replicate or sequence, got "diagonal"}}
+// expected-error @+1 {{braid.parallel must be a string: colwise, colwise_gather, rowwise, replicate or sequence, got "diagonal"}}
 func.func @unknown(%x: tensor<4x4xf32> {braid.parallel = "diagonal"}) -> tensor<4x4xf32> {
   return %x : tensor<4x4xf32>
 }

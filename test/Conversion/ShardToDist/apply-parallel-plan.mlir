@@ -22,7 +22,11 @@ shard.grid @tp(shape = 4)
 // CHECK: shard.shard %[[Y]] to %[[REP]] : tensor<16x64xf32>
 
 // DIST-LABEL: func.func @mlp(
-// DIST-SAME: tensor<16x64xf32>, %{{.*}}: tensor<64x64xf32>, %{{.*}}: tensor<64xf32>, %{{.*}}: tensor<64x64xf32>)
+// The plan's layouts become the partitioned arguments' placements.
+// DIST-SAME: tensor<16x64xf32> {dist.placement = #dist.placement<@tp, [replicate]>},
+// DIST-SAME: %{{.*}}: tensor<64x64xf32> {dist.placement = #dist.placement<@tp, [shard<0>]>},
+// DIST-SAME: %{{.*}}: tensor<64xf32> {dist.placement = #dist.placement<@tp, [shard<0>]>},
+// DIST-SAME: %{{.*}}: tensor<64x64xf32> {dist.placement = #dist.placement<@tp, [shard<1>]>})
 // DIST-NOT: dist.all_gather
 // DIST: dist.all_reduce
 // DIST-NOT: dist.all_gather
@@ -66,7 +70,9 @@ shard.grid @g2(shape = 2x4)
 // CHECK-NOT: braid.grid
 // CHECK: shard.sharding @g2 split_axes = {{\[}}[1]] : !shard.sharding
 // DIST-LABEL: func.func @sp(
-// DIST-SAME: %{{.*}}: tensor<4x64xf32>, %{{.*}}: tensor<64x32xf32>, %{{.*}}: tensor<32x64xf32>)
+// DIST-SAME: %{{.*}}: tensor<4x64xf32> {dist.placement = #dist.placement<@g2, [replicate, shard<0>]>},
+// DIST-SAME: %{{.*}}: tensor<64x32xf32> {dist.placement = #dist.placement<@g2, [replicate, shard<1>]>},
+// DIST-SAME: %{{.*}}: tensor<32x64xf32> {dist.placement = #dist.placement<@g2, [replicate, shard<0>]>})
 // DIST-SAME: -> (tensor<4x64xf32> {dist.placement = #dist.placement<@g2, [replicate, shard<0>]>})
 // DIST: dist.all_gather %{{.*}} on @g2 axes = [1] dim = 0 : tensor<4x64xf32> -> tensor<16x64xf32>
 // DIST: linalg.matmul

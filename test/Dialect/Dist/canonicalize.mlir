@@ -83,3 +83,22 @@ func.func @trivial_start(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<8xf32>
   %r = dist.wait %t, %f : tensor<8xf32>
   return %r, %m : tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+shard.grid @g(shape = 4)
+
+// A collective of a tensor.empty moves undefined values (partitioning
+// reshards placeholder inits): a tensor.empty of the result's shape.
+// CHECK-LABEL: func.func @placeholder
+// CHECK-NOT: dist.
+// CHECK: %[[E:.*]] = tensor.empty() : tensor<16x4xf32>
+// CHECK: %[[R:.*]] = tensor.empty() : tensor<8x4xf32>
+// CHECK: return %[[E]], %[[R]]
+func.func @placeholder() -> (tensor<16x4xf32>, tensor<8x4xf32>) {
+  %e = tensor.empty() : tensor<4x4xf32>
+  %0 = dist.all_gather %e on @g axes = [0] dim = 0 : tensor<4x4xf32> -> tensor<16x4xf32>
+  %f = tensor.empty() : tensor<8x4xf32>
+  %1 = dist.all_reduce %f on @g axes = [0] reduce = sum : tensor<8x4xf32> -> tensor<8x4xf32>
+  return %0, %1 : tensor<16x4xf32>, tensor<8x4xf32>
+}

@@ -14,16 +14,18 @@ func.func @dynamic(%x: tensor<?x16xf32>, %w: tensor<16x8xf32>) -> tensor<?x16xf3
 
 shard.grid @tp(shape = 4)
 
-// The gathered value feeds an elementwise op, not a contraction.
-func.func @elementwise_consumer(%x: tensor<4x16xf32>) -> tensor<16x16xf32> {
+// The gathered value feeds an elementwise op, not a contraction (one that
+// also reads a value not known to be replicated, so that it stays after
+// the gather).
+func.func @elementwise_consumer(%x: tensor<4x16xf32>, %y: tensor<16xf32>) -> tensor<16x16xf32> {
   // expected-remark @+1 {{all_gather kept whole: its consumer 'linalg.generic' is not a contraction}}
   %g = dist.all_gather %x on @tp axes = [0] dim = 0 : tensor<4x16xf32> -> tensor<16x16xf32>
   %e = tensor.empty() : tensor<16x16xf32>
-  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>],
                        iterator_types = ["parallel", "parallel"]}
-      ins(%g : tensor<16x16xf32>) outs(%e : tensor<16x16xf32>) {
-  ^bb0(%v: f32, %o: f32):
-    %s = math.exp %v : f32
+      ins(%g, %y : tensor<16x16xf32>, tensor<16xf32>) outs(%e : tensor<16x16xf32>) {
+  ^bb0(%v: f32, %w: f32, %o: f32):
+    %s = arith.mulf %v, %w : f32
     linalg.yield %s : f32
   } -> tensor<16x16xf32>
   return %r : tensor<16x16xf32>

@@ -6,6 +6,7 @@
 
 #include "braid/Dialect/Dist/IR/DistOps.h"
 
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/PatternMatch.h"
@@ -459,6 +460,25 @@ struct FoldTrivialCollective : public OpRewritePattern<OpTy> {
   }
 };
 
+/// A collective of a `tensor.empty` (partitioning reshards the placeholder
+/// inits frontends share between ops) moves undefined values: its result is
+/// a placeholder too.
+template <typename OpTy>
+struct FoldPlaceholderCollective : public OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpTy op,
+                                PatternRewriter &rewriter) const override {
+    auto collective = cast<CollectiveOpInterface>(op.getOperation());
+    RankedTensorType type = collective.getCollectiveResult().getType();
+    if (!collective.getInput().template getDefiningOp<tensor::EmptyOp>() ||
+        !type.hasStaticShape())
+      return rewriter.notifyMatchFailure(op, "moves defined values");
+    rewriter.replaceOpWithNewOp<tensor::EmptyOp>(op, type.getShape(),
+                                                 type.getElementType());
+    return success();
+  }
+};
+
 /// The single `dist.wait` of a start op, or null.
 static WaitOp getSoleWait(Value token) {
   if (!token.hasOneUse())
@@ -507,7 +527,8 @@ struct StartThenWaitToSync : public OpRewritePattern<StartOpTy> {
 #define DIST_CANONICALIZERS(SYNC, START)                                       \
   void SYNC::getCanonicalizationPatterns(RewritePatternSet &results,           \
                                          MLIRContext *context) {               \
-    results.add<FoldTrivialCollective<SYNC>>(context);                         \
+    results.add<FoldTrivialCollective<SYNC>, FoldPlaceholderCollective<SYNC>>( \
+        context);                                                              \
   }                                                                            \
   void START::getCanonicalizationPatterns(RewritePatternSet &results,          \
                                           MLIRContext *context) {              \

@@ -32,6 +32,16 @@ using schedule::RingOptions;
 //===- AllGather -> contraction
 //--------------------------------------------===//
 
+/// Moves the row-local work downstream of `gather` (elementwise ops,
+/// reductions along other dimensions, reshapes; their other operands
+/// replicated and constant along the gathered dimension) before it, when
+/// exactly one of its values is used afterwards: the gather then carries
+/// that value. Returns the new gather and in `moved` how many ops moved,
+/// or failure when nothing moves.
+mlir::FailureOr<AllGatherOp> sinkAllGather(AllGatherOp gather,
+                                           ReplicationAnalysis &replication,
+                                           int64_t &moved);
+
 struct AllGatherMatmul {
   AllGatherOp gather;
   mlir::linalg::LinalgOp consumer;

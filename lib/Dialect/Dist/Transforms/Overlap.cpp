@@ -449,6 +449,24 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       collectives.push_back(op);
   });
   for (CollectiveOpInterface op : collectives) {
+    // Row-local work after an all-gather (a norm, its weight, a reshape)
+    // runs before it, on 1/n of the data, so that the gather feeds the
+    // matmul.
+    if (auto gather = dyn_cast<AllGatherOp>(op.getOperation());
+        gather && mode != braid::OverlapMode::Off) {
+      int64_t moved = 0;
+      FailureOr<AllGatherOp> sunk =
+          overlap::sinkAllGather(gather, replication, moved);
+      if (succeeded(sunk)) {
+        replication.invalidate();
+        op = *sunk;
+        op->emitRemark()
+            << "all_gather moved after the " << moved
+            << " row-local ops that followed it (their other operands are "
+               "replicated): they run on 1/"
+            << groupSizeOf(op) << " of the rows";
+      }
+    }
     Record record;
     record.function = function.getName().str();
     record.kind = op.getCollectiveKind().str();
