@@ -105,12 +105,16 @@ private:
     op->setOperand(index, annotated.getResult());
   }
 
-  /// Annotates a function argument for all its users.
-  void annotateArgument(BlockArgument arg, Layout layout) {
+  /// Annotates a function argument: a weight for all its users (they are
+  /// the contractions the plan names), an activation as the layout it
+  /// arrives in (`forUsers` false), which leaves its users free to take it
+  /// otherwise (a rotary table read next to split heads).
+  void annotateArgument(BlockArgument arg, Layout layout,
+                        bool forUsers = true) {
     OpBuilder b = OpBuilder::atBlockBegin(arg.getOwner());
     Value s = sharding(arg.getLoc(), layout, b);
     auto annotated = shard::ShardOp::create(b, arg.getLoc(), arg, s,
-                                            /*annotate_for_users=*/true);
+                                            /*annotate_for_users=*/forUsers);
     arg.replaceAllUsesExcept(annotated.getResult(), annotated);
   }
 
@@ -150,6 +154,17 @@ LogicalResult PlanBuilder::collectUses(BlockArgument arg,
         for (int64_t p : transpose.getPermutation())
           next.push_back(permutation[p]);
         worklist.push_back({transpose->getResult(0), next});
+        continue;
+      }
+      // Elementwise work on the weight alone (the f32 upcast torch writes
+      // before a bf16 addmm): the same dimensions on the other side.
+      if (auto generic = dyn_cast<linalg::GenericOp>(user);
+          generic && generic.getNumDpsInputs() == 1 &&
+          generic.getNumDpsInits() == 1 && generic.isDpsInput(&operand) &&
+          generic.getNumLoops() == generic.getNumParallelLoops() &&
+          llvm::all_of(generic.getIndexingMapsArray(),
+                       [](AffineMap map) { return map.isIdentity(); })) {
+        worklist.push_back({generic->getResult(0), permutation});
         continue;
       }
       auto linalgOp = dyn_cast<linalg::LinalgOp>(user);
@@ -298,14 +313,14 @@ LogicalResult PlanBuilder::run() {
              << nameOf(arg) << " has a plan but type " << arg.getType()
              << "; plans apply to ranked tensors";
     if (*style == "replicate") {
-      annotateArgument(arg, Layout{});
+      annotateArgument(arg, Layout{}, /*forUsers=*/false);
     } else if (*style == "sequence") {
       if (type.getRank() < 2)
         return emitError(arg.getLoc())
                << nameOf(arg) << " is sequence-split but has rank "
                << type.getRank()
                << "; the sequence dimension is the second to last";
-      annotateArgument(arg, Layout{type.getRank() - 2});
+      annotateArgument(arg, Layout{type.getRank() - 2}, /*forUsers=*/false);
     } else if (failed(planWeight(arg, *style))) {
       return failure();
     }

@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
 #include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
@@ -384,6 +385,109 @@ private:
 };
 
 //===----------------------------------------------------------------------===//
+// Annotations propagation leaves out
+//===----------------------------------------------------------------------===//
+
+/// The sharding the shard.shard ops annotating `value` for its users ask
+/// for, when they agree (null otherwise).
+static Value requestedSharding(Value value) {
+  Value requested;
+  for (Operation *user : value.getUsers()) {
+    auto shardOp = dyn_cast<shard::ShardOp>(user);
+    if (!shardOp)
+      continue;
+    if (!shardOp.getAnnotateForUsers())
+      return shardOp.getSharding();
+    if (requested && !shard::Sharding(requested).equalSplitAxes(
+                         shard::Sharding(shardOp.getSharding())))
+      return {};
+    requested = shardOp.getSharding();
+  }
+  return requested;
+}
+
+/// Upstream propagation sometimes leaves an op without annotations (seen on
+/// a zero fill feeding a reduction in HF models' mask code), which
+/// partitioning then cannot take. Such an op gets for each result what its
+/// users ask for (replicated when they disagree or ask nothing), for each
+/// init the sharding of its result, and replicated for its other tensor
+/// operands: the same values it computes unpartitioned.
+static void completeAnnotations(func::FuncOp func) {
+  auto replicated = [&](OpBuilder &b, Location loc, Value like) -> Value {
+    // The grid: the function's only one, as the plan's.
+    FlatSymbolRefAttr grid;
+    func.walk([&](shard::ShardingOp op) {
+      grid = op.getGridAttr();
+      return WalkResult::interrupt();
+    });
+    if (!grid)
+      return {};
+    (void)like;
+    return shard::ShardingOp::create(
+               b, loc, grid,
+               ArrayRef<shard::GridAxesAttr>{
+                   shard::GridAxesAttr::get(b.getContext(), {})})
+        .getResult();
+  };
+  for (Operation &op : llvm::make_early_inc_range(func.getBody().front())) {
+    if (isa<shard::ShardOp, shard::ShardingOp, func::ReturnOp>(op) ||
+        op.getNumResults() == 0 || !isa<shard::ShardingInterface>(op))
+      continue;
+    bool annotated = false;
+    for (Value result : op.getResults())
+      for (Operation *user : result.getUsers())
+        if (auto shardOp = dyn_cast<shard::ShardOp>(user))
+          annotated |= !shardOp.getAnnotateForUsers();
+    for (Value operand : op.getOperands())
+      if (auto shardOp = operand.getDefiningOp<shard::ShardOp>())
+        annotated |= shardOp.getAnnotateForUsers();
+    if (annotated)
+      continue;
+    OpBuilder b(&op);
+    SmallVector<Value> resultShardings;
+    for (Value result : op.getResults()) {
+      if (!isa<RankedTensorType>(result.getType())) {
+        resultShardings.push_back({});
+        continue;
+      }
+      b.setInsertionPointAfter(&op);
+      Value sharding = requestedSharding(result);
+      if (!sharding)
+        sharding = replicated(b, op.getLoc(), result);
+      if (!sharding)
+        return;
+      if (Operation *def = sharding.getDefiningOp();
+          def && def->getBlock() == op.getBlock() && op.isBeforeInBlock(def))
+        sharding = b.clone(*def)->getResult(0);
+      auto annotation =
+          shard::ShardOp::create(b, op.getLoc(), result, sharding);
+      result.replaceAllUsesExcept(annotation.getResult(), annotation);
+      resultShardings.push_back(sharding);
+    }
+    auto dps = dyn_cast<DestinationStyleOpInterface>(op);
+    b.setInsertionPoint(&op);
+    for (OpOperand &operand : op.getOpOperands()) {
+      if (!isa<RankedTensorType>(operand.get().getType()))
+        continue;
+      Value sharding;
+      if (dps && dps.isDpsInit(&operand))
+        sharding =
+            resultShardings[dps.getTiedOpResult(&operand).getResultNumber()];
+      if (!sharding)
+        sharding = replicated(b, op.getLoc(), operand.get());
+      if (!sharding)
+        return;
+      if (Operation *def = sharding.getDefiningOp();
+          def && def->getBlock() == op.getBlock() && !def->isBeforeInBlock(&op))
+        sharding = b.clone(*def)->getResult(0);
+      operand.set(shard::ShardOp::create(b, op.getLoc(), operand.get(),
+                                         sharding,
+                                         /*annotate_for_users=*/true));
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // The pass
 //===----------------------------------------------------------------------===//
 
@@ -436,8 +540,8 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
       auto collective = cast<CollectiveOpInterface>(op);
       auto fill = collective.getInput().getDefiningOp<linalg::FillOp>();
       RankedTensorType type = collective.getCollectiveResult().getType();
-      if (!fill || !fill.hasPureTensorSemantics() || !type.hasStaticShape() ||
-          !fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>())
+      // A fill's values do not depend on what it fills.
+      if (!fill || !fill.hasPureTensorSemantics() || !type.hasStaticShape())
         return;
       OpBuilder b(op);
       Value empty = tensor::EmptyOp::create(b, op->getLoc(), type.getShape(),
@@ -528,9 +632,16 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
     });
 
     OwningOpRef<ModuleOp> copy = module.clone();
-    PassManager pm(context, func::FuncOp::getOperationName());
-    pm.addPass(shard::createShardingPropagation());
-    pm.addPass(shard::createPartition());
+    PassManager propagate(context, func::FuncOp::getOperationName());
+    propagate.addPass(shard::createShardingPropagation());
+    PassManager partition(context, func::FuncOp::getOperationName());
+    partition.addPass(shard::createPartition());
+    auto pipeline = [&](func::FuncOp func) {
+      if (failed(propagate.run(func)))
+        return failure();
+      completeAnnotations(func);
+      return partition.run(func);
+    };
 
     llvm::CrashRecoveryContext::Enable();
     for (func::FuncOp func : copy->getOps<func::FuncOp>()) {
@@ -542,7 +653,7 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
         loc = original.getLoc();
       LogicalResult result = failure();
       llvm::CrashRecoveryContext recovery;
-      if (!recovery.RunSafely([&] { result = pm.run(func); })) {
+      if (!recovery.RunSafely([&] { result = pipeline(func); })) {
         // The copy may be half-rewritten; never touch it again.
         (void)copy.release();
         return emitError(loc)

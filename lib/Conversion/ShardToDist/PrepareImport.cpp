@@ -21,6 +21,8 @@
 //  - results of a generic that nothing reads (the argmax torch-mlir computes
 //    beside a softmax's max): erased, since partitioning needs a sharding
 //    for every result.
+//  - placeholders (tensor.empty, zero fills) shared by several ops: one per
+//    use, so that each takes its op's sharding.
 //
 //===----------------------------------------------------------------------===//
 
@@ -171,9 +173,42 @@ std::optional<int64_t> foldedBatch(tensor::CollapseShapeOp collapse) {
   return static_cast<int64_t>(groups[0].size());
 }
 
+/// `value`, of shape [batch..., x, y], with its batch dimensions merged
+/// into `target` (coarser, by merging neighbours: [2, 2, 2] into [2, 4]), or
+/// null when they do not merge so.
+Value mergeBatch(PatternRewriter &rewriter, Location loc, Value value,
+                 ArrayRef<int64_t> target) {
+  auto type = cast<RankedTensorType>(value.getType());
+  int64_t batch = type.getRank() - 2;
+  ArrayRef<int64_t> shape = type.getShape().take_front(batch);
+  if (shape == target)
+    return value;
+  SmallVector<ReassociationIndices> groups;
+  int64_t d = 0;
+  for (int64_t size : target) {
+    ReassociationIndices group;
+    int64_t product = 1;
+    while (d < batch && product < size) {
+      product *= shape[d];
+      group.push_back(d++);
+    }
+    if (product != size || group.empty())
+      return {};
+    groups.push_back(group);
+  }
+  if (d != batch)
+    return {};
+  groups.push_back({batch});
+  groups.push_back({batch + 1});
+  return tensor::CollapseShapeOp::create(rewriter, loc, value, groups);
+}
+
 /// collapse -> batch_matmul (-> expand) over folded batch dimensions: one
 /// contraction with the batch dimensions apart, marked so that ImportShard
-/// folds them again on local shapes.
+/// folds them again on local shapes. Operands whose batch dimensions are
+/// folded from different factorizations (attention's probabilities over
+/// [batch, heads] and GQA's values over [batch, kv heads, repeats]) meet
+/// at the coarser one.
 struct UnfoldBatchMatmul : public OpRewritePattern<linalg::BatchMatmulOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -185,32 +220,40 @@ struct UnfoldBatchMatmul : public OpRewritePattern<linalg::BatchMatmulOp> {
     auto b = op.getDpsInputs()[1].getDefiningOp<tensor::CollapseShapeOp>();
     if (!a || !b)
       return failure();
-    std::optional<int64_t> batch = foldedBatch(a);
-    if (!batch || foldedBatch(b) != batch)
+    std::optional<int64_t> batchA = foldedBatch(a), batchB = foldedBatch(b);
+    if (!batchA || !batchB)
       return failure();
     RankedTensorType aType = a.getSrcType(), bType = b.getSrcType();
-    if (aType.getShape().take_front(*batch) !=
-            bType.getShape().take_front(*batch) ||
-        !aType.hasStaticShape() || !bType.hasStaticShape())
+    if (!aType.hasStaticShape() || !bType.hasStaticShape())
       return failure();
-
+    // The coarser batch factorization of the two.
+    ArrayRef<int64_t> target = *batchA <= *batchB
+                                   ? aType.getShape().take_front(*batchA)
+                                   : bType.getShape().take_front(*batchB);
     Location loc = op.getLoc();
+    Value aSrc = mergeBatch(rewriter, loc, a.getSrc(), target);
+    Value bSrc = mergeBatch(rewriter, loc, b.getSrc(), target);
+    if (!aSrc || !bSrc)
+      return failure();
+    int64_t batch = target.size();
+
     MLIRContext *context = rewriter.getContext();
     auto initType = cast<RankedTensorType>(op.getDpsInits()[0].getType());
-    SmallVector<int64_t> shape(aType.getShape().take_front(*batch));
+    SmallVector<int64_t> shape(target);
     shape.push_back(initType.getDimSize(1));
     shape.push_back(initType.getDimSize(2));
     auto type = RankedTensorType::get(shape, initType.getElementType());
-    SmallVector<ReassociationIndices> groups = a.getReassociationIndices();
+    SmallVector<ReassociationIndices> groups = {
+        llvm::to_vector(llvm::seq<int64_t>(0, batch)), {batch}, {batch + 1}};
     Value init = tensor::ExpandShapeOp::create(rewriter, loc, type,
                                                op.getDpsInits()[0], groups);
     // Loops: the batch dimensions, m, n, k.
-    int64_t loops = *batch + 3;
+    int64_t loops = batch + 3;
     SmallVector<AffineExpr> dims;
     for (int64_t i = 0; i < loops; ++i)
       dims.push_back(getAffineDimExpr(i, context));
-    SmallVector<AffineExpr> lead(dims.begin(), dims.begin() + *batch);
-    AffineExpr m = dims[*batch], n = dims[*batch + 1], k = dims[*batch + 2];
+    SmallVector<AffineExpr> lead(dims.begin(), dims.begin() + batch);
+    AffineExpr m = dims[batch], n = dims[batch + 1], k = dims[batch + 2];
     auto mapOf = [&](AffineExpr x, AffineExpr y) {
       SmallVector<AffineExpr> results(lead);
       results.push_back(x);
@@ -221,7 +264,7 @@ struct UnfoldBatchMatmul : public OpRewritePattern<linalg::BatchMatmulOp> {
                                                utils::IteratorType::parallel);
     iterators.push_back(utils::IteratorType::reduction);
     auto generic = linalg::GenericOp::create(
-        rewriter, loc, TypeRange{type}, ValueRange{a.getSrc(), b.getSrc()},
+        rewriter, loc, TypeRange{type}, ValueRange{aSrc, bSrc},
         ValueRange{init}, {mapOf(m, k), mapOf(k, n), mapOf(m, n)}, iterators);
     rewriter.cloneRegionBefore(op->getRegion(0), generic.getRegion(),
                                generic.getRegion().end());
@@ -274,9 +317,36 @@ struct FoldBatchMatmul : public OpRewritePattern<linalg::GenericOp> {
   }
 };
 
+/// One placeholder per use: frontends share a tensor.empty (or a zero fill
+/// of one) among ops that partitioning splits differently, and upstream
+/// propagation annotates a shared placeholder for one use only, leaving the
+/// others without a sharding. A placeholder costs nothing to repeat (CSE
+/// merges what stays identical after the import).
+void unsharePlaceholders(Operation *root) {
+  OpBuilder builder(root->getContext());
+  auto unshare = [&](Operation *op) {
+    for (OpOperand &use :
+         llvm::make_early_inc_range(llvm::drop_begin(op->getUses()))) {
+      builder.setInsertionPoint(use.getOwner());
+      use.set(builder.clone(*op)->getResult(0));
+    }
+  };
+  // Fills first: their clones then share the empty, which the second walk
+  // splits again.
+  root->walk([&](linalg::FillOp fill) {
+    if (fill.hasPureTensorSemantics() && !fill->hasOneUse())
+      unshare(fill);
+  });
+  root->walk([&](tensor::EmptyOp empty) {
+    if (!empty->hasOneUse() && !empty->use_empty())
+      unshare(empty);
+  });
+}
+
 struct PrepareImportPass
     : public braid::impl::PrepareImportBase<PrepareImportPass> {
   void runOnOperation() override {
+    unsharePlaceholders(getOperation());
     RewritePatternSet patterns(&getContext());
     patterns.add<FoldConstantUnitDims, UnfoldBatchMatmul>(&getContext());
     math::populateExpansionPatterns(patterns, {"fpowi"});

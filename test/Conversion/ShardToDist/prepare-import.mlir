@@ -144,3 +144,32 @@ func.func @max_only(%x: tensor<4x8xf32>) -> tensor<4xf32> {
   } -> (tensor<4xf32>, tensor<4xi64>)
   return %r#0 : tensor<4xf32>
 }
+
+// -----
+
+// One placeholder per use: a zero fill two reductions share (torch-mlir
+// CSEs it) and the empty it fills become one each.
+// CHECK-LABEL: func.func @shared_fill
+// CHECK-COUNT-2: tensor.empty() : tensor<4xf32>
+// CHECK-COUNT-2: linalg.fill
+// CHECK: linalg.generic {{.*}} outs(%[[A:[0-9]+]] : tensor<4xf32>)
+// CHECK-NOT: outs(%[[A]] : tensor<4xf32>)
+// CHECK: return
+func.func @shared_fill(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %a = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<4x8xf32>) outs(%f : tensor<4xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %s = arith.addf %v, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  %b = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
+      ins(%y : tensor<4x8xf32>) outs(%f : tensor<4xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %s = arith.addf %v, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  return %a, %b : tensor<4xf32>, tensor<4xf32>
+}

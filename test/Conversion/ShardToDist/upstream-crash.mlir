@@ -1,10 +1,41 @@
-// Upstream shard-partition crashes on a sequence-parallel MLP whose
-// activation is a linalg.generic; the import reports it instead of
-// crashing, and exits with 1.
-// RUN: not braid-opt %s --braid-import-shard 2>&1 | FileCheck %s
+// Upstream shard-partition crashes on an op with a result it has no
+// sharding for (here the second result of a generic nobody reads; the
+// pipeline's braid-prepare-import erases such results first); the import
+// reports it instead of crashing, and exits with 1. Partitioning that
+// writes invalid IR is a located failure too.
+// RUN: not braid-opt %s -split-input-file --braid-import-shard 2>&1 | FileCheck %s
 
-// CHECK: upstream-crash.mlir:[[@LINE+3]]:1: error: upstream sharding propagation/partitioning crashed on function 'sp_mlp' (an upstream shard bug)
+// CHECK: upstream-crash.mlir:[[@LINE+3]]:1: error: upstream sharding propagation/partitioning crashed on function 'unread_result' (an upstream shard bug)
 // CHECK-NOT: PLEASE submit a bug report
+shard.grid @tp(shape = 4)
+func.func @unread_result(%x: tensor<16x8xf32>) -> tensor<16xf32> {
+  %s = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+  %xs = shard.shard %x to %s annotate_for_users : tensor<16x8xf32>
+  %ninf = arith.constant 0xFF800000 : f32
+  %c0 = arith.constant 0 : i64
+  %e = tensor.empty() : tensor<16xf32>
+  %ei = tensor.empty() : tensor<16xi64>
+  %m = linalg.fill ins(%ninf : f32) outs(%e : tensor<16xf32>) -> tensor<16xf32>
+  %i = linalg.fill ins(%c0 : i64) outs(%ei : tensor<16xi64>) -> tensor<16xi64>
+  %r:2 = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0)>],
+                         iterator_types = ["parallel", "reduction"]}
+      ins(%xs : tensor<16x8xf32>) outs(%m, %i : tensor<16xf32>, tensor<16xi64>) {
+  ^bb0(%a: f32, %o: f32, %oi: i64):
+    %idx = linalg.index 1 : index
+    %ii = arith.index_cast %idx : index to i64
+    %mx = arith.maximumf %a, %o : f32
+    %gt = arith.cmpf ogt, %a, %o : f32
+    %sel = arith.select %gt, %ii, %oi : i64
+    linalg.yield %mx, %sel : f32, i64
+  } -> (tensor<16xf32>, tensor<16xi64>)
+  %rs = shard.shard %r#0 to %s : tensor<16xf32>
+  return %rs : tensor<16xf32>
+}
+
+// -----
+
+// CHECK: upstream-crash.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'linalg.matmul' op expected type of operand #2
+// CHECK: upstream-crash.mlir:[[@LINE+2]]:1: error: upstream sharding propagation/partitioning failed on function 'sp_mlp'
 shard.grid @tp(shape = 4)
 func.func @sp_mlp(%x: tensor<512x256xf32>, %w1: tensor<256x1024xf32>, %w2: tensor<1024x256xf32>) -> tensor<512x256xf32> {
   %s_seq = shard.sharding @tp split_axes = [[0]] : !shard.sharding
