@@ -2,7 +2,8 @@
 #===- scripts/setup-frontends.sh - The PyTorch front door's Python ---------===#
 #
 # Creates (idempotently) the virtual environment in which braid.pytorch runs:
-# torch and torch-mlir from PyPI, pinned, plus pytest for its tests.
+# torch, torch-mlir and HuggingFace transformers from PyPI, pinned, plus
+# pytest for its tests.
 #
 #   scripts/setup-frontends.sh            # prints the venv's python at the end
 #   BRAID_FRONTENDS_VENV=DIR scripts/setup-frontends.sh
@@ -20,6 +21,10 @@
 #    the nvidia-* wheels it links against are needed even on CPU. Everything
 #    is installed with --no-deps so that triton and other GPU-only packages
 #    (about 1 GB) stay out.
+#  - transformers 5.23.0 (the models and plans the front door is tested
+#    with) with only the packages it imports to build models from configs
+#    offline: huggingface-hub 2.x and its httpx2 stack, safetensors, regex,
+#    pyyaml, tqdm. tokenizers is not needed for that and stays out.
 set -euo pipefail
 
 VENV="${BRAID_FRONTENDS_VENV:-$HOME/.cache/braid/frontends-venv}"
@@ -39,6 +44,10 @@ PACKAGES=(
   nvidia-cusparse==12.7.10.12 nvidia-nvjitlink==13.5.37 nvidia-nvtx==13.2.86
   nvidia-cudnn-cu13==9.26.0.51 nvidia-cusparselt-cu13==0.8.1
   nvidia-nccl-cu13==2.30.7 nvidia-nvshmem-cu13==3.7.2
+  # HuggingFace transformers, for models built from configs (no downloads).
+  transformers==5.23.0 huggingface-hub==2.4.0 safetensors==0.8.0
+  regex==2026.11.15 pyyaml==6.0.3 tqdm==4.70.1 httpx2==2.16.2
+  httpcore2==2.16.2 h11==0.16.0 idna==3.20 truststore==0.10.5
   # Tests.
   pytest==9.2.0 iniconfig==2.3.1 pluggy==1.7.0 pygments==2.21.0
 )
@@ -48,6 +57,8 @@ ready() {
   "$VENV/bin/python" - <<'PY' 2>/dev/null
 import importlib.metadata as md
 import torch, torch_mlir.fx, pytest, numpy  # noqa: F401  (imports prove the libraries load)
+import transformers  # noqa: F401
+assert md.version("transformers") == "5.23.0"
 assert torch.__version__.split("+")[0] == "2.15.0", torch.__version__
 assert md.version("torch-mlir") == "20261001"
 assert md.version("pytest") == "9.2.0"

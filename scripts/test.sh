@@ -22,7 +22,8 @@ if [[ "${BRAID_SKIP_FRONTENDS:-0}" == 1 ]]; then
   echo "skipped (BRAID_SKIP_FRONTENDS=1)"
 else
   FRONTENDS_PYTHON="$("$ROOT/scripts/setup-frontends.sh")"
-  "$FRONTENDS_PYTHON" -m pytest -q "$ROOT/python/tests/test_pytorch.py"
+  HF_HUB_OFFLINE=1 "$FRONTENDS_PYTHON" -m pytest -q -p no:logging \
+    "$ROOT/python/tests/test_pytorch.py" "$ROOT/python/tests/test_hf.py"
 fi
 
 echo "== generated docs are current"

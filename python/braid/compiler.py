@@ -169,17 +169,19 @@ def _compile(source, name, words, output_path=""):
     return sink, diagnostics
 
 
-def compile(text_or_path, target="cpu", **options):
+def compile(text_or_path, target="cpu", name=None, **options):
     """Compiles an MLIR program (text, or the path of a .mlir file) in
     upstream `shard` form, or already in Braid's `dist` dialect, into a
     runnable Artifact.
 
-    `target` is "cpu" or "cuda"; the other keyword options are
+    `target` is "cpu" or "cuda"; `name` names text in diagnostics (default
+    "<string>"; a path names itself); the other keyword options are
     braid-compile's flags with "_" for "-" (opt_level is -O), listed below
     from the options model. Raises CompileError, carrying the located
     diagnostics, when the program or an option is wrong.
     """
-    source, name = _read_source(text_or_path)
+    source, read_name = _read_source(text_or_path)
+    name = name or read_name
     words = _option_words(target, options)
     directory = tempfile.mkdtemp(prefix="braid-")
     path = os.path.join(directory, "program.so")

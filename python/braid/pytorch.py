@@ -173,6 +173,41 @@ def _flatten_inputs(example_args, example_kwargs):
     return leaves, spec, names, positions
 
 
+def _model_frames_only():
+    """Makes torch-mlir locate each op at the innermost frame of the model's
+    own code (modeling_llama.py:242), not at torch's or Braid's: the line a
+    diagnostic should point a user at. Returns an undo function."""
+    import os
+    import re as _re
+    from torch_mlir.extras import fx_importer
+    from torch_mlir.ir import Location
+
+    cache = fx_importer.ContextCache
+    original = cache.get_node_location
+    torch_dir = os.path.dirname(os.path.dirname(os.path.abspath(
+        __import__("torch").__file__)))
+    own = os.path.dirname(os.path.abspath(__file__))
+
+    def located(self, node):
+        trace = node.meta.get("stack_trace") or ""
+        frames = _re.findall(r'File "([^"]+)", line ([0-9]+),', trace)
+        for path, line in reversed(frames):
+            absolute = os.path.abspath(path)
+            if absolute.startswith(own) or (
+                    absolute.startswith(torch_dir) and
+                    os.sep + "torch" + os.sep in absolute[len(torch_dir):]
+                    [:len(os.sep + "torch" + os.sep)]):
+                continue
+            return Location.file(path, int(line), col=0, context=self._c)
+        return original(self, node)
+
+    cache.get_node_location = located
+
+    def undo():
+        cache.get_node_location = original
+    return undo
+
+
 def export(module, example_args, example_kwargs=None, func_name="main"):
     """Exports `module` applied to `example_args` (and `example_kwargs`:
     tensors, tuples of them, None, ...) with torch-mlir's FX importer;
@@ -214,6 +249,7 @@ def export(module, example_args, example_kwargs=None, func_name="main"):
             return tuple(x for x in out_leaves if isinstance(x, torch.Tensor))
 
     args = tuple(leaves[p] for p in positions) + tuple(tensors)
+    undo = _model_frames_only()
     try:
         imported = fx.export_and_import(WeightsAsArguments().eval(), *args,
                                         output_type="linalg-on-tensors",
@@ -225,6 +261,8 @@ def export(module, example_args, example_kwargs=None, func_name="main"):
             f"torch-mlir could not export {type(module).__name__}",
             [Diagnostic(f"error: torch-mlir: {type(error).__name__}: "
                         f"{message}")]) from error
+    finally:
+        undo()
     # Debug info carries the locations of the model's own source lines.
     text = imported.operation.get_asm(enable_debug_info=True)
     if "dense_resource" in text or "ml_program" in text:
@@ -478,6 +516,7 @@ def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
         raise ValueError(f"layouts are 'replicate' or 'sequence', not {out!r}")
     styles.update(layouts)
     text = annotate(exported, styles, out, ranks)
-    artifact = braid_compile(text, **compile_options)
+    artifact = braid_compile(text, name=type(module).__name__,
+                             **compile_options)
     return ParallelModule(module, exported, text, artifact, out,
                           kwargs=dict(kwargs) if kwargs is not None else None)

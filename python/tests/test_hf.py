@@ -1,0 +1,264 @@
+"""HuggingFace transformers modules through the PyTorch front door: decoder
+layers of Llama, Qwen2, Qwen3, Mistral, Gemma and Phi-3, whole LlamaModels,
+GPT-2's MLP and block, built from configs with random weights and
+parallelized with the plans transformers ships (config.base_model_tp_plan,
+given verbatim), on 2 and 4 CPU ranks, tensor and sequence parallel,
+compared with the module itself. Runs in the frontends venv
+(scripts/setup-frontends.sh installs torch, torch-mlir and transformers)."""
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_mlir")
+transformers = pytest.importorskip("transformers")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import braid  # noqa: E402
+import braid.pytorch as bp  # noqa: E402
+
+SEQ = 8
+
+
+def config(kind, ranks, attn="sdpa", **extra):
+    """A small config: hidden 64, heads and KV heads divisible by `ranks`."""
+    heads = 4 if ranks <= 2 else 8
+    fields = dict(hidden_size=64, intermediate_size=128,
+                  num_attention_heads=heads, num_key_value_heads=heads // 2,
+                  head_dim=64 // heads, num_hidden_layers=2, vocab_size=128,
+                  max_position_embeddings=64)
+    fields.update(extra)
+    c = getattr(transformers, kind + "Config")(**fields)
+    c._attn_implementation = attn
+    return c
+
+
+def decoder_layer(kind, c):
+    module = __import__(f"transformers.models.{kind.lower()}.modeling_"
+                        f"{kind.lower()}", fromlist=["_"])
+    return getattr(module, kind + "DecoderLayer")(c, 0)
+
+
+def rotary(c, x):
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+    batch = x.shape[0]
+    positions = torch.arange(x.shape[1]).unsqueeze(0).expand(batch, -1)
+    cos, sin = LlamaRotaryEmbedding(c)(x, positions)
+    return cos.to(x.dtype), sin.to(x.dtype)
+
+
+def relative_error(got, expected):
+    got, expected = got.float(), expected.float()
+    return ((got - expected).abs().max() / expected.abs().max()).item()
+
+
+def check(module, args, kwargs, plan, ranks, layout, tolerance=1e-4,
+          overlap="force", expect=None):
+    """Parallelizes, runs, compares with the module; returns the
+    strategies the report lists."""
+    tp = bp.parallelize(module, args, plan, ranks=ranks, input_layout=layout,
+                        kwargs=kwargs, overlap=overlap, check_schedule=True)
+    with torch.no_grad():
+        got = tp(*args, **(kwargs or {}))
+        expected = module(*args, **(kwargs or {}))
+    if hasattr(expected, "last_hidden_state"):
+        got, expected = got.last_hidden_state, expected.last_hidden_state
+    if isinstance(expected, tuple):
+        got, expected = got[0], expected[0]
+    assert got.shape == expected.shape
+    assert relative_error(got, expected) <= tolerance
+    strategies = [(c["kind"], c["strategy"])
+                  for c in tp.artifact.report["collectives"]]
+    if expect is not None:
+        assert strategies == expect
+    return tp, strategies
+
+
+# The schedules sequence parallelism should get: q/k/v and gate/up from a
+# ring all-gather, o_proj and down_proj into a ring reduce-scatter.
+SP_RINGS = [("all_gather", "ring_ag_matmul"),
+            ("reduce_scatter", "ring_matmul_rs")] * 2
+TP_ALL_REDUCES = [("all_reduce", "rs_ring_ag")] * 2
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("kind", ["Llama", "Qwen2", "Qwen3", "Mistral",
+                                  "Gemma", "Phi3"])
+@pytest.mark.parametrize("layout", ["replicate", "sequence"])
+def test_decoder_layer(kind, ranks, layout):
+    torch.manual_seed(0)
+    c = config(kind, ranks)
+    layer = decoder_layer(kind, c).eval()
+    # Sequence parallel with one sequence; tensor parallel with two.
+    x = torch.randn(1 if layout == "sequence" else 2, SEQ, 64)
+    kwargs = {"position_embeddings": rotary(c, x)}
+    _, strategies = check(layer, (x,), kwargs, c.base_model_tp_plan, ranks,
+                          layout)
+    if kind == "Phi3":
+        # colwise_gather_output on the packed projections: their outputs
+        # are gathered before the chunks are taken.
+        assert strategies.count(("all_gather", None)) == 2
+    elif layout == "sequence":
+        assert strategies == SP_RINGS
+    else:
+        assert strategies == TP_ALL_REDUCES
+
+
+@pytest.mark.parametrize("layout", ["replicate", "sequence"])
+def test_llama_layer_eager_attention(layout):
+    torch.manual_seed(1)
+    c = config("Llama", 2, attn="eager")
+    layer = decoder_layer("Llama", c).eval()
+    x = torch.randn(1 if layout == "sequence" else 2, SEQ, 64)
+    check(layer, (x,), {"position_embeddings": rotary(c, x)},
+          c.base_model_tp_plan, 2, layout,
+          expect=SP_RINGS if layout == "sequence" else TP_ALL_REDUCES)
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("layout", ["replicate", "sequence"])
+def test_llama_layer_bf16(ranks, layout):
+    torch.manual_seed(2)
+    c = config("Llama", ranks)
+    layer = decoder_layer("Llama", c).eval().to(torch.bfloat16)
+    x = torch.randn(1 if layout == "sequence" else 2, SEQ, 64,
+                    dtype=torch.bfloat16)
+    # Against the module in bf16: both round at every op, in other orders.
+    check(layer, (x,), {"position_embeddings": rotary(c, x)},
+          c.base_model_tp_plan, ranks, layout, tolerance=2e-2)
+
+
+def test_llama_layer_auto():
+    """overlap=auto: the report says what the cost model chose, and why."""
+    torch.manual_seed(3)
+    c = config("Llama", 2)
+    layer = decoder_layer("Llama", c).eval()
+    x = torch.randn(1, SEQ, 64)
+    tp, _ = check(layer, (x,), {"position_embeddings": rotary(c, x)},
+                  c.base_model_tp_plan, 2, "sequence", overlap="auto")
+    for record in tp.artifact.report["collectives"]:
+        assert record["decision"] in ("fused", "async", "kept")
+        assert record["reason"]
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("inputs,layout", [("embeds", "replicate"),
+                                           ("embeds", "sequence"),
+                                           ("ids", "replicate")])
+def test_llama_model(inputs, layout, ranks):
+    """A 2-layer LlamaModel with its final norm, the shipped plan verbatim
+    (`layers.*.` keys)."""
+    torch.manual_seed(4)
+    c = config("Llama", ranks)
+    model = transformers.LlamaModel(c).eval()
+    batch = 1 if layout == "sequence" else 2
+    if inputs == "embeds":
+        kwargs = {"inputs_embeds": torch.randn(batch, SEQ, 64),
+                  "use_cache": False}
+    else:
+        kwargs = {"input_ids": torch.randint(0, 128, (batch, SEQ)),
+                  "use_cache": False}
+    _, strategies = check(model, (), kwargs, c.base_model_tp_plan, ranks,
+                          layout)
+    if layout == "replicate":
+        assert strategies == TP_ALL_REDUCES * 2
+
+
+def test_plan_relative_keys():
+    """The model's plan applies to the model inside a wrapper (keys after a
+    `model.` prefix) and to one layer (keys above the layer's path)."""
+    torch.manual_seed(5)
+    c = config("Llama", 2)
+    causal = transformers.LlamaForCausalLM(c).eval()
+    x = torch.randn(2, SEQ, 64)
+    check(causal.model, (), {"inputs_embeds": x, "use_cache": False},
+          {"model." + k: v for k, v in c.base_model_tp_plan.items()}, 2,
+          "replicate", expect=TP_ALL_REDUCES * 2)
+
+
+@pytest.mark.parametrize("layout", ["replicate", "sequence"])
+def test_gpt2_mlp(layout):
+    """gelu_new (x.pow(3)) and Conv1D weights ([in, out])."""
+    from transformers.models.gpt2.modeling_gpt2 import GPT2MLP
+    torch.manual_seed(6)
+    c = transformers.GPT2Config(n_embd=64, n_head=4, n_layer=2,
+                                vocab_size=128, n_positions=64)
+    mlp = GPT2MLP(256, c).eval()
+    x = torch.randn(1 if layout == "sequence" else 2, SEQ, 64)
+    expect = ([("all_gather", "ring_ag_matmul"),
+               ("reduce_scatter", "ring_matmul_rs")] if layout == "sequence"
+              else [("all_reduce", "rs_ring_ew_ag")])
+    check(mlp, (x,), None, {"c_fc": "colwise", "c_proj": "rowwise"}, 2,
+          layout, expect=expect)
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_gpt2_block(attn):
+    """GPT-2 ships no plan; the packed c_attn, split colwise, is gathered
+    before q, k and v are sliced from it."""
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+    torch.manual_seed(7)
+    c = transformers.GPT2Config(n_embd=64, n_head=4, n_layer=2,
+                                vocab_size=128, n_positions=64)
+    c._attn_implementation = attn
+    block = GPT2Block(c, 0).eval()
+    plan = {"attn.c_attn": "colwise", "attn.c_proj": "rowwise",
+            "mlp.c_fc": "colwise", "mlp.c_proj": "rowwise"}
+    check(block, (torch.randn(2, SEQ, 64),), None, plan, 2, "replicate")
+
+
+def test_phi3_mlp():
+    from transformers.models.phi3.modeling_phi3 import Phi3MLP
+    torch.manual_seed(8)
+    c = config("Phi3", 2)
+    check(Phi3MLP(c).eval(), (torch.randn(2, SEQ, 64),), None,
+          {"gate_up_proj": "colwise_gather_output",
+           "down_proj": "rowwise_split_input"}, 2, "replicate",
+          expect=[("all_gather", None), ("all_reduce", "rs_ring_ag")])
+
+
+def test_plan_errors():
+    torch.manual_seed(9)
+    c = config("Llama", 2)
+    layer = decoder_layer("Llama", c).eval()
+    x = torch.randn(2, SEQ, 64)
+    kwargs = {"position_embeddings": rotary(c, x)}
+    with pytest.raises(ValueError, match="known styles: .*colwise_gather_"
+                                         "output.*replicated_with_grad"):
+        bp.parallelize(layer, (x,), {"mlp.up_proj": "diagonal"}, ranks=2,
+                       kwargs=kwargs)
+    # A key without wildcards that names nothing is a typo.
+    with pytest.raises(ValueError, match="mlp.upp_proj"):
+        bp.parallelize(layer, (x,), {"mlp.upp_proj": "colwise"}, ranks=2,
+                       kwargs=kwargs)
+    # A template key that names nothing is not (plans list every kind of
+    # layer).
+    bp.parallelize(layer, (x,), {"layers.*.mlp.experts": "moe_tp_experts"},
+                   ranks=2, kwargs=kwargs)
+
+
+def test_errors_name_the_parameter():
+    """A plan Braid cannot apply names the parameter, not <string>:LINE."""
+    torch.manual_seed(10)
+    c = config("Llama", 2)
+    layer = decoder_layer("Llama", c).eval()
+    x = torch.randn(2, SEQ, 64)
+    kwargs = {"position_embeddings": rotary(c, x)}
+    with pytest.raises(braid.CompileError) as info:
+        # input_layernorm's weight feeds no contraction: not colwise.
+        bp.parallelize(layer, (x,), {"input_layernorm": "rowwise"}, ranks=2,
+                       kwargs=kwargs)
+    [error] = [d for d in info.value.diagnostics if d.severity == "error"]
+    assert error.file == "input_layernorm.weight" or \
+        "input_layernorm.weight" in error.message
+    assert "<string>" not in str(info.value)
+
+
+def test_torch_mlir_failure_is_a_diagnostic():
+    class Dynamic(torch.nn.Module):
+        def forward(self, x):
+            return x[x > 0]          # data-dependent shape: not exportable
+    with pytest.raises(braid.CompileError) as info:
+        bp.parallelize(Dynamic(), (torch.randn(8),), {}, ranks=2)
+    assert info.value.diagnostics
+    assert "torch-mlir" in info.value.diagnostics[0].message
