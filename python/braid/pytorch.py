@@ -72,6 +72,12 @@ STYLES = {
     # is a gather inside a loop body, which partitioning cannot split).
     "embedding_rowwise": "replicate",
     "embedding_colwise": "replicate",
+    # Packed projections ([gate; up] stacked), each part split separately.
+    "packed_colwise": "packed_colwise",
+    # Packed along the input features: kept whole (correct; not split).
+    "packed_rowwise": "replicate",
+    # Expert parallelism: whole experts on each rank.
+    "grouped_gemm": "experts",
     # Module-level communication: implied by the parameters' entries.
     "all_reduce": None,
     "moe_tp_experts": None,
@@ -80,6 +86,8 @@ STYLES = {
     "mla_kv_a_proj": None,
     "local_params": None,
 }
+# HuggingFace's packed styles hold two parts ([gate; up]).
+PACKED_PARTS = 2
 # Layouts of activations (inputs and outputs).
 LAYOUTS = ("replicate", "sequence")
 
@@ -147,7 +155,105 @@ def _decompositions():
         out = (moved.unsqueeze(-2) * lower).sum(-1)
         return out.movedim(-1, dim)
     table[torch.ops.aten.cumsum.default] = cumsum
+
+    def topk(x, k, dim=-1, largest=True, sorted=True):
+        # k rounds of max and argmax: MoE routers take the top 1 to 8 of a
+        # few dozen experts, and torch-mlir's sort (tm_tensor.sort) has no
+        # lowering below it.
+        dim = dim % x.dim()
+        work = x if largest else -x
+        floor = (torch.finfo(x.dtype).min if x.dtype.is_floating_point
+                 else torch.iinfo(x.dtype).min)
+        shape = [1] * x.dim()
+        shape[dim] = x.shape[dim]
+        index = torch.arange(x.shape[dim], device=x.device).view(shape)
+        values, indices = [], []
+        for _ in range(k):
+            value, position = work.max(dim, keepdim=True)
+            values.append(value)
+            indices.append(position)
+            work = torch.where(index == position,
+                               torch.full_like(work, floor), work)
+        value = torch.cat(values, dim)
+        return (value if largest else -value), torch.cat(indices, dim)
+    table[torch.ops.aten.topk.default] = topk
     return table
+
+
+def _dense_experts(self, hidden_states, top_k_index, top_k_weights):
+    """HuggingFace experts, every expert on every token: each expert gets
+    the tokens routed to it (zeros elsewhere), and the outputs are summed
+    with the routing weights (zero off the top-k). The same values as the
+    sparse implementations, with static shapes and the expert weights as
+    operands of batched matmuls, which partitioning splits by experts
+    (expert parallelism: the dispatch and the combine become all-to-alls or
+    an all-reduce) or by features (tensor parallelism). Costs every
+    expert's FLOPs on every token (docs/Rationale.md, "Experts")."""
+    import torch
+    experts = self.num_experts
+    dtype = hidden_states.dtype
+    ids = torch.arange(experts, device=hidden_states.device)
+    onehot = (top_k_index.unsqueeze(-1) == ids).to(dtype)       # [T, k, E]
+    routed = onehot.sum(1).transpose(0, 1)                        # [E, T]
+    weights = (onehot * top_k_weights.unsqueeze(-1).to(dtype)).sum(1)
+    dispatched = hidden_states.unsqueeze(0) * routed.unsqueeze(-1)  # [E,T,H]
+
+    def project(x, weight, bias):
+        y = torch.matmul(x, weight if self.is_transposed
+                         else weight.transpose(1, 2))
+        return y if bias is None else y + bias.unsqueeze(1)
+
+    if self.has_gate:
+        weight = self.gate_up_proj
+        bias = self.gate_up_proj_bias if self.has_bias else None
+        default_gate = (getattr(type(self)._apply_gate, "__name__", "") ==
+                        "_default_apply_gate")
+        if self.is_concatenated and default_gate and not self.is_transposed:
+            # [gate; up] seen as its two parts, so that a packed split of
+            # the parts stays local.
+            parts = weight.view(experts, 2, weight.shape[1] // 2,
+                                weight.shape[2])
+            biases = (bias.view(experts, 2, bias.shape[1] // 2)
+                      if bias is not None else None)
+            gate = project(dispatched, parts[:, 0],
+                           biases[:, 0] if biases is not None else None)
+            up = project(dispatched, parts[:, 1],
+                         biases[:, 1] if biases is not None else None)
+            hidden = self.act_fn(gate) * up
+        else:
+            hidden = self._apply_gate(project(dispatched, weight, bias))
+    else:
+        hidden = self.act_fn(project(dispatched, self.up_proj,
+                                     self.up_proj_bias if self.has_bias
+                                     else None))
+    out = project(hidden, self.down_proj,
+                  self.down_proj_bias if self.has_bias else None)
+    if self.has_post_expert_norm:
+        out = self.post_expert_norm(out)
+    combined = (out * weights.transpose(0, 1).unsqueeze(-1)).sum(0)
+    return combined.to(dtype)
+
+
+def _dense_experts_everywhere(module):
+    """Makes every HuggingFace experts module of `module` use _dense_experts
+    while exporting; returns an undo function."""
+    try:
+        from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
+    except ImportError:
+        return lambda: None
+    ALL_EXPERTS_FUNCTIONS["braid_dense"] = _dense_experts
+    saved = []
+    for sub in module.modules():
+        config = getattr(sub, "config", None)
+        if (hasattr(sub, "_is_expert_parallel") and config is not None and
+                hasattr(config, "_experts_implementation")):
+            saved.append((config, config._experts_implementation))
+            config._experts_implementation = "braid_dense"
+
+    def undo():
+        for config, implementation in reversed(saved):
+            config._experts_implementation = implementation
+    return undo
 
 
 def _flatten_inputs(example_args, example_kwargs):
@@ -249,7 +355,8 @@ def export(module, example_args, example_kwargs=None, func_name="main"):
             return tuple(x for x in out_leaves if isinstance(x, torch.Tensor))
 
     args = tuple(leaves[p] for p in positions) + tuple(tensors)
-    undo = _model_frames_only()
+    undo_frames = _model_frames_only()
+    undo_experts = _dense_experts_everywhere(module)
     try:
         imported = fx.export_and_import(WeightsAsArguments().eval(), *args,
                                         output_type="linalg-on-tensors",
@@ -262,7 +369,8 @@ def export(module, example_args, example_kwargs=None, func_name="main"):
             [Diagnostic(f"error: torch-mlir: {type(error).__name__}: "
                         f"{message}")]) from error
     finally:
-        undo()
+        undo_experts()
+        undo_frames()
     # Debug info carries the locations of the model's own source lines.
     text = imported.operation.get_asm(enable_debug_info=True)
     if "dense_resource" in text or "ml_program" in text:
@@ -357,7 +465,13 @@ def _argument_styles(exported, plan, input_layout, output_layout):
         elif not direct and leaf == "bias" and style == "colwise":
             style = "colwise"
         styles[name] = style
-    unused = [k for k in plan if k not in used and "*" not in k]
+    # A key naming a module above some parameters (a module-level style
+    # such as moe_tp_experts, whose parameters have entries of their own)
+    # is used too.
+    names = [n.split(".") for n in exported.names[exported.num_inputs:]]
+    unused = [k for k in plan if k not in used and "*" not in k and not any(
+        _aligned(k.split("."), n[:j]) for n in names
+        for j in range(1, len(n)))]
     if unused:
         raise ValueError(f"plan names {unused}, which the module has no "
                          "parameters for")
@@ -432,10 +546,11 @@ class ParallelModule:
     `text` the annotated MLIR."""
 
     def __init__(self, module, exported, text, artifact, output_layout,
-                 kwargs=None):
+                 kwargs=None, styles=None):
         self.module, self.exported, self.text = module, exported, text
         self.artifact, self.output_layout = artifact, output_layout
         self._kwargs = kwargs
+        self._styles = styles or {}
 
     def shard(self, values):
         """Splits global arrays (inputs, then parameters) into per-rank
@@ -449,6 +564,16 @@ class ParallelModule:
                      if g != p]
             if not split:
                 parts = [value] * ranks
+            elif (self._styles.get(name) == "packed_colwise" and
+                  split == [value.ndim - 2] and
+                  value.shape[split[0]] == ranks * spec.shape[split[0]]):
+                # Each of the packed parts ([gate; up]) split separately.
+                d = split[0]
+                grouped = value.reshape(value.shape[:d] +
+                                        (PACKED_PARTS, -1) +
+                                        value.shape[d + 1:])
+                parts = [p.reshape(spec.shape) for p in
+                         np.split(grouped, ranks, axis=d + 1)]
             elif len(split) == 1 and value.shape[split[0]] == ranks * spec.shape[split[0]]:
                 parts = np.split(value, ranks, axis=split[0])
             else:
@@ -519,4 +644,5 @@ def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
     artifact = braid_compile(text, name=type(module).__name__,
                              **compile_options)
     return ParallelModule(module, exported, text, artifact, out,
-                          kwargs=dict(kwargs) if kwargs is not None else None)
+                          kwargs=dict(kwargs) if kwargs is not None else None,
+                          styles=styles)

@@ -262,3 +262,62 @@ def test_torch_mlir_failure_is_a_diagnostic():
         bp.parallelize(Dynamic(), (torch.randn(8),), {}, ranks=2)
     assert info.value.diagnostics
     assert "torch-mlir" in info.value.diagnostics[0].message
+
+
+def sparse_moe(kind, ranks):
+    """A Mixtral or Qwen3-MoE sparse block with static-shape experts
+    (batched_mm), 4 experts, top-2 routing; weights large enough that the
+    routing is well separated."""
+    if kind == "Mixtral":
+        from transformers.models.mixtral.modeling_mixtral import \
+            MixtralSparseMoeBlock as Block
+        c = config("Mixtral", ranks, num_local_experts=4,
+                   num_experts_per_tok=2)
+    else:
+        from transformers.models.qwen3_moe.modeling_qwen3_moe import \
+            Qwen3MoeSparseMoeBlock as Block
+        c = config("Qwen3Moe", ranks, num_experts=4, num_experts_per_tok=2,
+                   moe_intermediate_size=32)
+    c._experts_implementation = "batched_mm"
+    block = Block(c).eval()
+    with torch.no_grad():
+        for p in block.parameters():
+            p.normal_(0, 0.2)
+    return c, block
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("kind", ["Mixtral", "Qwen3Moe"])
+@pytest.mark.parametrize("parallel,layout", [("tp", "replicate"),
+                                             ("ep", "replicate"),
+                                             ("ep", "sequence")])
+def test_sparse_moe(kind, ranks, parallel, layout):
+    """Top-k routing and the experts under the shipped plans: tensor
+    parallel (packed_colwise gate_up, rowwise down, moe_tp_experts) and
+    expert parallel (grouped_gemm, ep_dispatch_experts), verbatim."""
+    torch.manual_seed(11)
+    c, block = sparse_moe(kind, ranks)
+    plan = c.base_model_tp_plan if parallel == "tp" else c.base_model_ep_plan
+    x = torch.randn(1 if layout == "sequence" else 2, SEQ, 64)
+    _, strategies = check(block, (x,), None, plan, ranks, layout)
+    kinds = [k for k, _ in strategies]
+    if layout == "replicate":
+        # Each rank's experts (or features), then one all-reduce of the
+        # partial sums (HuggingFace's AllReduceEP for experts).
+        assert kinds == ["all_reduce"]
+    else:
+        assert kinds == ["all_gather", "reduce_scatter"]
+
+
+def test_mixtral_decoder_layer():
+    torch.manual_seed(12)
+    c = config("Mixtral", 2, num_local_experts=4, num_experts_per_tok=2)
+    c._experts_implementation = "batched_mm"
+    layer = decoder_layer("Mixtral", c).eval()
+    with torch.no_grad():             # experts start uninitialized
+        for p in layer.mlp.experts.parameters():
+            p.normal_(0, 0.2)
+    x = torch.randn(2, SEQ, 64)
+    _, strategies = check(layer, (x,), {"position_embeddings": rotary(c, x)},
+                          c.base_model_tp_plan, 2, "replicate")
+    assert [k for k, _ in strategies] == ["all_reduce", "all_reduce"]

@@ -124,11 +124,31 @@ def ApplyParallelPlan : Pass<"braid-apply-parallel-plan", "mlir::ModuleOp"> {
       dimension; the other operand arrives split the same way and the result
       takes the activation layout, so partial sums are all-reduced (or
       reduce-scattered under sequence parallelism).
+    - `"colwise_gather"`: colwise, and the contraction's output
+      all-gathered for what follows (HuggingFace's colwise_gather_output).
+    - `"packed_colwise"`: a weight whose output features (dimension
+      rank - 2) hold parts stacked one after the other ([gate; up]), each
+      part split separately (HuggingFace's layout). The weight must be taken
+      apart into its parts (an `expand_shape` to [parts, features]) before
+      any other use; that expand is marked `braid.packed`, which makes its
+      sharding model split each part's features.
+    - `"experts"`: whole experts on each rank, the weight split along its
+      leading dimension (HuggingFace's grouped_gemm). The batch matmuls it
+      reaches over the expert dimension compute each rank's experts, and
+      the sum over experts that follows them is annotated split too, so
+      that it becomes a partial sum and an all-reduce.
     - `"replicate"`: the same on every rank.
     - `"sequence"`: split along the second-to-last dimension (the sequence);
       one such argument or result makes the activation layout
       sequence-split (sequence parallelism: all-gather before colwise
       layers, reduce-scatter after rowwise ones).
+
+    Weights are annotated for their users (the contractions the plan
+    names); `replicate` and `sequence` arguments are annotated as the
+    layout they arrive in, which leaves their users free to take them
+    otherwise (a rotary table read beside split heads). Diagnostics name an
+    argument by its location when it is a name (the PyTorch front door
+    names each after its parameter, `layers.0.mlp.up_proj.weight`).
 
     The grid is the function's `braid.grid` attribute or the module's only
     `shard.grid`; the plan splits along `braid.grid_axis` (default 0).

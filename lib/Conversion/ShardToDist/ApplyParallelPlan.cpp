@@ -34,6 +34,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 
 namespace braid {
@@ -119,6 +120,9 @@ private:
   }
 
   LogicalResult collectUses(BlockArgument arg, SmallVectorImpl<Use> &uses);
+  LogicalResult planPacked(BlockArgument arg);
+  LogicalResult planExperts(BlockArgument arg);
+  void annotateCombine(Value value, int64_t dim);
   LogicalResult planWeight(BlockArgument arg, StringRef style);
 
   func::FuncOp func;
@@ -173,6 +177,197 @@ LogicalResult PlanBuilder::collectUses(BlockArgument arg,
         uses.push_back({linalgOp, operand.getOperandNumber(), permutation});
     }
   }
+  return success();
+}
+
+/// The combine of the experts' outputs: following `value` (split by
+/// experts along `dim`) through elementwise work (the routing weights) to
+/// the op that sums over the experts, whose operand is annotated split too,
+/// so that each rank sums its experts and the partial sums are reduced (an
+/// all-reduce, HuggingFace's AllReduceEP) rather than the outputs gathered.
+void PlanBuilder::annotateCombine(Value value, int64_t dim) {
+  for (int depth = 0; depth < 8; ++depth) {
+    OpOperand *next = nullptr;
+    for (OpOperand &use : value.getUses())
+      if (isa<linalg::GenericOp>(use.getOwner()) && !next)
+        next = &use;
+    if (!next)
+      return;
+    auto generic = cast<linalg::GenericOp>(next->getOwner());
+    if (!generic.isDpsInput(next) || generic->getNumResults() != 1)
+      return;
+    auto expr = dyn_cast<AffineDimExpr>(
+        generic.getMatchingIndexingMap(next).getResult(dim));
+    if (!expr)
+      return;
+    unsigned loop = expr.getPosition();
+    if (generic.getIteratorTypesArray()[loop] ==
+        utils::IteratorType::reduction) {
+      annotateOperand(generic, next->getOperandNumber(), Layout{dim});
+      return;
+    }
+    AffineMap out = generic.getIndexingMapMatchingResult(
+        cast<OpResult>(generic->getResult(0)));
+    std::optional<int64_t> outDim;
+    for (auto [j, e] : llvm::enumerate(out.getResults()))
+      if (auto d = dyn_cast<AffineDimExpr>(e); d && d.getPosition() == loop)
+        outDim = j;
+    if (!outDim)
+      return;
+    value = generic->getResult(0);
+    dim = *outDim;
+  }
+}
+
+/// experts (HuggingFace's grouped_gemm): whole experts on each rank, the
+/// weight split along its leading (expert) dimension. The contractions it
+/// reaches (through views that keep the expert dimension: transposes,
+/// reshapes and slices of other dimensions, casts) compute each rank's
+/// experts: their other operand and their result are split along the same
+/// expert loop, which leaves the combine over experts a partial sum.
+LogicalResult PlanBuilder::planExperts(BlockArgument arg) {
+  auto type = cast<RankedTensorType>(arg.getType());
+  if (type.getRank() < 2)
+    return emitError(arg.getLoc())
+           << nameOf(arg) << " is split by experts but has rank "
+           << type.getRank() << "; expert weights are [experts, ...]";
+  SmallVector<std::pair<Value, int64_t>> worklist{{arg, 0}};
+  bool reached = false;
+  while (!worklist.empty()) {
+    auto [value, dim] = worklist.pop_back_val();
+    for (OpOperand &operand : value.getUses()) {
+      Operation *user = operand.getOwner();
+      if (auto transpose = dyn_cast<linalg::TransposeOp>(user)) {
+        if (operand.get() != transpose.getInput())
+          continue;
+        for (auto [j, p] : llvm::enumerate(transpose.getPermutation()))
+          if (p == dim)
+            worklist.push_back({transpose->getResult(0), j});
+        continue;
+      }
+      if (auto expand = dyn_cast<tensor::ExpandShapeOp>(user)) {
+        ReassociationIndices group = expand.getReassociationIndices()[dim];
+        if (group.size() == 1)
+          worklist.push_back({expand.getResult(), group.front()});
+        continue;
+      }
+      if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(user)) {
+        // The expert dimension with only unit dimensions before it in its
+        // group (a part taken out of [experts, 1, ...]).
+        RankedTensorType src = collapse.getSrcType();
+        for (auto [index, group] :
+             llvm::enumerate(collapse.getReassociationIndices()))
+          if (llvm::is_contained(group, dim) &&
+              llvm::all_of(group,
+                           [&](int64_t d) {
+                             return d == dim || src.getDimSize(d) == 1 ||
+                                    d > dim;
+                           }) &&
+              llvm::all_of(group, [&](int64_t d) {
+                return d <= dim || src.getDimSize(d) == 1;
+              }))
+            worklist.push_back({collapse.getResult(), int64_t(index)});
+        continue;
+      }
+      if (auto slice = dyn_cast<tensor::ExtractSliceOp>(user)) {
+        llvm::SmallBitVector dropped = slice.getDroppedDims();
+        if (dropped.test(dim) || slice.getStaticSizes()[dim] !=
+                                     slice.getSourceType().getDimSize(dim))
+          continue;
+        int64_t kept = 0;
+        for (int64_t d = 0; d < dim; ++d)
+          kept += !dropped.test(d);
+        worklist.push_back({slice.getResult(), kept});
+        continue;
+      }
+      auto linalgOp = dyn_cast<linalg::LinalgOp>(user);
+      if (!linalgOp || !linalgOp.isDpsInput(&operand))
+        continue;
+      auto loopAt = [&](AffineMap map, int64_t d) -> std::optional<unsigned> {
+        if (auto e = dyn_cast<AffineDimExpr>(map.getResult(d)))
+          return e.getPosition();
+        return std::nullopt;
+      };
+      std::optional<unsigned> loop =
+          loopAt(linalgOp.getMatchingIndexingMap(&operand), dim);
+      if (!loop)
+        continue;
+      auto positionIn = [&](AffineMap m) -> std::optional<int64_t> {
+        for (auto [j, expr] : llvm::enumerate(m.getResults()))
+          if (auto d = dyn_cast<AffineDimExpr>(expr);
+              d && d.getPosition() == *loop)
+            return j;
+        return std::nullopt;
+      };
+      if (!linalg::isaContractionOpInterface(linalgOp)) {
+        // Elementwise work on the weight alone (an upcast): follow it.
+        if (linalgOp.getNumDpsInputs() == 1 && linalgOp->getNumResults() == 1)
+          if (std::optional<int64_t> out =
+                  positionIn(linalgOp.getIndexingMapMatchingResult(
+                      cast<OpResult>(linalgOp->getResult(0)))))
+            worklist.push_back({linalgOp->getResult(0), *out});
+        continue;
+      }
+      // A contraction over the experts' batch loop.
+      unsigned other = operand.getOperandNumber() == 0 ? 1 : 0;
+      std::optional<int64_t> otherDim = positionIn(
+          linalgOp.getMatchingIndexingMap(&linalgOp->getOpOperand(other)));
+      std::optional<int64_t> resultDim =
+          positionIn(linalgOp.getIndexingMapMatchingResult(
+              cast<OpResult>(linalgOp->getResult(0))));
+      if (!otherDim || !resultDim)
+        return emitError(user->getLoc())
+               << nameOf(arg)
+               << " is split by experts, but this contraction does not "
+                  "keep the expert dimension of its operands and result";
+      annotateOperand(linalgOp, other, Layout{otherDim});
+      Value split = annotateResult(linalgOp->getResult(0), Layout{resultDim});
+      annotateCombine(split, *resultDim);
+      reached = true;
+    }
+  }
+  if (!reached)
+    return emitError(arg.getLoc())
+           << nameOf(arg)
+           << " is split by experts but reaches no contraction that keeps "
+              "the expert dimension (a batch matmul over experts)";
+  annotateArgument(arg, Layout{0});
+  return success();
+}
+
+/// packed_colwise (HuggingFace's layout of [gate; up] projections): the
+/// output features, dimension rank - 2, hold parts stacked one after the
+/// other, and each part is split separately, so that a rank holds
+/// [gate_r; up_r]. No block split of that dimension says so; the parts
+/// must be taken apart first (an expand_shape into [parts, features],
+/// which Braid's dense experts write), and the expand is marked
+/// `braid.packed`: its sharding model splits the features of each part.
+LogicalResult PlanBuilder::planPacked(BlockArgument arg) {
+  auto type = cast<RankedTensorType>(arg.getType());
+  int64_t dim = type.getRank() - 2;
+  if (dim < 0)
+    return emitError(arg.getLoc())
+           << nameOf(arg) << " is packed_colwise but has rank "
+           << type.getRank();
+  SmallVector<tensor::ExpandShapeOp> expands;
+  for (Operation *user : arg.getUsers()) {
+    auto expand = dyn_cast<tensor::ExpandShapeOp>(user);
+    ReassociationIndices group;
+    if (expand)
+      group = expand.getReassociationIndices()[dim];
+    if (!expand || group.size() != 2 ||
+        expand.getResultType().getDimSize(group[0]) < 2)
+      return emitError(user->getLoc())
+             << nameOf(arg)
+             << " is packed_colwise but is used whole here: split the "
+                "packed dimension into its parts first (tensor.expand_shape "
+                "to [parts, features]), as Braid's export of HuggingFace "
+                "experts does, or use colwise_gather_output";
+    expands.push_back(expand);
+  }
+  for (tensor::ExpandShapeOp expand : expands)
+    expand->setAttr("braid.packed", UnitAttr::get(expand.getContext()));
+  annotateArgument(arg, Layout{dim});
   return success();
 }
 
@@ -287,15 +482,17 @@ LogicalResult PlanBuilder::run() {
                         bool isResult) -> FailureOr<StringRef> {
     std::optional<StringRef> style = styleOf(attr);
     bool known =
-        style && (*style == "replicate" || *style == "sequence" ||
-                  (!isResult && (*style == "colwise" || *style == "rowwise" ||
-                                 *style == "colwise_gather")));
+        style &&
+        (*style == "replicate" || *style == "sequence" ||
+         (!isResult && (*style == "colwise" || *style == "rowwise" ||
+                        *style == "colwise_gather" ||
+                        *style == "packed_colwise" || *style == "experts")));
     if (!known)
       return emitError(loc)
              << kPlanAttr << " must be a string: "
              << (isResult ? "replicate or sequence"
-                          : "colwise, colwise_gather, rowwise, replicate or "
-                            "sequence")
+                          : "colwise, colwise_gather, packed_colwise, experts, "
+                            "rowwise, replicate or sequence")
              << ", got " << attr;
     return *style;
   };
@@ -314,6 +511,17 @@ LogicalResult PlanBuilder::run() {
              << "; plans apply to ranked tensors";
     if (*style == "replicate") {
       annotateArgument(arg, Layout{}, /*forUsers=*/false);
+    } else if (*style == "experts") {
+      // Whole experts on each rank: the leading (expert) dimension.
+      if (type.getRank() < 2)
+        return emitError(arg.getLoc())
+               << nameOf(arg) << " is split by experts but has rank "
+               << type.getRank() << "; expert weights are [experts, ...]";
+      if (failed(planExperts(arg)))
+        return failure();
+    } else if (*style == "packed_colwise") {
+      if (failed(planPacked(arg)))
+        return failure();
     } else if (*style == "sequence") {
       if (type.getRank() < 2)
         return emitError(arg.getLoc())

@@ -261,7 +261,8 @@ struct LoopSpaceModel : public ShardingInterface::ExternalModel<Derived, Op> {
 /// group that is not a unit dimension (the outermost one that varies), so
 /// that hidden -> [heads, head_dim] splits heads, and [1, seq] -> seq splits
 /// seq; an inner loop of a group ([batch, seq] -> tokens with batch > 1 and
-/// seq split) is no block of the collapsed dimension and cannot split.
+/// seq split) is no block of the collapsed dimension and cannot split. An
+/// expand marked braid.packed splits the innermost instead (packed parts).
 template <typename Op> void describeReshape(Op op, LoopSpace &space) {
   RankedTensorType expanded = std::is_same_v<Op, tensor::ExpandShapeOp>
                                   ? op.getResultType()
@@ -275,9 +276,17 @@ template <typename Op> void describeReshape(Op op, LoopSpace &space) {
   unsigned collapsedValue =
       std::is_same_v<Op, tensor::ExpandShapeOp> ? 0 : op->getNumOperands();
   space.identity(expandedValue);
+  // braid.packed (braid-apply-parallel-plan's packed_colwise): a collapsed
+  // dimension of parts stacked one after the other, each split separately,
+  // follows the innermost dimension of its group (the features of each
+  // part), not the outermost (the parts).
+  bool packed = op->hasAttr("braid.packed");
   for (const ReassociationIndices &group : op.getReassociationIndices()) {
     std::optional<int64_t> lead;
-    for (int64_t l : group)
+    auto order = llvm::to_vector(group);
+    if (packed)
+      std::reverse(order.begin(), order.end());
+    for (int64_t l : order)
       if (expanded.getDimSize(l) != 1) {
         lead = l;
         break;

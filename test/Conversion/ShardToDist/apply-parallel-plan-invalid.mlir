@@ -2,7 +2,7 @@
 // RUN: braid-opt %s --split-input-file --verify-diagnostics --braid-apply-parallel-plan
 
 shard.grid @g(shape = 2)
-// expected-error @+1 {{braid.parallel must be a string: colwise, colwise_gather, rowwise, replicate or sequence, got "diagonal"}}
+// expected-error @+1 {{braid.parallel must be a string: colwise, colwise_gather, packed_colwise, experts, rowwise, replicate or sequence, got "diagonal"}}
 func.func @unknown(%x: tensor<4x4xf32> {braid.parallel = "diagonal"}) -> tensor<4x4xf32> {
   return %x : tensor<4x4xf32>
 }
@@ -72,4 +72,27 @@ shard.grid @g(shape = 2)
 // expected-error @+1 {{braid.parallel must be a string: replicate or sequence, got "colwise"}}
 func.func @result_colwise(%x: tensor<4x4xf32>) -> (tensor<4x4xf32> {braid.parallel = "colwise"}) {
   return %x : tensor<4x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+// A packed weight must be taken apart into its parts before it is used.
+func.func @packed_whole(%x: tensor<8x16xf32> {braid.parallel = "replicate"},
+                        %w: tensor<16x64xf32> {braid.parallel = "packed_colwise"}) -> tensor<8x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x64xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<8x64xf32>) -> tensor<8x64xf32>
+  // expected-error @+1 {{argument #1 is packed_colwise but is used whole here: split the packed dimension into its parts first}}
+  %h = linalg.matmul ins(%x, %w : tensor<8x16xf32>, tensor<16x64xf32>) outs(%f : tensor<8x64xf32>) -> tensor<8x64xf32>
+  return %h : tensor<8x64xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+// Experts need a contraction that keeps the expert dimension.
+// expected-error @+1 {{argument #0 is split by experts but reaches no contraction that keeps the expert dimension}}
+func.func @experts_nowhere(%w: tensor<4x8xf32> {braid.parallel = "experts"}) -> tensor<4x8xf32> {
+  return %w : tensor<4x8xf32>
 }

@@ -104,3 +104,80 @@ shard.grid @g(shape = 2)
 func.func @untouched(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %x : tensor<4xf32>
 }
+
+// -----
+
+// colwise_gather (HuggingFace's colwise_gather_output): split by output
+// features, then the output gathered for what follows.
+shard.grid @g(shape = 2)
+// CHECK-LABEL: func.func @gather_output(
+// DIST-LABEL: func.func @gather_output(
+// DIST: %[[H:.*]] = linalg.matmul {{.*}} -> tensor<8x32xf32>
+// DIST: dist.all_gather %[[H]] on @g axes = [0] dim = 1 : tensor<8x32xf32> -> tensor<8x64xf32>
+func.func @gather_output(%x: tensor<8x16xf32> {braid.parallel = "replicate"},
+                         %w: tensor<16x64xf32> {braid.parallel = "colwise_gather"})
+    -> (tensor<8x64xf32> {braid.parallel = "replicate"}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x64xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<8x64xf32>) -> tensor<8x64xf32>
+  %h = linalg.matmul ins(%x, %w : tensor<8x16xf32>, tensor<16x64xf32>) outs(%f : tensor<8x64xf32>) -> tensor<8x64xf32>
+  return %h : tensor<8x64xf32>
+}
+
+// -----
+
+// Experts (HuggingFace's grouped_gemm): [experts, out, in] weights split by
+// experts; the batch matmul over experts computes each rank's, and the sum
+// over experts that follows is a partial sum, all-reduced.
+shard.grid @g(shape = 2)
+// CHECK-LABEL: func.func @experts(
+// CHECK: linalg.batch_matmul
+// CHECK: shard.sharding @g split_axes = {{\[}}[0]] : !shard.sharding
+// DIST-LABEL: func.func @experts(
+// DIST-SAME: tensor<2x8x16xf32> {dist.placement = #dist.placement<@g, [shard<0>]>}
+// DIST: linalg.batch_matmul {{.*}} -> tensor<2x8x8xf32>
+// DIST: dist.all_reduce %{{.*}} on @g axes = [0] reduce = sum : tensor<8x8xf32> -> tensor<8x8xf32>
+func.func @experts(%x: tensor<4x8x16xf32> {braid.parallel = "replicate"},
+                   %w: tensor<4x8x16xf32> {braid.parallel = "experts"})
+    -> (tensor<8x8xf32> {braid.parallel = "replicate"}) {
+  %zero = arith.constant 0.0 : f32
+  %et = tensor.empty() : tensor<4x16x8xf32>
+  %wt = linalg.transpose ins(%w : tensor<4x8x16xf32>) outs(%et : tensor<4x16x8xf32>) permutation = [0, 2, 1]
+  %e = tensor.empty() : tensor<4x8x8xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8x8xf32>) -> tensor<4x8x8xf32>
+  %y = linalg.batch_matmul ins(%x, %wt : tensor<4x8x16xf32>, tensor<4x16x8xf32>) outs(%f : tensor<4x8x8xf32>) -> tensor<4x8x8xf32>
+  %e2 = tensor.empty() : tensor<8x8xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(e, t, h) -> (e, t, h)>, affine_map<(e, t, h) -> (t, h)>],
+                       iterator_types = ["reduction", "parallel", "parallel"]}
+      ins(%y : tensor<4x8x8xf32>) outs(%f2 : tensor<8x8xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %a, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<8x8xf32>
+  return %s : tensor<8x8xf32>
+}
+
+// -----
+
+// packed_colwise (HuggingFace's [gate; up] layout): each part split
+// separately. The parts are taken apart by an expand_shape, which the plan
+// marks braid.packed: its sharding model splits each part's features.
+shard.grid @g(shape = 2)
+// CHECK-LABEL: func.func @packed(
+// CHECK: tensor.expand_shape {{.*}} {braid.packed}
+// DIST-LABEL: func.func @packed(
+// DIST-SAME: tensor<32x16xf32> {dist.placement = #dist.placement<@g, [shard<0>]>}
+// DIST-NOT: = dist.
+// DIST: tensor.expand_shape %{{.*}} {{\[}}[0, 1], [2]] output_shape [2, 16, 16] : tensor<32x16xf32> into tensor<2x16x16xf32>
+// DIST: tensor.extract_slice %{{.*}}[0, 0, 0] [1, 16, 16] [1, 1, 1] : tensor<2x16x16xf32> to tensor<16x16xf32>
+// DIST: tensor.extract_slice %{{.*}}[1, 0, 0] [1, 16, 16] [1, 1, 1] : tensor<2x16x16xf32> to tensor<16x16xf32>
+// DIST-NOT: = dist.
+// DIST: return
+func.func @packed(%w: tensor<64x16xf32> {braid.parallel = "packed_colwise"})
+    -> (tensor<32x16xf32> {braid.parallel = "sequence"}, tensor<32x16xf32> {braid.parallel = "sequence"}) {
+  %parts = tensor.expand_shape %w [[0, 1], [2]] output_shape [2, 32, 16] : tensor<64x16xf32> into tensor<2x32x16xf32>
+  %gate = tensor.extract_slice %parts[0, 0, 0] [1, 32, 16] [1, 1, 1] : tensor<2x32x16xf32> to tensor<32x16xf32>
+  %up = tensor.extract_slice %parts[1, 0, 0] [1, 32, 16] [1, 1, 1] : tensor<2x32x16xf32> to tensor<32x16xf32>
+  return %gate, %up : tensor<32x16xf32>, tensor<32x16xf32>
+}
