@@ -11,7 +11,9 @@
 #     MPI ranks with --check against the program with collectives whole,
 #     and write a timeline of the run (Chrome trace format);
 #  4. a MoE block from Python (braid.models) on 4 ranks against numpy;
-#  5. with the CUDA toolkit, the program compiled for the GPU (PTX, cuBLASLt).
+#  5. with the CUDA toolkit, the program compiled for the GPU (PTX, cuBLASLt);
+#  6. with the frontends venv (scripts/setup-frontends.sh), a HuggingFace
+#     LlamaModel under its shipped plan, TP and SP (examples/hf_llama.py).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${BRAID_BUILD_DIR:-$ROOT/build}"
@@ -86,4 +88,15 @@ if [[ -x "$BIN/braid-exec-cuda" ]]; then
   "$BIN/braid-compile" "$INPUT" --target=cuda -o "$WORK/program.so" 2>/dev/null
   echo "   run it with: braid-run --backend=cuda FILE.mlir (one process per GPU), or"
   echo "   braid-exec-cuda program.so --loopback=4 (4 ranks on one GPU, for measuring)"
+fi
+
+FRONTENDS_PYTHON="${BRAID_FRONTENDS_VENV:-$HOME/.cache/braid/frontends-venv}/bin/python"
+echo
+if [[ -x "$FRONTENDS_PYTHON" ]] && "$FRONTENDS_PYTHON" -c 'import torch_mlir, transformers' 2>/dev/null; then
+  echo "-- 6. a HuggingFace LlamaModel (2 layers) under its shipped tensor-parallel plan"
+  HF_HUB_OFFLINE=1 "$FRONTENDS_PYTHON" "$ROOT/examples/hf_llama.py" 2> "$WORK/hf.txt" ||
+    { cat "$WORK/hf.txt" >&2; exit 1; }
+else
+  echo "-- 6. (skipped) HuggingFace models: scripts/setup-frontends.sh installs torch,"
+  echo "   torch-mlir and transformers (~4.7 GB), then run examples/hf_llama.py"
 fi

@@ -12,7 +12,7 @@ PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   cmake ninja-build ccache g++
   openmpi-bin libopenmpi-dev
-  python3 python3-numpy python3-pytest
+  python3 python3-numpy python3-pytest python3-venv python3-setuptools
 )
 
 missing=()

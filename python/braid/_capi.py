@@ -2,12 +2,14 @@
 
 Only what the package uses: compiling source text and running artifacts.
 The library is found, in order, at $BRAID_CAPI_LIBRARY, in the build tree
-next to this package (build/lib), or where it is installed (../../lib from
-the package, for a --prefix install that put the package in
-PREFIX/python).
+next to this package (build/lib, when the package is used from its
+checkout), where it is installed (../../lib from the package, for a
+--prefix install that put the package in PREFIX/python), or at ../lib of a
+braid-compile on PATH (what `pip install ./python` relies on).
 """
 import ctypes
 import os
+import shutil
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -52,6 +54,10 @@ def _candidates():
     yield os.path.join(root, "build", "lib", "libBraidCAPI.so")
     yield os.path.join(os.path.dirname(os.path.dirname(_HERE)), "lib",
                        "libBraidCAPI.so")
+    compiler = shutil.which("braid-compile")
+    if compiler:
+        yield os.path.join(os.path.dirname(os.path.dirname(
+            os.path.realpath(compiler))), "lib", "libBraidCAPI.so")
 
 
 _lib = None
@@ -71,7 +77,8 @@ def library():
     else:
         raise ImportError(
             "cannot find libBraidCAPI.so (build Braid with scripts/test.sh "
-            "or scripts/demo.sh, or set BRAID_CAPI_LIBRARY); tried: "
+            "or scripts/demo.sh, then set BRAID_CAPI_LIBRARY or put its "
+            "build/bin on PATH); tried: "
             + ", ".join(tried))
     lib.braidGetVersion.restype = ctypes.c_char_p
     lib.braidGetVersion.argtypes = []

@@ -160,8 +160,10 @@ def test_llama_model(inputs, layout, ranks):
                   "use_cache": False}
     _, strategies = check(model, (), kwargs, c.base_model_tp_plan, ranks,
                           layout)
-    if layout == "replicate":
-        assert strategies == TP_ALL_REDUCES * 2
+    # Each layer as a single one gets it: the residual stream between the
+    # layers stays split under sequence parallelism.
+    assert strategies == (TP_ALL_REDUCES if layout == "replicate"
+                          else SP_RINGS) * 2
 
 
 def test_plan_relative_keys():
@@ -235,6 +237,14 @@ def test_plan_errors():
     # layer).
     bp.parallelize(layer, (x,), {"layers.*.mlp.experts": "moe_tp_experts"},
                    ranks=2, kwargs=kwargs)
+
+
+def test_every_shipped_style_is_known():
+    """Every style transformers ships has an entry in braid.pytorch.STYLES
+    (a new transformers with a new style fails here, not in a user's plan)."""
+    from transformers.integrations import tensor_parallel
+    shipped = set(tensor_parallel.ALL_PARALLEL_STYLES)
+    assert shipped <= set(bp.STYLES), sorted(shipped - set(bp.STYLES))
 
 
 def test_errors_name_the_parameter():
@@ -314,8 +324,8 @@ def test_mixtral_decoder_layer():
     c = config("Mixtral", 2, num_local_experts=4, num_experts_per_tok=2)
     c._experts_implementation = "batched_mm"
     layer = decoder_layer("Mixtral", c).eval()
-    with torch.no_grad():             # experts start uninitialized
-        for p in layer.mlp.experts.parameters():
+    with torch.no_grad():  # the router and experts start uninitialized
+        for p in layer.mlp.parameters():
             p.normal_(0, 0.2)
     x = torch.randn(2, SEQ, 64)
     _, strategies = check(layer, (x,), {"position_embeddings": rotary(c, x)},

@@ -87,11 +87,12 @@ private:
 
   /// Annotates `value` with `layout` after its definition and redirects its
   /// uses to the annotation, which it returns.
-  Value annotateResult(Value value, Layout layout) {
+  Value annotateResult(Value value, Layout layout, bool forUsers = false) {
     OpBuilder b(func.getContext());
     b.setInsertionPointAfterValue(value);
     Value s = sharding(value.getLoc(), layout, b);
-    auto annotated = shard::ShardOp::create(b, value.getLoc(), value, s);
+    auto annotated =
+        shard::ShardOp::create(b, value.getLoc(), value, s, forUsers);
     value.replaceAllUsesExcept(annotated.getResult(), annotated);
     return annotated.getResult();
   }
@@ -119,6 +120,7 @@ private:
     arg.replaceAllUsesExcept(annotated.getResult(), annotated);
   }
 
+  void annotateResidual(Value value);
   LogicalResult collectUses(BlockArgument arg, SmallVectorImpl<Use> &uses);
   LogicalResult planPacked(BlockArgument arg);
   LogicalResult planExperts(BlockArgument arg);
@@ -128,6 +130,10 @@ private:
   func::FuncOp func;
   FlatSymbolRefAttr grid;
   int16_t axis;
+  /// Whether the activations are sequence-split with a batch of one (every
+  /// sequence-split argument's dimensions before the sequence are 1), so
+  /// that the token dimension of a contraction on them is the sequence.
+  bool sequenceTokens = false;
 };
 
 /// How diagnostics name an argument: its location's name (the parameter
@@ -371,6 +377,39 @@ LogicalResult PlanBuilder::planPacked(BlockArgument arg) {
   return success();
 }
 
+/// Follows a sequence-split contraction result through reshapes and
+/// elementwise ops to the residual add it feeds (an elementwise op with two
+/// operands of its result's shape) and annotates that sum sequence-split.
+/// Upstream's propagation runs backward first: without this, the replicated
+/// activation the next colwise contraction takes floods back through its
+/// norm into the residual stream, which is then gathered and kept whole.
+void PlanBuilder::annotateResidual(Value value) {
+  Value current = value;
+  while (current.hasOneUse()) {
+    Operation *user = *current.getUsers().begin();
+    if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(user)) {
+      current = user->getResult(0);
+      continue;
+    }
+    auto generic = dyn_cast<linalg::GenericOp>(user);
+    if (!generic || generic->getNumResults() != 1 ||
+        generic.getNumParallelLoops() != generic.getNumLoops())
+      return;
+    Value result = generic->getResult(0);
+    auto type = dyn_cast<RankedTensorType>(result.getType());
+    if (!type || type.getRank() < 2)
+      return;
+    unsigned full = llvm::count_if(generic.getDpsInputs(), [&](Value input) {
+      return input.getType() == type;
+    });
+    if (full >= 2) {
+      annotateResult(result, Layout{type.getRank() - 2});
+      return;
+    }
+    current = result;
+  }
+}
+
 LogicalResult PlanBuilder::planWeight(BlockArgument arg, StringRef style) {
   auto type = cast<RankedTensorType>(arg.getType());
   Location loc = arg.getLoc();
@@ -463,7 +502,16 @@ LogicalResult PlanBuilder::planWeight(BlockArgument arg, StringRef style) {
       // partition a contraction whose result is split along a dimension its
       // operands are not).
       annotateOperand(use.op, other, Layout{positionIn(otherMap)});
-      annotateResult(use.op->getResult(0), Layout{});
+      Value reduced = annotateResult(use.op->getResult(0), Layout{});
+      // Under sequence parallelism over one sequence, the result's token
+      // dimension is the sequence: split it here, so that the reduction is
+      // a reduce-scatter whatever follows (the residual stream between two
+      // decoder layers stays split; left replicated, propagation gathers the
+      // residual to meet it and the next layer runs tensor parallel).
+      auto resultType = dyn_cast<RankedTensorType>(reduced.getType());
+      if (sequenceTokens && resultType && resultType.getRank() >= 2)
+        annotateResidual(annotateResult(
+            reduced, Layout{resultType.getRank() - 2}, /*forUsers=*/true));
     }
   }
   annotateArgument(arg, Layout{argDim});
@@ -496,6 +544,21 @@ LogicalResult PlanBuilder::run() {
              << ", got " << attr;
     return *style;
   };
+
+  for (BlockArgument arg : func.getArguments()) {
+    std::optional<StringRef> style =
+        styleOf(func.getArgAttr(arg.getArgNumber(), kPlanAttr));
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!style || *style != "sequence" || !type || type.getRank() < 2)
+      continue;
+    bool single = llvm::all_of(type.getShape().drop_back(2),
+                               [](int64_t size) { return size == 1; });
+    if (!single) {
+      sequenceTokens = false;
+      break;
+    }
+    sequenceTokens = true;
+  }
 
   for (BlockArgument arg : func.getArguments()) {
     Attribute attr = func.getArgAttr(arg.getArgNumber(), kPlanAttr);

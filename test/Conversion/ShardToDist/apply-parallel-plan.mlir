@@ -181,3 +181,77 @@ func.func @packed(%w: tensor<64x16xf32> {braid.parallel = "packed_colwise"})
   %up = tensor.extract_slice %parts[1, 0, 0] [1, 32, 16] [1, 1, 1] : tensor<2x32x16xf32> to tensor<32x16xf32>
   return %gate, %up : tensor<32x16xf32>, tensor<32x16xf32>
 }
+
+// -----
+
+// Sequence parallelism over one sequence: the rowwise result is split along
+// its tokens (the reduction a reduce-scatter whatever follows) and so is
+// the residual add it reaches through the reshape, so that the replicated
+// activation of a later colwise layer does not pull the residual stream
+// whole (upstream's propagation runs backward first).
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+shard.grid @g(shape = 2)
+// CHECK-LABEL: func.func @residual(
+// CHECK: %[[Y:.*]] = linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<8x32xf32>, tensor<32x16xf32>)
+// CHECK: %[[REP:.*]] = shard.sharding @g split_axes = {{\[}}[]] : !shard.sharding
+// CHECK: %[[R:.*]] = shard.shard %[[Y]] to %[[REP]] : tensor<8x16xf32>
+// CHECK: %[[TOK:.*]] = shard.sharding @g split_axes = {{\[}}[0]] : !shard.sharding
+// CHECK: %[[T:.*]] = shard.shard %[[R]] to %[[TOK]] annotate_for_users : tensor<8x16xf32>
+// CHECK: %[[U:.*]] = tensor.expand_shape %[[T]]
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[U]] :
+// CHECK: %[[SEQ:.*]] = shard.sharding @g split_axes = {{\[}}[], [0]] : !shard.sharding
+// CHECK: shard.shard %[[SUM]] to %[[SEQ]] : tensor<1x8x16xf32>
+// DIST-LABEL: func.func @residual(
+// DIST: dist.all_gather %{{.*}} dim = 0 : tensor<4x16xf32> -> tensor<8x16xf32>
+// DIST: dist.reduce_scatter %{{.*}} dim = 0 reduce = sum : tensor<8x16xf32> -> tensor<4x16xf32>
+// DIST: %[[SUM:.*]] = linalg.generic
+// DIST: } -> tensor<1x4x16xf32>
+// DIST-NEXT: dist.all_gather %[[SUM]] {{.*}} dim = 1 : tensor<1x4x16xf32> -> tensor<1x8x16xf32>
+// DIST-NEXT: return
+func.func @residual(%x: tensor<1x8x16xf32> {braid.parallel = "sequence"},
+                    %up: tensor<16x32xf32> {braid.parallel = "colwise"},
+                    %down: tensor<32x16xf32> {braid.parallel = "rowwise"})
+    -> (tensor<1x8x16xf32> {braid.parallel = "replicate"}) {
+  %zero = arith.constant 0.0 : f32
+  %c = tensor.collapse_shape %x [[0, 1], [2]] : tensor<1x8x16xf32> into tensor<8x16xf32>
+  %e1 = tensor.empty() : tensor<8x32xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %h = linalg.matmul ins(%c, %up : tensor<8x16xf32>, tensor<16x32xf32>) outs(%f1 : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %e2 = tensor.empty() : tensor<8x16xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %y = linalg.matmul ins(%h, %down : tensor<8x32xf32>, tensor<32x16xf32>) outs(%f2 : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %u = tensor.expand_shape %y [[0, 1], [2]] output_shape [1, 8, 16] : tensor<8x16xf32> into tensor<1x8x16xf32>
+  %e3 = tensor.empty() : tensor<1x8x16xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%x, %u : tensor<1x8x16xf32>, tensor<1x8x16xf32>) outs(%e3 : tensor<1x8x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<1x8x16xf32>
+  return %sum : tensor<1x8x16xf32>
+}
+
+// -----
+
+// With a batch of two the tokens are not the sequence: the rowwise result
+// is only reduced (Rationale: "Sequence parallelism with a batch").
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+shard.grid @g(shape = 2)
+// CHECK-LABEL: func.func @batch_two(
+// CHECK: %[[Y:.*]] = linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<16x32xf32>, tensor<32x16xf32>)
+// CHECK: %[[R:.*]] = shard.shard %[[Y]] to %{{.*}} : tensor<16x16xf32>
+// CHECK-NEXT: tensor.expand_shape %[[R]]
+func.func @batch_two(%x: tensor<2x8x16xf32> {braid.parallel = "sequence"},
+                     %up: tensor<16x32xf32> {braid.parallel = "colwise"},
+                     %down: tensor<32x16xf32> {braid.parallel = "rowwise"})
+    -> (tensor<2x8x16xf32> {braid.parallel = "sequence"}) {
+  %zero = arith.constant 0.0 : f32
+  %c = tensor.collapse_shape %x [[0, 1], [2]] : tensor<2x8x16xf32> into tensor<16x16xf32>
+  %e1 = tensor.empty() : tensor<16x32xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %h = linalg.matmul ins(%c, %up : tensor<16x16xf32>, tensor<16x32xf32>) outs(%f1 : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %e2 = tensor.empty() : tensor<16x16xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<16x16xf32>) -> tensor<16x16xf32>
+  %y = linalg.matmul ins(%h, %down : tensor<16x32xf32>, tensor<32x16xf32>) outs(%f2 : tensor<16x16xf32>) -> tensor<16x16xf32>
+  %u = tensor.expand_shape %y [[0, 1], [2]] output_shape [2, 8, 16] : tensor<16x16xf32> into tensor<2x8x16xf32>
+  return %u : tensor<2x8x16xf32>
+}
