@@ -50,7 +50,8 @@ import numpy as np
 from .compiler import CompileError, Diagnostic
 from .compiler import compile as braid_compile
 
-__all__ = ["export", "parallelize", "ParallelModule", "Exported", "STYLES"]
+__all__ = ["export", "to_mlir", "parallelize", "ParallelModule", "Exported",
+           "STYLES"]
 
 # Every style a plan may name, and what Braid does with the parameters of a
 # module (or the parameter) it names: "colwise", "rowwise", "colwise_gather"
@@ -618,6 +619,26 @@ class ParallelModule:
         return self.exported.outputs(tensors)
 
 
+def to_mlir(module, example_args, plan, ranks=4, input_layout="replicate",
+            output_layout=None, kwargs=None):
+    """What parallelize compiles, without compiling it: the module exported
+    and annotated with the plan (arguments as parallelize's). Returns
+    (exported, text, styles, output_layout): `text` is the MLIR Braid's
+    pipeline takes (`braid-compile` reads it too), `styles` the style of
+    each argument by name."""
+    exported = export(module, tuple(example_args), kwargs)
+    layouts = _input_layouts(exported, input_layout)
+    first = next(iter(layouts.values()), "replicate")
+    styles, inp, out = _argument_styles(exported, plan, first,
+                                        output_layout or first)
+    if inp != first and isinstance(input_layout, str):
+        layouts = _input_layouts(exported, inp)
+    if out not in LAYOUTS:
+        raise ValueError(f"layouts are 'replicate' or 'sequence', not {out!r}")
+    styles.update(layouts)
+    return exported, annotate(exported, styles, out, ranks), styles, out
+
+
 def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
                 output_layout=None, kwargs=None, **compile_options):
     """Compiles `module` (a torch.nn.Module) for `ranks` CPU ranks under the
@@ -630,17 +651,8 @@ def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
     first input's) are the activations' layouts; "sequence" splits the
     second-to-last dimension ([batch, seq, hidden]: seq). Other keyword
     arguments go to braid.compile (overlap, ...)."""
-    exported = export(module, tuple(example_args), kwargs)
-    layouts = _input_layouts(exported, input_layout)
-    first = next(iter(layouts.values()), "replicate")
-    styles, inp, out = _argument_styles(exported, plan, first,
-                                        output_layout or first)
-    if inp != first and isinstance(input_layout, str):
-        layouts = _input_layouts(exported, inp)
-    if out not in LAYOUTS:
-        raise ValueError(f"layouts are 'replicate' or 'sequence', not {out!r}")
-    styles.update(layouts)
-    text = annotate(exported, styles, out, ranks)
+    exported, text, styles, out = to_mlir(module, example_args, plan, ranks,
+                                          input_layout, output_layout, kwargs)
     artifact = braid_compile(text, name=type(module).__name__,
                              **compile_options)
     return ParallelModule(module, exported, text, artifact, out,

@@ -239,6 +239,36 @@ def test_plan_errors():
                    ranks=2, kwargs=kwargs)
 
 
+def test_per_input_layouts():
+    """A layout per input, by name or in order: the activation split along
+    the sequence, the explicit causal mask ([b, 1, s, s]) and the rotary
+    tables replicated; unknown names, counts and layouts are errors."""
+    torch.manual_seed(13)
+    c = config("Llama", 2, attn="eager")
+    layer = decoder_layer("Llama", c).eval()
+    x = torch.randn(1, SEQ, 64)
+    mask = torch.full((SEQ, SEQ), float("-inf")).triu(1)[None, None]
+    kwargs = {"position_embeddings": rotary(c, x), "attention_mask": mask}
+    exported = bp.export(layer, (x,), kwargs)
+    names = exported.names[:exported.num_inputs]
+    assert names[0] == "input0" and "attention_mask" in names
+    by_name = {"input0": "sequence"}
+    in_order = ["sequence"] + ["replicate"] * (len(names) - 1)
+    for layout in (by_name, in_order):
+        check(layer, (x,), kwargs, c.base_model_tp_plan, 2, layout,
+              expect=SP_RINGS)
+    with pytest.raises(ValueError, match="input_layout names .*'mask'"):
+        bp.parallelize(layer, (x,), c.base_model_tp_plan, ranks=2,
+                       kwargs=kwargs, input_layout={"mask": "sequence"})
+    with pytest.raises(ValueError, match="has 1 entries"):
+        bp.parallelize(layer, (x,), c.base_model_tp_plan, ranks=2,
+                       kwargs=kwargs, input_layout=["sequence"])
+    with pytest.raises(ValueError, match="layout of attention_mask"):
+        bp.parallelize(layer, (x,), c.base_model_tp_plan, ranks=2,
+                       kwargs=kwargs,
+                       input_layout={"attention_mask": "diagonal"})
+
+
 def test_every_shipped_style_is_known():
     """Every style transformers ships has an entry in braid.pytorch.STYLES
     (a new transformers with a new style fails here, not in a user's plan)."""

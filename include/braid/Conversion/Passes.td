@@ -141,7 +141,11 @@ def ApplyParallelPlan : Pass<"braid-apply-parallel-plan", "mlir::ModuleOp"> {
     - `"sequence"`: split along the second-to-last dimension (the sequence);
       one such argument or result makes the activation layout
       sequence-split (sequence parallelism: all-gather before colwise
-      layers, reduce-scatter after rowwise ones).
+      layers, reduce-scatter after rowwise ones). When every such argument
+      holds one sequence (its dimensions before the sequence are 1), a
+      rowwise result is also split along its tokens for its users, and so
+      is the residual add it reaches through reshapes and elementwise ops:
+      the residual stream between layers stays split.
 
     Weights are annotated for their users (the contractions the plan
     names); `replicate` and `sequence` arguments are annotated as the
