@@ -52,7 +52,8 @@ MLIR_CAPI_EXPORTED const char *braidGetVersion(void);
 ///     entry, report;
 ///   pipeline only: skip-import, stop-after (dist, xfer, llvm);
 ///   compile only: emit (dist, xfer, llvm-mlir, llvm-ir, obj, lib, ptx), O
-///     (0 to 3), cpu;
+///     (0 to 3), cpu, timing (the time of each stage, added to the report
+///     as "timing": [{"stage", "seconds"}, ...]);
 ///   run: timeout.
 MLIR_CAPI_EXPORTED const char *braidGetOptions(void);
 

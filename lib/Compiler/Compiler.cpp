@@ -5,25 +5,38 @@
 //===----------------------------------------------------------------------===//
 
 #include "braid/Compiler/Compiler.h"
+#include "braid/Dialect/Xfer/Transforms/Schedule.h"
 #include "braid/InitAll.h"
 #include "braid/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
-#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Passes/StandardInstrumentations.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
@@ -31,6 +44,10 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/SubtargetFeature.h"
+#include "llvm/Transforms/Utils/Cloning.h"
+
+#include <chrono>
+#include <thread>
 
 using namespace mlir;
 
@@ -144,8 +161,9 @@ FailureOr<std::string> buildManifest(ModuleOp module, func::FuncOp function) {
   return text;
 }
 
-std::unique_ptr<llvm::TargetMachine> createTargetMachine(StringRef cpu,
-                                                         std::string &error) {
+std::unique_ptr<llvm::TargetMachine>
+createTargetMachine(StringRef cpu, llvm::CodeGenOptLevel level,
+                    std::string &error) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
@@ -174,7 +192,8 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(StringRef cpu,
   }
   llvm::TargetOptions options;
   std::unique_ptr<llvm::TargetMachine> machine(llvmTarget->createTargetMachine(
-      triple, cpuName, features, options, llvm::Reloc::PIC_));
+      triple, cpuName, features, options, llvm::Reloc::PIC_,
+      /*CM=*/std::nullopt, level));
   if (!machine)
     error = "cannot create a target machine for " + cpuName;
   return machine;
@@ -200,9 +219,200 @@ void braid::registerCompilerDialects(DialectRegistry &registry) {
   (void)passes;
 }
 
-LogicalResult braid::compile(ModuleOp module, const CompileOptions &options,
-                             StringRef outputPath,
-                             llvm::raw_ostream *textOutput) {
+namespace {
+
+/// Seconds since `start`.
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+/// Adds to `times` the time the kernels' binaries took (ptxas, through
+/// gpu-module-to-binary), so that it can be told apart from the rest of the
+/// MLIR passes.
+class BinaryTimer : public PassInstrumentation {
+public:
+  void runBeforePass(Pass *pass, Operation *) override {
+    if (pass->getArgument() == "gpu-module-to-binary")
+      start = std::chrono::steady_clock::now();
+  }
+  void runAfterPass(Pass *pass, Operation *) override {
+    if (pass->getArgument() == "gpu-module-to-binary")
+      *seconds += secondsSince(start);
+  }
+  void runAfterPassFailed(Pass *pass, Operation *op) override {
+    runAfterPass(pass, op);
+  }
+  explicit BinaryTimer(double *seconds) : seconds(seconds) {}
+
+private:
+  double *seconds;
+  std::chrono::steady_clock::time_point start;
+};
+
+/// Adds "timing" (an array of {"stage", "seconds"}) to the JSON report at
+/// `path`.
+LogicalResult addTimesToReport(StringRef path, const braid::CompileTimes &times,
+                               std::string &error) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      llvm::MemoryBuffer::getFile(path);
+  if (!buffer) {
+    error = "cannot read the report " + path.str() + ": " +
+            buffer.getError().message();
+    return failure();
+  }
+  llvm::Expected<llvm::json::Value> report =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!report || !report->getAsObject()) {
+    if (!report)
+      llvm::consumeError(report.takeError());
+    error = "the report " + path.str() + " is not a JSON object";
+    return failure();
+  }
+  llvm::json::Array stages;
+  for (const braid::StageTime &time : times)
+    stages.push_back(
+        llvm::json::Object{{"stage", time.stage}, {"seconds", time.seconds}});
+  (*report->getAsObject())["timing"] = std::move(stages);
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec) {
+    error = "cannot write the report " + path.str() + ": " + ec.message();
+    return failure();
+  }
+  os << llvm::formatv("{0:2}", *report) << "\n";
+  return success();
+}
+
+/// LLVM's default pipeline at `optLevel` (0 to 3), as MLIR's
+/// makeOptimizingTransformer builds it, but with optnone honoured: the new
+/// pass manager skips optnone functions only through an instrumentation,
+/// which that helper does not register, so schedules would be optimized
+/// anyway (SLP vectorization of a whole model's schedule took most of a
+/// cuda compile).
+void optimizeModule(llvm::Module &module, int64_t optLevel,
+                    llvm::TargetMachine *machine) {
+  llvm::LoopAnalysisManager loops;
+  llvm::FunctionAnalysisManager functions;
+  llvm::CGSCCAnalysisManager sccs;
+  llvm::ModuleAnalysisManager modules;
+  llvm::PassInstrumentationCallbacks callbacks;
+  llvm::OptNoneInstrumentation optNone(/*DebugLogging=*/false);
+  optNone.registerCallbacks(callbacks);
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopUnrolling = true;
+  tuning.LoopInterleaving = true;
+  tuning.LoopVectorization = true;
+  tuning.SLPVectorization = true;
+  llvm::PassBuilder builder(machine, tuning, std::nullopt, &callbacks);
+  builder.registerModuleAnalyses(modules);
+  builder.registerCGSCCAnalyses(sccs);
+  builder.registerFunctionAnalyses(functions);
+  builder.registerLoopAnalyses(loops);
+  builder.crossRegisterProxies(loops, functions, sccs, modules);
+  const llvm::OptimizationLevel levels[] = {
+      llvm::OptimizationLevel::O0, llvm::OptimizationLevel::O1,
+      llvm::OptimizationLevel::O2, llvm::OptimizationLevel::O3};
+  llvm::ModulePassManager passes =
+      optLevel == 0
+          ? builder.buildO0DefaultPipeline(llvm::OptimizationLevel::O0)
+          : builder.buildPerModuleDefaultPipeline(levels[optLevel]);
+  passes.run(module, modules);
+}
+
+/// Writes `module` as an object file to `path`.
+LogicalResult emitObject(llvm::Module &module, llvm::TargetMachine &machine,
+                         StringRef path, std::string &error) {
+  std::error_code ec;
+  llvm::ToolOutputFile object(path, ec, llvm::sys::fs::OF_None);
+  if (ec) {
+    error = "cannot write " + path.str() + ": " + ec.message();
+    return failure();
+  }
+  llvm::legacy::PassManager codegen;
+  if (machine.addPassesToEmitFile(codegen, object.os(), nullptr,
+                                  llvm::CodeGenFileType::ObjectFile)) {
+    error = "the target cannot emit object files";
+    return failure();
+  }
+  codegen.run(module);
+  object.keep();
+  return success();
+}
+
+/// Moves the definitions of the functions named `schedules` out of `module`
+/// into a module of their own, in `context`, so that they can be generated
+/// apart (another thread, another optimization level) and linked back. The
+/// two parts refer to each other's symbols, so every local symbol becomes
+/// an external one of hidden visibility: still not exported from the
+/// library. Global variables stay in `module`. Null when `module` defines
+/// none of `schedules`.
+std::unique_ptr<llvm::Module> splitSchedules(llvm::Module &module,
+                                             const llvm::StringSet<> &schedules,
+                                             llvm::LLVMContext &context) {
+  auto isSchedule = [&](const llvm::GlobalValue *value) {
+    return isa<llvm::Function>(value) && !value->isDeclaration() &&
+           schedules.contains(value->getName());
+  };
+  if (llvm::none_of(module.functions(), [&](const llvm::Function &function) {
+        return isSchedule(&function);
+      }))
+    return nullptr;
+  for (llvm::GlobalValue &value : module.global_values()) {
+    if (!value.hasLocalLinkage())
+      continue;
+    if (!value.hasName())
+      value.setName("braid.local");
+    value.setLinkage(llvm::GlobalValue::ExternalLinkage);
+    value.setVisibility(llvm::GlobalValue::HiddenVisibility);
+  }
+  llvm::ValueToValueMapTy map;
+  std::unique_ptr<llvm::Module> part =
+      llvm::CloneModule(module, map, isSchedule);
+  // Declarations of LLVM's special arrays (constructors, llvm.used) are not
+  // valid; their definitions stay with `module`.
+  for (llvm::GlobalVariable &global :
+       llvm::make_early_inc_range(part->globals()))
+    if (global.isDeclaration() && global.getName().starts_with("llvm."))
+      global.eraseFromParent();
+  for (llvm::Function &function : module.functions())
+    if (schedules.contains(function.getName()) && !function.isDeclaration())
+      function.deleteBody();
+  // Into `context`, through bitcode: a context is one thread's.
+  SmallString<0> bitcode;
+  llvm::raw_svector_ostream os(bitcode);
+  llvm::WriteBitcodeToFile(*part, os);
+  part.reset();
+  llvm::Expected<std::unique_ptr<llvm::Module>> moved = llvm::parseBitcodeFile(
+      llvm::MemoryBufferRef(StringRef(bitcode.data(), bitcode.size()),
+                            "braid-schedules"),
+      context);
+  if (!moved) {
+    llvm::consumeError(moved.takeError());
+    return nullptr;
+  }
+  return std::move(*moved);
+}
+
+} // namespace
+
+void braid::printTimes(const CompileTimes &times, llvm::raw_ostream &os) {
+  double total = 0;
+  for (const StageTime &time : times) {
+    os << llvm::format("braid: timing: %-10s %9.3f s\n", time.stage.c_str(),
+                       time.seconds);
+    total += time.seconds;
+  }
+  os << llvm::format("braid: timing: %-10s %9.3f s\n", "total", total);
+}
+
+/// What braid::compile does, with the time of each stage added to `times`.
+static LogicalResult compileStages(ModuleOp module,
+                                   const braid::CompileOptions &options,
+                                   StringRef outputPath,
+                                   llvm::raw_ostream *textOutput,
+                                   braid::CompileTimes &times) {
+  using namespace braid;
   MLIRContext *context = module.getContext();
   auto fail = [&](const Twine &message) {
     return emitError(module.getLoc()) << message, failure();
@@ -221,17 +431,30 @@ LogicalResult braid::compile(ModuleOp module, const CompileOptions &options,
   // The PTX of the kernels is what gpu-format=isa keeps.
   if (options.emit == EmitKind::Ptx)
     pipeline.gpuFormat = GpuFormat::Isa;
-  auto runPipeline = [&]() -> LogicalResult {
+  double binarySeconds = 0;
+  auto runPipeline = [&](StringRef stage) -> LogicalResult {
+    auto start = std::chrono::steady_clock::now();
+    binarySeconds = 0;
     PassManager pm(context);
     pm.enableVerifier(true);
+    pm.addInstrumentation(std::make_unique<BinaryTimer>(&binarySeconds));
     if (failed(buildBraidPipeline(pm, pipeline, &message)))
       return fail(message);
-    return pm.run(module);
+    LogicalResult result = pm.run(module);
+    times.push_back({stage.str(), secondsSince(start) - binarySeconds});
+    if (binarySeconds > 0)
+      times.push_back({"ptxas", binarySeconds});
+    return result;
+  };
+  // The time from `start` to now as `stage`.
+  auto record = [&](StringRef stage,
+                    std::chrono::steady_clock::time_point start) {
+    times.push_back({stage.str(), secondsSince(start)});
   };
 
   // Stage 1: dist. The manifest describes the SPMD signature it yields.
   pipeline.stopAfter = PipelineStage::Dist;
-  if (failed(runPipeline()))
+  if (failed(runPipeline("dist")))
     return failure();
   FailureOr<func::FuncOp> entryFunction = findEntry(module, options.entry);
   if (failed(entryFunction))
@@ -253,7 +476,7 @@ LogicalResult braid::compile(ModuleOp module, const CompileOptions &options,
   pipeline.stopAfter = options.emit == EmitKind::Xfer ? PipelineStage::Xfer
                                                       : PipelineStage::Llvm;
   pipeline.skipImport = true;
-  if (failed(runPipeline()))
+  if (failed(runPipeline("xfer-llvm")))
     return failure();
   if (options.emit == EmitKind::Xfer || options.emit == EmitKind::LlvmMlir) {
     module->print(*textOutput);
@@ -272,66 +495,149 @@ LogicalResult braid::compile(ModuleOp module, const CompileOptions &options,
     return success();
   }
 
+  // Schedules are generated without optimization (optnone, and so no
+  // kernel inlined into them): their code is a call per kernel, transfer
+  // and wait, whose cost is the callee's, and LLVM's -O2 on the schedule of
+  // a whole model took most of its compile time. Kernels keep -O.
+  SmallVector<std::string> schedules;
+  module.walk([&](LLVM::LLVMFuncOp function) {
+    if (function->hasAttr(braid::xfer::kScheduleAttrName))
+      schedules.push_back(function.getSymName().str());
+  });
+  auto start = std::chrono::steady_clock::now();
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, llvmContext, "braid");
   if (!llvmModule)
     return fail("translation to LLVM IR failed");
+  record("translate", start);
+  for (const std::string &name : schedules) {
+    if (llvm::Function *function = llvmModule->getFunction(name)) {
+      function->addFnAttr(llvm::Attribute::NoInline);
+      function->addFnAttr(llvm::Attribute::OptimizeNone);
+    }
+  }
+  const llvm::CodeGenOptLevel levels[] = {
+      llvm::CodeGenOptLevel::None, llvm::CodeGenOptLevel::Less,
+      llvm::CodeGenOptLevel::Default, llvm::CodeGenOptLevel::Aggressive};
   std::unique_ptr<llvm::TargetMachine> machine =
-      createTargetMachine(options.cpu, message);
+      createTargetMachine(options.cpu, levels[options.optLevel], message);
   if (!machine)
     return fail(message);
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(machine->getTargetTriple());
-  if (llvm::Error error = makeOptimizingTransformer(
-          options.optLevel, /*sizeLevel=*/0, machine.get())(llvmModule.get()))
-    return fail("LLVM optimization failed: " +
-                llvm::toString(std::move(error)));
+  start = std::chrono::steady_clock::now();
+  // The options model has checked the level (0 to 3).
+  optimizeModule(*llvmModule, options.optLevel, machine.get());
+  record("optimize", start);
   if (options.emit == EmitKind::LlvmIr) {
     llvmModule->print(*textOutput, nullptr);
     return success();
   }
 
-  // Object code, and for a library the link and the manifest.
-  SmallString<128> objectPath(outputPath);
-  if (options.emit == EmitKind::Lib) {
+  // Object code: the kernels at the -O level, and the schedules apart, at
+  // the backend's -O0 and on a thread of their own. Even without IR
+  // optimization, the optimizing register allocator on the schedule of a
+  // whole model is superlinear in its length; the fast one is linear.
+  // Both parts are linked into the library (or, for emit=obj, into one
+  // relocatable object).
+  start = std::chrono::steady_clock::now();
+  llvm::StringSet<> scheduleNames;
+  for (const std::string &name : schedules)
+    scheduleNames.insert(name);
+  llvm::LLVMContext scheduleContext;
+  std::unique_ptr<llvm::Module> scheduleModule =
+      splitSchedules(*llvmModule, scheduleNames, scheduleContext);
+  SmallVector<SmallString<128>> objects;
+  auto temporary = [&]() -> LogicalResult {
     int fd;
+    SmallString<128> path;
     if (std::error_code ec =
-            llvm::sys::fs::createTemporaryFile("braid", "o", fd, objectPath))
+            llvm::sys::fs::createTemporaryFile("braid", "o", fd, path))
       return fail("cannot create a temporary file: " + ec.message());
     llvm::sys::Process::SafelyCloseFileDescriptor(fd);
-  }
-  {
-    std::error_code ec;
-    llvm::ToolOutputFile object(objectPath, ec, llvm::sys::fs::OF_None);
-    if (ec)
-      return fail("cannot write " + objectPath + ": " + ec.message());
-    llvm::legacy::PassManager codegen;
-    if (machine->addPassesToEmitFile(codegen, object.os(), nullptr,
-                                     llvm::CodeGenFileType::ObjectFile))
-      return fail("the target cannot emit object files");
-    codegen.run(*llvmModule);
-    object.keep();
-  }
-  if (options.emit == EmitKind::Obj)
+    objects.push_back(path);
     return success();
+  };
+  auto removeObjects = llvm::make_scope_exit([&] {
+    for (const SmallString<128> &path : objects)
+      llvm::sys::fs::remove(path);
+  });
+  if (failed(temporary()) || (scheduleModule && failed(temporary())))
+    return failure();
+  std::string scheduleError;
+  LogicalResult scheduleResult = success();
+  std::thread scheduleThread;
+  if (scheduleModule) {
+    std::unique_ptr<llvm::TargetMachine> scheduleMachine =
+        createTargetMachine(options.cpu, llvm::CodeGenOptLevel::None, message);
+    if (!scheduleMachine)
+      return fail(message);
+    scheduleThread = std::thread(
+        [&, schedulesMachine = std::move(scheduleMachine)]() mutable {
+          scheduleResult = emitObject(*scheduleModule, *schedulesMachine,
+                                      objects[1], scheduleError);
+        });
+  }
+  LogicalResult kernelResult =
+      emitObject(*llvmModule, *machine, objects[0], message);
+  if (scheduleThread.joinable())
+    scheduleThread.join();
+  if (failed(kernelResult))
+    return fail(message);
+  if (failed(scheduleResult))
+    return fail(scheduleError);
+  record("codegen", start);
 
+  if (options.emit == EmitKind::Obj && objects.size() == 1) {
+    if (std::error_code ec = llvm::sys::fs::copy_file(objects[0], outputPath))
+      return fail("cannot write " + outputPath + ": " + ec.message());
+    return success();
+  }
   llvm::ErrorOr<std::string> linker = llvm::sys::findProgramByName("cc");
   if (!linker)
-    return fail("no C compiler 'cc' on PATH to link the shared library");
-  SmallVector<StringRef> linkArgs{*linker,    "-shared",  "-o",
-                                  outputPath, objectPath, "-lm"};
+    return fail(
+        "no C compiler 'cc' on PATH to link the " +
+        Twine(options.emit == EmitKind::Obj ? "object" : "shared library"));
+  SmallVector<StringRef> linkArgs{*linker};
+  if (options.emit == EmitKind::Obj)
+    linkArgs.append({"-r", "-nostdlib"});
+  else
+    linkArgs.push_back("-shared");
+  linkArgs.append({"-o", outputPath});
+  for (const SmallString<128> &path : objects)
+    linkArgs.push_back(path);
+  if (options.emit == EmitKind::Lib)
+    linkArgs.push_back("-lm");
   std::string linkError;
+  start = std::chrono::steady_clock::now();
   int status = llvm::sys::ExecuteAndWait(*linker, linkArgs, std::nullopt, {}, 0,
                                          0, &linkError);
-  llvm::sys::fs::remove(objectPath);
+  record("link", start);
   if (status != 0)
     return fail("linking " + outputPath + " failed" +
                 (linkError.empty() ? "" : ": " + linkError));
+  if (options.emit == EmitKind::Obj)
+    return success();
   std::error_code ec;
   llvm::raw_fd_ostream manifestFile((outputPath + ".manifest").str(), ec);
   if (ec)
     return fail("cannot write " + outputPath + ".manifest: " + ec.message());
   manifestFile << manifest;
+  return success();
+}
+
+LogicalResult braid::compile(ModuleOp module, const CompileOptions &options,
+                             StringRef outputPath,
+                             llvm::raw_ostream *textOutput,
+                             CompileTimes *times) {
+  CompileTimes local;
+  CompileTimes &stages = times ? *times : local;
+  if (failed(compileStages(module, options, outputPath, textOutput, stages)))
+    return failure();
+  std::string error;
+  if (options.timing && !options.report.empty() &&
+      failed(addTimesToReport(options.report, stages, error)))
+    return emitError(module.getLoc()) << error, failure();
   return success();
 }

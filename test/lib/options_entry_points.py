@@ -42,6 +42,7 @@ SETTINGS = [
     ({"overlap": "force", "check-schedule": "true"}, {}),
     ({"entry": "mlp"}, {}),
     ({"O": "0", "cpu": "x86-64"}, {}),
+    ({"timing": "true"}, {}),
 ]
 if CUDA:
     SETTINGS += [
@@ -71,7 +72,7 @@ def reports(setting, index):
     words = [f"{k}={quote(v)}" for k, v in setting.items()]
     flags = [f"--{k}={v}" for k, v in setting.items()]
     pipeline_words = [w for w, k in zip(words, setting)
-                      if k not in ("O", "cpu")]
+                      if k not in ("O", "cpu", "timing")]
     out = {}
 
     def path(name):
@@ -120,6 +121,17 @@ def main():
     covered = set()
     for index, (setting, resolved) in enumerate(SETTINGS):
         got = reports(setting, index)
+        # Stage times: in every report a compile wrote, never the same
+        # twice, and only there.
+        for name, report in got.items():
+            times = report.pop("timing", None)
+            compiled = not name.startswith(("braid-opt", "braidRunPipeline"))
+            if setting.get("timing") == "true" and compiled:
+                if (not times or times[0]["stage"] != "dist" or
+                        any(t["seconds"] < 0 for t in times)):
+                    sys.exit(f"FAIL: {name}: the report's timing is {times}")
+            elif times is not None:
+                sys.exit(f"FAIL: {setting}: {name} reports times unasked")
         names = list(got)
         first = got[names[0]]
         for name in names[1:]:

@@ -94,8 +94,12 @@ int main(int argc, char **argv) {
   // half-written output behind.
   std::string text;
   llvm::raw_string_ostream textStream(text);
-  if (failed(braid::compile(*module, options, outputFilename,
-                            binary ? nullptr : &textStream)))
+  braid::CompileTimes times;
+  LogicalResult compiled = braid::compile(
+      *module, options, outputFilename, binary ? nullptr : &textStream, &times);
+  if (options.timing)
+    braid::printTimes(times, llvm::errs());
+  if (failed(compiled))
     return 1;
   if (binary)
     return 0;

@@ -20,6 +20,7 @@
 #include "mlir/Support/LLVM.h"
 
 #include <string>
+#include <vector>
 
 namespace mlir {
 class DialectRegistry;
@@ -41,13 +42,32 @@ bool parseCompileOptions(llvm::StringRef text, CompileOptions &options,
 /// extensions, LLVM IR translations, Braid's dialects; registers passes.
 void registerCompilerDialects(mlir::DialectRegistry &registry);
 
+/// Wall time of one stage of a compile.
+struct StageTime {
+  /// dist, xfer-llvm, ptxas, translate, optimize, codegen or link.
+  std::string stage;
+  double seconds = 0;
+};
+
+/// What braid-compile --timing prints: the stages a compile ran, in order,
+/// and the time of each. ptxas is the kernels' share of the MLIR passes
+/// (cuda), and is not counted in xfer-llvm.
+using CompileTimes = std::vector<StageTime>;
+
+/// One line per stage, and the total, as braid-compile --timing prints them.
+void printTimes(const CompileTimes &times, llvm::raw_ostream &os);
+
 /// Compiles `module` in place as `options` say. Text stages go to
 /// `textOutput`; `obj` writes `outputPath`, `lib` writes `outputPath` and
 /// `outputPath.manifest`. Failures are diagnostics on the module's context.
+/// When `times` is given it receives the time of each stage run; with
+/// options.timing they are also added to the JSON report, when one is
+/// written, as "timing".
 mlir::LogicalResult compile(mlir::ModuleOp module,
                             const CompileOptions &options,
                             llvm::StringRef outputPath,
-                            llvm::raw_ostream *textOutput);
+                            llvm::raw_ostream *textOutput,
+                            CompileTimes *times = nullptr);
 
 } // namespace braid
 

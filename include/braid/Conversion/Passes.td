@@ -335,8 +335,17 @@ def MergeGpuModules : Pass<"braid-merge-gpu-modules", "mlir::ModuleOp"> {
     program carries one cubin that the runtime loads once, and
     `--emit=ptx` writes one PTX file that ptxas accepts. Runs before the
     modules are lowered, while they hold only `gpu.func`s with unique names.
+
+    Identical kernels are merged: a module that holds only a kernel whose
+    text (locations and its name aside) equals one already merged adds
+    nothing, and its launches launch that one. A program of identical
+    layers carries one layer's kernels, and ptxas sees each once.
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
+  let statistics = [
+    Statistic<"numSharedKernels", "shared-kernels",
+              "Number of kernels merged into an identical one">
+  ];
 }
 
 def ExternalizeDynamicSharedMemory

@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "braid/Conversion/Passes.h"
+#include "braid/Dialect/Xfer/Transforms/Schedule.h"
 
 #include "ToGPU.h"
 
@@ -87,6 +88,10 @@ struct MapToGPUPass : public braid::impl::MapToGPUBase<MapToGPUPass> {
         continue;
       if (failed(mapFunction(function)))
         return signalPassFailure();
+      // What stays on the host is the schedule: launches, GEMM calls,
+      // transfers and waits (generated without optimization, as on CPUs).
+      function->setAttr(braid::xfer::kScheduleAttrName,
+                        UnitAttr::get(&getContext()));
     }
   }
 

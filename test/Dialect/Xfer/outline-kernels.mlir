@@ -58,3 +58,93 @@ func.func @fused(%x: memref<8x16xf32>, %y: memref<8xf32>) {
   } {braid.kernel}
   return
 }
+
+// -----
+
+// Identical computations share one kernel, wherever they are (two layers
+// of one function, another function); a computation that differs in a
+// constant, a shape or a dtype gets its own. Captured values are
+// arguments, so a scale passed in does not make a kernel of its own.
+// CHECK: func.func private @first_kernel_0(%[[X:.*]]: memref<8xf32>, %{{.*}}: memref<8xf32>)
+// CHECK: arith.constant 2.000000e+00 : f32
+// CHECK: func.func private @first_kernel_1(%{{.*}}: memref<8xf32>, %{{.*}}: memref<8xf32>)
+// CHECK: arith.constant 3.000000e+00 : f32
+// CHECK: func.func private @first_kernel_2(%{{.*}}: memref<16xf32>, %{{.*}}: memref<16xf32>)
+// CHECK: func.func private @first_kernel_3(%{{.*}}: memref<8xf16>, %{{.*}}: memref<8xf16>)
+// CHECK: func.func private @first_kernel_4(%{{.*}}: memref<8xf32>, %{{.*}}: memref<8xf32>, %{{.*}}: f32)
+// CHECK-NOT: func.func private
+// CHECK-LABEL: func.func @first(
+// CHECK-NEXT: call @first_kernel_0(
+// CHECK-NEXT: call @first_kernel_0(
+// CHECK-NEXT: call @first_kernel_1(
+// CHECK-NEXT: call @first_kernel_2(
+// CHECK-NEXT: call @first_kernel_3(
+// CHECK-NEXT: call @first_kernel_4(%{{.*}}, %{{.*}}, %{{.*}}) : (memref<8xf32>, memref<8xf32>, f32) -> ()
+// CHECK-NEXT: call @first_kernel_4(
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func @second(
+// CHECK-NEXT: call @first_kernel_0(
+// CHECK-NEXT: return
+#id = affine_map<(i) -> (i)>
+func.func @first(%a: memref<8xf32>, %b: memref<8xf32>, %c: memref<16xf32>,
+                 %d: memref<16xf32>, %h: memref<8xf16>, %g: memref<8xf16>,
+                 %s: f32, %t: f32) {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%a : memref<8xf32>) outs(%b : memref<8xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %two = arith.constant 2.0 : f32
+    %m = arith.mulf %v, %two : f32
+    linalg.yield %m : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%b : memref<8xf32>) outs(%a : memref<8xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %two = arith.constant 2.0 : f32
+    %m = arith.mulf %v, %two : f32
+    linalg.yield %m : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%a : memref<8xf32>) outs(%b : memref<8xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %three = arith.constant 3.0 : f32
+    %m = arith.mulf %v, %three : f32
+    linalg.yield %m : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%c : memref<16xf32>) outs(%d : memref<16xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %two = arith.constant 2.0 : f32
+    %m = arith.mulf %v, %two : f32
+    linalg.yield %m : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%h : memref<8xf16>) outs(%g : memref<8xf16>) {
+  ^bb0(%v: f16, %o: f16):
+    %two = arith.constant 2.0 : f16
+    %m = arith.mulf %v, %two : f16
+    linalg.yield %m : f16
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%a : memref<8xf32>) outs(%b : memref<8xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %m = arith.mulf %v, %s : f32
+    linalg.yield %m : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%b : memref<8xf32>) outs(%a : memref<8xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %m = arith.mulf %v, %t : f32
+    linalg.yield %m : f32
+  }
+  return
+}
+func.func @second(%a: memref<8xf32>, %b: memref<8xf32>) {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%a : memref<8xf32>) outs(%b : memref<8xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %two = arith.constant 2.0 : f32
+    %m = arith.mulf %v, %two : f32
+    linalg.yield %m : f32
+  } loc("elsewhere.py":7:0)
+  return
+}

@@ -12,6 +12,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace braid::xfer {
 #define GEN_PASS_DEF_OUTLINEKERNELS
@@ -22,12 +23,27 @@ using namespace mlir;
 
 namespace {
 
+/// What makes two outlined kernels one computation: the function's text
+/// under a fixed name, without locations. The signature holds the operand
+/// types (shapes, layouts, dtypes); the body every op, attribute and
+/// constant. Printed in its own scope, so that each print reads only the
+/// kernel and the pass stays linear in the program.
+std::string kernelKey(func::FuncOp kernel) {
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  kernel->print(os, OpPrintingFlags().useLocalScope().assumeVerified());
+  return key;
+}
+
 struct OutlineKernelsPass
     : public braid::xfer::impl::OutlineKernelsBase<OutlineKernelsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SymbolTable symbols(module);
     OpBuilder builder(&getContext());
+    // Kernels by key, over the whole module: identical layers, and the
+    // steps of a ring, share one function each.
+    llvm::StringMap<func::FuncOp> kernelsByKey;
     SmallVector<func::FuncOp> functions(module.getOps<func::FuncOp>());
     for (func::FuncOp function : functions) {
       if (function.isExternal())
@@ -45,6 +61,9 @@ struct OutlineKernelsPass
           kernels.push_back(op);
         return WalkResult::advance();
       });
+      if (!kernels.empty())
+        function->setAttr(braid::xfer::kScheduleAttrName,
+                          UnitAttr::get(&getContext()));
       int64_t index = 0;
       for (Operation *op : kernels) {
         // Everything the op reads from outside: operands and captures.
@@ -57,11 +76,10 @@ struct OutlineKernelsPass
             llvm::to_vector(
                 llvm::map_range(inputs, [](Value v) { return v.getType(); })),
             {});
-        std::string name =
-            (function.getSymName() + "_kernel_" + Twine(index++)).str();
-        auto outlined = func::FuncOp::create(builder, op->getLoc(), name, type);
+        // Named once it is known to be new.
+        auto outlined =
+            func::FuncOp::create(builder, op->getLoc(), "kernel", type);
         outlined.setPrivate();
-        symbols.insert(outlined);
         Block *body = outlined.addEntryBlock();
         IRMapping mapping;
         for (auto [value, arg] : llvm::zip(inputs, body->getArguments()))
@@ -70,8 +88,20 @@ struct OutlineKernelsPass
         inner.clone(*op, mapping);
         func::ReturnOp::create(inner, op->getLoc());
 
+        auto [it, inserted] =
+            kernelsByKey.try_emplace(kernelKey(outlined), outlined);
+        if (inserted) {
+          outlined.setSymName(
+              (function.getSymName() + "_kernel_" + Twine(index++)).str());
+          symbols.insert(outlined);
+          ++numKernels;
+        } else {
+          outlined.erase();
+          ++numSharedCalls;
+        }
+
         builder.setInsertionPoint(op);
-        func::CallOp::create(builder, op->getLoc(), outlined,
+        func::CallOp::create(builder, op->getLoc(), it->second,
                              inputs.getArrayRef());
         op->erase();
       }

@@ -8,6 +8,7 @@
 #define BRAID_DIALECT_XFER_TRANSFORMS_PASSES_H
 
 #include "braid/Dialect/Xfer/IR/XferOps.h"
+#include "braid/Dialect/Xfer/Transforms/Schedule.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Pass/Pass.h"
 

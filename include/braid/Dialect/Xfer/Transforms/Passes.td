@@ -57,6 +57,12 @@ def OutlineKernels : Pass<"braid-outline-kernels", "mlir::ModuleOp"> {
     size of a function (SCF to CF) linear in the size of the program; LLVM
     may inline the kernels back.
 
+    Kernels are deduplicated: computations that are the same (the same ops,
+    attributes and constants on the same operand types, locations aside)
+    share one function, wherever in the module they are. A program of
+    identical layers carries the kernels of one layer, called once per
+    layer, and LLVM optimizes and generates each once.
+
     ```mlir
     linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x8xf32>)
                   outs(%c : memref<8x8xf32>)
@@ -65,6 +71,11 @@ def OutlineKernels : Pass<"braid-outline-kernels", "mlir::ModuleOp"> {
     ```
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
+  let statistics = [
+    Statistic<"numKernels", "kernels", "Number of kernel functions made">,
+    Statistic<"numSharedCalls", "shared-calls",
+              "Number of computations that call a kernel made before">
+  ];
 }
 
 #endif // BRAID_DIALECT_XFER_TRANSFORMS_PASSES_TD
