@@ -47,9 +47,9 @@ MLIR_CAPI_EXPORTED const char *braidGetVersion(void);
 /// The options (include/braid/Options/Options.def has their help):
 ///   pipeline and compile: target (cpu, cuda), sm, cuda-path, gpu-format
 ///     (bin, isa, fatbin), overlap (auto, force, off), target-preset (auto,
-///     cpu, h100, h200), fuse (auto, off), quantize-all-gather (off, bf16,
-///     fp8), sub-chunks, bidirectional (auto, on, off), check-schedule,
-///     entry, report;
+///     cpu, h100, h200), fuse (auto, off), gemm (library, generated),
+///     quantize-all-gather (off, bf16, fp8), sub-chunks, bidirectional
+///     (auto, on, off), check-schedule, entry, report;
 ///   pipeline only: skip-import, stop-after (dist, xfer, llvm);
 ///   compile only: emit (dist, xfer, llvm-mlir, llvm-ir, obj, lib, ptx), O
 ///     (0 to 3), cpu, timing (the time of each stage, added to the report

@@ -13,6 +13,7 @@
 
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/BufferizationToMemRef/BufferizationToMemRef.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
 #include "mlir/Conversion/GPUCommon/GPUCommonPass.h"
@@ -84,7 +85,9 @@ void addHostToLLVM(OpPassManager &pm) {
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
-void addCpuStages(OpPassManager &pm) {
+void addCpuStages(OpPassManager &pm, const braid::Options &options) {
+  if (options.gemm == braid::GemmMode::Library)
+    pm.addPass(braid::createContractionsToGemm());
   pm.addPass(braid::xfer::createOutlineKernels());
   OpPassManager &functions = pm.nest<func::FuncOp>();
   functions.addPass(createForallToForLoopPass());
@@ -197,6 +200,9 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     // contractions stay whole for cuBLASLt instead of running in a tile.
     fuse.rowTile = 1;
     fuse.epilogues = false;
+  } else if (options.gemm == GemmMode::Library) {
+    // Contractions stay whole for oneDNN, which takes their epilogues.
+    fuse.epilogues = false;
   }
   pm.addNestedPass<func::FuncOp>(dist::createFuseMemoryBound(fuse));
   pm.addNestedPass<func::FuncOp>(dist::createLinearizeCollectives());
@@ -215,6 +221,10 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
   pm.addPass(bufferization::createOwnershipBasedBufferDeallocationPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(bufferization::createLowerDeallocationsPass());
+  // The clones ownership-based deallocation leaves (a function returning
+  // a buffer it does not own, such as an argument written in place) become
+  // an allocation and a copy.
+  pm.addPass(createConvertBufferizationToMemRefPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   if (options.checkSchedule)
@@ -229,7 +239,7 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
   if (options.cuda())
     addCudaStages(pm, options);
   else
-    addCpuStages(pm);
+    addCpuStages(pm, options);
   EmitEntryPointOptions entry;
   entry.entry = entryName;
   pm.addPass(createEmitEntryPoint(entry));

@@ -573,9 +573,3 @@ void braid_rt_signal_wait(int64_t addr, int64_t value, int64_t stream,
   }
 }
 
-void braid_rt_gemm(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                   int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                   int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                   int64_t, int64_t, int64_t, int64_t) {
-  fatal("braid_rt_gemm is only implemented by the cuda backend");
-}

@@ -36,6 +36,7 @@ SETTINGS = [
     ({"overlap": "off"}, {}),
     ({"target-preset": "h100"}, {}),
     ({"fuse": "off"}, {}),
+    ({"gemm": "generated"}, {}),
     ({"quantize-all-gather": "bf16"}, {}),
     ({"overlap": "force", "sub-chunks": "2"}, {}),
     ({"overlap": "force", "bidirectional": "on"}, {}),

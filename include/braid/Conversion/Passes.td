@@ -326,6 +326,46 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
   ];
 }
 
+def ContractionsToGemm
+    : Pass<"braid-contractions-to-gemm", "mlir::ModuleOp"> {
+  let summary = "Sends the contractions of a bufferized CPU program to oneDNN";
+  let description = [{
+    Runs on the cpu target after `convert-xfer-to-runtime`, before kernels
+    are outlined. Every contraction on buffers that qualifies for the cuda
+    target's cuBLASLt (one M, N and K dimension and at most one batch
+    dimension, unit inner strides, f32, f16 or bf16 operands accumulating
+    into f32 or their type; transposed operands, strided ring chunks and
+    batches included) becomes a `braid_rt_gemm` call, which the cpu runtime
+    runs on oneDNN's matmul: AMX, AVX-512 or AVX2 code chosen at run time.
+    As on cuda, a zero fill right before the product becomes beta = 0, and
+    a bias, GELU (tanh form) or ReLU epilogue right after it, or a cast to
+    the output type, is folded into the call (oneDNN's bias and post-ops).
+
+    Every contraction gets a remark: "runs on oneDNN: MxNxK ..." or "runs as
+    a generated kernel, not on oneDNN: <why>". With `--gemm=generated` the
+    pipeline leaves this pass out and every contraction stays a generated
+    loop nest.
+
+    ```mlir
+    // before
+    linalg.fill ins(%zero : f32) outs(%c : memref<256x512xf32>)
+    linalg.matmul ins(%a, %b : memref<256x128xbf16, strided<[512, 1], offset: ?>>, memref<128x512xbf16>)
+                  outs(%c : memref<256x512xf32>)
+    // after (operands' addresses, leading dimensions and batch strides
+    // read from their strided metadata)
+    call @braid_rt_gemm(%m, %n, %k, %batch, %a_ptr, %lda, ...) : (i64, ...) -> ()
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"numGemms", "gemms", "Number of contractions sent to oneDNN">,
+    Statistic<"numGenerated", "generated",
+              "Number of contractions left as generated loops">
+  ];
+}
+
 def MergeGpuModules : Pass<"braid-merge-gpu-modules", "mlir::ModuleOp"> {
   let summary = "Puts all outlined kernels into one gpu.module";
   let description = [{

@@ -238,7 +238,8 @@ void braid_rt_signal_wait(int64_t addr, int64_t value, int64_t stream,
  * F16 or BF16 alike, C F32 or their type; accumulation in f32. epilogue: a
  * braid_rt_epilogue (GELU in its tanh form); bias
  * holds n elements of C's type (0 without bias). Enqueued on the compute
- * stream. Only the cuda backend implements it; the cpu backend aborts. */
+ * stream. The cuda backend runs it on cuBLASLt, the cpu backend on oneDNN
+ * (synchronously, on the rank's BRAID_NUM_THREADS threads). */
 void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
                    int64_t lda, int64_t stride_a, int64_t a_dtype,
                    int64_t trans_a, int64_t b, int64_t ldb, int64_t stride_b,

@@ -8,6 +8,7 @@
 
 #include "mlir/Dialect/Affine/Utils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -290,6 +291,253 @@ std::optional<Epilogue> matchEpilogue(linalg::GenericOp generic,
     }
   }
   return std::nullopt;
+}
+
+/// An index constant.
+static Value constantIndex(OpBuilder &b, Location loc, int64_t value) {
+  return arith::ConstantIndexOp::create(b, loc, value);
+}
+
+/// The allocation `value` is a view of, if any.
+Operation *allocationOf(Value value) {
+  while (Operation *def = value.getDefiningOp()) {
+    if (isa<gpu::AllocOp, memref::AllocOp>(def))
+      return def;
+    if (auto metadata = dyn_cast<memref::ExtractStridedMetadataOp>(def)) {
+      value = metadata.getSource();
+      continue;
+    }
+    if (auto view = dyn_cast<ViewLikeOpInterface>(def)) {
+      value = view.getViewSource();
+      continue;
+    }
+    return nullptr;
+  }
+  return nullptr;
+}
+
+func::FuncOp declareRuntime(ModuleOp module, StringRef name, unsigned numArgs) {
+  if (auto existing = module.lookupSymbol<func::FuncOp>(name))
+    return existing;
+  OpBuilder b(module.getContext());
+  b.setInsertionPointToStart(module.getBody());
+  SmallVector<Type> args(numArgs, b.getI64Type());
+  auto function = func::FuncOp::create(b, module.getLoc(), name,
+                                       b.getFunctionType(args, {}));
+  function.setPrivate();
+  return function;
+}
+
+/// Whether `copy` copies zeros: its source an allocation whose one writer
+/// before it is a zero linalg.fill, every other user before it a copy out
+/// of it, and whatever else uses it (the last product may start from it in
+/// place, and it is freed) after `copy`. (CSE makes one fill of
+/// the zeros that several products start from; bufferization copies it for
+/// each but the last.)
+static bool copiesZeros(memref::CopyOp copy) {
+  Value buffer = copy.getSource();
+  if (!buffer.getDefiningOp<memref::AllocOp>())
+    return false;
+  bool filled = false;
+  for (Operation *user : buffer.getUsers()) {
+    if (user == copy.getOperation())
+      continue;
+    // Where `user` is, seen from the copy's block (it may be nested).
+    Operation *at = copy->getBlock()->findAncestorOpInBlock(*user);
+    bool before = at && at->isBeforeInBlock(copy);
+    bool after = at && !before;
+    if (auto fill = dyn_cast<linalg::FillOp>(user); fill && before) {
+      if (fill.getOutputs()[0] != buffer ||
+          !matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
+        return false;
+      filled = true;
+      continue;
+    }
+    auto other = dyn_cast<memref::CopyOp>(user);
+    if (other && other.getSource() == buffer)
+      continue;
+    if (!after)
+      return false;
+  }
+  return filled;
+}
+
+Operation *zeroFillBefore(linalg::LinalgOp op) {
+  Value output = op.getDpsInitOperand(0)->get();
+  for (Operation *previous = op->getPrevNode(); previous;
+       previous = previous->getPrevNode()) {
+    if (auto fill = dyn_cast<linalg::FillOp>(previous)) {
+      bool zero = matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
+      return zero && fill.getOutputs()[0] == output ? fill.getOperation()
+                                                    : nullptr;
+    }
+    if (auto copy = dyn_cast<memref::CopyOp>(previous)) {
+      if (copy.getTarget() == output)
+        return copiesZeros(copy) ? copy.getOperation() : nullptr;
+      if (copy.getTarget().getDefiningOp<memref::AllocOp>() &&
+          copy.getTarget() != output)
+        continue; // another product's copy of the zeros
+      return nullptr;
+    }
+    if (auto call = dyn_cast<func::CallOp>(previous)) {
+      if (call.getCallee() == "braid_rt_coord" ||
+          call.getCallee() == "braid_rt_group")
+        continue;
+      return nullptr;
+    }
+    if (!isMemoryEffectFree(previous) &&
+        !isa<memref::AllocOp, memref::AllocaOp>(previous))
+      return nullptr;
+  }
+  return nullptr;
+}
+
+/// The epilogue right after the product `op` (pure ops and allocations
+/// between), when the product's buffer has no other reader, so that
+/// cuBLASLt may write the epilogue's output instead.
+std::optional<Epilogue> epilogueAfter(linalg::LinalgOp op) {
+  Value accumulator = op.getDpsInitOperand(0)->get();
+  if (!accumulator.getDefiningOp<memref::AllocOp>())
+    return std::nullopt;
+  linalg::GenericOp reader;
+  for (Operation *user : accumulator.getUsers()) {
+    if (user == op.getOperation() ||
+        isa<linalg::FillOp, memref::DeallocOp,
+            memref::ExtractAlignedPointerAsIndexOp>(user))
+      continue;
+    auto generic = dyn_cast<linalg::GenericOp>(user);
+    if (!generic || reader)
+      return std::nullopt;
+    reader = generic;
+  }
+  for (Operation *next = op->getNextNode(); next; next = next->getNextNode()) {
+    if (next == reader.getOperation()) {
+      std::optional<Epilogue> epilogue = matchEpilogue(reader, accumulator);
+      if (!epilogue)
+        return std::nullopt;
+      // cuBLASLt writes a 2-D output with unit inner stride, in f32 or
+      // the inputs' type.
+      auto out = dyn_cast<MemRefType>(reader.getDpsInits()[0].getType());
+      Type inputType = getElementTypeOrSelf(op.getDpsInputOperand(0)->get());
+      SmallVector<int64_t> strides;
+      int64_t offset;
+      if (!out || out.getRank() != 2 ||
+          failed(out.getStridesAndOffset(strides, offset)) ||
+          strides.back() != 1 ||
+          !(out.getElementType().isF32() || out.getElementType() == inputType))
+        return std::nullopt;
+      // cuBLASLt must not write what it reads.
+      Operation *written = allocationOf(reader.getDpsInits()[0]);
+      for (Value read : {op.getDpsInputOperand(0)->get(),
+                         op.getDpsInputOperand(1)->get(), epilogue->bias})
+        if (read && (read == reader.getDpsInits()[0] ||
+                     (written && allocationOf(read) == written)))
+          return std::nullopt;
+      if (epilogue->bias) {
+        auto bias = dyn_cast<MemRefType>(epilogue->bias.getType());
+        if (!bias || bias.getRank() != 1 ||
+            failed(bias.getStridesAndOffset(strides, offset)) ||
+            strides.back() != 1)
+          return std::nullopt;
+      }
+      return epilogue;
+    }
+    if (!isMemoryEffectFree(next) && !isa<memref::AllocOp>(next))
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+static void emitGemm(linalg::LinalgOp op, const GemmMatch &match,
+                     bool accumulate, Epilogue *epilogue) {
+  Location loc = op.getLoc();
+  // With an epilogue, at its place: its output may be allocated after the
+  // product (only pure ops and allocations are between).
+  OpBuilder b(epilogue ? epilogue->op.getOperation() : op.getOperation());
+  Type i64 = b.getI64Type();
+  auto toI64 = [&](Value value) -> Value {
+    return arith::IndexCastOp::create(b, loc, i64, value);
+  };
+  auto constant = [&](int64_t value) -> Value {
+    return arith::ConstantIntOp::create(b, loc, i64, value);
+  };
+  // (address, leading dimension, batch stride, dtype) of an operand.
+  auto describe = [&](Value buffer) {
+    auto type = cast<MemRefType>(buffer.getType());
+    auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, buffer);
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(
+        b, loc, metadata.getBaseBuffer());
+    Value offsetBytes = arith::MulIOp::create(
+        b, loc, metadata.getOffset(),
+        constantIndex(b, loc, elementBytes(type.getElementType())));
+    Value address = arith::AddIOp::create(b, loc, base, offsetBytes);
+    auto strides = metadata.getStrides();
+    int64_t rank = type.getRank();
+    Value leading = rank >= 2 ? strides[rank - 2] : constantIndex(b, loc, 0);
+    Value batchStride = rank == 3 ? strides[0] : constantIndex(b, loc, 0);
+    return SmallVector<Value>{toI64(address), toI64(leading),
+                              toI64(batchStride),
+                              constant(*runtimeDType(type.getElementType()))};
+  };
+  SmallVector<Value> a = describe(op.getDpsInputOperand(0)->get());
+  SmallVector<Value> bm = describe(op.getDpsInputOperand(1)->get());
+  // With an epilogue cuBLASLt writes the epilogue's output directly.
+  SmallVector<Value> c = describe(
+      epilogue ? epilogue->op->getOperand(epilogue->op->getNumOperands() - 1)
+               : op.getDpsInitOperand(0)->get());
+  SmallVector<Value> args = {constant(match.m), constant(match.n),
+                             constant(match.k), constant(match.batch)};
+  llvm::append_range(args, a);
+  args.push_back(constant(match.transA));
+  llvm::append_range(args, bm);
+  args.push_back(constant(match.transB));
+  llvm::append_range(args, c);
+  args.push_back(constant(accumulate));
+  args.push_back(constant(epilogue ? epilogue->code() : 0));
+  args.push_back(epilogue && epilogue->bias ? describe(epilogue->bias)[0]
+                                            : constant(0));
+  args.push_back(constant(-1));
+  func::FuncOp callee = declareRuntime(op->getParentOfType<ModuleOp>(),
+                                       "braid_rt_gemm", args.size());
+  func::CallOp::create(b, loc, callee, args);
+}
+
+LogicalResult replaceWithGemm(linalg::LinalgOp op, StringRef library,
+                              std::string &why) {
+  FailureOr<GemmMatch> match = matchGemm(op, why);
+  if (failed(match))
+    return failure();
+  // A zero fill right before only makes the product start from zero: the
+  // library does that with beta = 0, without the extra pass over C. (With
+  // k = 0 there is no product to start from zero: keep it.)
+  Operation *zeros = match->k > 0 ? zeroFillBefore(op) : nullptr;
+  bool fill = zeros;
+  if (zeros)
+    zeros->erase();
+  // Then the elementwise work on the product can be the library's epilogue,
+  // written straight to its own output.
+  std::optional<Epilogue> epilogue;
+  if (fill && match->batch == 1)
+    epilogue = epilogueAfter(op);
+  emitGemm(op, *match, /*accumulate=*/!fill, epilogue ? &*epilogue : nullptr);
+  auto remark = op->emitRemark();
+  remark << "runs on " << library << ": " << match->m << "x" << match->n << "x"
+         << match->k
+         << (match->batch > 1
+                 ? " in " + std::to_string(match->batch) + " batches"
+                 : std::string());
+  if (epilogue) {
+    static const char *names[] = {"cast",        "bias", "bias + GELU",
+                                  "bias + ReLU", "GELU", "ReLU"};
+    remark << ", with the " << names[epilogue->code()]
+           << " after it as its epilogue, writing "
+           << getElementTypeOrSelf(epilogue->op.getDpsInits()[0]);
+    epilogue->op->erase();
+  }
+  remark << (fill ? ", beta = 0 (its zero fill folded)"
+                  : ", beta = 1 (accumulating into its output)");
+  op->erase();
+  return success();
 }
 
 } // namespace braid::togpu

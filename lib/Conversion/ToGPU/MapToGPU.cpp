@@ -300,42 +300,9 @@ private:
       return op->emitError() << "expected a bufferized op";
     bool contraction = linalg::isaContractionOpInterface(op);
     std::string why;
-    if (contraction) {
-      FailureOr<GemmMatch> match = matchGemm(op, why);
-      if (succeeded(match)) {
-        // A zero fill right before only makes the product start from zero:
-        // cuBLASLt does that with beta = 0, without the extra pass over C.
-        // (With k = 0 there is no product to start from zero: keep it.)
-        linalg::FillOp fill = match->k > 0 ? zeroFillBefore(op) : nullptr;
-        // Then the elementwise work on the product can be cuBLASLt's
-        // epilogue, written straight to its own output.
-        std::optional<Epilogue> epilogue;
-        if (fill && match->batch == 1)
-          epilogue = epilogueAfter(op);
-        emitGemm(op, *match, /*accumulate=*/!fill,
-                 epilogue ? &*epilogue : nullptr);
-        if (fill)
-          fill->erase();
-        auto remark = op->emitRemark();
-        remark << "runs on cuBLASLt: " << match->m << "x" << match->n << "x"
-               << match->k
-               << (match->batch > 1
-                       ? " in " + std::to_string(match->batch) + " batches"
-                       : std::string());
-        if (epilogue) {
-          static const char *names[] = {"cast",        "bias", "bias + GELU",
-                                        "bias + ReLU", "GELU", "ReLU"};
-          remark << ", with the " << names[epilogue->code()]
-                 << " after it as its epilogue, writing "
-                 << getElementTypeOrSelf(epilogue->op.getDpsInits()[0]);
-          epilogue->op->erase();
-        }
-        remark << (fill ? ", beta = 0 (its zero fill folded)"
-                        : ", beta = 1 (accumulating into its output)");
-        ++numGemms;
-        op->erase();
-        return success();
-      }
+    if (contraction && succeeded(replaceWithGemm(op, "cuBLASLt", why))) {
+      ++numGemms;
+      return success();
     }
     SmallVector<int64_t> ranges = op.getStaticLoopRanges();
     if (ShapedType::isDynamicShape(ranges))
@@ -395,154 +362,6 @@ private:
     return success();
   }
 
-  /// The fill of `op`'s output with zeros that comes right before it, with
-  /// nothing between that could touch the buffer (pure ops, allocations,
-  /// grid queries).
-  static linalg::FillOp zeroFillBefore(linalg::LinalgOp op) {
-    Value output = op.getDpsInitOperand(0)->get();
-    for (Operation *previous = op->getPrevNode(); previous;
-         previous = previous->getPrevNode()) {
-      if (auto fill = dyn_cast<linalg::FillOp>(previous)) {
-        bool zero = matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
-        return zero && fill.getOutputs()[0] == output ? fill : linalg::FillOp();
-      }
-      if (auto call = dyn_cast<func::CallOp>(previous)) {
-        if (call.getCallee() == "braid_rt_coord" ||
-            call.getCallee() == "braid_rt_group")
-          continue;
-        return {};
-      }
-      if (!isMemoryEffectFree(previous) &&
-          !isa<memref::AllocOp, memref::AllocaOp>(previous))
-        return {};
-    }
-    return {};
-  }
-
-  /// The epilogue right after the product `op` (pure ops and allocations
-  /// between), when the product's buffer has no other reader, so that
-  /// cuBLASLt may write the epilogue's output instead.
-  static std::optional<Epilogue> epilogueAfter(linalg::LinalgOp op) {
-    Value accumulator = op.getDpsInitOperand(0)->get();
-    if (!accumulator.getDefiningOp<memref::AllocOp>())
-      return std::nullopt;
-    linalg::GenericOp reader;
-    for (Operation *user : accumulator.getUsers()) {
-      if (user == op.getOperation() ||
-          isa<linalg::FillOp, memref::DeallocOp,
-              memref::ExtractAlignedPointerAsIndexOp>(user))
-        continue;
-      auto generic = dyn_cast<linalg::GenericOp>(user);
-      if (!generic || reader)
-        return std::nullopt;
-      reader = generic;
-    }
-    for (Operation *next = op->getNextNode(); next;
-         next = next->getNextNode()) {
-      if (next == reader.getOperation()) {
-        std::optional<Epilogue> epilogue = matchEpilogue(reader, accumulator);
-        if (!epilogue)
-          return std::nullopt;
-        // cuBLASLt writes a 2-D output with unit inner stride, in f32 or
-        // the inputs' type.
-        auto out = dyn_cast<MemRefType>(reader.getDpsInits()[0].getType());
-        Type inputType = getElementTypeOrSelf(op.getDpsInputOperand(0)->get());
-        SmallVector<int64_t> strides;
-        int64_t offset;
-        if (!out || out.getRank() != 2 ||
-            failed(out.getStridesAndOffset(strides, offset)) ||
-            strides.back() != 1 ||
-            !(out.getElementType().isF32() ||
-              out.getElementType() == inputType))
-          return std::nullopt;
-        // cuBLASLt must not write what it reads.
-        Operation *written = allocationOf(reader.getDpsInits()[0]);
-        for (Value read : {op.getDpsInputOperand(0)->get(),
-                           op.getDpsInputOperand(1)->get(), epilogue->bias})
-          if (read && (read == reader.getDpsInits()[0] ||
-                       (written && allocationOf(read) == written)))
-            return std::nullopt;
-        if (epilogue->bias) {
-          auto bias = dyn_cast<MemRefType>(epilogue->bias.getType());
-          if (!bias || bias.getRank() != 1 ||
-              failed(bias.getStridesAndOffset(strides, offset)) ||
-              strides.back() != 1)
-            return std::nullopt;
-        }
-        return epilogue;
-      }
-      if (!isMemoryEffectFree(next) && !isa<memref::AllocOp>(next))
-        return std::nullopt;
-    }
-    return std::nullopt;
-  }
-
-  void emitGemm(linalg::LinalgOp op, const GemmMatch &match, bool accumulate,
-                Epilogue *epilogue) {
-    Location loc = op.getLoc();
-    // With an epilogue, at its place: its output may be allocated after the
-    // product (only pure ops and allocations are between).
-    OpBuilder b(epilogue ? epilogue->op.getOperation() : op.getOperation());
-    Type i64 = b.getI64Type();
-    auto toI64 = [&](Value value) -> Value {
-      return arith::IndexCastOp::create(b, loc, i64, value);
-    };
-    auto constant = [&](int64_t value) -> Value {
-      return arith::ConstantIntOp::create(b, loc, i64, value);
-    };
-    // (address, leading dimension, batch stride, dtype) of an operand.
-    auto describe = [&](Value buffer) {
-      auto type = cast<MemRefType>(buffer.getType());
-      auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, buffer);
-      Value base = memref::ExtractAlignedPointerAsIndexOp::create(
-          b, loc, metadata.getBaseBuffer());
-      Value offsetBytes = arith::MulIOp::create(
-          b, loc, metadata.getOffset(),
-          index(b, loc, elementBytes(type.getElementType())));
-      Value address = arith::AddIOp::create(b, loc, base, offsetBytes);
-      auto strides = metadata.getStrides();
-      int64_t rank = type.getRank();
-      Value leading = rank >= 2 ? strides[rank - 2] : index(b, loc, 0);
-      Value batchStride = rank == 3 ? strides[0] : index(b, loc, 0);
-      return SmallVector<Value>{toI64(address), toI64(leading),
-                                toI64(batchStride),
-                                constant(*runtimeDType(type.getElementType()))};
-    };
-    SmallVector<Value> a = describe(op.getDpsInputOperand(0)->get());
-    SmallVector<Value> bm = describe(op.getDpsInputOperand(1)->get());
-    // With an epilogue cuBLASLt writes the epilogue's output directly.
-    SmallVector<Value> c = describe(
-        epilogue ? epilogue->op->getOperand(epilogue->op->getNumOperands() - 1)
-                 : op.getDpsInitOperand(0)->get());
-    SmallVector<Value> args = {constant(match.m), constant(match.n),
-                               constant(match.k), constant(match.batch)};
-    llvm::append_range(args, a);
-    args.push_back(constant(match.transA));
-    llvm::append_range(args, bm);
-    args.push_back(constant(match.transB));
-    llvm::append_range(args, c);
-    args.push_back(constant(accumulate));
-    args.push_back(constant(epilogue ? epilogue->code() : 0));
-    args.push_back(epilogue && epilogue->bias ? describe(epilogue->bias)[0]
-                                              : constant(0));
-    args.push_back(constant(-1));
-    func::FuncOp callee = declareRuntime(b, "braid_rt_gemm", args.size());
-    func::CallOp::create(b, loc, callee, args);
-  }
-
-  func::FuncOp declareRuntime(OpBuilder &b, StringRef name, unsigned numArgs) {
-    ModuleOp module = getOperation();
-    if (auto existing = module.lookupSymbol<func::FuncOp>(name))
-      return existing;
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(module.getBody());
-    SmallVector<Type> args(numArgs, b.getI64Type());
-    auto function = func::FuncOp::create(b, module.getLoc(), name,
-                                         b.getFunctionType(args, {}));
-    function.setPrivate();
-    return function;
-  }
-
   /// Whether `value`, a buffer, is only ever used by host code that keeps
   /// bookkeeping in it (loads, stores, deallocation, calls).
   static bool onlyHostBookkeeping(Value value) {
@@ -559,24 +378,6 @@ private:
         return false;
     }
     return true;
-  }
-
-  /// The allocation `value` is a view of, if any.
-  static Operation *allocationOf(Value value) {
-    while (Operation *def = value.getDefiningOp()) {
-      if (isa<gpu::AllocOp, memref::AllocOp>(def))
-        return def;
-      if (auto metadata = dyn_cast<memref::ExtractStridedMetadataOp>(def)) {
-        value = metadata.getSource();
-        continue;
-      }
-      if (auto view = dyn_cast<ViewLikeOpInterface>(def)) {
-        value = view.getViewSource();
-        continue;
-      }
-      return nullptr;
-    }
-    return nullptr;
   }
 
   LogicalResult placeBuffers(func::FuncOp function) {

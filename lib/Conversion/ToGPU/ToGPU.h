@@ -14,6 +14,7 @@
 #define BRAID_LIB_CONVERSION_TOGPU_TOGPU_H
 
 #include "braid/Runtime/braid_rt.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -94,6 +95,31 @@ struct Epilogue {
 /// The epilogue `generic` computes on `accumulator`, if it is one.
 std::optional<Epilogue> matchEpilogue(mlir::linalg::GenericOp generic,
                                       mlir::Value accumulator);
+
+/// The allocation (memref.alloc, gpu.alloc) `value` is a view of, if any.
+mlir::Operation *allocationOf(mlir::Value value);
+
+/// `name(i64 x numArgs)`, declared private in `module` unless it is.
+mlir::func::FuncOp declareRuntime(mlir::ModuleOp module, llvm::StringRef name,
+                                  unsigned numArgs);
+
+/// What makes `op`'s output zeros right before it: a zero fill of it, or a
+/// copy into it of a buffer only ever zero-filled, with nothing between
+/// that could touch the buffer (pure ops, allocations, grid queries, other
+/// products' copies of the zeros).
+mlir::Operation *zeroFillBefore(mlir::linalg::LinalgOp op);
+
+/// The epilogue right after the product `op` (pure ops and allocations
+/// between), when the product's buffer has no other reader, so that the
+/// library may write the epilogue's output instead.
+std::optional<Epilogue> epilogueAfter(mlir::linalg::LinalgOp op);
+
+/// Replaces the contraction `op` (on buffers) by a braid_rt_gemm call, with
+/// a zero fill right before it folded into beta = 0 and an epilogue right
+/// after it into the call, and remarks that it runs on `library`; or fails
+/// with `why` set, changing nothing.
+mlir::LogicalResult replaceWithGemm(mlir::linalg::LinalgOp op,
+                                    llvm::StringRef library, std::string &why);
 
 } // namespace braid::togpu
 
