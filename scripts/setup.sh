@@ -11,7 +11,7 @@ LLVM_PREFIX=/usr/lib/llvm-22
 PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   cmake ninja-build ccache g++
-  openmpi-bin libopenmpi-dev libdnnl-dev
+  openmpi-bin libopenmpi-dev libdnnl-dev libopenblas0-pthread
   python3 python3-numpy python3-pytest python3-venv python3-setuptools
 )
 
