@@ -54,7 +54,7 @@ MLIR_CAPI_EXPORTED const char *braidGetVersion(void);
 ///   compile only: emit (dist, xfer, llvm-mlir, llvm-ir, obj, lib, ptx), O
 ///     (0 to 3), cpu, timing (the time of each stage, added to the report
 ///     as "timing": [{"stage", "seconds"}, ...]);
-///   run: timeout.
+///   run: timeout, threads.
 MLIR_CAPI_EXPORTED const char *braidGetOptions(void);
 
 //===----------------------------------------------------------------------===//

@@ -251,7 +251,7 @@ class Artifact:
             self._stages[stage] = "".join(sink.output)
         return self._stages[stage]
 
-    def run(self, inputs, ranks=None, trace=None, timeout=None):
+    def run(self, inputs, ranks=None, trace=None, timeout=None, threads=None):
         """Runs the program on `ranks` CPU ranks (default: its grid's size).
 
         `inputs` has one entry per rank, each a list with one numpy array
@@ -260,7 +260,8 @@ class Artifact:
         even; a uint16 array is taken as bf16 bits). Returns one list per
         rank with one array per result (bf16 results as float32).
         `trace` names a Chrome trace file to write; `timeout` bounds a wait
-        for a transfer, in seconds.
+        for a transfer, in seconds; `threads` is each rank's threads for
+        its contractions (default: the cores divided by the ranks).
         """
         if "target=cuda" in self._words.split():
             raise BraidError("Artifact.run runs on CPU ranks; run a "
@@ -298,6 +299,8 @@ class Artifact:
             words.append(_word("trace", os.path.abspath(os.fspath(trace))))
         if timeout:
             words.append(_word("timeout", timeout))
+        if threads:
+            words.append(_word("threads", int(threads)))
         lib = _capi.library()
         sink = _capi.Collector()
         in_array = _pointer_array(pointers)

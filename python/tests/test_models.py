@@ -86,3 +86,14 @@ def test_builder_rejects_bad_sizes():
         MLP(Grid([4]), tokens=16, hidden=8, ffn=32, axis=1)
     with pytest.raises(ValueError, match="dtype"):
         MLP(Grid([4]), tokens=16, hidden=8, ffn=32, dtype="f8")
+
+
+def test_run_threads():
+    """Artifact.run(threads=N) reaches the runner: results unchanged, and a
+    bad count is refused."""
+    block = MLP(Grid([2]), tokens=16, hidden=16, ffn=32, parallel="sp")
+    artifact = braid.compile(block.mlir(), overlap="force")
+    inputs = block.random_inputs(1)
+    block.check(artifact.run(inputs, threads=1), inputs)
+    with pytest.raises(braid.BraidError):
+        artifact.run(inputs, threads=5000)

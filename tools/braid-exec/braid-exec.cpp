@@ -238,6 +238,9 @@ const char *const usage =
     "  --seed=N          seed of the random inputs (default 0)\n"
     "  --timeout=S       abort if a transfer waits longer than S seconds\n"
     "                    (default 120, or $BRAID_TIMEOUT)\n"
+    "  --threads=N       threads of each rank's contractions (cpu backend;\n"
+    "                    default $BRAID_NUM_THREADS, else the cores divided\n"
+    "                    by the ranks)\n"
     "  --trace=FILE      write a Chrome trace of the last run to FILE\n"
     "  --warmup=N        untimed runs before the timed ones (default 0)\n"
     "  --repeat=N        timed runs; prints their median if N > 1 (default "
@@ -250,6 +253,7 @@ struct Options {
   std::vector<std::string> outputs;
   uint64_t seed = 0;
   double timeout = 0; // 0: not given.
+  int64_t threads = 0; // 0: not given.
   std::string trace;
   int64_t warmup = 0;
   int64_t repeat = 1;
@@ -290,6 +294,10 @@ std::string parseOptions(int argc, char **argv, Options &options) {
       if (text.empty() || *end || !(options.timeout > 0))
         return "--timeout expects a positive number of seconds, got '" + text +
                "'";
+    } else if (value(arg, "--threads", text)) {
+      if (!parseInt(text, options.threads) || options.threads > 4096)
+        return "--threads expects a number of threads from 0 to 4096, got '" +
+               text + "'";
     } else if (value(arg, "--trace", text)) {
       if (text.empty())
         return "--trace expects a file name";
@@ -545,6 +553,9 @@ int main(int argc, char **argv) {
     braid_rt_finalize();
     return 0;
   }
+  // Read by the runtime when a rank's first contraction runs.
+  if (error.empty() && options.threads > 0)
+    setenv("BRAID_NUM_THREADS", std::to_string(options.threads).c_str(), 1);
   if (error.empty())
     error = readManifest(options.manifest, manifest);
   if (error.empty() && manifest.ranks != size)
