@@ -37,18 +37,20 @@ TargetDescription::preset(llvm::StringRef name) {
     return t;
   }
   if (name == "cpu") {
-    // The code Braid generates for CPUs (scalar loops, LLVM-vectorized) and
-    // MPI over shared memory on one machine.
-    t.peakFlops16 = 1e9;
-    t.peakFlops32 = 2e9;
+    // What one of 4 ranks sharing a 2-core x86-64 gets, measured by
+    // bench/cpu/calibrate.py: contractions on oneDNN (bf16 on AMX), the
+    // generated elementwise kernels, MPI over shared memory (per ring
+    // step). Per rank, since every rank runs the same schedule.
+    t.peakFlops16 = 95e9;
+    t.peakFlops32 = 44e9;
     t.gemmEfficiency = 1.0;
     t.gemmSaturationOutputs = 1;
-    t.memoryBandwidth = 10e9;
-    t.memoryEfficiency = 0.5;
+    t.memoryBandwidth = 2.3e9;
+    t.memoryEfficiency = 1.0;
     t.launchOverhead = 1e-6;
     t.overlapInterference = 0.1;
     t.linkEfficiency = 1.0;
-    t.defaultLink = {4e9, 20e-6};
+    t.defaultLink = {0.6e9, 16e-6};
     return t;
   }
   return std::nullopt;
