@@ -8,7 +8,13 @@
 
 #include "Diagnostics.h"
 
+#pragma GCC visibility push(default)
+#include "braid/Runtime/braid_rt.h"
+#pragma GCC visibility pop
+
+#include <climits>
 #include <cstdlib>
+#include <utility>
 
 namespace braid::rt {
 
@@ -51,6 +57,57 @@ void checkSignal(const char *call, int64_t addr, int64_t stream, int64_t step) {
   if (stream != 0 && stream != 1)
     fatalf("%s (step %lld): stream %lld is neither 0 (compute) nor 1 (comm)",
            call, static_cast<long long>(step), static_cast<long long>(stream));
+}
+
+bool checkGemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
+               int64_t lda, int64_t aType, int64_t transA, int64_t b,
+               int64_t ldb, int64_t bType, int64_t transB, int64_t c,
+               int64_t ldc, int64_t cType, int64_t accumulate, int64_t epilogue,
+               int64_t bias, int64_t step) {
+  auto invalid = [&](const std::string &why) {
+    fatalf("gemm step %lld: %s", static_cast<long long>(step), why.c_str());
+  };
+  if (m < 0 || n < 0 || k < 0 || batch < 0 || batch > INT32_MAX)
+    invalid(formatString("bad sizes m=%lld n=%lld k=%lld batch=%lld",
+                         static_cast<long long>(m), static_cast<long long>(n),
+                         static_cast<long long>(k),
+                         static_cast<long long>(batch)));
+  if (m == 0 || n == 0 || batch == 0)
+    return false;
+  if (k == 0) {
+    // No product: C keeps its value, which only an accumulating call
+    // without an epilogue means.
+    if (!accumulate || epilogue != 0)
+      invalid("k = 0 with beta = 0 or an epilogue");
+    return false;
+  }
+  for (auto [dtype, which] :
+       {std::pair{aType, "A"}, std::pair{bType, "B"}, std::pair{cType, "C"}})
+    if (dtype != BRAID_RT_F32 && dtype != BRAID_RT_F16 &&
+        dtype != BRAID_RT_BF16)
+      invalid(formatString("%s has dtype %lld; only f32, f16 and bf16 are "
+                           "supported",
+                           which, static_cast<long long>(dtype)));
+  if (bType != aType)
+    invalid("A and B have different dtypes");
+  if (cType != BRAID_RT_F32 && cType != aType)
+    invalid("C must be f32 or the inputs' dtype");
+  if (epilogue < BRAID_RT_EPILOGUE_NONE || epilogue > BRAID_RT_EPILOGUE_RELU)
+    invalid(formatString("unknown epilogue %lld",
+                         static_cast<long long>(epilogue)));
+  bool hasBias = epilogue >= BRAID_RT_EPILOGUE_BIAS &&
+                 epilogue <= BRAID_RT_EPILOGUE_BIAS_RELU;
+  if (hasBias && bias == 0)
+    invalid("the epilogue adds a bias, but bias is null");
+  if (a == 0 || b == 0 || c == 0)
+    invalid("a matrix is null");
+  if (lda < (transA ? m : k) || ldb < (transB ? k : n) || ldc < n)
+    invalid(formatString("leading dimensions lda=%lld ldb=%lld ldc=%lld are "
+                         "too small",
+                         static_cast<long long>(lda),
+                         static_cast<long long>(ldb),
+                         static_cast<long long>(ldc)));
+  return true;
 }
 
 } // namespace braid::rt

@@ -30,6 +30,17 @@ int64_t checkedProduct(const char *call, int64_t a, int64_t b, int64_t step);
 /// A signal's flag address (non-null, 4-byte aligned) and stream (0 or 1).
 void checkSignal(const char *call, int64_t addr, int64_t stream, int64_t step);
 
+/// Checks braid_rt_gemm's arguments as both backends take them (sizes;
+/// A and B f32, f16 or bf16 alike, C f32 or their type; a known epilogue
+/// with its bias; no null matrix; leading dimensions that fit), aborting
+/// with "gemm step S: <problem>". Returns false when there is nothing to
+/// compute: an empty product, or k = 0 accumulating (C keeps its value).
+bool checkGemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
+               int64_t lda, int64_t aType, int64_t transA, int64_t b,
+               int64_t ldb, int64_t bType, int64_t transB, int64_t c,
+               int64_t ldc, int64_t cType, int64_t accumulate, int64_t epilogue,
+               int64_t bias, int64_t step);
+
 } // namespace braid::rt
 
 #endif // BRAID_RUNTIME_CHECKS_H

@@ -24,6 +24,7 @@
 #include "braid/Runtime/braid_rt.h"
 #pragma GCC visibility pop
 
+#include "Checks.h"
 #include "Diagnostics.h"
 #include "HalfFloat.h"
 
@@ -44,13 +45,12 @@ using namespace braid::rt;
 namespace {
 
 [[noreturn]] void invalid(int64_t step, const std::string &what) {
-  fatalf("braid_rt_gemm (step %lld): %s", static_cast<long long>(step),
-         what.c_str());
+  fatalf("gemm step %lld: %s", static_cast<long long>(step), what.c_str());
 }
 
 void check(dnnl_status_t status, int64_t step, const char *call) {
   if (status != dnnl_success)
-    fatalf("braid_rt_gemm (step %lld): oneDNN %s failed (status %d)",
+    fatalf("gemm step %lld: oneDNN %s failed (status %d)",
            static_cast<long long>(step), call, static_cast<int>(status));
 }
 
@@ -267,41 +267,11 @@ void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
                    int64_t b_dtype, int64_t trans_b, int64_t c, int64_t ldc,
                    int64_t stride_c, int64_t c_dtype, int64_t accumulate,
                    int64_t epilogue, int64_t bias, int64_t step) {
-  if (m < 0 || n < 0 || k < 0 || batch < 0 || batch > INT32_MAX)
-    invalid(step,
-            formatString("bad sizes m=%lld n=%lld k=%lld batch=%lld",
-                         static_cast<long long>(m), static_cast<long long>(n),
-                         static_cast<long long>(k),
-                         static_cast<long long>(batch)));
-  if (m == 0 || n == 0 || batch == 0)
+  if (!checkGemm(m, n, k, batch, a, lda, a_dtype, trans_a, b, ldb, b_dtype,
+                 trans_b, c, ldc, c_dtype, accumulate, epilogue, bias, step))
     return;
-  if (k == 0) {
-    if (!accumulate || epilogue != 0)
-      invalid(step, "k = 0 with beta = 0 or an epilogue");
-    return;
-  }
-  dnnlType(a_dtype, step, "A");
-  dnnlType(b_dtype, step, "B");
-  dnnlType(c_dtype, step, "C");
-  if (b_dtype != a_dtype)
-    invalid(step, "A and B have different dtypes");
-  if (c_dtype != BRAID_RT_F32 && c_dtype != a_dtype)
-    invalid(step, "C must be f32 or the inputs' dtype");
-  if (epilogue < 0 || epilogue > BRAID_RT_EPILOGUE_RELU)
-    invalid(step, formatString("unknown epilogue %lld",
-                               static_cast<long long>(epilogue)));
   bool hasBias = epilogue >= BRAID_RT_EPILOGUE_BIAS &&
                  epilogue <= BRAID_RT_EPILOGUE_BIAS_RELU;
-  if (hasBias && bias == 0)
-    invalid(step, "the epilogue adds a bias, but bias is null");
-  if (a == 0 || b == 0 || c == 0)
-    invalid(step, "a matrix is null");
-  if (lda < (trans_a ? m : k) || ldb < (trans_b ? k : n) || ldc < n)
-    invalid(step, formatString("leading dimensions lda=%lld ldb=%lld "
-                               "ldc=%lld are too small",
-                               static_cast<long long>(lda),
-                               static_cast<long long>(ldb),
-                               static_cast<long long>(ldc)));
   if (stride_a < 0 || stride_b < 0 || stride_c < 0 ||
       (batch > 1 && stride_c == 0))
     invalid(step, "negative batch strides, or batches of C that overlap");

@@ -252,7 +252,7 @@ struct Options {
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
   uint64_t seed = 0;
-  double timeout = 0; // 0: not given.
+  double timeout = 0;  // 0: not given.
   int64_t threads = 0; // 0: not given.
   std::string trace;
   int64_t warmup = 0;

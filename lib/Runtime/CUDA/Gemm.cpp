@@ -16,6 +16,7 @@
 #include "braid/Runtime/braid_rt.h"
 #pragma GCC visibility pop
 
+#include "../Checks.h"
 #include "CudaRuntime.h"
 #include "Gemm.h"
 
@@ -160,42 +161,13 @@ void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
   RankState &state = currentRank("braid_rt_gemm");
 
   // Validate what cuBLASLt would reject with a less helpful status.
-  if (m < 0 || n < 0 || k < 0 || batch < 0 || batch > INT32_MAX)
-    invalid(step,
-            formatString("bad sizes m=%lld n=%lld k=%lld batch=%lld",
-                         static_cast<long long>(m), static_cast<long long>(n),
-                         static_cast<long long>(k),
-                         static_cast<long long>(batch)));
-  if (m == 0 || n == 0 || batch == 0)
+  if (!checkGemm(m, n, k, batch, a, lda, a_dtype, trans_a, b, ldb, b_dtype,
+                 trans_b, c, ldc, c_dtype, accumulate, epilogue, bias, step))
     return;
-  if (k == 0) {
-    // No product: C keeps its value, which only an accumulating call
-    // without an epilogue means.
-    if (!accumulate || epilogue != 0)
-      invalid(step, "k = 0 with beta = 0 or an epilogue");
-    return;
-  }
   cudaDataType_t abType = cudaType(a_dtype, step, "A");
-  cudaType(b_dtype, step, "B");
   cudaDataType_t cType = cudaType(c_dtype, step, "C");
-  if (b_dtype != a_dtype)
-    invalid(step, "A and B have different dtypes");
-  if (c_dtype != BRAID_RT_F32 && c_dtype != a_dtype)
-    invalid(step, "C must be f32 or the inputs' dtype");
-  if (epilogue < 0 || epilogue > 5)
-    invalid(step, formatString("unknown epilogue %lld",
-                               static_cast<long long>(epilogue)));
-  bool hasBias = epilogue >= 1 && epilogue <= 3;
-  if (hasBias && bias == 0)
-    invalid(step, "the epilogue adds a bias, but bias is null");
-  if (a == 0 || b == 0 || c == 0)
-    invalid(step, "a matrix is null");
-  if (lda < (trans_a ? m : k) || ldb < (trans_b ? k : n) || ldc < n)
-    invalid(step, formatString("leading dimensions lda=%lld ldb=%lld "
-                               "ldc=%lld are too small",
-                               static_cast<long long>(lda),
-                               static_cast<long long>(ldb),
-                               static_cast<long long>(ldc)));
+  bool hasBias = epilogue >= BRAID_RT_EPILOGUE_BIAS &&
+                 epilogue <= BRAID_RT_EPILOGUE_BIAS_RELU;
 
   GemmCache::Key key = {m,
                         n,
