@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Overlap on CPU ranks at Llama-3-8B shapes: measured R beside the model's.
+
+For the two ring patterns at Llama-3-8B TP 4 shapes (2048 tokens, hidden
+4096, FFN 14336 / 4, bf16) on 4 ranks:
+
+  ag_gemm  all-gather of x [512, 4096] then x @ W [4096, 3584]
+  gemm_rs  h [2048, 3584] @ W [3584, 4096] then reduce-scatter of the rows
+
+it times with braid-exec (median of --repeat runs, slowest rank) the
+program with --overlap=force (T_fused) and --overlap=off (T_serial), the
+product alone on the whole operands (T_compute) and the collective alone
+(T_comm), and prints R = T_fused / max(T_compute, T_comm) (1 is perfect
+overlap, T_serial / max(...) no overlap at all) beside the cost model's R
+from the report of the forced build (its predicted overlapped time over
+the larger of its compute and communication times).
+
+Usage: overlap.py [--bin build/bin] [--ranks 4] [--repeat 5]
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+TOKENS, HIDDEN, FFN = 2048, 4096, 14336
+
+
+def programs(ranks):
+    t, h, f = TOKENS, HIDDEN, FFN // ranks
+    local = t // ranks
+    grid = f"shard.grid @g(shape = {ranks})\n"
+
+    def mm(a, b, m, k, n, name="mm"):
+        return (f"  %zero = arith.constant 0.0 : f32\n"
+                f"  %e = tensor.empty() : tensor<{m}x{n}xf32>\n"
+                f"  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>\n"
+                f"  %{name} = linalg.matmul ins({a}, {b} : tensor<{m}x{k}xbf16>, tensor<{k}x{n}xbf16>) "
+                f"outs(%z : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>\n")
+
+    ag = (grid + f"func.func @main(%x: tensor<{local}x{h}xbf16>, %w: tensor<{h}x{f}xbf16>) -> tensor<{t}x{f}xf32> {{\n"
+          f"  %g = shard.all_gather %x on @g grid_axes = [0] gather_axis = 0 : tensor<{local}x{h}xbf16> -> tensor<{t}x{h}xbf16>\n"
+          + mm("%g", "%w", t, h, f) + f"  return %mm : tensor<{t}x{f}xf32>\n}}\n")
+    ag_compute = (grid + f"func.func @main(%x: tensor<{t}x{h}xbf16>, %w: tensor<{h}x{f}xbf16>) -> tensor<{t}x{f}xf32> {{\n"
+                  + mm("%x", "%w", t, h, f) + f"  return %mm : tensor<{t}x{f}xf32>\n}}\n")
+    ag_comm = (grid + f"func.func @main(%x: tensor<{local}x{h}xbf16>) -> tensor<{t}x{h}xbf16> {{\n"
+               f"  %g = shard.all_gather %x on @g grid_axes = [0] gather_axis = 0 : tensor<{local}x{h}xbf16> -> tensor<{t}x{h}xbf16>\n"
+               f"  return %g : tensor<{t}x{h}xbf16>\n}}\n")
+    rs = (grid + f"func.func @main(%x: tensor<{t}x{f}xbf16>, %w: tensor<{f}x{h}xbf16>) -> tensor<{local}x{h}xf32> {{\n"
+          + mm("%x", "%w", t, f, h) +
+          f"  %r = shard.reduce_scatter %mm on @g grid_axes = [0] scatter_axis = 0 : tensor<{t}x{h}xf32> -> tensor<{local}x{h}xf32>\n"
+          f"  return %r : tensor<{local}x{h}xf32>\n}}\n")
+    rs_compute = (grid + f"func.func @main(%x: tensor<{t}x{f}xbf16>, %w: tensor<{f}x{h}xbf16>) -> tensor<{t}x{h}xf32> {{\n"
+                  + mm("%x", "%w", t, f, h) + f"  return %mm : tensor<{t}x{h}xf32>\n}}\n")
+    rs_comm = (grid + f"func.func @main(%x: tensor<{t}x{h}xf32>) -> tensor<{local}x{h}xf32> {{\n"
+               f"  %r = shard.reduce_scatter %x on @g grid_axes = [0] scatter_axis = 0 : tensor<{t}x{h}xf32> -> tensor<{local}x{h}xf32>\n"
+               f"  return %r : tensor<{local}x{h}xf32>\n}}\n")
+    return [("ag_gemm", ag, ag_compute, ag_comm),
+            ("gemm_rs", rs, rs_compute, rs_comm)]
+
+
+def timed(args, tmp, name, text, overlap, report=None):
+    source = os.path.join(tmp, f"{name}.mlir")
+    with open(source, "w") as f:
+        f.write(text)
+    lib = os.path.join(tmp, f"{name}-{overlap}.so")
+    cmd = [os.path.join(args.bin, "braid-compile"), source,
+           f"--overlap={overlap}", "-o", lib]
+    if report:
+        cmd.append(f"--report={report}")
+    subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
+    out = subprocess.run(
+        ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np",
+         str(args.ranks), os.path.join(args.bin, "braid-exec"), lib,
+         "--warmup=1", f"--repeat={args.repeat}"],
+        capture_output=True, text=True, check=True).stdout
+    return float(re.search(r"median ([0-9.]+) ms", out).group(1))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    print(f"{'pattern':<8} {'fused ms':>9} {'serial ms':>10} {'compute ms':>11} "
+          f"{'comm ms':>8} {'R':>6} {'R serial':>9} {'model R':>8} "
+          f"{'model compute ms':>17} {'model comm ms':>14}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, fused, compute, comm in programs(args.ranks):
+            report = os.path.join(tmp, f"{name}.json")
+            t_fused = timed(args, tmp, name, fused, "force", report)
+            t_serial = timed(args, tmp, name, fused, "off")
+            t_compute = timed(args, tmp, name + "_compute", compute, "off")
+            t_comm = timed(args, tmp, name + "_comm", comm, "off")
+            with open(report) as f:
+                predicted = json.load(f)["collectives"][0]["predicted"]
+            bound = max(t_compute, t_comm)
+            model_bound = max(predicted["compute_us"], predicted["comm_us"])
+            print(f"{name:<8} {t_fused:9.1f} {t_serial:10.1f} {t_compute:11.1f} "
+                  f"{t_comm:8.1f} {t_fused / bound:6.2f} {t_serial / bound:9.2f} "
+                  f"{predicted['overlapped_us'] / model_bound:8.2f} "
+                  f"{predicted['compute_us'] / 1e3:17.1f} "
+                  f"{predicted['comm_us'] / 1e3:14.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
