@@ -24,13 +24,11 @@ BRAID_PASSES = ("ImportShard", "Overlap", "LinearizeCollectives", "CheckSchedule
                 "ConvertXferToRuntime", "OutlineKernels", "EmitEntryPoint")
 
 
-def timing(braid_opt, path):
-    proc = subprocess.run(
-        [braid_opt, path, "--braid-pipeline=entry=transformer target-preset=h100 check-schedule=1",
-         "--mlir-print-op-on-diagnostic=false", "--mlir-timing", "--mlir-timing-display=list",
-         "-o", os.devnull], capture_output=True, text=True, check=True)
+def pass_seconds(stderr):
+    """From a `--mlir-timing-display=list` report: the seconds of pass work
+    (the total less parsing and printing) and those of Braid's passes."""
     total = braid = io = 0.0
-    for line in proc.stderr.splitlines():
+    for line in stderr.splitlines():
         m = re.match(r"\s*([0-9.]+) \(\s*[0-9.]+%\)\s+(?:[0-9.]+ \(\s*[0-9.]+%\)\s+)?(.+)$", line)
         if not m:
             continue
@@ -42,6 +40,14 @@ def timing(braid_opt, path):
         elif name in BRAID_PASSES:
             braid += seconds
     return total - io, braid
+
+
+def timing(braid_opt, path):
+    proc = subprocess.run(
+        [braid_opt, path, "--braid-pipeline=entry=transformer target-preset=h100 check-schedule=1",
+         "--mlir-print-op-on-diagnostic=false", "--mlir-timing", "--mlir-timing-display=list",
+         "-o", os.devnull], capture_output=True, text=True, check=True)
+    return pass_seconds(proc.stderr)
 
 
 def main():

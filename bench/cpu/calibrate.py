@@ -20,41 +20,20 @@ paste into CostModel.cpp. Usage: calibrate.py [--bin build/bin] [--ranks 4]
 """
 import argparse
 import os
-import re
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from common import gemm_program, time_program  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
 def timed(args, tmp, name, text):
-    source = os.path.join(tmp, f"{name}.mlir")
-    with open(source, "w") as f:
-        f.write(text)
-    lib = os.path.join(tmp, f"{name}.so")
-    subprocess.run([os.path.join(args.bin, "braid-compile"), source,
-                    "--overlap=off", "-o", lib], check=True,
-                   stderr=subprocess.DEVNULL)
-    out = subprocess.run(
-        ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np",
-         str(args.ranks), os.path.join(args.bin, "braid-exec"), lib,
-         "--warmup=1", f"--repeat={args.repeat}"],
-        capture_output=True, text=True, check=True).stdout
-    return float(re.search(r"median ([0-9.]+) ms", out).group(1)) * 1e-3
-
-
-def gemm(ranks, m, n, k, dtype):
-    return f"""shard.grid @g(shape = {ranks})
-func.func @main(%a: tensor<{m}x{k}x{dtype}>, %b: tensor<{k}x{n}x{dtype}>) -> tensor<{m}x{n}xf32> {{
-  %zero = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<{m}x{n}xf32>
-  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  %c = linalg.matmul ins(%a, %b : tensor<{m}x{k}x{dtype}>, tensor<{k}x{n}x{dtype}>) outs(%z : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  return %c : tensor<{m}x{n}xf32>
-}}
-"""
+    """Seconds of one run of `text` on all ranks (overlap off)."""
+    return time_program(args.bin, tmp, name, text, args.ranks, args.repeat,
+                        ["--overlap=off"]) * 1e-3
 
 
 def add(ranks, rows, cols):
@@ -87,7 +66,7 @@ def main():
         m, n, k = 512, 3584, 4096
         flops = {}
         for dtype in ("f32", "bf16"):
-            seconds = timed(args, tmp, f"gemm_{dtype}", gemm(r, m, n, k, dtype))
+            seconds = timed(args, tmp, f"gemm_{dtype}", gemm_program(r, m, n, k, dtype))
             flops[dtype] = 2.0 * m * n * k / seconds
         rows, cols = 4096, 4096  # 64 MiB per f32 operand
         seconds = timed(args, tmp, "add", add(r, rows, cols))

@@ -15,12 +15,14 @@ Usage: gemm.py [--bin build/bin] [--threads 1] [--torch-python PY] [--generated]
 """
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from common import gemm_program, time_program  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(HERE))
 VENV = os.path.expanduser("~/.cache/braid/frontends-venv/bin/python")
 
@@ -49,34 +51,10 @@ print(times[len(times) // 2] * 1e3)
 """
 
 
-def program(m, n, k, dtype):
-    out = "f32"
-    return f"""shard.grid @g(shape = 1)
-func.func @main(%a: tensor<{m}x{k}x{dtype}>, %b: tensor<{k}x{n}x{dtype}>) -> tensor<{m}x{n}x{out}> {{
-  %zero = arith.constant 0.0 : {out}
-  %e = tensor.empty() : tensor<{m}x{n}x{out}>
-  %z = linalg.fill ins(%zero : {out}) outs(%e : tensor<{m}x{n}x{out}>) -> tensor<{m}x{n}x{out}>
-  %c = linalg.matmul ins(%a, %b : tensor<{m}x{k}x{dtype}>, tensor<{k}x{n}x{dtype}>) outs(%z : tensor<{m}x{n}x{out}>) -> tensor<{m}x{n}x{out}>
-  return %c : tensor<{m}x{n}x{out}>
-}}
-"""
-
-
 def braid_ms(args, tmp, m, n, k, dtype, gemm, repeat):
-    source = os.path.join(tmp, "mm.mlir")
-    with open(source, "w") as f:
-        f.write(program(m, n, k, dtype))
-    lib = os.path.join(tmp, f"mm-{gemm}.so")
-    subprocess.run([os.path.join(args.bin, "braid-compile"), source,
-                    f"--gemm={gemm}", "-o", lib], check=True,
-                   stderr=subprocess.DEVNULL)
-    env = dict(os.environ, BRAID_NUM_THREADS=str(args.threads))
-    out = subprocess.run(
-        ["mpirun", "--allow-run-as-root", "-np", "1",
-         os.path.join(args.bin, "braid-exec"), lib,
-         f"--warmup={1 if repeat > 2 else 0}", f"--repeat={repeat}"],
-        capture_output=True, text=True, env=env, check=True).stdout
-    return float(re.search(r"median ([0-9.]+) ms", out).group(1))
+    return time_program(args.bin, tmp, f"mm-{gemm}", gemm_program(1, m, n, k, dtype),
+                        1, repeat, [f"--gemm={gemm}"],
+                        warmup=1 if repeat > 2 else 0, threads=args.threads)
 
 
 def main():

@@ -20,12 +20,13 @@ Usage: overlap.py [--bin build/bin] [--ranks 4] [--repeat 5]
 import argparse
 import json
 import os
-import re
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from common import time_program  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 TOKENS, HIDDEN, FFN = 2048, 4096, 14336
@@ -65,21 +66,9 @@ def programs(ranks):
 
 
 def timed(args, tmp, name, text, overlap, report=None):
-    source = os.path.join(tmp, f"{name}.mlir")
-    with open(source, "w") as f:
-        f.write(text)
-    lib = os.path.join(tmp, f"{name}-{overlap}.so")
-    cmd = [os.path.join(args.bin, "braid-compile"), source,
-           f"--overlap={overlap}", "-o", lib]
-    if report:
-        cmd.append(f"--report={report}")
-    subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
-    out = subprocess.run(
-        ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np",
-         str(args.ranks), os.path.join(args.bin, "braid-exec"), lib,
-         "--warmup=1", f"--repeat={args.repeat}"],
-        capture_output=True, text=True, check=True).stdout
-    return float(re.search(r"median ([0-9.]+) ms", out).group(1))
+    flags = [f"--overlap={overlap}"] + ([f"--report={report}"] if report else [])
+    return time_program(args.bin, tmp, f"{name}-{overlap}", text, args.ranks,
+                        args.repeat, flags)
 
 
 def main():

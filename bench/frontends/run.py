@@ -26,9 +26,9 @@ Usage (the frontends venv: scripts/setup-frontends.sh):
       [--only llama] [--layers 1,8,32] [--bin build/bin]
 """
 import argparse
+import importlib.util
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -43,6 +43,13 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 import braid.pytorch as bp  # noqa: E402
+
+# The --mlir-timing parser of bench/compile/run.py (both scripts are run.py).
+_spec = importlib.util.spec_from_file_location(
+    "bench_compile_run", os.path.join(ROOT, "bench", "compile", "run.py"))
+_compile_bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_compile_bench)
+pass_seconds = _compile_bench.pass_seconds
 
 TP = 8
 TOKENS = 4096
@@ -143,21 +150,6 @@ def pieces(only, layer_counts):
     yield "GPT2Block, TP", lambda: gpt2("block")
 
 
-def pass_work(stderr):
-    total = io = 0.0
-    for line in stderr.splitlines():
-        m = re.match(r"\s*([0-9.]+) \(\s*[0-9.]+%\)\s+(?:[0-9.]+ \(\s*"
-                     r"[0-9.]+%\)\s+)?(.+)$", line)
-        if not m:
-            continue
-        seconds, name = float(m.group(1)), m.group(2).strip()
-        if name == "Total":
-            total = seconds
-        elif name in ("Parser", "Output"):
-            io += seconds
-    return total - io
-
-
 def measure(name, build, tools, tmp):
     module, args, kwargs, plan, layout = build()
     start = time.perf_counter()
@@ -174,7 +166,7 @@ def measure(name, build, tools, tmp):
         capture_output=True, text=True)
     if run.returncode:
         return name, export_s, None, None, run.stderr.strip().splitlines()[0]
-    import_s = pass_work(run.stderr)
+    import_s = pass_seconds(run.stderr)[0]
     start = time.perf_counter()
     report = os.path.join(tmp, "report.json")
     run = subprocess.run(

@@ -10,7 +10,6 @@ applied, the error, and the seconds of compile, run and reference.
 
 Usage: llama_layer_check.py PYTHON_DIR
 """
-import os
 import sys
 import time
 

@@ -1,0 +1,46 @@
+"""What the bench/cpu scripts share: a one-product program and a timed run.
+
+time_program compiles MLIR text with braid-compile and runs it with
+braid-exec on `ranks` ranks (--warmup, --repeat), returning the median in
+milliseconds of the slowest rank.
+"""
+import os
+import re
+import subprocess
+
+
+def gemm_program(ranks, m, n, k, dtype):
+    """C[m, n] f32 = A[m, k] . B[k, n] in `dtype`, from zeros, on every rank
+    of a grid of `ranks` (no collectives)."""
+    a, b, c = (f"tensor<{m}x{k}x{dtype}>", f"tensor<{k}x{n}x{dtype}>",
+               f"tensor<{m}x{n}xf32>")
+    return f"""shard.grid @g(shape = {ranks})
+func.func @main(%a: {a}, %b: {b}) -> {c} {{
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : {c}
+  %z = linalg.fill ins(%zero : f32) outs(%e : {c}) -> {c}
+  %c = linalg.matmul ins(%a, %b : {a}, {b}) outs(%z : {c}) -> {c}
+  return %c : {c}
+}}
+"""
+
+
+def time_program(bin_dir, tmp, name, text, ranks, repeat, flags=(),
+                 warmup=1, threads=None):
+    """Median milliseconds of `repeat` runs (at least 2, so that braid-exec
+    prints one) after `warmup`, of `text` compiled with `flags`."""
+    source = os.path.join(tmp, f"{name}.mlir")
+    with open(source, "w") as f:
+        f.write(text)
+    lib = os.path.join(tmp, f"{name}.so")
+    subprocess.run([os.path.join(bin_dir, "braid-compile"), source, *flags,
+                    "-o", lib], check=True, stderr=subprocess.DEVNULL)
+    env = dict(os.environ)
+    if threads:
+        env["BRAID_NUM_THREADS"] = str(threads)
+    out = subprocess.run(
+        ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks),
+         os.path.join(bin_dir, "braid-exec"), lib, f"--warmup={warmup}",
+         f"--repeat={max(repeat, 2)}"],
+        capture_output=True, text=True, env=env, check=True).stdout
+    return float(re.search(r"median ([0-9.]+) ms", out).group(1))
