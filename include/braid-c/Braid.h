@@ -161,9 +161,9 @@ braidArtifactGetResultType(BraidArtifact artifact, intptr_t index);
 /// + i] is argument i of rank r, a contiguous row-major buffer of its type.
 /// `outputs` likewise holds ranks * numResults caller-allocated buffers that
 /// receive the results. `options` are extra braid-run options ("trace=PATH",
-/// "timeout=SECONDS", the run options above). The runner is the braid-run next to this library
-/// (../bin from its directory) or $BRAID_RUN. Failures (a rank's error, a
-/// timeout) go to `callbacks->diagnostic`.
+/// "timeout=SECONDS", the run options above). The runner is the braid-run
+/// next to this library (../bin from its directory) or $BRAID_RUN. Failures
+/// (a rank's error, a timeout) go to `callbacks->diagnostic`.
 MLIR_CAPI_EXPORTED MlirLogicalResult
 braidArtifactRun(BraidArtifact artifact, int64_t ranks,
                  const void *const *inputs, void *const *outputs,

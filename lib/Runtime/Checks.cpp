@@ -59,6 +59,11 @@ void checkSignal(const char *call, int64_t addr, int64_t stream, int64_t step) {
            call, static_cast<long long>(step), static_cast<long long>(stream));
 }
 
+bool gemmEpilogueHasBias(int64_t epilogue) {
+  return epilogue >= BRAID_RT_EPILOGUE_BIAS &&
+         epilogue <= BRAID_RT_EPILOGUE_BIAS_RELU;
+}
+
 bool checkGemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
                int64_t lda, int64_t aType, int64_t transA, int64_t b,
                int64_t ldb, int64_t bType, int64_t transB, int64_t c,
@@ -95,8 +100,7 @@ bool checkGemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
   if (epilogue < BRAID_RT_EPILOGUE_NONE || epilogue > BRAID_RT_EPILOGUE_RELU)
     invalid(formatString("unknown epilogue %lld",
                          static_cast<long long>(epilogue)));
-  bool hasBias = epilogue >= BRAID_RT_EPILOGUE_BIAS &&
-                 epilogue <= BRAID_RT_EPILOGUE_BIAS_RELU;
+  bool hasBias = gemmEpilogueHasBias(epilogue);
   if (hasBias && bias == 0)
     invalid("the epilogue adds a bias, but bias is null");
   if (a == 0 || b == 0 || c == 0)

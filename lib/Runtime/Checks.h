@@ -30,6 +30,9 @@ int64_t checkedProduct(const char *call, int64_t a, int64_t b, int64_t step);
 /// A signal's flag address (non-null, 4-byte aligned) and stream (0 or 1).
 void checkSignal(const char *call, int64_t addr, int64_t stream, int64_t step);
 
+/// Whether a braid_rt_epilogue code adds a bias.
+bool gemmEpilogueHasBias(int64_t epilogue);
+
 /// Checks braid_rt_gemm's arguments as both backends take them (sizes;
 /// A and B f32, f16 or bf16 alike, C f32 or their type; a known epilogue
 /// with its bias; no null matrix; leading dimensions that fit), aborting

@@ -54,18 +54,11 @@ void check(dnnl_status_t status, int64_t step, const char *call) {
            static_cast<long long>(step), call, static_cast<int>(status));
 }
 
-dnnl_data_type_t dnnlType(int64_t dtype, int64_t step, const char *what) {
-  switch (dtype) {
-  case BRAID_RT_F32:
-    return dnnl_f32;
-  case BRAID_RT_F16:
-    return dnnl_f16;
-  case BRAID_RT_BF16:
-    return dnnl_bf16;
-  default:
-    invalid(step, formatString("%s has dtype %lld; f32, f16 or bf16 expected",
-                               what, static_cast<long long>(dtype)));
-  }
+/// oneDNN's type of a dtype checkGemm has accepted (f32, f16 or bf16).
+dnnl_data_type_t dnnlType(int64_t dtype) {
+  return dtype == BRAID_RT_F32   ? dnnl_f32
+         : dtype == BRAID_RT_F16 ? dnnl_f16
+                                 : dnnl_bf16;
 }
 
 /// The shape of one call: everything a primitive depends on.
@@ -167,8 +160,7 @@ Primitive *primitiveFor(Engine &state, const Shape &shape, int64_t step) {
                      shape.b, step);
   made->c = describe(shape.batch, shape.m, shape.n, shape.strideC, shape.ldc, 1,
                      shape.c, step);
-  bool hasBias = shape.epilogue >= BRAID_RT_EPILOGUE_BIAS &&
-                 shape.epilogue <= BRAID_RT_EPILOGUE_BIAS_RELU;
+  bool hasBias = gemmEpilogueHasBias(shape.epilogue);
   if (hasBias) {
     dnnl_dims_t dims = {1, 1, shape.n};
     check(dnnl_memory_desc_init_by_tag(&made->bias, 3, dims, shape.c, dnnl_abc),
@@ -270,8 +262,7 @@ void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
   if (!checkGemm(m, n, k, batch, a, lda, a_dtype, trans_a, b, ldb, b_dtype,
                  trans_b, c, ldc, c_dtype, accumulate, epilogue, bias, step))
     return;
-  bool hasBias = epilogue >= BRAID_RT_EPILOGUE_BIAS &&
-                 epilogue <= BRAID_RT_EPILOGUE_BIAS_RELU;
+  bool hasBias = gemmEpilogueHasBias(epilogue);
   if (stride_a < 0 || stride_b < 0 || stride_c < 0 ||
       (batch > 1 && stride_c == 0))
     invalid(step, "negative batch strides, or batches of C that overlap");
@@ -292,9 +283,9 @@ void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
               trans_b,
               accumulate,
               epilogue,
-              dnnlType(a_dtype, step, "A"),
-              dnnlType(b_dtype, step, "B"),
-              dnnlType(c_dtype, step, "C")};
+              dnnlType(a_dtype),
+              dnnlType(b_dtype),
+              dnnlType(c_dtype)};
   auto *aData = reinterpret_cast<void *>(a);
   auto *bData = reinterpret_cast<void *>(b);
   auto *cData = reinterpret_cast<void *>(c);

@@ -572,4 +572,3 @@ void braid_rt_signal_wait(int64_t addr, int64_t value, int64_t stream,
     sched_yield();
   }
 }
-

@@ -47,6 +47,15 @@ def rotary(c, x):
     return cos.to(x.dtype), sin.to(x.dtype)
 
 
+def llama_layer():
+    """A 2-rank Llama decoder layer, an input of 2 sequences and the
+    rotary tables it is called with, for tests of plans and errors."""
+    c = config("Llama", 2)
+    layer = decoder_layer("Llama", c).eval()
+    x = torch.randn(2, SEQ, 64)
+    return layer, x, {"position_embeddings": rotary(c, x)}
+
+
 def relative_error(got, expected):
     got, expected = got.float(), expected.float()
     return ((got - expected).abs().max() / expected.abs().max()).item()
@@ -221,10 +230,7 @@ def test_phi3_mlp():
 
 def test_plan_errors():
     torch.manual_seed(9)
-    c = config("Llama", 2)
-    layer = decoder_layer("Llama", c).eval()
-    x = torch.randn(2, SEQ, 64)
-    kwargs = {"position_embeddings": rotary(c, x)}
+    layer, x, kwargs = llama_layer()
     with pytest.raises(ValueError, match="known styles: .*colwise_gather_"
                                          "output.*replicated_with_grad"):
         bp.parallelize(layer, (x,), {"mlp.up_proj": "diagonal"}, ranks=2,
@@ -280,10 +286,7 @@ def test_every_shipped_style_is_known():
 def test_errors_name_the_parameter():
     """A plan Braid cannot apply names the parameter, not <string>:LINE."""
     torch.manual_seed(10)
-    c = config("Llama", 2)
-    layer = decoder_layer("Llama", c).eval()
-    x = torch.randn(2, SEQ, 64)
-    kwargs = {"position_embeddings": rotary(c, x)}
+    layer, x, kwargs = llama_layer()
     with pytest.raises(braid.CompileError) as info:
         # input_layernorm's weight feeds no contraction: not colwise.
         bp.parallelize(layer, (x,), {"input_layernorm": "rowwise"}, ranks=2,

@@ -374,8 +374,7 @@ Operation *zeroFillBefore(linalg::LinalgOp op) {
     if (auto copy = dyn_cast<memref::CopyOp>(previous)) {
       if (copy.getTarget() == output)
         return copiesZeros(copy) ? copy.getOperation() : nullptr;
-      if (copy.getTarget().getDefiningOp<memref::AllocOp>() &&
-          copy.getTarget() != output)
+      if (copy.getTarget().getDefiningOp<memref::AllocOp>())
         continue; // another product's copy of the zeros
       return nullptr;
     }

@@ -166,8 +166,7 @@ void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
     return;
   cudaDataType_t abType = cudaType(a_dtype, step, "A");
   cudaDataType_t cType = cudaType(c_dtype, step, "C");
-  bool hasBias = epilogue >= BRAID_RT_EPILOGUE_BIAS &&
-                 epilogue <= BRAID_RT_EPILOGUE_BIAS_RELU;
+  bool hasBias = gemmEpilogueHasBias(epilogue);
 
   GemmCache::Key key = {m,
                         n,
