@@ -49,21 +49,22 @@ SMALL = (64, 2048)
 EPS = 1e-5
 
 
-def pattern_programs(rows, hidden):
-    """name -> (MLIR text, argument shapes, numpy reference(*f64 inputs))."""
+def pattern_programs(rows, hidden, dtype="bf16"):
+    """name -> (MLIR text, argument shapes, numpy reference(*f64 inputs)),
+    with arguments and results in `dtype` (computed in f32)."""
     grid = Grid([1])
     programs = {}
 
     fn = Function(grid)
-    x = fn.arg("x", (rows, hidden), "bf16")
-    w = fn.arg("w", (hidden,), "bf16")
-    b = fn.arg("b", (hidden,), "bf16")
+    x = fn.arg("x", (rows, hidden), dtype)
+    w = fn.arg("w", (hidden,), dtype)
+    b = fn.arg("b", (hidden,), dtype)
     total = fn.reduce_last(fn.map([x], "f32", lambda s, v: v), "sum")
     mean = fn.map([total], "f32", lambda s, v: s.div(v, s.const(hidden)))
     centered = fn.map([x, (mean, (0,))], "f32", lambda s, v, m: s.sub(v, m))
     var = fn.reduce_last(fn.map([centered], "f32", lambda s, v: s.mul(v, v)), "sum")
     inv = fn.map([var], "f32", lambda s, v: s.rsqrt(s.add(s.div(v, s.const(hidden)), s.const(EPS))))
-    y = fn.map([centered, (inv, (0,)), (w, (1,)), (b, (1,))], "bf16",
+    y = fn.map([centered, (inv, (0,)), (w, (1,)), (b, (1,))], dtype,
                lambda s, c, r, wv, bv: s.add(s.mul(s.mul(c, r), wv), bv))
 
     def layernorm(x, w, b):
@@ -74,20 +75,20 @@ def pattern_programs(rows, hidden):
                              [(rows, hidden), (hidden,), (hidden,)], layernorm)
 
     fn = Function(grid)
-    x = fn.arg("x", (rows, hidden), "bf16")
-    w = fn.arg("w", (hidden,), "bf16")
+    x = fn.arg("x", (rows, hidden), dtype)
+    w = fn.arg("w", (hidden,), dtype)
     ms = fn.reduce_last(fn.map([x], "f32", lambda s, v: s.mul(v, v)), "sum")
     inv = fn.map([ms], "f32", lambda s, v: s.rsqrt(s.add(s.div(v, s.const(hidden)), s.const(EPS))))
-    y = fn.map([x, (inv, (0,)), (w, (1,))], "bf16", lambda s, v, r, wv: s.mul(s.mul(v, r), wv))
+    y = fn.map([x, (inv, (0,)), (w, (1,))], dtype, lambda s, v, r, wv: s.mul(s.mul(v, r), wv))
     programs["rmsnorm"] = (grid.mlir() + fn.text([y]), [(rows, hidden), (hidden,)],
                            lambda x, w: x / np.sqrt((x * x).mean(-1, keepdims=True) + EPS) * w)
 
     fn = Function(grid)
-    x = fn.arg("x", (rows, hidden), "bf16")
+    x = fn.arg("x", (rows, hidden), dtype)
     peak = fn.reduce_last(fn.map([x], "f32", lambda s, v: v), "max")
     e = fn.map([x, (peak, (0,))], "f32", lambda s, v, m: s.exp(s.sub(v, m)))
     total = fn.reduce_last(e, "sum")
-    y = fn.map([e, (total, (0,))], "bf16", lambda s, v, t: s.div(v, t))
+    y = fn.map([e, (total, (0,))], dtype, lambda s, v, t: s.div(v, t))
 
     def softmax(x):
         e = np.exp(x - x.max(-1, keepdims=True))
@@ -95,10 +96,10 @@ def pattern_programs(rows, hidden):
     programs["softmax"] = (grid.mlir() + fn.text([y]), [(rows, hidden)], softmax)
 
     fn = Function(grid)
-    x = fn.arg("x", (rows, hidden), "bf16")
-    b = fn.arg("b", (hidden,), "bf16")
-    r = fn.arg("r", (rows, hidden), "bf16")
-    y = fn.map([x, (b, (1,)), r], "bf16", lambda s, v, bv, rv: s.add(s.gelu(s.add(v, bv)), rv))
+    x = fn.arg("x", (rows, hidden), dtype)
+    b = fn.arg("b", (hidden,), dtype)
+    r = fn.arg("r", (rows, hidden), dtype)
+    y = fn.map([x, (b, (1,)), r], dtype, lambda s, v, bv, rv: s.add(s.gelu(s.add(v, bv)), rv))
     programs["bias_gelu_residual"] = (grid.mlir() + fn.text([y]),
                                       [(rows, hidden), (hidden,), (rows, hidden)],
                                       lambda x, b, r: gelu(x + b) + r)
@@ -107,10 +108,10 @@ def pattern_programs(rows, hidden):
     # epilogue on the cuda target (microbench times that path).
     n = 256
     fn = Function(grid)
-    x = fn.arg("x", (rows, hidden), "bf16")
-    w = fn.arg("w", (hidden, n), "bf16")
-    b = fn.arg("b", (n,), "bf16")
-    y = fn.map([fn.matmul(x, w), (b, (1,))], "bf16", lambda s, v, bv: s.gelu(s.add(v, bv)))
+    x = fn.arg("x", (rows, hidden), dtype)
+    w = fn.arg("w", (hidden, n), dtype)
+    b = fn.arg("b", (n,), dtype)
+    y = fn.map([fn.matmul(x, w), (b, (1,))], dtype, lambda s, v, bv: s.gelu(s.add(v, bv)))
     programs["gemm_bias_gelu"] = (grid.mlir() + fn.text([y]),
                                   [(rows, hidden), (hidden, n), (n,)],
                                   lambda x, w, b: gelu(x @ w + b))

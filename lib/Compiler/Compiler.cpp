@@ -26,6 +26,8 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/Bitcode/BitcodeWriter.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InstIterator.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/MCSubtargetInfo.h"
@@ -340,6 +342,91 @@ LogicalResult emitObject(llvm::Module &module, llvm::TargetMachine &machine,
   return success();
 }
 
+/// The cpu target's wider code paths: with --cpu=generic, every function
+/// holding vector code (the kernels braid-vectorize-kernels made)
+/// gets clones for x86-64-v3 (AVX2, FMA, F16C: native f16 conversions) and
+/// x86-64-v4 (AVX-512), and its name a dispatcher that calls the widest
+/// clone braid_rt_cpu_level() allows. The baseline stays for every other
+/// x86-64. Called before optimization, so that each clone is vectorized and
+/// generated for its own CPU (LLVM reads the "target-cpu" attribute).
+/// Returns the number of functions dispatched.
+int64_t addCpuDispatch(llvm::Module &module) {
+  auto hasVectors = [](const llvm::Function &function) {
+    for (const llvm::Instruction &instruction : llvm::instructions(function))
+      if (instruction.getType()->isVectorTy())
+        return true;
+    return false;
+  };
+  SmallVector<llvm::Function *> kernels;
+  for (llvm::Function &function : module.functions())
+    if (!function.isDeclaration() && !function.isVarArg() &&
+        hasVectors(function))
+      kernels.push_back(&function);
+  if (kernels.empty())
+    return 0;
+  llvm::LLVMContext &context = module.getContext();
+  llvm::Type *i64 = llvm::Type::getInt64Ty(context);
+  llvm::FunctionCallee level = module.getOrInsertFunction(
+      "braid_rt_cpu_level", llvm::FunctionType::get(i64, /*isVarArg=*/false));
+  if (auto *declaration = dyn_cast<llvm::Function>(level.getCallee())) {
+    declaration->setDoesNotThrow();
+    declaration->setOnlyAccessesInaccessibleMemory();
+    declaration->setWillReturn();
+  }
+  // Widest first: level 2 takes v4, level 1 v3, 0 the baseline.
+  const std::pair<StringRef, int64_t> paths[] = {{"x86-64-v4", 2},
+                                                 {"x86-64-v3", 1}};
+  for (llvm::Function *kernel : kernels) {
+    std::string name = kernel->getName().str();
+    SmallVector<std::pair<llvm::Function *, int64_t>> clones;
+    for (auto [cpu, required] : paths) {
+      llvm::ValueToValueMapTy map;
+      llvm::Function *clone = llvm::CloneFunction(kernel, map);
+      clone->setName(name + "." + cpu.str());
+      clone->addFnAttr("target-cpu", cpu);
+      if (required == 2) {
+        clone->addFnAttr("prefer-vector-width", "512");
+        clone->addFnAttr("min-legal-vector-width", "512");
+      }
+      clone->removeFnAttr("target-features");
+      clone->setLinkage(llvm::GlobalValue::InternalLinkage);
+      clones.push_back({clone, required});
+    }
+    // The original becomes the baseline clone; a new function of its name
+    // and signature dispatches.
+    kernel->setName(name + ".generic");
+    auto *dispatch = llvm::Function::Create(
+        kernel->getFunctionType(), kernel->getLinkage(), name, &module);
+    dispatch->copyAttributesFrom(kernel);
+    kernel->replaceAllUsesWith(dispatch);
+    kernel->setLinkage(llvm::GlobalValue::InternalLinkage);
+    SmallVector<llvm::Value *> args;
+    for (llvm::Argument &arg : dispatch->args())
+      args.push_back(&arg);
+    llvm::BasicBlock *entry = llvm::BasicBlock::Create(context, "", dispatch);
+    llvm::IRBuilder<> b(entry);
+    llvm::Value *have = b.CreateCall(level);
+    auto call = [&](llvm::Function *callee) {
+      llvm::CallInst *result = b.CreateCall(callee, args);
+      result->setTailCall();
+      if (callee->getReturnType()->isVoidTy())
+        b.CreateRetVoid();
+      else
+        b.CreateRet(result);
+    };
+    for (auto [clone, required] : clones) {
+      llvm::BasicBlock *take = llvm::BasicBlock::Create(context, "", dispatch);
+      llvm::BasicBlock *next = llvm::BasicBlock::Create(context, "", dispatch);
+      b.CreateCondBr(b.CreateICmpSGE(have, b.getInt64(required)), take, next);
+      b.SetInsertPoint(take);
+      call(clone);
+      b.SetInsertPoint(next);
+    }
+    call(kernel);
+  }
+  return static_cast<int64_t>(kernels.size());
+}
+
 /// Moves the definitions of the functions named `schedules` out of `module`
 /// into a module of their own, in `context`, so that they can be generated
 /// apart (another thread, another optimization level) and linked back. The
@@ -526,6 +613,9 @@ static LogicalResult compileStages(ModuleOp module,
     return fail(message);
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(machine->getTargetTriple());
+  if (!options.cuda() && options.cpu == "generic" &&
+      machine->getTargetTriple().getArch() == llvm::Triple::x86_64)
+    addCpuDispatch(*llvmModule);
   start = std::chrono::steady_clock::now();
   // The options model has checked the level (0 to 3).
   optimizeModule(*llvmModule, options.optLevel, machine.get());

@@ -24,6 +24,7 @@
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -91,6 +92,11 @@ void addCpuStages(OpPassManager &pm, const braid::Options &options) {
   pm.addPass(braid::xfer::createOutlineKernels());
   OpPassManager &functions = pm.nest<func::FuncOp>();
   functions.addPass(createForallToForLoopPass());
+  // Elementwise and row-reduction ops as vector loops; the rest as scalar
+  // loops.
+  braid::VectorizeKernelsOptions vectorize;
+  vectorize.vectorBytes = options.vectorBytes;
+  functions.addPass(braid::createVectorizeKernels(vectorize));
   functions.addPass(createConvertLinalgToLoopsPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
@@ -100,9 +106,20 @@ void addCpuStages(OpPassManager &pm, const braid::Options &options) {
   expandOps.opMnemonics = {"rsqrt"};
   pm.addNestedPass<func::FuncOp>(math::createMathExpandOpsPass(expandOps));
   addNarrowFloatEmulation(pm);
+  // exp, tanh, erf, log, ... as arithmetic, which vectors take whole; LLVM
+  // for what it computes itself (sqrt, fabs, copysign, ...; on vectors
+  // too), libm for the rest.
+  pm.addNestedPass<func::FuncOp>(braid::createPolynomialMath());
+  ConvertMathToLLVMPassOptions mathToLLVM;
+  mathToLLVM.approximateLog1p = false;
+  pm.addPass(createConvertMathToLLVMPass(mathToLLVM));
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createCanonicalizerPass());
+  ConvertVectorToLLVMPassOptions vectorToLLVM;
+  vectorToLLVM.reassociateFPReductions = true;
+  pm.addPass(createConvertVectorToLLVMPass(vectorToLLVM));
   addHostToLLVM(pm);
+  pm.addPass(braid::createNarrowFloatBits());
 }
 
 void addCudaStages(OpPassManager &pm, const braid::Options &options) {
@@ -214,6 +231,8 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   if (options.cuda())
     pm.addNestedPass<func::FuncOp>(createGpuKernelScratch());
+  else
+    pm.addNestedPass<func::FuncOp>(createCpuKernelScratch());
   // Ownership-based deallocation without the simplification pass, whose
   // cost grows quadratically with the size of a function; the deallocations
   // it would simplify are conditional on static ownerships that canonicalize

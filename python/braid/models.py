@@ -327,7 +327,7 @@ class _Body:
         return name
 
     def extend(self, name, dtype):
-        if dtype == "f32":
+        if dtype == "f32" or dtype.startswith("i"):
             return name
         return self.emit(f"arith.extf {name} : {dtype} to f32")
 

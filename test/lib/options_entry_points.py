@@ -37,6 +37,8 @@ SETTINGS = [
     ({"target-preset": "h100"}, {}),
     ({"fuse": "off"}, {}),
     ({"gemm": "generated"}, {}),
+    ({"vector-bytes": "0"}, {}),
+    ({"vector-bytes": "32"}, {}),
     ({"quantize-all-gather": "bf16"}, {}),
     ({"overlap": "force", "sub-chunks": "2"}, {}),
     ({"overlap": "force", "bidirectional": "on"}, {}),

@@ -259,6 +259,28 @@ def GpuKernelScratch : Pass<"braid-gpu-kernel-scratch", "mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }
 
+def CpuKernelScratch : Pass<"braid-cpu-kernel-scratch", "mlir::func::FuncOp"> {
+  let summary = "Allocates a fused kernel's intermediates once per call on "
+                "the cpu target";
+  let description = [{
+    Runs on the cpu target between One-Shot Bufferize and buffer
+    deallocation. Inside each `scf.forall` marked `braid.kernel` (a fused
+    memory-bound chain, `braid-fuse-memory-bound`), every static
+    `memref.alloc` holds an intermediate of one tile that never leaves the
+    tile. On CPUs the tiles run one after another (the loop becomes
+    `scf.for`), so one buffer serves every tile: the allocation moves
+    before the loop, and deallocation frees it after. Without this, each
+    tile allocates and frees its intermediates, and once they exceed
+    malloc's trim threshold every tile faults their pages in again (a
+    bf16 layernorm at 4096 x 4096 spent more time in page faults than in
+    its loops). Dynamically sized intermediates stay where they are.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"numHoisted", "hoisted", "Intermediates allocated once">
+  ];
+}
+
 def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
   let summary = "Maps the compute of a bufferized program onto a CUDA GPU";
   let description = [{
@@ -364,6 +386,107 @@ def ContractionsToGemm
     Statistic<"numGenerated", "generated",
               "Number of contractions left as generated loops">
   ];
+}
+
+def VectorizeKernels : Pass<"braid-vectorize-kernels", "mlir::func::FuncOp"> {
+  let summary = "Vectorizes the cpu target's elementwise and row-reduction "
+                "loops";
+  let description = [{
+    Runs on the cpu target after kernels are outlined, before the remaining
+    `linalg` ops become loops. Every `linalg` op on buffers whose outer
+    loops are parallel and whose innermost loop is parallel (elementwise,
+    broadcast, casts) or a reduction (sum, max, ...: one combiner, as
+    `matchReduction` finds it) becomes loops over the outer dimensions
+    around a `vector` loop along the innermost one: `vector.load` of every
+    operand that the innermost dimension indexes contiguously (the
+    operand's last dimension, unit stride), a broadcast of every operand it
+    does not (loaded once per outer iteration), the op's payload applied to
+    vectors, and `vector.store`; a reduction keeps a vector of partial
+    results (started at the combiner's neutral element) and folds it with
+    `vector.reduction` after the loop. A scalar loop takes the columns
+    that do not fill a vector. Vectors hold `vector-bytes` bytes of the
+    widest element type of the payload (64: one AVX-512 register, four SSE
+    ones), which LLVM splits to the target's registers.
+
+    Reductions are reassociated: the partial results are summed in a
+    different order than the sequential loop's, as on the cuda target
+    (see docs/Rationale.md). Ops whose innermost dimension indexes an
+    operand with a stride (transposes, contractions' B operands), whose
+    payload holds a non-elementwise op (`linalg.index`, calls, regions)
+    or whose innermost extent is known to be smaller than a vector stay
+    for `convert-linalg-to-loops`.
+
+    ```mlir
+    // before
+    linalg.generic {indexing_maps = [(d0, d1) -> (d0, d1), (d0, d1) -> (d0)],
+                    iterator_types = ["parallel", "reduction"]}
+        ins(%x : memref<4x4096xf32>) outs(%sum : memref<4xf32>) {
+    ^bb0(%in: f32, %acc: f32):
+      %s = arith.addf %acc, %in : f32
+      linalg.yield %s : f32
+    }
+    // after (per row %i)
+    %init = memref.load %sum[%i] : memref<4xf32>
+    %partial = scf.for %j = %c0 to %c4096 step %c16
+        iter_args(%p = %zeros) -> (vector<16xf32>) {
+      %v = vector.load %x[%i, %j] : memref<4x4096xf32>, vector<16xf32>
+      %q = arith.addf %p, %v : vector<16xf32>
+      scf.yield %q : vector<16xf32>
+    }
+    %r = vector.reduction <add>, %partial, %init fastmath<reassoc> : vector<16xf32> into f32
+    ```
+  }];
+  let options = [
+    Option<"vectorBytes", "vector-bytes", "int64_t", /*default=*/"64",
+           "Bytes per vector of the payload's widest type (0: vectorize "
+           "nothing)">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+  let statistics = [
+    Statistic<"numVectorized", "vectorized", "linalg ops vectorized">,
+    Statistic<"numReductions", "reductions",
+              "Of which reductions along the innermost dimension">,
+    Statistic<"numScalar", "scalar", "linalg ops left as scalar loops">
+  ];
+}
+
+def NarrowFloatBits : Pass<"braid-narrow-float-bits", "mlir::ModuleOp"> {
+  let summary = "Moves bf16 and f16 values through selects, loads and "
+                "stores as their i16 bits";
+  let description = [{
+    Runs on the cpu target's LLVM dialect. f16 and bf16 arithmetic is
+    emulated in f32, and its rounding back ends in a select between the
+    rounded bits and a NaN, then a store. The x86 backend has no bf16 type
+    before AVX512-BF16 and AVX512-FP16 and scalarizes selects, loads and
+    stores of bf16 vectors lane by lane (a bf16 RMSNorm at 4096 x 4096 on
+    AVX-512 took 1.5 times as long). This pass makes `llvm.select` on bf16
+    or f16 values (scalars or vectors) a select on their i16 bits, a store
+    of a value bitcast from integers a store of the integers, and a load
+    whose only use bitcasts it to integers a load of the integers, so that
+    the lanes are blended, loaded and stored as 16-bit integers.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+def PolynomialMath : Pass<"braid-polynomial-math", "mlir::func::FuncOp"> {
+  let summary = "Replaces f32 transcendental math ops by upstream polynomial "
+                "approximations";
+  let description = [{
+    On the cpu target, `math.exp`, `tanh`, `log`, `erf` and the other f32
+    ops that upstream's `populateMathPolynomialApproximationPatterns`
+    covers become arithmetic (on scalars and vectors alike), instead of
+    libm calls that a vector would make once per lane. Runs after f16 and
+    bf16 math is extended to f32. The approximations are accurate to a few
+    ulp (upstream's claims; tested against numpy within each test's
+    tolerance); the vectorized loop and its scalar remainder compute the
+    same function.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
 }
 
 def MergeGpuModules : Pass<"braid-merge-gpu-modules", "mlir::ModuleOp"> {

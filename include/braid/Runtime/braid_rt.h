@@ -247,6 +247,15 @@ void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
                    int64_t stride_c, int64_t c_dtype, int64_t accumulate,
                    int64_t epilogue, int64_t bias, int64_t step);
 
+/* The widest code path of the cpu target's kernels this CPU runs: 0 the
+ * x86-64 baseline (SSE2), 1 x86-64-v3 (AVX2, FMA, F16C), 2 x86-64-v4
+ * (AVX-512 F/BW/DQ/VL/CD), each with the operating system's support for
+ * its registers. BRAID_CPU_DISPATCH=generic|x86-64-v3|x86-64-v4 caps it
+ * (to test or compare the paths); an unknown value is a fatal error.
+ * Decided once per process; kernels built with --cpu=generic call it to
+ * pick their clone. */
+int64_t braid_rt_cpu_level(void);
+
 #ifdef __cplusplus
 }
 #endif

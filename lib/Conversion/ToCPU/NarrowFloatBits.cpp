@@ -1,0 +1,97 @@
+//===- NarrowFloatBits.cpp - bf16/f16 moved as i16 bits ---------*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+
+#include "braid/Conversion/Passes.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace braid {
+#define GEN_PASS_DEF_NARROWFLOATBITS
+#include "braid/Conversion/Passes.h.inc"
+} // namespace braid
+
+using namespace mlir;
+
+namespace {
+
+bool isNarrowFloat(Type type) {
+  Type element = getElementTypeOrSelf(type);
+  return element.isBF16() || element.isF16();
+}
+
+/// `type` with i16 elements.
+Type bitsOf(Type type) {
+  Type i16 = IntegerType::get(type.getContext(), 16);
+  if (auto vector = dyn_cast<VectorType>(type))
+    return vector.clone(i16);
+  return i16;
+}
+
+/// select(c, a, b) : bf16|f16 -> bitcast(select(c, bits(a), bits(b))).
+struct SelectOnBits : OpRewritePattern<LLVM::SelectOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LLVM::SelectOp op,
+                                PatternRewriter &rewriter) const override {
+    Type type = op.getType();
+    if (!isNarrowFloat(type))
+      return failure();
+    Location loc = op.getLoc();
+    Type bits = bitsOf(type);
+    auto asBits = [&](Value value) {
+      return LLVM::BitcastOp::create(rewriter, loc, bits, value);
+    };
+    Value select = LLVM::SelectOp::create(rewriter, loc, op.getCondition(),
+                                          asBits(op.getTrueValue()),
+                                          asBits(op.getFalseValue()));
+    rewriter.replaceOpWithNewOp<LLVM::BitcastOp>(op, type, select);
+    return success();
+  }
+};
+
+/// store(bitcast(x : i16s) : bf16|f16) -> store(x).
+struct StoreBits : OpRewritePattern<LLVM::StoreOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LLVM::StoreOp op,
+                                PatternRewriter &rewriter) const override {
+    auto cast = op.getValue().getDefiningOp<LLVM::BitcastOp>();
+    if (!cast || !isNarrowFloat(cast.getType()) ||
+        cast.getArg().getType() != bitsOf(cast.getType()))
+      return failure();
+    rewriter.modifyOpInPlace(
+        op, [&] { op.getValueMutable().assign(cast.getArg()); });
+    return success();
+  }
+};
+
+/// bitcast(load : bf16|f16) : i16s, its only use -> load : i16s.
+struct LoadBits : OpRewritePattern<LLVM::BitcastOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LLVM::BitcastOp op,
+                                PatternRewriter &rewriter) const override {
+    auto load = op.getArg().getDefiningOp<LLVM::LoadOp>();
+    if (!load || !load->hasOneUse() || !isNarrowFloat(load.getType()) ||
+        op.getType() != bitsOf(load.getType()))
+      return failure();
+    Operation *bits = rewriter.clone(*load);
+    bits->getResult(0).setType(op.getType());
+    rewriter.replaceOp(op, bits->getResults());
+    rewriter.eraseOp(load);
+    return success();
+  }
+};
+
+struct NarrowFloatBitsPass
+    : public braid::impl::NarrowFloatBitsBase<NarrowFloatBitsPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<SelectOnBits, StoreBits, LoadBits>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace

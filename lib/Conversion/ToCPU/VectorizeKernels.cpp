@@ -1,0 +1,409 @@
+//===- VectorizeKernels.cpp - vector loops for CPU kernels ------*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// The cpu target's elementwise and row-reduction linalg ops (what
+// braid-fuse-memory-bound leaves in each kernel) as vector loops along their
+// innermost dimension; see the pass description in Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "braid/Conversion/Passes.h"
+
+#include "mlir/Analysis/SliceAnalysis.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace braid {
+#define GEN_PASS_DEF_VECTORIZEKERNELS
+#include "braid/Conversion/Passes.h.inc"
+} // namespace braid
+
+using namespace mlir;
+
+namespace {
+
+/// How one operand is read along the innermost dimension.
+enum class Access {
+  Scalar,    ///< not a buffer: the same value for every iteration
+  Invariant, ///< a buffer the innermost dimension does not index
+  Contiguous ///< a buffer whose last, unit-stride dimension it indexes
+};
+
+/// What the rewrite needs to know about one op; built by `analyze`.
+struct Plan {
+  linalg::LinalgOp op;
+  unsigned innermost = 0;
+  bool reduction = false;
+  int64_t lanes = 0;
+  SmallVector<Access> access; // per operand (inputs, then inits)
+  // Reductions: the combiner and what the vector of partials folds with.
+  Operation *combiner = nullptr;
+  vector::CombiningKind kind = vector::CombiningKind::ADD;
+  TypedAttr neutral;
+};
+
+bool hasUnitInnerStride(MemRefType type) {
+  if (type.getRank() == 0)
+    return false;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)))
+    return false;
+  return strides.back() == 1;
+}
+
+bool vectorizableElement(Type type) { return type.isIntOrIndexOrFloat(); }
+
+/// Why `op` stays scalar, or success with `plan` filled in.
+LogicalResult analyze(linalg::LinalgOp op, int64_t vectorBytes, Plan &plan,
+                      std::string &why) {
+  llvm::raw_string_ostream os(why);
+  if (!op.hasPureBufferSemantics())
+    return os << "not on buffers", failure();
+  unsigned loops = op.getNumLoops();
+  if (loops == 0 || op->getNumRegions() != 1 || !op.getBlock())
+    return os << "no loops", failure();
+  plan.op = op;
+  plan.innermost = loops - 1;
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  for (unsigned i = 0; i + 1 < loops; ++i)
+    if (iterators[i] != utils::IteratorType::parallel)
+      return os << "a reduction outside the innermost loop", failure();
+  plan.reduction = iterators.back() == utils::IteratorType::reduction;
+
+  // Every map result is a loop dimension or a constant; the innermost
+  // dimension, when it indexes an operand, is its last, unit-stride one.
+  int64_t widest = 8;
+  for (OpOperand &operand : op->getOpOperands()) {
+    Type type = operand.get().getType();
+    auto memref = dyn_cast<MemRefType>(type);
+    if (!memref) {
+      if (!vectorizableElement(type))
+        return os << "an operand of type " << type, failure();
+      plan.access.push_back(Access::Scalar);
+      widest = std::max<int64_t>(widest, type.getIntOrFloatBitWidth());
+      continue;
+    }
+    // A memref of i1 holds a byte per element, a vector of i1 a bit: no
+    // vector loads or stores of sub-byte elements.
+    Type element = memref.getElementType();
+    if (!vectorizableElement(element) ||
+        (!element.isIndex() && element.getIntOrFloatBitWidth() % 8 != 0))
+      return os << "elements of type " << element, failure();
+    widest = std::max<int64_t>(
+        widest, memref.getElementType().isIndex()
+                    ? 64
+                    : memref.getElementType().getIntOrFloatBitWidth());
+    AffineMap map = op.getMatchingIndexingMap(&operand);
+    Access access = Access::Invariant;
+    for (auto [pos, expr] : llvm::enumerate(map.getResults())) {
+      if (isa<AffineConstantExpr>(expr))
+        continue;
+      auto dim = dyn_cast<AffineDimExpr>(expr);
+      if (!dim)
+        return os << "an indexing map with a compound expression", failure();
+      if (dim.getPosition() != plan.innermost)
+        continue;
+      if (pos + 1 != map.getNumResults() || !hasUnitInnerStride(memref))
+        return os << "the innermost loop strides through an operand", failure();
+      access = Access::Contiguous;
+    }
+    bool init = op.isDpsInit(&operand);
+    if (init && plan.reduction && access == Access::Contiguous)
+      return os << "a reduction writes along its reduced dimension", failure();
+    if (init && !plan.reduction && access != Access::Contiguous)
+      return os << "an output the innermost loop does not index", failure();
+    plan.access.push_back(access);
+  }
+
+  // The payload: elementwise ops only (all of which have vector forms).
+  Block &body = *op.getBlock();
+  for (Operation &inner : body.without_terminator()) {
+    if (inner.getNumRegions() != 0 ||
+        !(isa<arith::ConstantOp>(inner) ||
+          (inner.hasTrait<OpTrait::Elementwise>() &&
+           inner.hasTrait<OpTrait::Vectorizable>())))
+      return os << "a payload op without a vector form ('" << inner.getName()
+                << "')",
+             failure();
+    for (Type type : inner.getResultTypes()) {
+      if (!vectorizableElement(type))
+        return os << "a payload value of type " << type, failure();
+      widest = std::max<int64_t>(
+          widest, type.isIndex() ? 64 : type.getIntOrFloatBitWidth());
+    }
+  }
+  if (plan.reduction) {
+    if (op.getNumDpsInits() != 1)
+      return os << "a reduction with several outputs", failure();
+    SmallVector<Operation *> combiners;
+    BlockArgument acc = body.getArgument(op.getNumDpsInputs());
+    if (!matchReduction(op.getRegionOutputArgs(), 0, combiners) ||
+        combiners.size() != 1 || !acc.hasOneUse())
+      return os << "not a reduction by one combiner", failure();
+    plan.combiner = combiners.front();
+    std::optional<vector::CombiningKind> kind =
+        linalg::getCombinerOpKind(plan.combiner);
+    std::optional<TypedAttr> neutral = arith::getNeutralElement(plan.combiner);
+    if (!kind || !neutral)
+      return os << "a combiner without a vector reduction ('"
+                << plan.combiner->getName() << "')",
+             failure();
+    plan.kind = *kind;
+    plan.neutral = *neutral;
+  }
+
+  plan.lanes = vectorBytes * 8 / widest;
+  if (plan.lanes < 2)
+    return os << "vectors of fewer than two elements", failure();
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (!ShapedType::isDynamic(ranges.back()) && ranges.back() < plan.lanes)
+    return os << "an innermost extent under one vector", failure();
+  return success();
+}
+
+/// Builds the rewrite of one op, at its position.
+class Rewriter {
+public:
+  Rewriter(const Plan &plan) : plan(plan), op(plan.op), b(op) {}
+
+  void run() {
+    Location loc = op.getLoc();
+    SmallVector<Range> ranges = op.createLoopRanges(b, loc);
+    SmallVector<Value> ivs;
+    buildOuter(ranges, 0, ivs);
+    op->erase();
+  }
+
+private:
+  const Plan &plan;
+  linalg::LinalgOp op;
+  OpBuilder b;
+
+  Value index(int64_t v) {
+    return arith::ConstantIndexOp::create(b, op.getLoc(), v);
+  }
+
+  void buildOuter(ArrayRef<Range> ranges, unsigned dim,
+                  SmallVector<Value> &ivs) {
+    Location loc = op.getLoc();
+    if (dim == plan.innermost) {
+      buildInner(ranges[dim], ivs);
+      return;
+    }
+    Value lb = getValueOrCreateConstantIndexOp(b, loc, ranges[dim].offset);
+    Value ub = getValueOrCreateConstantIndexOp(b, loc, ranges[dim].size);
+    Value step = getValueOrCreateConstantIndexOp(b, loc, ranges[dim].stride);
+    auto loop = scf::ForOp::create(b, loc, lb, ub, step);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    ivs.push_back(loop.getInductionVar());
+    buildOuter(ranges, dim + 1, ivs);
+    ivs.pop_back();
+  }
+
+  /// Indices of `operand` at the outer `ivs` and innermost index `inner`.
+  SmallVector<Value> indices(OpOperand &operand, ArrayRef<Value> ivs,
+                             Value inner) {
+    SmallVector<Value> result;
+    for (AffineExpr expr : op.getMatchingIndexingMap(&operand).getResults()) {
+      if (auto c = dyn_cast<AffineConstantExpr>(expr)) {
+        result.push_back(index(c.getValue()));
+        continue;
+      }
+      unsigned pos = cast<AffineDimExpr>(expr).getPosition();
+      result.push_back(pos == plan.innermost ? inner : ivs[pos]);
+    }
+    return result;
+  }
+
+  Type vectorOf(Type type) { return VectorType::get({plan.lanes}, type); }
+
+  Value broadcast(Value scalar) {
+    return vector::BroadcastOp::create(b, op.getLoc(),
+                                       vectorOf(scalar.getType()), scalar);
+  }
+
+  /// The payload, cloned on `args` (vectors of `plan.lanes` or scalars);
+  /// returns the yielded values.
+  SmallVector<Value> payload(ArrayRef<Value> args, bool vector) {
+    Block &body = *op.getBlock();
+    IRMapping map;
+    map.map(body.getArguments(), args);
+    for (Operation &inner : body.without_terminator()) {
+      if (!vector) {
+        b.clone(inner, map);
+        continue;
+      }
+      if (auto constant = dyn_cast<arith::ConstantOp>(inner)) {
+        map.map(constant.getResult(), broadcast(b.clone(inner)->getResult(0)));
+        continue;
+      }
+      // Elementwise ops apply to vectors as they are: the same op, with
+      // vector operands (scalars from outside broadcast) and results.
+      SmallVector<Value> operands;
+      for (Value operand : inner.getOperands()) {
+        Value mapped = map.lookupOrDefault(operand);
+        operands.push_back(
+            isa<VectorType>(mapped.getType()) ? mapped : broadcast(mapped));
+      }
+      Operation *clone = b.clone(inner);
+      clone->setOperands(operands);
+      for (OpResult result : clone->getResults())
+        result.setType(vectorOf(result.getType()));
+      map.map(inner.getResults(), clone->getResults());
+    }
+    SmallVector<Value> yielded;
+    for (Value value : body.getTerminator()->getOperands()) {
+      Value mapped = map.lookupOrDefault(value);
+      if (vector && !isa<VectorType>(mapped.getType()))
+        mapped = broadcast(mapped);
+      yielded.push_back(mapped);
+    }
+    return yielded;
+  }
+
+  /// Loads of every input (and, for elementwise ops, every init) at
+  /// innermost index `inner`: vectors of contiguous operands, and the
+  /// hoisted broadcasts or scalars of the others.
+  SmallVector<Value> reads(ArrayRef<Value> ivs, Value inner, bool vector,
+                           ArrayRef<Value> invariant) {
+    SmallVector<Value> args;
+    for (OpOperand &operand : op->getOpOperands()) {
+      unsigned i = operand.getOperandNumber();
+      if (plan.reduction && op.isDpsInit(&operand))
+        continue; // the accumulator, passed by the caller
+      if (plan.access[i] != Access::Contiguous) {
+        args.push_back(invariant[i]);
+        continue;
+      }
+      SmallVector<Value> at = indices(operand, ivs, inner);
+      Type element = getElementTypeOrSelf(operand.get().getType());
+      if (vector)
+        args.push_back(vector::LoadOp::create(
+            b, op.getLoc(), cast<VectorType>(vectorOf(element)), operand.get(),
+            at));
+      else
+        args.push_back(
+            memref::LoadOp::create(b, op.getLoc(), operand.get(), at));
+    }
+    return args;
+  }
+
+  void buildInner(const Range &range, ArrayRef<Value> ivs) {
+    Location loc = op.getLoc();
+    // Operands the innermost loop does not index: loaded once.
+    SmallVector<Value> scalars(op->getNumOperands()),
+        vectors(op->getNumOperands());
+    for (OpOperand &operand : op->getOpOperands()) {
+      unsigned i = operand.getOperandNumber();
+      if (plan.access[i] == Access::Contiguous ||
+          (plan.reduction && op.isDpsInit(&operand)))
+        continue;
+      Value scalar = operand.get();
+      if (plan.access[i] == Access::Invariant)
+        scalar = memref::LoadOp::create(b, loc, operand.get(),
+                                        indices(operand, ivs, Value()));
+      scalars[i] = scalar;
+      vectors[i] = broadcast(scalar);
+    }
+    Value lb = getValueOrCreateConstantIndexOp(b, loc, range.offset);
+    Value size = getValueOrCreateConstantIndexOp(b, loc, range.size);
+    Value lanes = index(plan.lanes);
+    // [lb, split) in vectors, [split, size) one element at a time.
+    Value extent = arith::SubIOp::create(b, loc, size, lb);
+    Value split = arith::SubIOp::create(
+        b, loc, size, arith::RemUIOp::create(b, loc, extent, lanes));
+    Value one = index(1);
+
+    if (!plan.reduction) {
+      auto store = [&](ArrayRef<Value> values, Value inner, bool vector) {
+        for (auto [value, init] : llvm::zip(values, op.getDpsInitsMutable())) {
+          SmallVector<Value> at = indices(init, ivs, inner);
+          if (vector)
+            vector::StoreOp::create(b, loc, value, init.get(), at);
+          else
+            memref::StoreOp::create(b, loc, value, init.get(), at);
+        }
+      };
+      auto main = scf::ForOp::create(b, loc, lb, split, lanes);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(main.getBody()->getTerminator());
+        Value j = main.getInductionVar();
+        store(payload(reads(ivs, j, true, vectors), true), j, true);
+      }
+      auto rest = scf::ForOp::create(b, loc, split, size, one);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(rest.getBody()->getTerminator());
+      Value j = rest.getInductionVar();
+      store(payload(reads(ivs, j, false, scalars), false), j, false);
+      return;
+    }
+
+    OpOperand &init = op.getDpsInitsMutable()[0];
+    SmallVector<Value> at = indices(init, ivs, Value());
+    Value start = memref::LoadOp::create(b, loc, init.get(), at);
+    Value zeros = arith::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(
+            cast<ShapedType>(vectorOf(plan.neutral.getType())),
+            cast<Attribute>(plan.neutral)));
+    // The loops' bodies are built with `b`, at the body builder's point.
+    auto reduce = [&](Value from, Value to, Value step, Value start,
+                      bool vector) {
+      return scf::ForOp::create(
+          b, loc, from, to, step, ValueRange{start},
+          [&](OpBuilder &inner, Location, Value j, ValueRange carried) {
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPoint(inner.getInsertionBlock(),
+                                inner.getInsertionPoint());
+            SmallVector<Value> args =
+                reads(ivs, j, vector, vector ? vectors : scalars);
+            args.push_back(carried.front());
+            scf::YieldOp::create(b, loc, payload(args, vector).front());
+          });
+    };
+    auto main = reduce(lb, split, lanes, zeros, /*vector=*/true);
+    auto combined =
+        vector::ReductionOp::create(b, loc, plan.kind, main.getResult(0), start,
+                                    arith::FastMathFlags::reassoc);
+    auto rest = reduce(split, size, one, combined, /*vector=*/false);
+    memref::StoreOp::create(b, loc, rest.getResult(0), init.get(), at);
+  }
+};
+
+struct VectorizeKernelsPass
+    : public braid::impl::VectorizeKernelsBase<VectorizeKernelsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (vectorBytes <= 0)
+      return;
+    SmallVector<linalg::LinalgOp> ops;
+    getOperation().walk([&](linalg::LinalgOp op) { ops.push_back(op); });
+    for (linalg::LinalgOp op : ops) {
+      Plan plan;
+      std::string why;
+      if (failed(analyze(op, vectorBytes, plan, why))) {
+        ++numScalar;
+        continue;
+      }
+      Rewriter(plan).run();
+      ++numVectorized;
+      if (plan.reduction)
+        ++numReductions;
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,176 @@
+// RUN: braid-opt %s --split-input-file --braid-vectorize-kernels --canonicalize | FileCheck %s
+// RUN: braid-opt %s --split-input-file --braid-vectorize-kernels="vector-bytes=32" --canonicalize | FileCheck %s --check-prefix=NARROW
+// RUN: braid-opt %s --split-input-file --braid-vectorize-kernels="vector-bytes=0" | FileCheck %s --check-prefix=OFF
+
+// A row sum of bf16 into f32: a vector of 16 partial sums (64 bytes of the
+// payload's widest type) from zeros, folded into the row's initial value
+// after the loop, then the 4 columns that do not fill a vector one by one.
+// CHECK-LABEL: func.func @row_sum
+// CHECK-DAG: %[[ZEROS:.*]] = arith.constant dense<0.000000e+00> : vector<16xf32>
+// CHECK: scf.for %[[I:.*]] = %c0 to %c4 step %c1 {
+// CHECK:   %[[INIT:.*]] = memref.load %arg1[%[[I]]] : memref<4xf32>
+// CHECK:   %[[PARTIAL:.*]] = scf.for %[[J:.*]] = %c0 to %c96 step %c16 iter_args(%[[P:.*]] = %[[ZEROS]]) -> (vector<16xf32>) {
+// CHECK:     %[[V:.*]] = vector.load %arg0[%[[I]], %[[J]]] : memref<4x100xbf16>, vector<16xbf16>
+// CHECK:     %[[W:.*]] = arith.extf %[[V]] : vector<16xbf16> to vector<16xf32>
+// CHECK:     %[[Q:.*]] = arith.addf %[[P]], %[[W]] : vector<16xf32>
+// CHECK:     scf.yield %[[Q]]
+// CHECK:   %[[R:.*]] = vector.reduction <add>, %[[PARTIAL]], %[[INIT]] fastmath<reassoc> : vector<16xf32> into f32
+// CHECK:   %[[T:.*]] = scf.for %{{.*}} = %c96 to %c100 step %c1 iter_args(%{{.*}} = %[[R]]) -> (f32) {
+// CHECK:     memref.load %arg0
+// CHECK:     arith.addf %{{.*}} : f32
+// CHECK:   memref.store %[[T]], %arg1[%[[I]]] : memref<4xf32>
+// NARROW-LABEL: func.func @row_sum
+// NARROW: vector.load %arg0{{.*}} : memref<4x100xbf16>, vector<8xbf16>
+// NARROW: scf.for %{{.*}} = %c96 to %c100
+// OFF-LABEL: func.func @row_sum
+// OFF-NOT: vector
+// OFF: linalg.generic
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+func.func @row_sum(%x: memref<4x100xbf16>, %sum: memref<4xf32>) {
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x100xbf16>) outs(%sum : memref<4xf32>) {
+  ^bb0(%in: bf16, %acc: f32):
+    %e = arith.extf %in : bf16 to f32
+    %s = arith.addf %acc, %e : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A torch-mlir-shaped 3-D activation normalized by a per-row value and
+// scaled by a per-column weight: the row operand is loaded once per row and
+// broadcast, the weight is loaded as a vector, and the payload (with its
+// constant) applies to vectors; 64 columns fill four vectors exactly.
+// CHECK-LABEL: func.func @broadcasts
+// CHECK-DAG: %[[HALF:.*]] = arith.constant dense<5.000000e-01> : vector<16xf32>
+// CHECK: scf.for %[[B:.*]] = %c0 to %c2 step %c1 {
+// CHECK:   scf.for %[[S:.*]] = %c0 to %c3 step %c1 {
+// CHECK:     %[[ROW:.*]] = memref.load %arg1[%[[B]], %[[S]]] : memref<2x3xf32>
+// CHECK:     %[[SPLAT:.*]] = vector.broadcast %[[ROW]] : f32 to vector<16xf32>
+// CHECK:     scf.for %[[H:.*]] = %c0 to %c64 step %c16 {
+// CHECK:       %[[X:.*]] = vector.load %arg0[%[[B]], %[[S]], %[[H]]] : memref<2x3x64xf32>, vector<16xf32>
+// CHECK:       %[[W:.*]] = vector.load %arg2[%[[H]]] : memref<64xf32>, vector<16xf32>
+// CHECK:       %[[M:.*]] = arith.mulf %[[X]], %[[SPLAT]] : vector<16xf32>
+// CHECK:       %[[N:.*]] = arith.mulf %[[M]], %[[W]] : vector<16xf32>
+// CHECK:       %[[O:.*]] = arith.mulf %[[N]], %[[HALF]] : vector<16xf32>
+// CHECK:       vector.store %[[O]], %arg3[%[[B]], %[[S]], %[[H]]] : memref<2x3x64xf32>, vector<16xf32>
+// CHECK-NOT: linalg.generic
+#x = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#r = affine_map<(d0, d1, d2) -> (d0, d1)>
+#c = affine_map<(d0, d1, d2) -> (d2)>
+func.func @broadcasts(%x: memref<2x3x64xf32>, %inv: memref<2x3xf32>, %w: memref<64xf32>, %y: memref<2x3x64xf32>) {
+  linalg.generic {indexing_maps = [#x, #r, #c, #x], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x, %inv, %w : memref<2x3x64xf32>, memref<2x3xf32>, memref<64xf32>) outs(%y : memref<2x3x64xf32>) {
+  ^bb0(%a: f32, %i: f32, %wv: f32, %o: f32):
+    %half = arith.constant 0.5 : f32
+    %m = arith.mulf %a, %i : f32
+    %n = arith.mulf %m, %wv : f32
+    %p = arith.mulf %n, %half : f32
+    linalg.yield %p : f32
+  }
+  return
+}
+
+// -----
+
+// A keepdim max (torch-mlir's amax(dim=-1, keepdim=True): a constant 0 in
+// the output map) starts its partials at -inf, the maximumf's neutral value.
+// CHECK-LABEL: func.func @keepdim_max
+// CHECK-DAG: %[[NEG:.*]] = arith.constant dense<0xFF800000> : vector<16xf32>
+// CHECK: %[[INIT:.*]] = memref.load %arg1[%{{.*}}, %c0] : memref<4x1xf32>
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %[[NEG]]) -> (vector<16xf32>)
+// CHECK:   arith.maximumf {{.*}} : vector<16xf32>
+// CHECK: vector.reduction <maximumf>, %{{.*}}, %[[INIT]] fastmath<reassoc>
+// CHECK: memref.store %{{.*}}, %arg1[%{{.*}}, %c0] : memref<4x1xf32>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#keep = affine_map<(d0, d1) -> (d0, 0)>
+func.func @keepdim_max(%x: memref<4x32xf32>, %m: memref<4x1xf32>) {
+  linalg.generic {indexing_maps = [#id, #keep], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x32xf32>) outs(%m : memref<4x1xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.maximumf %acc, %in : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// A fill, and an elementwise op of dynamic extent: its vector loop ends
+// where the remainder begins, computed at run time.
+// CHECK-LABEL: func.func @fill_and_dynamic
+// CHECK: %[[SPLAT:.*]] = vector.broadcast %arg2 : f32 to vector<16xf32>
+// CHECK: vector.store %[[SPLAT]], %arg0
+// CHECK: %[[N:.*]] = memref.dim %arg1, %c1
+// CHECK: %[[REM:.*]] = arith.remui %[[N]], %c16
+// CHECK: %[[SPLIT:.*]] = arith.subi %[[N]], %[[REM]]
+// CHECK: scf.for %{{.*}} = %c0 to %[[SPLIT]] step %c16
+// CHECK:   math.exp %{{.*}} : vector<16xf32>
+// CHECK: scf.for %{{.*}} = %[[SPLIT]] to %[[N]] step %c1
+// CHECK:   math.exp %{{.*}} : f32
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @fill_and_dynamic(%buf: memref<4x64xf32>, %x: memref<?x?xf32>, %v: f32) {
+  linalg.fill ins(%v : f32) outs(%buf : memref<4x64xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<?x?xf32>) outs(%x : memref<?x?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %e = math.exp %a : f32
+    linalg.yield %e : f32
+  }
+  return
+}
+
+// -----
+
+// What stays for convert-linalg-to-loops: a transpose (the innermost loop
+// strides through the input), a payload reading linalg.index, an innermost
+// extent under one vector, a strided innermost dimension, a contraction
+// (its B operand is strided along k), and a select on an i1 mask (a byte
+// per element in memory, a bit per lane in a vector: HF's attention
+// masks).
+// CHECK-LABEL: func.func @left_alone
+// CHECK-NOT: vector.
+// CHECK-COUNT-6: linalg.
+// CHECK-NOT: vector.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#t = affine_map<(d0, d1) -> (d1, d0)>
+func.func @left_alone(%x: memref<32x32xf32>, %y: memref<32x32xf32>, %s: memref<32x8xf32>,
+                      %z: memref<32x32xf32, strided<[64, 2]>>, %c: memref<32x32xf32>,
+                      %mask: memref<32x32xi1>) {
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%mask, %x : memref<32x32xi1>, memref<32x32xf32>) outs(%y : memref<32x32xf32>) {
+  ^bb0(%m: i1, %a: f32, %o: f32):
+    %ninf = arith.constant 0xFF800000 : f32
+    %v = arith.select %m, %a, %ninf : f32
+    linalg.yield %v : f32
+  }
+  linalg.generic {indexing_maps = [#t, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<32x32xf32>) outs(%y : memref<32x32xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  }
+  linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"]}
+      outs(%y : memref<32x32xf32>) {
+  ^bb0(%o: f32):
+    %i = linalg.index 1 : index
+    %n = arith.index_cast %i : index to i32
+    %f = arith.sitofp %n : i32 to f32
+    linalg.yield %f : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s : memref<32x8xf32>) outs(%s : memref<32x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %n = arith.negf %a : f32
+    linalg.yield %n : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%z : memref<32x32xf32, strided<[64, 2]>>) outs(%y : memref<32x32xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  }
+  linalg.matmul ins(%x, %y : memref<32x32xf32>, memref<32x32xf32>) outs(%c : memref<32x32xf32>)
+  return
+}
