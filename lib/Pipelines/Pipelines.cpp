@@ -221,6 +221,8 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     // Contractions stay whole for oneDNN, which takes their epilogues.
     fuse.epilogues = false;
   }
+  if (!options.cuda() && options.fuse != FuseMode::Off)
+    pm.addNestedPass<func::FuncOp>(createFuseElementwiseProducers());
   pm.addNestedPass<func::FuncOp>(dist::createFuseMemoryBound(fuse));
   pm.addNestedPass<func::FuncOp>(dist::createLinearizeCollectives());
   pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());

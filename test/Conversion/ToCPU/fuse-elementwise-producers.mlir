@@ -1,0 +1,80 @@
+// RUN: braid-opt %s --split-input-file --braid-fuse-elementwise-producers | FileCheck %s
+
+// The cast to f32 before a row max folds into the max; the exponentials,
+// which a softmax sums and divides by, stay one op.
+// CHECK-LABEL: func.func @softmax_start
+// CHECK-NOT: linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]} ins(%arg0 : tensor<4x64xbf16>) outs
+// CHECK: %[[MAX:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%arg0 : tensor<4x64xbf16>)
+// CHECK:   arith.extf
+// CHECK:   arith.maximumf
+// CHECK: %[[EXP:.*]] = linalg.generic
+// CHECK:   math.exp
+// CHECK: linalg.generic {{.*}} ins(%[[EXP]] : tensor<4x64xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[EXP]], %{{.*}} : tensor<4x64xf32>, tensor<4xf32>)
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+func.func @softmax_start(%x: tensor<4x64xbf16>, %init: tensor<4xf32>) -> (tensor<4xf32>, tensor<4x64xf32>) {
+  %e = tensor.empty() : tensor<4x64xf32>
+  %f = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x64xbf16>) outs(%e : tensor<4x64xf32>) {
+  ^bb0(%a: bf16, %o: f32):
+    %w = arith.extf %a : bf16 to f32
+    linalg.yield %w : f32
+  } -> tensor<4x64xf32>
+  %m = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%f : tensor<4x64xf32>) outs(%init : tensor<4xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.maximumf %acc, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<4xf32>
+  %ex = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %m : tensor<4x64xbf16>, tensor<4xf32>) outs(%e : tensor<4x64xf32>) {
+  ^bb0(%a16: bf16, %b: f32, %o: f32):
+    %a = arith.extf %a16 : bf16 to f32
+    %d = arith.subf %a, %b : f32
+    %v = math.exp %d : f32
+    linalg.yield %v : f32
+  } -> tensor<4x64xf32>
+  %s = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%ex : tensor<4x64xf32>) outs(%init : tensor<4xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %acc, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<4xf32>
+  %y = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%ex, %s : tensor<4x64xf32>, tensor<4xf32>) outs(%e : tensor<4x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %v = arith.divf %a, %b : f32
+    linalg.yield %v : f32
+  } -> tensor<4x64xf32>
+  return %s, %y : tensor<4xf32>, tensor<4x64xf32>
+}
+
+// -----
+
+// A producer feeding a contraction written as a generic stays: contractions
+// go to oneDNN whole.
+// CHECK-LABEL: func.func @into_contraction
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @into_contraction(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>, %acc: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  %e = tensor.empty() : tensor<8x16xf32>
+  %n = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<8x16xf32>) outs(%e : tensor<8x16xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %r = arith.negf %v : f32
+    linalg.yield %r : f32
+  } -> tensor<8x16xf32>
+  %p = linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%n, %w : tensor<8x16xf32>, tensor<16x4xf32>) outs(%acc : tensor<8x4xf32>) {
+  ^bb0(%u: f32, %v: f32, %o: f32):
+    %m = arith.mulf %u, %v : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<8x4xf32>
+  return %p : tensor<8x4xf32>
+}
