@@ -92,6 +92,7 @@ void addCpuStages(OpPassManager &pm, const braid::Options &options) {
   pm.addPass(braid::xfer::createOutlineKernels());
   OpPassManager &functions = pm.nest<func::FuncOp>();
   functions.addPass(createForallToForLoopPass());
+  functions.addPass(braid::createHoistAllocas());
   // Elementwise and row-reduction ops as vector loops; the rest as scalar
   // loops.
   braid::VectorizeKernelsOptions vectorize;

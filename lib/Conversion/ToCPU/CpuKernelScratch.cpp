@@ -1,4 +1,4 @@
-//===- CpuKernelScratch.cpp - A kernel's intermediates, once -----*- C++
+//===- CpuKernelScratch.cpp - A kernel's intermediates on the stack -*- C++
 //-*-===//
 //
 // Part of Braid.
@@ -6,8 +6,10 @@
 //===----------------------------------------------------------------------===//
 //
 // On the cpu target the tiles of a fused kernel run one after another, so
-// the buffers of one tile's intermediates can serve them all: allocated
-// once before the kernel's loop rather than once per tile.
+// one tile's intermediates can serve them all. braid-cpu-kernel-scratch
+// makes them allocas (which deallocation leaves alone), and
+// braid-hoist-allocas moves allocas out of the outlined kernels' loops, so
+// that the stack frame holds them once per call.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,10 +19,12 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace braid {
 #define GEN_PASS_DEF_CPUKERNELSCRATCH
+#define GEN_PASS_DEF_HOISTALLOCAS
 #include "braid/Conversion/Passes.h.inc"
 } // namespace braid
 
@@ -41,20 +45,60 @@ bool escapes(Value value) {
   return false;
 }
 
+int64_t bytesOf(MemRefType type) {
+  Type element = type.getElementType();
+  int64_t bits = element.isIndex() ? 64 : element.getIntOrFloatBitWidth();
+  return type.getNumElements() * ((bits + 7) / 8);
+}
+
 struct CpuKernelScratchPass
     : public braid::impl::CpuKernelScratchBase<CpuKernelScratchPass> {
+  using Base::Base;
+
   void runOnOperation() override {
-    SmallVector<std::pair<memref::AllocOp, scf::ForallOp>> allocs;
+    SmallVector<memref::AllocOp> allocs;
     getOperation().walk([&](scf::ForallOp kernel) {
       if (!kernel->hasAttr(braid::dist::DistDialect::getKernelAttrName()))
         return;
-      for (auto alloc : kernel.getBody()->getOps<memref::AllocOp>())
-        if (alloc.getType().hasStaticShape() && alloc->getNumOperands() == 0 &&
-            !escapes(alloc.getResult()))
-          allocs.push_back({alloc, kernel});
+      int64_t bytes = 0;
+      for (auto alloc : kernel.getBody()->getOps<memref::AllocOp>()) {
+        MemRefType type = alloc.getType();
+        if (!type.hasStaticShape() ||
+            !type.getElementType().isIntOrIndexOrFloat() ||
+            escapes(alloc.getResult()))
+          continue;
+        bytes += bytesOf(type);
+        if (bytes > stackBytes)
+          break;
+        allocs.push_back(alloc);
+      }
     });
-    for (auto [alloc, kernel] : allocs) {
-      alloc->moveBefore(kernel);
+    IRRewriter rewriter(&getContext());
+    for (memref::AllocOp alloc : allocs) {
+      rewriter.setInsertionPoint(alloc);
+      rewriter.replaceOpWithNewOp<memref::AllocaOp>(alloc, alloc.getType(),
+                                                    alloc.getAlignmentAttr());
+      ++numScratch;
+    }
+  }
+};
+
+struct HoistAllocasPass
+    : public braid::impl::HoistAllocasBase<HoistAllocasPass> {
+  void runOnOperation() override {
+    func::FuncOp function = getOperation();
+    if (function.isExternal())
+      return;
+    Block &entry = function.getBody().front();
+    SmallVector<memref::AllocaOp> allocas;
+    function.walk([&](memref::AllocaOp alloca) {
+      if (alloca->getBlock() != &entry && alloca->getNumOperands() == 0 &&
+          alloca.getType().hasStaticShape() &&
+          isa<LoopLikeOpInterface>(alloca->getParentOp()))
+        allocas.push_back(alloca);
+    });
+    for (memref::AllocaOp alloca : allocas) {
+      alloca->moveBefore(&entry, entry.begin());
       ++numHoisted;
     }
   }
