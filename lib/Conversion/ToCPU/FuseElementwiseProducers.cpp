@@ -32,13 +32,42 @@ bool fusable(OpOperand *operand) {
   return !linalg::isaContractionOpInterface(consumer);
 }
 
+/// Fuses one fusable producer into a consumer generic. Upstream's pattern
+/// set is not used: it also rewrites outputs the payload does not read into
+/// fresh empty tensors, which undoes slices of one buffer that the program
+/// meant (the fp8 all-gather's encoded chunks).
+struct FuseProducer : OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(linalg::GenericOp consumer,
+                                PatternRewriter &rewriter) const override {
+    for (OpOperand &operand : consumer->getOpOperands()) {
+      if (!fusable(&operand) || !linalg::areElementwiseOpsFusable(&operand))
+        continue;
+      FailureOr<linalg::ElementwiseOpFusionResult> fused =
+          linalg::fuseElementwiseOps(rewriter, &operand);
+      if (failed(fused))
+        continue;
+      for (auto [original, replacement] : fused->replacements)
+        rewriter.replaceUsesWithIf(original, replacement, [&](OpOperand &use) {
+          return use.getOwner() != fused->fusedOp;
+        });
+      return success();
+    }
+    return failure();
+  }
+};
+
 struct FuseElementwiseProducersPass
     : public braid::impl::FuseElementwiseProducersBase<
           FuseElementwiseProducersPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    linalg::populateElementwiseOpsFusionPatterns(patterns, fusable);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    patterns.add<FuseProducer>(&getContext());
+    // Only the fusions: no folding around them either.
+    GreedyRewriteConfig config;
+    config.enableFolding(false).enableConstantCSE(false);
+    if (failed(
+            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       signalPassFailure();
   }
 };

@@ -78,3 +78,25 @@ func.func @into_contraction(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>, %acc: te
   } -> tensor<8x4xf32>
   return %p : tensor<8x4xf32>
 }
+
+// -----
+
+// Outputs stay what the program wrote into, also when the payload does not
+// read them: here two halves of one buffer (as the fp8 all-gather encodes
+// its chunks), which upstream's pattern set would make two empty tensors.
+// CHECK-LABEL: func.func @outputs_kept
+// CHECK: %[[BUF:.*]] = tensor.empty() : tensor<8x64xi8>
+// CHECK: %[[HALF:.*]] = tensor.extract_slice %[[BUF]][0, 0] [8, 32] [1, 1]
+// CHECK: linalg.generic {{.*}} outs(%[[HALF]] : tensor<8x32xi8>)
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @outputs_kept(%x: tensor<8x32xf32>) -> tensor<8x32xi8> {
+  %buf = tensor.empty() : tensor<8x64xi8>
+  %half = tensor.extract_slice %buf[0, 0] [8, 32] [1, 1] : tensor<8x64xi8> to tensor<8x32xi8>
+  %q = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<8x32xf32>) outs(%half : tensor<8x32xi8>) {
+  ^bb0(%a: f32, %o: i8):
+    %i = arith.fptosi %a : f32 to i8
+    linalg.yield %i : i8
+  } -> tensor<8x32xi8>
+  return %q : tensor<8x32xi8>
+}
