@@ -342,6 +342,63 @@ LogicalResult emitObject(llvm::Module &module, llvm::TargetMachine &machine,
   return success();
 }
 
+/// The cpu target's kernels on the rank's threads: each call of a kernel's
+/// tile-range companion (`braid.tiles`, from braid-tile-kernels) over
+/// [0, count) becomes braid_rt_parallel_for(thunk, context, count), where
+/// the context holds the call's other arguments, on the caller's stack, and
+/// the thunk unpacks them and calls the companion for its range.
+void addTileThreads(llvm::Module &module, const llvm::StringSet<> &tiles) {
+  llvm::LLVMContext &context = module.getContext();
+  llvm::Type *i64 = llvm::Type::getInt64Ty(context);
+  llvm::Type *ptr = llvm::PointerType::getUnqual(context);
+  llvm::FunctionCallee parallel = module.getOrInsertFunction(
+      "braid_rt_parallel_for",
+      llvm::FunctionType::get(llvm::Type::getVoidTy(context), {ptr, ptr, i64},
+                              /*isVarArg=*/false));
+  for (const auto &entry : tiles) {
+    llvm::Function *range = module.getFunction(entry.getKey());
+    if (!range || range->isDeclaration() || range->arg_size() < 2)
+      continue;
+    SmallVector<llvm::Type *> fields;
+    for (llvm::Argument &arg : llvm::drop_begin(range->args(), 2))
+      fields.push_back(arg.getType());
+    llvm::StructType *packed = llvm::StructType::get(context, fields);
+    auto *thunk = llvm::Function::Create(
+        llvm::FunctionType::get(llvm::Type::getVoidTy(context), {ptr, i64, i64},
+                                /*isVarArg=*/false),
+        llvm::GlobalValue::InternalLinkage, range->getName() + ".thunk",
+        &module);
+    {
+      llvm::IRBuilder<> b(llvm::BasicBlock::Create(context, "", thunk));
+      SmallVector<llvm::Value *> args = {thunk->getArg(1), thunk->getArg(2)};
+      for (auto [i, type] : llvm::enumerate(fields))
+        args.push_back(
+            b.CreateLoad(type, b.CreateStructGEP(packed, thunk->getArg(0), i)));
+      b.CreateCall(range, args);
+      b.CreateRetVoid();
+    }
+    SmallVector<llvm::CallInst *> calls;
+    for (llvm::User *user : range->users())
+      if (auto *call = dyn_cast<llvm::CallInst>(user))
+        if (call->getCalledFunction() == range && call->getFunction() != thunk)
+          if (auto *begin = dyn_cast<llvm::ConstantInt>(call->getArgOperand(0)))
+            if (begin->isZero())
+              calls.push_back(call);
+    for (llvm::CallInst *call : calls) {
+      llvm::Function *caller = call->getFunction();
+      llvm::IRBuilder<> b(&caller->getEntryBlock(),
+                          caller->getEntryBlock().begin());
+      llvm::AllocaInst *slot = b.CreateAlloca(packed);
+      b.SetInsertPoint(call);
+      for (unsigned i = 0; i < fields.size(); ++i)
+        b.CreateStore(call->getArgOperand(i + 2),
+                      b.CreateStructGEP(packed, slot, i));
+      b.CreateCall(parallel, {thunk, slot, call->getArgOperand(1)});
+      call->eraseFromParent();
+    }
+  }
+}
+
 /// The cpu target's wider code paths: with --cpu=generic, every function
 /// holding vector code (the kernels braid-vectorize-kernels made)
 /// gets clones for x86-64-v3 (AVX2, FMA, F16C: native f16 conversions) and
@@ -587,9 +644,12 @@ static LogicalResult compileStages(ModuleOp module,
   // and wait, whose cost is the callee's, and LLVM's -O2 on the schedule of
   // a whole model took most of its compile time. Kernels keep -O.
   SmallVector<std::string> schedules;
+  llvm::StringSet<> tiles;
   module.walk([&](LLVM::LLVMFuncOp function) {
     if (function->hasAttr(braid::xfer::kScheduleAttrName))
       schedules.push_back(function.getSymName().str());
+    if (function->hasAttr(braid::xfer::kTilesAttrName))
+      tiles.insert(function.getSymName());
   });
   auto start = std::chrono::steady_clock::now();
   llvm::LLVMContext llvmContext;
@@ -613,6 +673,8 @@ static LogicalResult compileStages(ModuleOp module,
     return fail(message);
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(machine->getTargetTriple());
+  if (!options.cuda())
+    addTileThreads(*llvmModule, tiles);
   if (!options.cuda() && options.cpu == "generic" &&
       machine->getTargetTriple().getArch() == llvm::Triple::x86_64)
     addCpuDispatch(*llvmModule);

@@ -90,6 +90,7 @@ void addCpuStages(OpPassManager &pm, const braid::Options &options) {
   if (options.gemm == braid::GemmMode::Library)
     pm.addPass(braid::createContractionsToGemm());
   pm.addPass(braid::xfer::createOutlineKernels());
+  pm.addPass(braid::createTileKernels());
   OpPassManager &functions = pm.nest<func::FuncOp>();
   functions.addPass(createForallToForLoopPass());
   functions.addPass(braid::createHoistAllocas());

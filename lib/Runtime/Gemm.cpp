@@ -27,6 +27,7 @@
 #include "Checks.h"
 #include "Diagnostics.h"
 #include "HalfFloat.h"
+#include "Threads.h"
 
 #include <oneapi/dnnl/dnnl.h>
 
@@ -109,25 +110,6 @@ struct Engine {
   std::map<std::array<int64_t, 17>, std::unique_ptr<Primitive>> primitives;
   std::mutex mutex;
 };
-
-/// Threads of a rank's GEMMs: BRAID_NUM_THREADS, else the cores shared
-/// evenly by the ranks of the job (all on this machine, as MPI places
-/// them here), at least 1. oneDNN runs on OpenMP; the count is set for
-/// the calling thread, the rank's main thread.
-int threadsPerRank() {
-  if (const char *given = std::getenv("BRAID_NUM_THREADS")) {
-    char *end = nullptr;
-    long value = std::strtol(given, &end, 10);
-    if (end == given || *end || value < 1 || value > 4096)
-      fatalf("BRAID_NUM_THREADS=%s: a number of threads from 1 to 4096 "
-             "expected",
-             given);
-    return static_cast<int>(value);
-  }
-  long cores = static_cast<long>(std::thread::hardware_concurrency());
-  long ranks = std::max<long>(1, braid_rt_world_size());
-  return static_cast<int>(std::max<long>(1, cores / ranks));
-}
 
 Engine &engine(int64_t step) {
   static Engine *instance = [&] {

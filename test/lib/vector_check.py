@@ -16,7 +16,10 @@ the vectorized build once per code path BRAID_CPU_DISPATCH allows
 widest it has), and every result is compared with numpy in float64 from
 the same, rounded, inputs.
 
-Usage: vector_check.py BIN_DIR RANKS WORK_DIR
+With --threads=N each rank runs its kernels' tiles on N threads
+(BRAID_NUM_THREADS, braid_rt_parallel_for).
+
+Usage: vector_check.py BIN_DIR RANKS WORK_DIR [--threads N]
 Exit status 0 when every result matches.
 """
 import argparse
@@ -138,6 +141,7 @@ def main():
     parser.add_argument("bin")
     parser.add_argument("ranks", type=int)
     parser.add_argument("work")
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     rng = np.random.default_rng(5)
@@ -177,7 +181,8 @@ def main():
                     for j in range(len(checks))]
             cmd = (["mpirun", "--allow-run-as-root", "--oversubscribe",
                     "-np", str(args.ranks), "-x",
-                    f"BRAID_CPU_DISPATCH={path}",
+                    f"BRAID_CPU_DISPATCH={path}", "-x",
+                    f"BRAID_NUM_THREADS={args.threads}",
                     os.path.join(args.bin, "braid-exec"), lib, "--timeout=60"]
                    + [f"--input=@{p}" for p in paths]
                    + [f"--output=@{o}" for o in outs])

@@ -434,6 +434,28 @@ def FuseElementwiseProducers
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def TileKernels : Pass<"braid-tile-kernels", "mlir::ModuleOp"> {
+  let summary = "Runs an outlined fused kernel's tiles on the rank's threads";
+  let description = [{
+    Runs on the cpu target after `braid-outline-kernels`. A kernel function
+    whose body is one 1-D `scf.forall` marked `braid.kernel` (a fused
+    memory-bound chain: independent row tiles) gets a companion
+    `<kernel>_tiles(%begin, %end, args...)` running tiles [begin, end) in an
+    `scf.for`, marked `braid.tiles`; the kernel itself computes its tile
+    count and calls it for all of them. The compiler then turns that call
+    into `braid_rt_parallel_for`, which splits the tiles over the rank's
+    threads (`--threads`, `BRAID_NUM_THREADS`), each thread with its own
+    scratch (the allocas `braid-hoist-allocas` moves to the companion's
+    entry). With one thread the call runs on the calling thread.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::scf::SCFDialect"];
+  let statistics = [
+    Statistic<"numTiled", "tiled", "Kernels whose tiles run on threads">
+  ];
+}
+
 def VectorizeKernels : Pass<"braid-vectorize-kernels", "mlir::func::FuncOp"> {
   let summary = "Vectorizes the cpu target's elementwise and row-reduction "
                 "loops";

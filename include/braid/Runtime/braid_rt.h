@@ -256,6 +256,14 @@ void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
  * pick their clone. */
 int64_t braid_rt_cpu_level(void);
 
+/* Runs body(context, begin, end) over [0, count) split into contiguous
+ * ranges, one per thread of the rank (BRAID_NUM_THREADS, else the cores
+ * divided by the ranks), on the OpenMP threads oneDNN's GEMMs use; returns
+ * when all have. The cpu target's fused kernels call it with their tiles.
+ * One thread (or count 1): one call, on the calling thread. */
+void braid_rt_parallel_for(void (*body)(void *, int64_t, int64_t),
+                           void *context, int64_t count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1000,6 +1000,14 @@ double braid_rt_timer_stop(void) {
   return static_cast<double>(ms);
 }
 
+// Host kernels are the cpu target's; a cuda program has none, and a call
+// runs its range on the calling thread.
+void braid_rt_parallel_for(void (*body)(void *, int64_t, int64_t),
+                           void *context, int64_t count) {
+  if (count > 0)
+    body(context, 0, count);
+}
+
 void braid_rt_result_free(void *p) {
   if (!p)
     return;

@@ -26,6 +26,11 @@ namespace braid::xfer {
 /// kernels together.
 inline constexpr llvm::StringLiteral kScheduleAttrName = "braid.schedule";
 
+/// Name of the unit attribute on a cpu kernel's companion that runs a range
+/// of its tiles (braid-tile-kernels). The compiler makes the kernel's call
+/// of it a braid_rt_parallel_for over the rank's threads.
+inline constexpr llvm::StringLiteral kTilesAttrName = "braid.tiles";
+
 } // namespace braid::xfer
 
 #endif // BRAID_DIALECT_XFER_TRANSFORMS_SCHEDULE_H
