@@ -377,13 +377,18 @@ void addTileThreads(llvm::Module &module, const llvm::StringSet<> &tiles) {
       b.CreateCall(range, args);
       b.CreateRetVoid();
     }
+    // The kernels' calls, over [0, count).
+    auto fromZero = [&](llvm::User *user) -> llvm::CallInst * {
+      auto *call = dyn_cast<llvm::CallInst>(user);
+      if (!call || call->getCalledFunction() != range)
+        return nullptr;
+      auto *begin = dyn_cast<llvm::ConstantInt>(call->getArgOperand(0));
+      return begin && begin->isZero() ? call : nullptr;
+    };
     SmallVector<llvm::CallInst *> calls;
     for (llvm::User *user : range->users())
-      if (auto *call = dyn_cast<llvm::CallInst>(user))
-        if (call->getCalledFunction() == range && call->getFunction() != thunk)
-          if (auto *begin = dyn_cast<llvm::ConstantInt>(call->getArgOperand(0)))
-            if (begin->isZero())
-              calls.push_back(call);
+      if (llvm::CallInst *call = fromZero(user))
+        calls.push_back(call);
     for (llvm::CallInst *call : calls) {
       llvm::Function *caller = call->getFunction();
       llvm::IRBuilder<> b(&caller->getEntryBlock(),
@@ -406,8 +411,7 @@ void addTileThreads(llvm::Module &module, const llvm::StringSet<> &tiles) {
 /// clone braid_rt_cpu_level() allows. The baseline stays for every other
 /// x86-64. Called before optimization, so that each clone is vectorized and
 /// generated for its own CPU (LLVM reads the "target-cpu" attribute).
-/// Returns the number of functions dispatched.
-int64_t addCpuDispatch(llvm::Module &module) {
+void addCpuDispatch(llvm::Module &module) {
   auto hasVectors = [](const llvm::Function &function) {
     for (const llvm::Instruction &instruction : llvm::instructions(function))
       if (instruction.getType()->isVectorTy())
@@ -420,7 +424,7 @@ int64_t addCpuDispatch(llvm::Module &module) {
         hasVectors(function))
       kernels.push_back(&function);
   if (kernels.empty())
-    return 0;
+    return;
   llvm::LLVMContext &context = module.getContext();
   llvm::Type *i64 = llvm::Type::getInt64Ty(context);
   llvm::FunctionCallee level = module.getOrInsertFunction(
@@ -481,7 +485,6 @@ int64_t addCpuDispatch(llvm::Module &module) {
     }
     call(kernel);
   }
-  return static_cast<int64_t>(kernels.size());
 }
 
 /// Moves the definitions of the functions named `schedules` out of `module`
@@ -673,11 +676,12 @@ static LogicalResult compileStages(ModuleOp module,
     return fail(message);
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(machine->getTargetTriple());
-  if (!options.cuda())
+  if (!options.cuda()) {
     addTileThreads(*llvmModule, tiles);
-  if (!options.cuda() && options.cpu == "generic" &&
-      machine->getTargetTriple().getArch() == llvm::Triple::x86_64)
-    addCpuDispatch(*llvmModule);
+    if (options.cpu == "generic" &&
+        machine->getTargetTriple().getArch() == llvm::Triple::x86_64)
+      addCpuDispatch(*llvmModule);
+  }
   start = std::chrono::steady_clock::now();
   // The options model has checked the level (0 to 3).
   optimizeModule(*llvmModule, options.optLevel, machine.get());

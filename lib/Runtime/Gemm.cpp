@@ -29,16 +29,15 @@
 #include "HalfFloat.h"
 #include "Threads.h"
 
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <array>
 #include <climits>
 #include <cstdlib>
-#include <dlfcn.h>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 using namespace braid::rt;
@@ -119,9 +118,9 @@ Engine &engine(int64_t step) {
     check(dnnl_stream_create(&created->stream, created->engine,
                              dnnl_stream_default_flags),
           step, "dnnl_stream_create");
-    if (auto setThreads = reinterpret_cast<void (*)(int)>(
-            dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
-      setThreads(threadsPerRank());
+    // oneDNN runs on OpenMP: its pool, for the calling (the rank's main)
+    // thread.
+    omp_set_num_threads(threadsPerRank());
     return created;
   }();
   return *instance;

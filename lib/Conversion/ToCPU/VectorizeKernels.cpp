@@ -63,21 +63,25 @@ bool hasUnitInnerStride(MemRefType type) {
 
 bool vectorizableElement(Type type) { return type.isIntOrIndexOrFloat(); }
 
-/// Why `op` stays scalar, or success with `plan` filled in.
-LogicalResult analyze(linalg::LinalgOp op, int64_t vectorBytes, Plan &plan,
-                      std::string &why) {
-  llvm::raw_string_ostream os(why);
+/// Bits of an integer, index (64, as lowered) or float type.
+int64_t bitsOf(Type type) {
+  return type.isIndex() ? 64 : type.getIntOrFloatBitWidth();
+}
+
+/// Success with `plan` filled in, or failure where `op` stays scalar (each
+/// reason a comment).
+LogicalResult analyze(linalg::LinalgOp op, int64_t vectorBytes, Plan &plan) {
   if (!op.hasPureBufferSemantics())
-    return os << "not on buffers", failure();
+    return failure(); // not on buffers
   unsigned loops = op.getNumLoops();
   if (loops == 0 || op->getNumRegions() != 1 || !op.getBlock())
-    return os << "no loops", failure();
+    return failure(); // no loops
   plan.op = op;
   plan.innermost = loops - 1;
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
   for (unsigned i = 0; i + 1 < loops; ++i)
     if (iterators[i] != utils::IteratorType::parallel)
-      return os << "a reduction outside the innermost loop", failure();
+      return failure(); // a reduction outside the innermost loop
   plan.reduction = iterators.back() == utils::IteratorType::reduction;
 
   // Every map result is a loop dimension or a constant; the innermost
@@ -88,21 +92,17 @@ LogicalResult analyze(linalg::LinalgOp op, int64_t vectorBytes, Plan &plan,
     auto memref = dyn_cast<MemRefType>(type);
     if (!memref) {
       if (!vectorizableElement(type))
-        return os << "an operand of type " << type, failure();
+        return failure(); // a scalar operand of no vector type
       plan.access.push_back(Access::Scalar);
-      widest = std::max<int64_t>(widest, type.getIntOrFloatBitWidth());
+      widest = std::max(widest, bitsOf(type));
       continue;
     }
     // A memref of i1 holds a byte per element, a vector of i1 a bit: no
     // vector loads or stores of sub-byte elements.
     Type element = memref.getElementType();
-    if (!vectorizableElement(element) ||
-        (!element.isIndex() && element.getIntOrFloatBitWidth() % 8 != 0))
-      return os << "elements of type " << element, failure();
-    widest = std::max<int64_t>(
-        widest, memref.getElementType().isIndex()
-                    ? 64
-                    : memref.getElementType().getIntOrFloatBitWidth());
+    if (!vectorizableElement(element) || bitsOf(element) % 8 != 0)
+      return failure(); // elements of no vector type
+    widest = std::max(widest, bitsOf(element));
     AffineMap map = op.getMatchingIndexingMap(&operand);
     Access access = Access::Invariant;
     for (auto [pos, expr] : llvm::enumerate(map.getResults())) {
@@ -110,18 +110,18 @@ LogicalResult analyze(linalg::LinalgOp op, int64_t vectorBytes, Plan &plan,
         continue;
       auto dim = dyn_cast<AffineDimExpr>(expr);
       if (!dim)
-        return os << "an indexing map with a compound expression", failure();
+        return failure(); // an indexing map with a compound expression
       if (dim.getPosition() != plan.innermost)
         continue;
       if (pos + 1 != map.getNumResults() || !hasUnitInnerStride(memref))
-        return os << "the innermost loop strides through an operand", failure();
+        return failure(); // the innermost loop strides through an operand
       access = Access::Contiguous;
     }
     bool init = op.isDpsInit(&operand);
     if (init && plan.reduction && access == Access::Contiguous)
-      return os << "a reduction writes along its reduced dimension", failure();
+      return failure(); // a reduction writes along its reduced dimension
     if (init && !plan.reduction && access != Access::Contiguous)
-      return os << "an output the innermost loop does not index", failure();
+      return failure(); // an output the innermost loop does not index
     plan.access.push_back(access);
   }
 
@@ -132,42 +132,37 @@ LogicalResult analyze(linalg::LinalgOp op, int64_t vectorBytes, Plan &plan,
         !(isa<arith::ConstantOp>(inner) ||
           (inner.hasTrait<OpTrait::Elementwise>() &&
            inner.hasTrait<OpTrait::Vectorizable>())))
-      return os << "a payload op without a vector form ('" << inner.getName()
-                << "')",
-             failure();
+      return failure(); // a payload op without a vector form
     for (Type type : inner.getResultTypes()) {
       if (!vectorizableElement(type))
-        return os << "a payload value of type " << type, failure();
-      widest = std::max<int64_t>(
-          widest, type.isIndex() ? 64 : type.getIntOrFloatBitWidth());
+        return failure(); // a payload value of no vector type
+      widest = std::max(widest, bitsOf(type));
     }
   }
   if (plan.reduction) {
     if (op.getNumDpsInits() != 1)
-      return os << "a reduction with several outputs", failure();
+      return failure(); // a reduction with several outputs
     SmallVector<Operation *> combiners;
     BlockArgument acc = body.getArgument(op.getNumDpsInputs());
     if (!matchReduction(op.getRegionOutputArgs(), 0, combiners) ||
         combiners.size() != 1 || !acc.hasOneUse())
-      return os << "not a reduction by one combiner", failure();
+      return failure(); // not a reduction by one combiner
     plan.combiner = combiners.front();
     std::optional<vector::CombiningKind> kind =
         linalg::getCombinerOpKind(plan.combiner);
     std::optional<TypedAttr> neutral = arith::getNeutralElement(plan.combiner);
     if (!kind || !neutral)
-      return os << "a combiner without a vector reduction ('"
-                << plan.combiner->getName() << "')",
-             failure();
+      return failure(); // a combiner without a vector reduction
     plan.kind = *kind;
     plan.neutral = *neutral;
   }
 
   plan.lanes = vectorBytes * 8 / widest;
   if (plan.lanes < 2)
-    return os << "vectors of fewer than two elements", failure();
+    return failure(); // vectors of fewer than two elements
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   if (!ShapedType::isDynamic(ranges.back()) && ranges.back() < plan.lanes)
-    return os << "an innermost extent under one vector", failure();
+    return failure(); // an innermost extent under one vector
   return success();
 }
 
@@ -393,8 +388,7 @@ struct VectorizeKernelsPass
     getOperation().walk([&](linalg::LinalgOp op) { ops.push_back(op); });
     for (linalg::LinalgOp op : ops) {
       Plan plan;
-      std::string why;
-      if (failed(analyze(op, vectorBytes, plan, why))) {
+      if (failed(analyze(op, vectorBytes, plan))) {
         ++numScalar;
         continue;
       }
