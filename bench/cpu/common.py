@@ -44,3 +44,13 @@ def time_program(bin_dir, tmp, name, text, ranks, repeat, flags=(),
          f"--repeat={max(repeat, 2)}"],
         capture_output=True, text=True, env=env, check=True).stdout
     return float(re.search(r"median ([0-9.]+) ms", out).group(1))
+
+
+def bf16_matmul(a, b, m, k, n, name="mm"):
+    """MLIR lines of %name = a [m, k] @ b [k, n] (bf16 operands) into a
+    zero-filled f32 product."""
+    return (f"  %zero = arith.constant 0.0 : f32\n"
+            f"  %e = tensor.empty() : tensor<{m}x{n}xf32>\n"
+            f"  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>\n"
+            f"  %{name} = linalg.matmul ins({a}, {b} : tensor<{m}x{k}xbf16>, tensor<{k}x{n}xbf16>) "
+            f"outs(%z : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>\n")

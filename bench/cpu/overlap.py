@@ -25,7 +25,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import time_program  # noqa: E402
+from common import bf16_matmul, time_program  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -37,12 +37,7 @@ def programs(ranks):
     local = t // ranks
     grid = f"shard.grid @g(shape = {ranks})\n"
 
-    def mm(a, b, m, k, n, name="mm"):
-        return (f"  %zero = arith.constant 0.0 : f32\n"
-                f"  %e = tensor.empty() : tensor<{m}x{n}xf32>\n"
-                f"  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>\n"
-                f"  %{name} = linalg.matmul ins({a}, {b} : tensor<{m}x{k}xbf16>, tensor<{k}x{n}xbf16>) "
-                f"outs(%z : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>\n")
+    mm = bf16_matmul
 
     ag = (grid + f"func.func @main(%x: tensor<{local}x{h}xbf16>, %w: tensor<{h}x{f}xbf16>) -> tensor<{t}x{f}xf32> {{\n"
           f"  %g = shard.all_gather %x on @g grid_axes = [0] gather_axis = 0 : tensor<{local}x{h}xbf16> -> tensor<{t}x{h}xbf16>\n"

@@ -203,6 +203,8 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     overlap.subChunks = options.subChunks;
     overlap.bidirectional = options.bidirectional;
     overlap.quantizeAllGather = options.quantizeAllGather;
+    overlap.comm = options.comm;
+    overlap.oneSided = !options.cuda();
     pm.addPass(dist::createOverlap(overlap, options::reportJson(options)));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
@@ -252,6 +254,10 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
   pm.addPass(createCSEPass());
   if (options.checkSchedule)
     pm.addNestedPass<func::FuncOp>(xfer::createCheckSchedule());
+  // After the check: it proves the two-sided schedule, which the rewrite
+  // turns into one-sided transfers channel by channel.
+  if (!options.cuda())
+    pm.addPass(xfer::createSymmetricTransfers());
   if (options.stopAfter == PipelineStage::Xfer)
     return success();
 

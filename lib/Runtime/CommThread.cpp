@@ -65,6 +65,7 @@ const char *postCallName(OpKind kind) {
     return "MPI_Ibcast";
   case OpKind::Barrier:
     return "MPI_Ibarrier";
+  case OpKind::Put:
   case OpKind::Task:
     break;
   }
@@ -151,6 +152,8 @@ const char *opName(OpKind kind) {
     return "broadcast";
   case OpKind::Barrier:
     return "barrier";
+  case OpKind::Put:
+    return "put";
   case OpKind::Task:
     return "task";
   }
@@ -181,7 +184,7 @@ std::string Request::describe() const {
   std::string stepText =
       step >= 0 ? formatString(" (step %lld)", static_cast<long long>(step))
                 : std::string();
-  if (kind == OpKind::Send || kind == OpKind::Recv)
+  if (kind == OpKind::Send || kind == OpKind::Recv || kind == OpKind::Put)
     return formatString("%s%s with peer %d on group %s", opName(kind),
                         stepText.c_str(), peerWorldRank,
                         groupName(*this).c_str());
@@ -195,7 +198,7 @@ std::string Request::context() const {
   std::string stepText =
       step >= 0 ? formatString("step %lld, ", static_cast<long long>(step))
                 : std::string();
-  if (kind == OpKind::Send || kind == OpKind::Recv)
+  if (kind == OpKind::Send || kind == OpKind::Recv || kind == OpKind::Put)
     return formatString("%s (%speer %d)", opName(kind), stepText.c_str(),
                         peerWorldRank);
   return formatString("%s (%sgroup of %d ranks, %s)", opName(kind),
@@ -214,6 +217,10 @@ std::string Request::traceName() const {
   case OpKind::Recv:
     return formatString("recv%s <- %+lld (%s)", stepText.c_str(),
                         static_cast<long long>(peerOffset), size.c_str());
+  case OpKind::Put:
+    return formatString("put%s -> %+lld (%s%s)", stepText.c_str(),
+                        static_cast<long long>(peerOffset), size.c_str(),
+                        flag ? ", signal" : "");
   case OpKind::Broadcast:
     return formatString("broadcast%s (%d ranks, root %lld, %s)",
                         stepText.c_str(), commSize,
@@ -235,7 +242,7 @@ std::string Request::traceArgs() const {
                    opName(kind), static_cast<long long>(step),
                    static_cast<long long>(payloadBytes()),
                    jsonEscape(groupName(*this)).c_str(), commSize);
-  if (kind == OpKind::Send || kind == OpKind::Recv)
+  if (kind == OpKind::Send || kind == OpKind::Recv || kind == OpKind::Put)
     args += formatString(",\"peer\":%d,\"offset\":%lld", peerWorldRank,
                          static_cast<long long>(peerOffset));
   if (kind == OpKind::ReduceScatter || kind == OpKind::AllReduce)
@@ -423,8 +430,21 @@ void CommThread::run() {
 }
 
 void CommThread::post(Request &request) {
-  if (request.kind == OpKind::Task) {
-    request.task();
+  if (request.kind == OpKind::Task || request.kind == OpKind::Put) {
+    if (request.kind == OpKind::Task) {
+      request.task();
+    } else {
+      if (request.bytes > 0)
+        std::memcpy(request.dst, request.src,
+                    static_cast<size_t>(request.bytes));
+      // The data is visible to whoever sees the new flag value.
+      if (request.flag)
+        __atomic_fetch_add(request.flag, 1, __ATOMIC_RELEASE);
+      request.completeNs = nowNs();
+      if (request.traced)
+        tracer.addEvent(Track::Comm, request.submitNs, request.completeNs,
+                        request.traceName(), request.traceArgs());
+    }
     {
       std::lock_guard<std::mutex> lock(mutex);
       request.done = true;
@@ -525,6 +545,7 @@ void CommThread::post(Request &request) {
   case OpKind::Barrier:
     rc = MPI_Ibarrier(comm, out);
     break;
+  case OpKind::Put:
   case OpKind::Task:
     break;
   }

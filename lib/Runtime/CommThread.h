@@ -53,6 +53,9 @@ enum class OpKind {
   AllToAll,
   Broadcast,
   Barrier,
+  /// A copy into a peer's symmetric buffer, then a release add of 1 on the
+  /// peer's flag (when `flag` is set); done on the comm thread.
+  Put,
   /// A function to run on the comm thread (communicator creation, the trace
   /// gather); completes as soon as it returns.
   Task,
@@ -82,6 +85,9 @@ struct Request {
   int64_t count = 0; // Reductions: elements per block (reduce_scatter) or all
   int64_t root = 0;  // Broadcast: group position.
   ReductionType reduction;
+
+  // Puts: `dst` and `flag` are already the peer's addresses.
+  int32_t *flag = nullptr;
 
   // Tasks.
   std::function<void()> task;

@@ -20,6 +20,7 @@
 #include "Diagnostics.h"
 #include "Groups.h"
 #include "Reductions.h"
+#include "Symmetric.h"
 #include "Trace.h"
 
 #include <algorithm>
@@ -30,7 +31,7 @@
 #include <cstring>
 #include <memory>
 #include <sched.h>
-#include <set>
+#include <thread>
 #include <vector>
 
 using namespace braid::rt;
@@ -53,8 +54,8 @@ struct Runtime {
   Tracer tracer;
   GroupTable groups;
   std::unique_ptr<CommThread> comm;
-  /// Live braid_rt_symmetric_alloc buffers.
-  std::set<void *> symmetric;
+  /// Symmetric buffers (MPI shared windows) and the waits on their flags.
+  SymmetricHeap symmetric;
 };
 
 // Never destroyed: a program that exits without braid_rt_finalize (after an
@@ -252,6 +253,7 @@ void braid_rt_finalize(void) {
   if (outstanding)
     fatalf("braid_rt_finalize: %zu request%s never waited (the oldest: %s)",
            outstanding, outstanding == 1 ? " was" : "s were", oldest.c_str());
+  rt.symmetric.freeAll(*rt.comm);
   rt.comm->stop();
   rt.comm.reset();
   rt.groups.freeAll();
@@ -515,32 +517,130 @@ void braid_rt_loopback_run(void (*)(void *), void *) {
 }
 
 int64_t braid_rt_symmetric_alloc(int64_t group, int64_t bytes) {
-  Runtime &rt = initialized("braid_rt_symmetric_alloc");
-  rt.groups.get(group, "braid_rt_symmetric_alloc");
-  if (bytes < 0)
-    fatalf("braid_rt_symmetric_alloc: negative size %lld",
-           static_cast<long long>(bytes));
-  // Host memory: MPI needs nothing special; the page alignment matches what
-  // the cuda backend's windows get.
-  size_t size =
-      (static_cast<size_t>(std::max<int64_t>(bytes, 1)) + 4095) / 4096 * 4096;
-  void *buffer = std::aligned_alloc(4096, size);
-  if (!buffer)
-    fatalf("braid_rt_symmetric_alloc: cannot allocate %lld bytes",
-           static_cast<long long>(bytes));
-  rt.symmetric.insert(buffer);
-  return reinterpret_cast<int64_t>(buffer);
+  const char *call = "braid_rt_symmetric_alloc";
+  Runtime &rt = initialized(call);
+  CallScope scope(rt.tracer);
+  const Group &g = rt.groups.get(group, call);
+  return reinterpret_cast<int64_t>(
+      rt.symmetric.allocate(g, bytes, /*site=*/-1, *rt.comm, call));
 }
 
 void braid_rt_symmetric_free(int64_t group, int64_t addr) {
-  Runtime &rt = initialized("braid_rt_symmetric_free");
-  rt.groups.get(group, "braid_rt_symmetric_free");
-  void *buffer = reinterpret_cast<void *>(addr);
-  if (!rt.symmetric.erase(buffer))
-    fatalf("braid_rt_symmetric_free: %p is not a symmetric buffer (from "
-           "braid_rt_symmetric_alloc)",
-           buffer);
-  std::free(buffer);
+  const char *call = "braid_rt_symmetric_free";
+  Runtime &rt = initialized(call);
+  CallScope scope(rt.tracer);
+  const Group &g = rt.groups.get(group, call);
+  rt.symmetric.free(g, reinterpret_cast<void *>(addr), *rt.comm, call);
+}
+
+int64_t braid_rt_symmetric_site(int64_t group, int64_t bytes, int64_t site) {
+  const char *call = "braid_rt_symmetric_site";
+  Runtime &rt = initialized(call);
+  const Group &g = rt.groups.get(group, call);
+  if (site < 0)
+    fatalf("%s: site %lld is negative", call, static_cast<long long>(site));
+  return reinterpret_cast<int64_t>(
+      rt.symmetric.allocate(g, bytes, site, *rt.comm, call));
+}
+
+int64_t braid_rt_symmetric_peer(int64_t group, int64_t peer_offset,
+                                int64_t addr) {
+  const char *call = "braid_rt_symmetric_peer";
+  Runtime &rt = initialized(call);
+  const Group &g = rt.groups.get(group, call);
+  return reinterpret_cast<int64_t>(rt.symmetric.peer(
+      g, reinterpret_cast<const void *>(addr), peer_offset, -1, call));
+}
+
+int64_t braid_rt_put(int64_t group, int64_t peer_offset, int64_t src,
+                     int64_t dst, int64_t bytes, int64_t flag, int64_t step) {
+  const char *call = "braid_rt_put";
+  Runtime &rt = initialized(call);
+  CallScope scope(rt.tracer);
+  const Group &g = rt.groups.get(group, call);
+  checkBuffer(call, "the source", src, bytes, step);
+  auto request = newRequest(OpKind::Put, g, step);
+  int64_t n = g.size;
+  request->peerOffset = peer_offset;
+  request->peerPosition =
+      static_cast<int>((g.position + ((peer_offset % n) + n) % n) % n);
+  request->peerWorldRank = g.worldRanks[request->peerPosition];
+  request->src = reinterpret_cast<const void *>(src);
+  if (bytes > 0) {
+    // Both ends of the destination must lie in the symmetric buffer.
+    rt.symmetric.peer(g, reinterpret_cast<const void *>(dst + bytes - 1),
+                      peer_offset, step, call);
+    request->dst = rt.symmetric.peer(g, reinterpret_cast<const void *>(dst),
+                                     peer_offset, step, call);
+  }
+  if (flag) {
+    if (flag % 4 != 0)
+      fatalf("%s (step %lld): flag address %p is not 4-byte aligned", call,
+             static_cast<long long>(step), reinterpret_cast<void *>(flag));
+    request->flag = static_cast<int32_t *>(rt.symmetric.peer(
+        g, reinterpret_cast<const void *>(flag), peer_offset, step, call));
+  }
+  request->bytes = bytes;
+  return rt.comm->submit(std::move(request));
+}
+
+void braid_rt_signal_add(int64_t group, int64_t peer_offset, int64_t flag,
+                         int64_t value, int64_t step) {
+  const char *call = "braid_rt_signal_add";
+  Runtime &rt = initialized(call);
+  const Group &g = rt.groups.get(group, call);
+  if (flag % 4 != 0)
+    fatalf("%s (step %lld): flag address %p is not 4-byte aligned", call,
+           static_cast<long long>(step), reinterpret_cast<void *>(flag));
+  auto *peerFlag = static_cast<int32_t *>(rt.symmetric.peer(
+      g, reinterpret_cast<const void *>(flag), peer_offset, step, call));
+  __atomic_fetch_add(peerFlag, static_cast<int32_t>(value), __ATOMIC_RELEASE);
+}
+
+void braid_rt_signal_wait_next(int64_t flag, int64_t slack, int64_t step) {
+  const char *call = "braid_rt_signal_wait_next";
+  Runtime &rt = initialized(call);
+  if (flag == 0 || flag % 4 != 0)
+    fatalf("%s (step %lld): flag address %p is null or not 4-byte aligned",
+           call, static_cast<long long>(step), reinterpret_cast<void *>(flag));
+  auto *word = reinterpret_cast<int32_t *>(flag);
+  uint32_t &waits = rt.symmetric.waitsOn(word);
+  ++waits;
+  uint32_t expected = waits - static_cast<uint32_t>(slack);
+  // Wrap-safe: at least `expected` modulo 2^32.
+  auto reached = [&](uint32_t value) {
+    return static_cast<int32_t>(value - expected) >= 0;
+  };
+  uint32_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+  if (reached(seen))
+    return;
+  bool tracing = rt.tracer.active();
+  int64_t start = nowNs();
+  double timeout = rt.comm->timeout();
+  // Spin briefly, then back off: ranks often outnumber cores, and the
+  // peer that must raise the flag may need this core.
+  for (int64_t polls = 0;; ++polls) {
+    seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+    if (reached(seen))
+      break;
+    int64_t elapsed = nowNs() - start;
+    if (std::isfinite(timeout) && static_cast<double>(elapsed) * 1e-9 > timeout)
+      fatalf("%s (step %lld): %s is %u after %g s, waiting for epoch %u (a "
+             "peer died or never raised it)",
+             call, static_cast<long long>(step),
+             rt.symmetric.describeFlag(word).c_str(), seen, timeout, expected);
+    if (polls < 64)
+      continue;
+    if (elapsed < 50000)
+      sched_yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(
+          std::min<int64_t>(200, 5 + elapsed / 1000 / 16)));
+  }
+  if (tracing)
+    rt.tracer.addEvent(
+        Track::Compute, start, nowNs(),
+        formatString("signal_wait step %lld", static_cast<long long>(step)));
 }
 
 void braid_rt_signal_set(int64_t addr, int64_t value, int64_t stream,

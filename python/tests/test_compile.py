@@ -60,6 +60,25 @@ def test_run_matches_numpy_on_two_ranks():
         np.testing.assert_allclose(outputs[rank][0], expected, rtol=1e-5, atol=1e-5)
 
 
+def test_comm_symmetric_runs_and_reports_its_transport():
+    artifact = braid.compile(AG_MATMUL, overlap="force", comm="symmetric",
+                             check_schedule=True)
+    [record] = artifact.report["collectives"]
+    assert record["strategy"] == "ring_ag_matmul"
+    assert record["transport"] == "symmetric"
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((4, 16)).astype(np.float32) for _ in range(2)]
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+    outputs = artifact.run([[xs[0], w], [xs[1], w]])
+    expected = np.concatenate(xs) @ w
+    for rank in range(2):
+        np.testing.assert_allclose(outputs[rank][0], expected, rtol=1e-5, atol=1e-5)
+    two_sided = braid.compile(AG_MATMUL, overlap="force", comm="two-sided")
+    assert two_sided.report["collectives"][0]["transport"] == "two-sided"
+    with pytest.raises(braid.CompileError, match="comm=symmetric needs target=cpu"):
+        braid.compile(AG_MATMUL, target="cuda", comm="symmetric")
+
+
 def test_program_errors_carry_locations():
     bad = AG_MATMUL.replace("shape = 2", "shape = 3")
     with pytest.raises(braid.CompileError) as info:

@@ -569,6 +569,41 @@ static void testSymmetricAndSignals(void) {
   end();
 }
 
+/* One-sided ring through a persistent symmetric slot: each round, every
+ * rank waits for its credit, puts its value into the next rank's slot with
+ * a signal, waits for the data from the previous rank, reads it and gives
+ * the previous rank its credit back. Several rounds reuse the slot and the
+ * flags, whose epochs only grow. */
+static void testOneSided(void) {
+  begin("one-sided ring with credits");
+  enum { count = 4096, rounds = 5 };
+  for (int round = 0; round < rounds; ++round) {
+    /* Same site: the same memory every round. */
+    float *slot = (float *)braid_rt_symmetric_site(world, 4 * count, 7);
+    int32_t *flags = (int32_t *)braid_rt_symmetric_site(world, 8, 8);
+    float *mine = (float *)xmalloc(4 * count);
+    for (int i = 0; i < count; ++i)
+      mine[i] = (float)(1000 * round + 10 * rank + i);
+    braid_rt_signal_wait_next((int64_t)&flags[1], /*slack=*/1, nextStep);
+    int64_t put = braid_rt_put(world, 1, (int64_t)mine, (int64_t)slot,
+                               4 * count, (int64_t)&flags[0], nextStep);
+    braid_rt_wait(put);
+    braid_rt_signal_wait_next((int64_t)&flags[0], /*slack=*/0, nextStep);
+    int64_t from = (rank + size - 1) % size;
+    for (int i = 0; i < count; ++i) {
+      double want = 1000.0 * round + 10.0 * from + i;
+      expect(slot[i] == want, "received", i, slot[i], want);
+    }
+    braid_rt_signal_add(world, -1, (int64_t)&flags[1], 1, nextStep++);
+    /* A peer view reads the same bytes the put wrote. */
+    float *next = (float *)braid_rt_symmetric_peer(world, 1, (int64_t)slot);
+    expect(next != slot || size == 1, "peer view differs", 0, 0, 0);
+    free(mine);
+    expect(flags[0] == round + 1, "data epoch", round, flags[0], round + 1);
+  }
+  end();
+}
+
 /*--- Grids ---------------------------------------------------------------*/
 
 static void testCoordinates(void) {
@@ -656,6 +691,18 @@ static int runMode(const char *mode) {
       idle();
     int64_t buffer;
     braid_rt_wait(braid_rt_recv(world, -1, (int64_t)&buffer, 8, 7));
+    return 0;
+  }
+  if (!strcmp(mode, "signal-timeout") || !strcmp(mode, "signal-dead-peer")) {
+    /* The last rank waits on a flag of a symmetric buffer nobody raises;
+     * with signal-dead-peer, rank 0 dies instead of idling. */
+    int32_t *flags = (int32_t *)braid_rt_symmetric_site(world, 16, 3);
+    if (rank != size - 1) {
+      if (rank == 0 && !strcmp(mode, "signal-dead-peer"))
+        _exit(9);
+      idle();
+    }
+    braid_rt_signal_wait_next((int64_t)&flags[2], 0, 11);
     return 0;
   }
   if (!strcmp(mode, "timeout-collective")) {
@@ -825,6 +872,7 @@ int main(int argc, char **argv) {
   testReductions(world, size, rank);
   testOverlap();
   testSymmetricAndSignals();
+  testOneSided();
   if (size == 4) {
     begin("coord 2x2");
     expect(braid_rt_coord(2, 2, 2, 1, 1, 0) == rank / 2, "axis 0", 0,

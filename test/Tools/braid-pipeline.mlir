@@ -1,6 +1,7 @@
 // The whole pipeline from braid-opt, stage by stage.
 // RUN: braid-opt %s --braid-pipeline="stop-after=dist overlap=force" 2>/dev/null | FileCheck %s --check-prefix=DIST
-// RUN: braid-opt %s --braid-pipeline="stop-after=xfer overlap=force check-schedule=1" 2>/dev/null | FileCheck %s --check-prefix=XFER
+// RUN: braid-opt %s --braid-pipeline="stop-after=xfer overlap=force check-schedule=1 comm=two-sided" 2>/dev/null | FileCheck %s --check-prefix=XFER
+// RUN: braid-opt %s --braid-pipeline="stop-after=xfer overlap=force check-schedule=1 comm=symmetric" 2>/dev/null | FileCheck %s --check-prefix=SYM
 // RUN: braid-opt %s --braid-pipeline="entry=f overlap=off" 2>/dev/null | FileCheck %s --check-prefix=LLVM
 // The target's defaults resolve as in braid-compile: target=cuda decides
 // with the h200 preset (it once used cpu's here and h200 in braid-compile).
@@ -19,6 +20,11 @@ shard.grid @tp(shape = 2)
 // DIST: dist.shift_start
 // XFER: xfer.send
 // XFER: xfer.recv
+// SYM: xfer.symmetric_alloc
+// SYM: xfer.put
+// SYM: xfer.signal_wait
+// SYM: xfer.signal
+// SYM-NOT: xfer.send
 // LLVM: llvm.call @braid_rt_all_gather
 // LLVM: llvm.func @braid_entry
 func.func @f(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<8x8xf32> {

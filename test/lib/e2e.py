@@ -11,6 +11,7 @@ schedule under test was really applied.
 
 Usage: e2e.py PATTERN --grid 4|2x2 [--axis A] [--dtype f32|f16|bf16]
               [--variant V] [--modes force,off] [--expect STRATEGY]
+              [--expect-transport symmetric|two-sided] [--repeat N]
               [--bin BUILD/bin] [--keep DIR]
               [--target cpu|cuda [--sm 90a] [--compile-only]
                [--transport loopback|nccl|nccl-file]]
@@ -401,6 +402,12 @@ def main():
     parser.add_argument("--modes", default="force,off")
     parser.add_argument("--expect", default="",
                         help="strategy the force run must apply (from the report)")
+    parser.add_argument("--expect-transport", default="",
+                        help="transport (symmetric or two-sided) the force "
+                             "run's --expect strategy must use")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="calls of the compiled program per run (the "
+                             "results of every call must match)")
     parser.add_argument("--compile-flags", default="")
     parser.add_argument("--expect-divergent", action="store_true",
                         help="the ranks of a group must get different results "
@@ -472,9 +479,16 @@ def main():
                 continue
             if mode == "force" and args.expect:
                 with open(report) as f:
-                    strategies = [c["strategy"] for c in json.load(f)["collectives"]]
+                    records = json.load(f)["collectives"]
+                strategies = [c["strategy"] for c in records]
                 if args.expect not in strategies:
                     print(f"FAIL {label} mode={mode}: expected strategy {args.expect}, report has {strategies}")
+                    return 1
+                transports = [c["transport"] for c in records
+                              if c["strategy"] == args.expect]
+                if args.expect_transport and args.expect_transport not in transports:
+                    print(f"FAIL {label} mode={mode}: expected {args.expect} "
+                          f"over {args.expect_transport}, report has {transports}")
                     return 1
             if args.compile_only:
                 if check_ptx(args, compile_cmd, lib, label, mode):
@@ -494,6 +508,8 @@ def main():
                     run_cmd.insert(1, "--allow-run-as-root")
                 run_cmd += [os.path.join(args.bin, runner), lib]
             run_cmd.append(f"--timeout={args.run_timeout:g}")
+            if args.repeat > 1:
+                run_cmd.append(f"--repeat={args.repeat}")
             run_cmd += [f"--input=@{work}/a{i}.r{{rank}}.npy" for i in range(len(specs))]
             run_cmd += [f"--output=@{work}/{mode}.o{k}.r{{rank}}.npy" for k in range(len(result_dtypes))]
             # Past its own timeout the runner reports and exits; the kill

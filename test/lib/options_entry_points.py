@@ -43,6 +43,8 @@ SETTINGS = [
     ({"overlap": "force", "sub-chunks": "2"}, {}),
     ({"overlap": "force", "bidirectional": "on"}, {}),
     ({"overlap": "force", "check-schedule": "true"}, {}),
+    ({"overlap": "force", "comm": "symmetric"}, {}),
+    ({"comm": "two-sided"}, {}),
     ({"entry": "mlp"}, {}),
     ({"O": "0", "cpu": "x86-64"}, {}),
     ({"timing": "true"}, {}),

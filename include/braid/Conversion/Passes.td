@@ -198,6 +198,14 @@ def ConvertXferToRuntime : Pass<"convert-xfer-to-runtime", "mlir::ModuleOp"> {
     call @braid_rt_wait(%h) : (i64) -> ()
     ```
 
+    Symmetric memory lowers the same way: `xfer.symmetric_alloc` to
+    `braid_rt_symmetric_site` (the site's persistent buffer), `xfer.peer_view`
+    to `braid_rt_symmetric_peer`, `xfer.put` to `braid_rt_put`, `xfer.signal`
+    to `braid_rt_signal_add` and `xfer.signal_wait` to
+    `braid_rt_signal_wait_next`. The memrefs of the addresses these return are
+    built as LLVM memref descriptors, cast to the memref type, which the
+    conversion to LLVM folds away.
+
     Grids may have at most four axes, all of static size. `shard.grid` ops
     that nothing refers to any more are erased, and so are the
     `dist.placement` attributes of function arguments and results.
@@ -213,6 +221,7 @@ def ConvertXferToRuntime : Pass<"convert-xfer-to-runtime", "mlir::ModuleOp"> {
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::func::FuncDialect",
+    "::mlir::LLVM::LLVMDialect",
     "::mlir::memref::MemRefDialect"
   ];
 }

@@ -207,9 +207,10 @@ void braid_rt_wait(int64_t request);
  * same offset of one window the group shares. The cuda backend allocates
  * with ncclMemAlloc and registers the window (ncclCommWindowRegister, the
  * symmetric kind), so NCCL's collectives on it can use its symmetric-memory
- * kernels; on the loopback transport and the cpu backend it is ordinary
- * device or host memory. Collective over the group (every member calls it
- * with the same size, in the same order); returns this rank's address.
+ * kernels; on the loopback transport it is ordinary device memory, on the
+ * cpu backend one MPI shared-memory window over the group (which must lie
+ * on one node). Collective over the group (every member calls it with the
+ * same size, in the same order); returns this rank's address.
  * Free with braid_rt_symmetric_free (collective too), which first waits
  * for the rank's device work. */
 int64_t braid_rt_symmetric_alloc(int64_t group, int64_t bytes);
@@ -227,6 +228,43 @@ void braid_rt_signal_set(int64_t addr, int64_t value, int64_t stream,
                          int64_t step);
 void braid_rt_signal_wait(int64_t addr, int64_t value, int64_t stream,
                           int64_t step);
+
+/* One-sided transfers through symmetric memory (xfer.symmetric_alloc,
+ * xfer.put, xfer.signal, xfer.signal_wait; cpu backend only so far: the cuda
+ * backend aborts, and the compiler does not emit them for it).
+ *
+ * braid_rt_symmetric_site returns this rank's copy of the persistent
+ * symmetric buffer of compile-time `site` (>= 0): the first call for a
+ * (group, site, bytes) allocates it, zero-filled, collectively over the
+ * group; later calls return the same memory, so flags in it keep their
+ * epochs across calls. The buffers live until braid_rt_finalize. The
+ * group must lie in one shared-memory domain (one node: an MPI shared
+ * window); otherwise the call aborts, naming the group.
+ *
+ * braid_rt_symmetric_peer returns the address in the copy held by the rank
+ * at (my position + peer_offset) mod n of the byte at `addr`, which must
+ * lie in a symmetric buffer of `group`.
+ *
+ * braid_rt_put starts copying `bytes` from `src` to the peer's copy of
+ * `dst` (a symmetric address), then, if `flag` is not 0, adds 1 to the
+ * peer's copy of the 32-bit flag at `flag` with release semantics. The
+ * request completes when `src` may be reused.
+ *
+ * braid_rt_signal_add adds `value` to the peer's copy of the flag at
+ * `flag` (release), after everything this rank did before.
+ *
+ * braid_rt_signal_wait_next counts this rank's waits on each flag: the k-th
+ * call for a flag returns once the flag is at least k - slack (modulo
+ * 2^32), with acquire semantics, and aborts after the timeout naming the
+ * step, the flag, the epoch expected and the value seen. */
+int64_t braid_rt_symmetric_site(int64_t group, int64_t bytes, int64_t site);
+int64_t braid_rt_symmetric_peer(int64_t group, int64_t peer_offset,
+                                int64_t addr);
+int64_t braid_rt_put(int64_t group, int64_t peer_offset, int64_t src,
+                     int64_t dst, int64_t bytes, int64_t flag, int64_t step);
+void braid_rt_signal_add(int64_t group, int64_t peer_offset, int64_t flag,
+                         int64_t value, int64_t step);
+void braid_rt_signal_wait_next(int64_t flag, int64_t slack, int64_t step);
 
 /* C[m,n] = act(beta C + op(A)[m,k] . op(B)[k,n] + bias[n]) in row-major
  * storage, with beta = 1 when `accumulate` is non-zero and 0 otherwise (C is

@@ -217,6 +217,11 @@ static SmallVector<Value> emitTransfers(RewriterBase &rewriter,
   Value recv = xfer::RecvOp::create(rewriter, loc, request, dst,
                                     rewriter.getI64IntegerAttr(-offset), grid,
                                     axes, step);
+  // braid-symmetric-transfers makes the pair one-sided.
+  StringRef symmetric = DistDialect::getSymmetricAttrName();
+  if (raw->hasAttr(symmetric))
+    for (Value transfer : {send, recv})
+      transfer.getDefiningOp()->setAttr(symmetric, rewriter.getUnitAttr());
   return {send, recv};
 }
 

@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/PatternMatch.h"
@@ -191,6 +192,98 @@ private:
     return size;
   }
 
+  /// A memref of `type` (static, identity layout) whose data is at the
+  /// integer address `addr`: an LLVM memref descriptor cast to the memref,
+  /// which the conversion to LLVM folds into its uses.
+  Value memrefAt(Location loc, Value addr, MemRefType type) {
+    MLIRContext *context = rewriter.getContext();
+    auto ptr = LLVM::LLVMPointerType::get(context);
+    int64_t rank = type.getRank();
+    SmallVector<Type> fields{ptr, ptr, i64};
+    if (rank > 0) {
+      fields.push_back(LLVM::LLVMArrayType::get(i64, rank));
+      fields.push_back(LLVM::LLVMArrayType::get(i64, rank));
+    }
+    auto descriptorType = LLVM::LLVMStructType::getLiteral(context, fields);
+    Value pointer = LLVM::IntToPtrOp::create(rewriter, loc, ptr, addr);
+    Value descriptor = LLVM::PoisonOp::create(rewriter, loc, descriptorType);
+    auto insert = [&](Value field, ArrayRef<int64_t> position) {
+      descriptor = LLVM::InsertValueOp::create(rewriter, loc, descriptor, field,
+                                               position);
+    };
+    insert(pointer, {0});
+    insert(pointer, {1});
+    insert(constant(loc, 0), {2});
+    int64_t stride = 1;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      insert(constant(loc, type.getDimSize(d)), {3, d});
+      insert(constant(loc, stride), {4, d});
+      stride *= type.getDimSize(d);
+    }
+    return UnrealizedConversionCastOp::create(rewriter, loc, TypeRange{type},
+                                              descriptor)
+        .getResult(0);
+  }
+
+  /// The address of `flags[index]` (32-bit flags).
+  Value flagAddress(Location loc, Value flags, Value index) {
+    Value offset = arith::MulIOp::create(
+        rewriter, loc,
+        arith::IndexCastOp::create(rewriter, loc, i64, index).getResult(),
+        constant(loc, 4));
+    return arith::AddIOp::create(rewriter, loc, address(loc, flags), offset);
+  }
+
+  /// Lowers the symmetric-memory ops that are not transfers (allocations,
+  /// peer views, signals and their waits).
+  LogicalResult lowerSymmetric(Operation *op) {
+    rewriter.setInsertionPoint(op);
+    Location loc = op->getLoc();
+    auto peerGroup = [&](Operation *o) {
+      return group(o, o->getAttrOfType<FlatSymbolRefAttr>("grid"),
+                   o->getAttrOfType<DenseI16ArrayAttr>("axes").asArrayRef());
+    };
+    if (auto alloc = dyn_cast<xfer::SymmetricAllocOp>(op)) {
+      FailureOr<Value> handle = peerGroup(op);
+      if (failed(handle))
+        return failure();
+      Value addr = call(loc, "braid_rt_symmetric_site",
+                        {*handle, constant(loc, numBytes(alloc.getBuffer())),
+                         constant(loc, alloc.getSite())});
+      rewriter.replaceOp(op, memrefAt(loc, addr, alloc.getBuffer().getType()));
+      return success();
+    }
+    if (auto view = dyn_cast<xfer::PeerViewOp>(op)) {
+      FailureOr<Value> handle = peerGroup(op);
+      if (failed(handle))
+        return failure();
+      Value addr = call(loc, "braid_rt_symmetric_peer",
+                        {*handle, constant(loc, view.getOffset()),
+                         address(loc, view.getBuffer())});
+      rewriter.replaceOp(op, memrefAt(loc, addr, view.getBuffer().getType()));
+      return success();
+    }
+    if (auto signal = dyn_cast<xfer::SignalOp>(op)) {
+      FailureOr<Value> handle = peerGroup(op);
+      if (failed(handle))
+        return failure();
+      call(loc, "braid_rt_signal_add",
+           {*handle, constant(loc, signal.getOffset()),
+            flagAddress(loc, signal.getFlags(), signal.getIndex()),
+            constant(loc, signal.getAdd()), constant(loc, signal.getStep())},
+           /*returnsValue=*/false);
+      rewriter.eraseOp(op);
+      return success();
+    }
+    auto wait = cast<xfer::SignalWaitOp>(op);
+    call(loc, "braid_rt_signal_wait_next",
+         {flagAddress(loc, wait.getFlags(), wait.getIndex()),
+          constant(loc, wait.getSlack()), constant(loc, wait.getStep())},
+         /*returnsValue=*/false);
+    rewriter.eraseOp(op);
+    return success();
+  }
+
   FailureOr<Value> lowerTransfer(Operation *op) {
     Location loc = op->getLoc();
     for (Value operand : op->getOperands())
@@ -231,6 +324,16 @@ private:
                       {*handle, constant(loc, recv.getOffset()),
                        address(loc, recv.getBuffer()),
                        constant(loc, numBytes(recv.getBuffer())), stepValue});
+        })
+        .Case([&](xfer::PutOp put) -> FailureOr<Value> {
+          Value flag = put.getFlags()
+                           ? flagAddress(loc, put.getFlags(), put.getIndex())
+                           : constant(loc, 0);
+          return call(
+              loc, "braid_rt_put",
+              {*handle, constant(loc, put.getOffset()),
+               address(loc, put.getSource()), address(loc, put.getDest()),
+               constant(loc, numBytes(put.getSource())), flag, stepValue});
         })
         .Case([&](xfer::AllGatherOp gather) -> FailureOr<Value> {
           return call(loc, "braid_rt_all_gather",
@@ -365,11 +468,14 @@ private:
     entryBlock = &function.getFunctionBody().front();
     groups.clear();
     DenseMap<Value, Value> handles;
-    SmallVector<Operation *> transfers, waits, queries;
+    SmallVector<Operation *> transfers, waits, queries, symmetric;
     function.walk([&](Operation *op) {
-      if (isa<xfer::SendOp, xfer::RecvOp, xfer::AllGatherOp,
-              xfer::ReduceScatterOp, xfer::AllReduceOp, xfer::AllToAllOp,
-              xfer::BroadcastOp>(op))
+      if (isa<xfer::SymmetricAllocOp, xfer::PeerViewOp, xfer::SignalOp,
+              xfer::SignalWaitOp>(op))
+        symmetric.push_back(op);
+      else if (isa<xfer::SendOp, xfer::RecvOp, xfer::PutOp, xfer::AllGatherOp,
+                   xfer::ReduceScatterOp, xfer::AllReduceOp, xfer::AllToAllOp,
+                   xfer::BroadcastOp>(op))
         transfers.push_back(op);
       else if (isa<xfer::WaitOp>(op))
         waits.push_back(op);
@@ -397,6 +503,11 @@ private:
     }
     for (Operation *op : transfers)
       rewriter.eraseOp(op);
+    // Allocations last: the ops above took their addresses from the
+    // allocations' memrefs, which now become descriptors.
+    for (Operation *op : llvm::reverse(symmetric))
+      if (failed(lowerSymmetric(op)))
+        return failure();
     for (Operation *op : queries)
       if (failed(lowerGridQuery(op)))
         return failure();

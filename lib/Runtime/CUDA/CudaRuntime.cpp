@@ -1185,6 +1185,33 @@ void braid_rt_signal_wait(int64_t addr, int64_t value, int64_t stream,
               "cuStreamWaitValue32", context);
 }
 
+// One-sided transfers: the compiler emits them for the cpu target only
+// (--comm=symmetric is rejected with --target=cuda), so a call here is a
+// library built for another backend.
+[[noreturn]] static void noOneSided(const char *call) {
+  fatalf("%s: one-sided transfers through symmetric memory are not "
+         "implemented by the cuda backend yet (compile with "
+         "--comm=two-sided)",
+         call);
+}
+
+int64_t braid_rt_symmetric_site(int64_t, int64_t, int64_t) {
+  noOneSided("braid_rt_symmetric_site");
+}
+int64_t braid_rt_symmetric_peer(int64_t, int64_t, int64_t) {
+  noOneSided("braid_rt_symmetric_peer");
+}
+int64_t braid_rt_put(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                     int64_t) {
+  noOneSided("braid_rt_put");
+}
+void braid_rt_signal_add(int64_t, int64_t, int64_t, int64_t, int64_t) {
+  noOneSided("braid_rt_signal_add");
+}
+void braid_rt_signal_wait_next(int64_t, int64_t, int64_t) {
+  noOneSided("braid_rt_signal_wait_next");
+}
+
 namespace braid::rt::cuda {
 
 /// Runs on each loopback rank's thread around the runner's function.

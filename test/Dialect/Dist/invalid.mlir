@@ -363,6 +363,15 @@ func.func @placement_on_op() attributes {dist.placement = #dist.placement<@g, [r
 
 // -----
 
+shard.grid @g(shape = 4)
+func.func @symmetric_on_gather(%x: tensor<4xf32>) -> tensor<16xf32> {
+  // expected-error @+1 {{'dist.symmetric' must be a unit attribute on a ring shift (dist.shift, dist.shift_start) or its transfers (xfer.send, xfer.recv)}}
+  %0 = dist.all_gather %x on @g axes = [0] dim = 0 {dist.symmetric} : tensor<4xf32> -> tensor<16xf32>
+  return %0 : tensor<16xf32>
+}
+
+// -----
+
 // expected-error @+1 {{unknown dist attribute 'dist.color'}}
 shard.grid @g(shape = 4) {dist.color = 1}
 

@@ -166,3 +166,119 @@ func.func @missing_axis(%a: memref<6xf32>) {
   xfer.wait %0 : !xfer.request
   return
 }
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @peer_view_private(%a: memref<8xf32>) {
+  // expected-error @+1 {{views a peer's copy of a buffer from 'xfer.symmetric_alloc'}}
+  %v = xfer.peer_view %a on @tp axes = [0] offset = 1 : memref<8xf32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @put_private(%a: memref<8xf32>, %b: memref<8xf32>) {
+  // expected-error @+1 {{destination must be a symmetric buffer (from 'xfer.symmetric_alloc', possibly through views)}}
+  %0 = xfer.put %a, %b on @tp axes = [0] offset = 1 step = 0 : memref<8xf32>, memref<8xf32>
+  xfer.wait %0 : !xfer.request
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 2x2)
+func.func @put_other_axis(%a: memref<8xf32>) {
+  %s = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<8xf32>
+  // expected-error @+1 {{addresses peers along grid axis 1, but its destination is symmetric over axes [0] only}}
+  %0 = xfer.put %a, %s on @tp axes = [1] offset = 1 step = 0 : memref<8xf32>, memref<8xf32>
+  xfer.wait %0 : !xfer.request
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+shard.grid @dp(shape = 4)
+func.func @put_other_grid(%a: memref<8xf32>) {
+  %s = xfer.symmetric_alloc on @dp axes = [0] site = 0 : memref<8xf32>
+  // expected-error @+1 {{addresses peers on grid @tp, but its destination is symmetric over grid @dp}}
+  %0 = xfer.put %a, %s on @tp axes = [0] offset = 1 step = 0 : memref<8xf32>, memref<8xf32>
+  xfer.wait %0 : !xfer.request
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @put_size(%a: memref<4xf32>) {
+  %s = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<8xf32>
+  // expected-error @+1 {{destination: 8 elements, expected 4 x 1 = 4}}
+  %0 = xfer.put %a, %s on @tp axes = [0] offset = 1 step = 0 : memref<4xf32>, memref<8xf32>
+  xfer.wait %0 : !xfer.request
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @signal_private(%f: memref<2xi32>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{flag buffer must be a symmetric buffer}}
+  xfer.signal %f[%c0] on @tp axes = [0] offset = 1 step = 0 : memref<2xi32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @signal_amount() {
+  %c0 = arith.constant 0 : index
+  %f = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  // expected-error @+1 {{raises flags by a positive amount, not 0}}
+  xfer.signal %f[%c0] on @tp axes = [0] offset = 1 add = 0 step = 0 : memref<2xi32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @wait_never_raised() {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %f = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  xfer.signal %f[%c1] on @tp axes = [0] offset = 1 step = 0 : memref<2xi32>
+  // expected-error @+1 {{waits on a flag that no 'xfer.put' or 'xfer.signal' of the program raises}}
+  xfer.signal_wait %f[%c0] slack = 0 step = 0 : memref<2xi32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @wait_negative_slack() {
+  %c0 = arith.constant 0 : index
+  %f = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  // expected-error @+1 {{slack -1 is negative}}
+  xfer.signal_wait %f[%c0] slack = -1 step = 0 : memref<2xi32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @symmetric_layout() {
+  // expected-error @+1 {{allocates row-major buffers with the identity layout}}
+  %s = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<8xf32, strided<[2]>>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @symmetric_axis() {
+  // expected-error @+1 {{grid axis 1 does not exist: grid @tp has 1 axes}}
+  %s = xfer.symmetric_alloc on @tp axes = [1] site = 0 : memref<8xf32>
+  return
+}

@@ -28,3 +28,34 @@ func.func @transfers(%a: memref<8x16xf32>, %b: memref<8x16xf32>, %g: memref<64x1
   xfer.wait %0, %1, %2, %3, %4, %5, %6 : !xfer.request, !xfer.request, !xfer.request, !xfer.request, !xfer.request, !xfer.request, !xfer.request
   return
 }
+
+// CHECK-LABEL: func.func @symmetric
+func.func @symmetric(%a: memref<8x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  // CHECK: %[[SLOT:.*]] = xfer.symmetric_alloc on @tp axes = [1] site = 0 : memref<8x16xf32>
+  // CHECK: %[[FLAGS:.*]] = xfer.symmetric_alloc on @tp axes = [1] site = 1 : memref<2xi32>
+  %slot = xfer.symmetric_alloc on @tp axes = [1] site = 0 : memref<8x16xf32>
+  %flags = xfer.symmetric_alloc on @tp axes = [1] site = 1 : memref<2xi32>
+  // CHECK: xfer.signal_wait %[[FLAGS]][%{{.*}}] slack = 1 step = 2 : memref<2xi32>
+  xfer.signal_wait %flags[%c1] slack = 1 step = 2 : memref<2xi32>
+  // CHECK: xfer.put %{{.*}}, %[[SLOT]] on @tp axes = [1] offset = 1 signal %[[FLAGS]][%{{.*}}] step = 2 : memref<8x16xf32>, memref<8x16xf32>, memref<2xi32>
+  %0 = xfer.put %a, %slot on @tp axes = [1] offset = 1 signal %flags[%c0] step = 2 : memref<8x16xf32>, memref<8x16xf32>, memref<2xi32>
+  // CHECK: xfer.put %{{.*}}, %{{.*}} on @tp axes = [1] offset = -1 step = 3 : memref<4x16xf32>, memref<4x16xf32, strided<[16, 1]>>
+  %half = memref.subview %a[0, 0] [4, 16] [1, 1] : memref<8x16xf32> to memref<4x16xf32, strided<[16, 1]>>
+  %top = memref.subview %slot[0, 0] [4, 16] [1, 1] : memref<8x16xf32> to memref<4x16xf32, strided<[16, 1]>>
+  %h = memref.alloc() : memref<4x16xf32>
+  %1 = xfer.put %h, %top on @tp axes = [1] offset = -1 step = 3 : memref<4x16xf32>, memref<4x16xf32, strided<[16, 1]>>
+  xfer.wait %0, %1 : !xfer.request, !xfer.request
+  // CHECK: xfer.signal_wait %[[FLAGS]][%{{.*}}] slack = 0 step = 2 : memref<2xi32>
+  xfer.signal_wait %flags[%c0] slack = 0 step = 2 : memref<2xi32>
+  // CHECK: xfer.signal %[[FLAGS]][%{{.*}}] on @tp axes = [1] offset = -1 step = 2 : memref<2xi32>
+  // CHECK: xfer.signal %[[FLAGS]][%{{.*}}] on @tp axes = [1] offset = 0 add = 3 step = 2 : memref<2xi32>
+  xfer.signal %flags[%c1] on @tp axes = [1] offset = -1 step = 2 : memref<2xi32>
+  xfer.signal %flags[%c1] on @tp axes = [1] offset = 0 add = 3 step = 2 : memref<2xi32>
+  // CHECK: xfer.peer_view %[[SLOT]] on @tp axes = [1] offset = 2 : memref<8x16xf32>
+  %peer = xfer.peer_view %slot on @tp axes = [1] offset = 2 : memref<8x16xf32>
+  memref.copy %peer, %a : memref<8x16xf32> to memref<8x16xf32>
+  memref.dealloc %h : memref<4x16xf32>
+  return
+}

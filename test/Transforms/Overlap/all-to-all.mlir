@@ -7,7 +7,7 @@ shard.grid @ep(shape = 4)
 // keeps is computed at once, then each arriving block in turn.
 // CHECK-LABEL: func.func @dispatch
 // CHECK: %[[POS:.*]] = shard.process_multi_index on @ep axes = [0] : index
-// CHECK: %[[T1:.*]], %[[F1:.*]] = dist.shift_start %{{.*}} on @ep axes = [0] offset = 1 {dist.step = 1 : i64} : tensor<2x16xbf16>
+// CHECK: %[[T1:.*]], %[[F1:.*]] = dist.shift_start %{{.*}} on @ep axes = [0] offset = 1 {dist.step = 1 : i64{{.*}}} : tensor<2x16xbf16>
 // CHECK: %[[T2:.*]], %[[F2:.*]] = dist.shift_start %{{.*}} on @ep axes = [0] offset = 2 {{.*}}: tensor<2x16xbf16>
 // CHECK: %[[T3:.*]], %[[F3:.*]] = dist.shift_start %{{.*}} on @ep axes = [0] offset = 3 {{.*}}: tensor<2x16xbf16>
 // CHECK: linalg.matmul

@@ -48,7 +48,8 @@ func.func @tiny(%x: tensor<8x64xbf16>, %w: tensor<64x64xbf16>) -> tensor<64x64xf
 // JSON-NEXT: "with": "linalg.matmul",
 // JSON-NEXT: "strategy": "ring_ag_matmul{{(_bidir)?}}",
 // JSON-NEXT: "chunks": {{[0-9]+}},
-// JSON-NEXT: "reason": "predicted {{.*}} serial, {{.*}} overlapped",
+// JSON-NEXT: "transport": "two-sided",
+// JSON-NEXT: "reason": "predicted {{.*}} serial, {{.*}} overlapped; transport two-sided: preset 'h100' has no shared-memory domain for one-sided transfers",
 // JSON-NEXT: "predicted": {
 // JSON-NEXT: "compute_us": {{[0-9]+\.[0-9]}},
 // JSON-NEXT: "comm_us": {{[0-9]+\.[0-9]}},
@@ -65,4 +66,5 @@ func.func @tiny(%x: tensor<8x64xbf16>, %w: tensor<64x64xbf16>) -> tensor<64x64xf
 // OFFJSON-NEXT: "with": null,
 // OFFJSON-NEXT: "strategy": null,
 // OFFJSON-NEXT: "chunks": 0,
+// OFFJSON-NEXT: "transport": "two-sided",
 // OFFJSON-NEXT: "reason": "overlap=off",

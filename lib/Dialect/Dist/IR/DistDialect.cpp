@@ -52,6 +52,19 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                              << "' must be an integer on a dist collective";
     return success();
   }
+  if (attr.getName() == getSymmetricAttrName()) {
+    // Ring shifts, and the transfers they bufferize to (by name: xfer
+    // depends on dist, not the other way round).
+    StringRef name = op->getName().getStringRef();
+    if (!isa<UnitAttr>(attr.getValue()) ||
+        !llvm::is_contained(
+            {"dist.shift", "dist.shift_start", "xfer.send", "xfer.recv"}, name))
+      return op->emitError()
+             << "'" << getSymmetricAttrName()
+             << "' must be a unit attribute on a ring shift (dist.shift, "
+                "dist.shift_start) or its transfers (xfer.send, xfer.recv)";
+    return success();
+  }
   if (attr.getName() == getPlacementAttrName())
     return op->emitError() << "'" << getPlacementAttrName()
                            << "' belongs on function arguments and results; "

@@ -58,6 +58,18 @@ struct Record {
   double quantizationAbsolute = 0;
   int64_t chunks = 0;
   double compute = 0, comm = 0, serial = 0, overlapped = 0;
+  /// "symmetric" or "two-sided".
+  std::string transport = "two-sided";
+};
+
+/// Collects the ring shifts a rewrite creates, to mark their transport.
+struct ShiftCollector : public RewriterBase::Listener {
+  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+    if (isa<ShiftOp, ShiftStartOp>(op))
+      shifts.insert(op);
+  }
+  void notifyOperationErased(Operation *op) override { shifts.remove(op); }
+  llvm::SetVector<Operation *> shifts;
 };
 
 std::string formatLoc(Location loc) {
@@ -128,6 +140,10 @@ private:
                          SmallVector<Candidate> &out, std::string &why);
 
   void processFunction(FunctionOpInterface function);
+  /// Whether the shifts of `chosen`'s schedule for `op` go one-sided, and
+  /// why (for the remark and the report).
+  bool chooseSymmetric(CollectiveOpInterface op, const Candidate &chosen,
+                       std::string &why) const;
   /// With quantize-all-gather=bf16: an f32 all-gather sends bf16 instead.
   AllGatherOp quantize(AllGatherOp gather);
   LogicalResult writeReport();
@@ -589,7 +605,8 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
         us(chosen->overlapped) + " overlapped";
     if (!whyFused.empty() && !chosen->fused)
       record.reason += "; not fused: " + whyFused;
-    InFlightDiagnostic remark = op->emitRemark();
+    std::string text;
+    llvm::raw_string_ostream remark(text);
     if (chosen->fused)
       remark << op.getCollectiveKind() << " fused with '" << chosen->with
              << "' as " << chosen->strategy << " (" << chosen->chunks
@@ -600,12 +617,31 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
            << us(chosen->overlapped) << " overlapped";
     if (!chosen->fused && !whyFused.empty())
       remark << "; not fused: " << whyFused;
-    remark.report();
-    if (failed(chosen->apply(*rewriter))) {
-      op->emitError() << "braid-overlap: the " << chosen->strategy
-                      << " rewrite failed";
+    // Decided before the rewrite erases the collective; applies only if
+    // the schedule has ring shifts.
+    std::string whyTransport;
+    bool symmetric = chooseSymmetric(op, *chosen, whyTransport);
+    Location loc = op.getLoc();
+    ShiftCollector collector;
+    rewriter->setListener(&collector);
+    LogicalResult applied = chosen->apply(*rewriter);
+    rewriter->setListener(nullptr);
+    if (failed(applied)) {
+      emitError(loc) << "braid-overlap: the " << chosen->strategy
+                     << " rewrite failed";
       return signalPassFailure();
     }
+    if (!collector.shifts.empty()) {
+      record.transport = symmetric ? "symmetric" : "two-sided";
+      record.reason += "; transport " + record.transport + ": " + whyTransport;
+      remark << "; transfers " << record.transport << " (" << whyTransport
+             << ")";
+      if (symmetric)
+        for (Operation *shift : collector.shifts)
+          shift->setAttr(DistDialect::getSymmetricAttrName(),
+                         rewriter->getUnitAttr());
+    }
+    emitRemark(loc) << text;
     chosen->fused ? ++numFused : ++numAsync;
     replication.invalidate();
     records.push_back(record);
@@ -620,6 +656,47 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       makeAsync(*rewriter, collective, placement);
   }
   deferredAsync.clear();
+}
+
+bool OverlapPass::chooseSymmetric(CollectiveOpInterface op,
+                                  const Candidate &chosen,
+                                  std::string &why) const {
+  switch (comm) {
+  case braid::CommMode::TwoSided:
+    why = "comm=two-sided";
+    return false;
+  case braid::CommMode::Symmetric:
+    why = "comm=symmetric";
+    return true;
+  case braid::CommMode::Auto:
+    break;
+  }
+  const TargetDescription &target = model->getTarget();
+  if (!oneSided) {
+    why = "the target's runtime has no one-sided transport yet";
+    return false;
+  }
+  if (!target.oneSidedLink) {
+    why = "preset '" + target.name +
+          "' has no shared-memory domain for one-sided transfers";
+    return false;
+  }
+  // Each ring step moves a piece: the steps' latencies and the bytes
+  // (about the collective's larger side) at each transport's bandwidth.
+  double bytes = std::max(tensorBytes(op.getInput()),
+                          tensorBytes(op.getCollectiveResult()));
+  int64_t steps = std::max<int64_t>(chosen.chunks, 1);
+  LinkFigures twoSided = model->link(op, op.getGridAttr(), op.getAxes());
+  const LinkFigures &oneSidedLink = *target.oneSidedLink;
+  double a = steps * twoSided.latency + bytes / twoSided.bandwidth;
+  double b = steps * oneSidedLink.latency + bytes / oneSidedLink.bandwidth;
+  if (b < a) {
+    why =
+        "predicted " + us(b) + " of transfers against " + us(a) + " two-sided";
+    return true;
+  }
+  why = "one-sided predicted no faster (" + us(b) + " against " + us(a) + ")";
+  return false;
 }
 
 LogicalResult OverlapPass::writeReport() {
@@ -661,6 +738,7 @@ LogicalResult OverlapPass::writeReport() {
           optional("with", r.with);
           optional("strategy", r.strategy);
           json.attribute("chunks", r.chunks);
+          json.attribute("transport", r.transport);
           json.attribute("reason", r.reason);
           json.attributeObject("predicted", [&] {
             time("compute_us", r.compute);

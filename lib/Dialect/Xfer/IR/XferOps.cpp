@@ -6,12 +6,15 @@
 
 #include "braid/Dialect/Xfer/IR/XferOps.h"
 
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/InterleavedRange.h"
 
 using namespace mlir;
 using namespace braid;
@@ -252,6 +255,179 @@ LogicalResult BroadcastOp::verifySymbolUses(SymbolTableCollection &table) {
                            << " is out of range for grid axis " << axis;
   }
   return verifyElementRatio(*this, getDest(), getSource(), 1, "destination");
+}
+
+//===----------------------------------------------------------------------===//
+// Symmetric memory
+//===----------------------------------------------------------------------===//
+
+SymmetricAllocOp braid::xfer::getSymmetricAlloc(Value buffer) {
+  while (Operation *def = buffer.getDefiningOp()) {
+    if (auto alloc = dyn_cast<SymmetricAllocOp>(def))
+      return alloc;
+    if (auto view = dyn_cast<ViewLikeOpInterface>(def)) {
+      buffer = view.getViewSource();
+      continue;
+    }
+    if (isa<memref::CastOp>(def)) {
+      buffer = def->getOperand(0);
+      continue;
+    }
+    break;
+  }
+  return {};
+}
+
+/// `buffer` must be (a view of) a symmetric buffer allocated over a group
+/// that holds the peers along `axes` of `grid`.
+static LogicalResult verifySymmetricOperand(Operation *op, StringRef name,
+                                            Value buffer,
+                                            FlatSymbolRefAttr grid,
+                                            ArrayRef<int16_t> axes) {
+  SymmetricAllocOp alloc = getSymmetricAlloc(buffer);
+  if (!alloc)
+    return op->emitOpError()
+           << name << " must be a symmetric buffer (from "
+           << "'xfer.symmetric_alloc', possibly through views)";
+  if (!grid)
+    return success();
+  if (alloc.getGrid() != grid.getValue())
+    return op->emitOpError()
+           << "addresses peers on grid " << grid << ", but its " << name
+           << " is symmetric over grid @" << alloc.getGrid();
+  for (int16_t axis : axes)
+    if (!llvm::is_contained(alloc.getAxes(), axis))
+      return op->emitOpError()
+             << "addresses peers along grid axis " << axis << ", but its "
+             << name << " is symmetric over axes ["
+             << llvm::interleaved(alloc.getAxes()) << "] only";
+  return success();
+}
+
+static LogicalResult verifyPeerAxes(Operation *op, ArrayRef<int16_t> axes) {
+  if (failed(verifyAxes(op, axes)))
+    return failure();
+  if (axes.size() != 1)
+    return op->emitOpError() << "addresses peers along exactly one grid axis, "
+                             << "got " << axes.size();
+  return success();
+}
+
+LogicalResult SymmetricAllocOp::verify() {
+  if (failed(verifyAxes(*this, getAxes())))
+    return failure();
+  if (!getBuffer().getType().getLayout().isIdentity())
+    return emitOpError() << "allocates row-major buffers with the identity "
+                            "layout, not "
+                         << getBuffer().getType();
+  if (static_cast<int64_t>(getSite()) < 0)
+    return emitOpError() << "site " << static_cast<int64_t>(getSite())
+                         << " is negative";
+  return success();
+}
+LogicalResult SymmetricAllocOp::verifySymbolUses(SymbolTableCollection &table) {
+  int64_t groupSize;
+  return dist::verifyGridUse(*this, getGridAttr(), getAxes(), table, groupSize);
+}
+
+LogicalResult PeerViewOp::verify() {
+  if (failed(verifyPeerAxes(*this, getAxes())))
+    return failure();
+  if (!getBuffer().getDefiningOp<SymmetricAllocOp>())
+    return emitOpError() << "views a peer's copy of a buffer from "
+                            "'xfer.symmetric_alloc'; take subviews of the "
+                            "peer view instead of a peer view of a subview";
+  return verifySymmetricOperand(*this, "buffer", getBuffer(), getGridAttr(),
+                                getAxes());
+}
+LogicalResult PeerViewOp::verifySymbolUses(SymbolTableCollection &table) {
+  int64_t groupSize;
+  return dist::verifyGridUse(*this, getGridAttr(), getAxes(), table, groupSize);
+}
+
+LogicalResult PutOp::verify() {
+  if (failed(verifyPeerAxes(*this, getAxes())) ||
+      failed(verifyBuffer(*this, "source", getSource())) ||
+      failed(verifyBuffer(*this, "destination", getDest())) ||
+      failed(verifySymmetricOperand(*this, "destination", getDest(),
+                                    getGridAttr(), getAxes())))
+    return failure();
+  if (getSource().getType().getElementType() !=
+      getDest().getType().getElementType())
+    return emitOpError() << "destination element type "
+                         << getDest().getType().getElementType()
+                         << " differs from source element type "
+                         << getSource().getType().getElementType();
+  if (failed(
+          verifyElementRatio(*this, getDest(), getSource(), 1, "destination")))
+    return failure();
+  if (static_cast<bool>(getFlags()) != static_cast<bool>(getIndex()))
+    return emitOpError() << "a signal needs both a flag buffer and an index";
+  if (getFlags() &&
+      failed(verifySymmetricOperand(*this, "flag buffer", getFlags(),
+                                    getGridAttr(), getAxes())))
+    return failure();
+  return verifyRequestUse(*this, getRequest());
+}
+LogicalResult PutOp::verifySymbolUses(SymbolTableCollection &table) {
+  int64_t groupSize;
+  return dist::verifyGridUse(*this, getGridAttr(), getAxes(), table, groupSize);
+}
+
+LogicalResult SignalOp::verify() {
+  if (failed(verifyPeerAxes(*this, getAxes())))
+    return failure();
+  if (static_cast<int64_t>(getAdd()) < 1)
+    return emitOpError() << "raises flags by a positive amount, not "
+                         << static_cast<int64_t>(getAdd());
+  return verifySymmetricOperand(*this, "flag buffer", getFlags(), getGridAttr(),
+                                getAxes());
+}
+LogicalResult SignalOp::verifySymbolUses(SymbolTableCollection &table) {
+  int64_t groupSize;
+  return dist::verifyGridUse(*this, getGridAttr(), getAxes(), table, groupSize);
+}
+
+/// Whether two flag indices may name the same flag.
+static bool mayBeSameIndex(Value a, Value b) {
+  if (a == b)
+    return true;
+  std::optional<int64_t> x = getConstantIntValue(a), y = getConstantIntValue(b);
+  return !x || !y || *x == *y;
+}
+
+LogicalResult SignalWaitOp::verify() {
+  if (static_cast<int64_t>(getSlack()) < 0)
+    return emitOpError() << "slack " << static_cast<int64_t>(getSlack())
+                         << " is negative";
+  if (failed(verifySymmetricOperand(*this, "flag buffer", getFlags(), {}, {})))
+    return failure();
+  // A wait nothing can satisfy would hang until the timeout; the ops that
+  // raise a flag of this buffer are among the users of its allocation and
+  // of the views of it.
+  if (getSlack() > 0)
+    return success();
+  SymmetricAllocOp alloc = getSymmetricAlloc(getFlags());
+  SmallVector<Value> worklist{alloc.getBuffer()};
+  while (!worklist.empty()) {
+    Value buffer = worklist.pop_back_val();
+    for (Operation *user : buffer.getUsers()) {
+      if (auto put = dyn_cast<PutOp>(user);
+          put && put.getFlags() == buffer &&
+          mayBeSameIndex(put.getIndex(), getIndex()) &&
+          getSymmetricAlloc(put.getFlags()) == alloc)
+        return success();
+      if (auto signal = dyn_cast<SignalOp>(user);
+          signal && signal.getFlags() == buffer &&
+          mayBeSameIndex(signal.getIndex(), getIndex()))
+        return success();
+      if (isa<ViewLikeOpInterface, memref::CastOp>(user) &&
+          user->getNumResults() == 1)
+        worklist.push_back(user->getResult(0));
+    }
+  }
+  return emitOpError() << "waits on a flag that no 'xfer.put' or "
+                          "'xfer.signal' of the program raises";
 }
 
 LogicalResult WaitOp::verify() {

@@ -62,6 +62,13 @@ def Dist_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getStepAttrName() {
       return ::llvm::StringLiteral("dist.step");
     }
+    /// Name of the unit attribute on a ring shift that braid-overlap chose to
+    /// move through symmetric memory (put + signal); bufferization passes it
+    /// on to the shift's send and receive, which braid-symmetric-transfers
+    /// rewrites.
+    static constexpr ::llvm::StringLiteral getSymmetricAttrName() {
+      return ::llvm::StringLiteral("dist.symmetric");
+    }
     /// Name of the unit attribute on a loop nest that braid-fuse-memory-bound
     /// formed as one kernel; braid-outline-kernels outlines it on CPUs and
     /// braid-map-to-gpu launches it on GPUs.

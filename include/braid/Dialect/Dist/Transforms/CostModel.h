@@ -55,6 +55,9 @@ struct TargetDescription {
   double linkEfficiency = 0.8;
   /// Link used for grid axes without `dist.topology`.
   LinkFigures defaultLink;
+  /// One-sided transfers through symmetric memory within the preset's
+  /// shared-memory domain (per ring step), when it has one.
+  std::optional<LinkFigures> oneSidedLink;
 
   /// The presets `cpu`, `h100` and `h200`, or nothing.
   static std::optional<TargetDescription> preset(llvm::StringRef name);

@@ -169,7 +169,16 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     when decoding; each element is within 2^-4 relative (or 2^-10/448 of
     its chunk's largest magnitude, below e4m3's normal range). The decode
     sits between the all-gather and its users, so the fused rings do not
-    apply to it; the other schedules do. Every decision is a remark
+    apply to it; the other schedules do.
+
+    `comm` chooses how a ring schedule's shifts travel: `two-sided`
+    (send/receive), `symmetric` (each shift is marked `dist.symmetric`, and
+    braid-symmetric-transfers makes it a put into the peer's symmetric
+    slot with a per-chunk flag), or `auto`: symmetric where the target has
+    a one-sided transport (`one-sided`), the preset a one-sided link (the
+    group shares memory) and the model predicts it faster. Collectives kept
+    whole or made asynchronous stay two-sided (the library's collective).
+    The report gives each collective's `transport`. Every decision is a remark
     at the collective; `report=FILE` writes them all as JSON:
 
     ```json
@@ -207,6 +216,12 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
            "Override the preset's default link bandwidth (GB/s)">,
     Option<"linkLatency", "link-latency", "double", /*default=*/"-1",
            "Override the preset's default link latency (us)">,
+    Option<"comm", "comm", "::braid::CommMode",
+           /*default=*/"::braid::CommMode::Auto",
+           "Transport of ring transfers",
+           "::braid::options::EnumValues<::braid::CommMode>()">,
+    Option<"oneSided", "one-sided", "bool", /*default=*/"true",
+           "Whether the target's runtime has one-sided transfers">,
     Option<"quantizeAllGather", "quantize-all-gather", "::braid::QuantizeMode",
            /*default=*/"::braid::QuantizeMode::Off",
            "Send all-gathers in fewer bits (opt-in, the bound is reported)",

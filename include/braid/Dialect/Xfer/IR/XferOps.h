@@ -35,4 +35,9 @@ bool isContiguous(mlir::MemRefType type);
 #define GET_OP_CLASSES
 #include "braid/Dialect/Xfer/IR/XferOps.h.inc"
 
+namespace braid::xfer {
+/// The symmetric allocation `buffer` is (a view of), or null.
+SymmetricAllocOp getSymmetricAlloc(mlir::Value buffer);
+} // namespace braid::xfer
+
 #endif // BRAID_DIALECT_XFER_IR_XFEROPS_H

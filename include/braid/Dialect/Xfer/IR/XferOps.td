@@ -197,6 +197,151 @@ def Xfer_BroadcastOp : Xfer_CollectiveOp<"broadcast",
 }
 
 //===----------------------------------------------------------------------===//
+// Symmetric memory
+//===----------------------------------------------------------------------===//
+
+def Xfer_SymmetricAllocOp : Xfer_Op<"symmetric_alloc", [
+    MemoryEffects<[MemRead<Xfer_CommResource>, MemWrite<Xfer_CommResource>]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a buffer at the same place on every rank of a group";
+  let description = [{
+    Returns this rank's copy of a buffer that every rank of the group over
+    `axes` of `grid` holds, with the same shape, in memory its peers can
+    read and write directly (one MPI shared-memory window on CPU ranks).
+    `xfer.peer_view` names a peer's copy; `xfer.put` writes one.
+
+    The buffer is persistent: `site` identifies it within the module, and
+    every execution of the op returns the same memory, zero-filled only on
+    the first. The first execution is collective over the group, like the
+    program's collectives, so every rank of the group must reach it in the
+    same order. Flags in symmetric memory therefore keep their epochs
+    across calls and layers: nothing ever resets them.
+
+    ```mlir
+    %slot = xfer.symmetric_alloc on @tp axes = [0] site = 0
+        : memref<128x1024xbf16>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$grid, DenseI16ArrayAttr:$axes,
+                       I64Attr:$site);
+  let results = (outs AnyStaticShapeMemRef:$buffer);
+  let assemblyFormat = [{
+    `on` $grid `axes` `=` $axes `site` `=` $site attr-dict `:` type($buffer)
+  }];
+  let hasVerifier = 1;
+}
+
+def Xfer_PeerViewOp : Xfer_Op<"peer_view", [Pure,
+    AllTypesMatch<["buffer", "view"]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the copy of a symmetric buffer that a peer holds";
+  let description = [{
+    A view of the copy of symmetric buffer `buffer` held by the rank whose
+    position along the single axis in `axes` is this rank's plus `offset`
+    (modulo the axis size). Kernels and copies load from it and store to it
+    directly; ordering those accesses with the peer's is the program's job
+    (signals).
+
+    ```mlir
+    %next = xfer.peer_view %slot on @tp axes = [0] offset = 1
+        : memref<128x1024xbf16>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeMemRef:$buffer, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$axes, I64Attr:$offset);
+  let results = (outs AnyStaticShapeMemRef:$view);
+  let assemblyFormat = [{
+    $buffer `on` $grid `axes` `=` $axes `offset` `=` $offset attr-dict
+    `:` type($buffer)
+  }];
+  let hasVerifier = 1;
+}
+
+def Xfer_PutOp : Xfer_TransferOp<"put", [AttrSizedOperandSegments]> {
+  let summary = "writes a buffer into a peer's copy of a symmetric buffer";
+  let description = [{
+    Starts copying `source` into the copy of `dest` (a symmetric buffer, or
+    a view of one) held by the peer at `offset` along the single axis in
+    `axes`. With `signal`, once the data has landed, flag `flags[index]`
+    (a symmetric `i32` buffer) of that peer goes up by one, with release
+    semantics: a peer whose `xfer.signal_wait` on it returns sees the data.
+    The request completes when `source` may be written again.
+
+    ```mlir
+    %r = xfer.put %chunk, %slot on @tp axes = [0] offset = 1
+        signal %flags[%c0] step = 2
+        : memref<128x1024xbf16>, memref<128x1024xbf16>, memref<8xi32>
+    ```
+  }];
+  let arguments = !con((ins Arg<Xfer_ContiguousMemRef, "", [MemRead]>:$source,
+                            Xfer_ContiguousMemRef:$dest,
+                            Optional<MemRefRankOf<[I32], [1]>>:$flags,
+                            Optional<Index>:$index, I64Attr:$offset),
+                       Xfer_GroupArgs);
+  let assemblyFormat = [{
+    $source `,` $dest `on` $grid `axes` `=` $axes `offset` `=` $offset
+    (`signal` $flags^ `[` $index `]`)? `step` `=` $step attr-dict
+    `:` type($source) `,` type($dest) (`,` type($flags)^)?
+  }];
+}
+
+def Xfer_SignalOp : Xfer_Op<"signal", [
+    MemoryEffects<[MemRead<Xfer_CommResource>, MemWrite<Xfer_CommResource>,
+                   MemRead, MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "raises a flag of a peer";
+  let description = [{
+    Adds `add` to flag `flags[index]` of the peer at `offset` along the
+    single axis in `axes` (offset 0: this rank's own), with release
+    semantics: every access this rank made before the signal is visible to
+    a rank whose `xfer.signal_wait` sees the new value. Flags count: their
+    value is the number of raises so far (the epoch), and never goes back.
+
+    ```mlir
+    xfer.signal %flags[%c4] on @tp axes = [0] offset = -1 step = 2
+        : memref<8xi32>
+    ```
+  }];
+  let arguments = (ins MemRefRankOf<[I32], [1]>:$flags, Index:$index,
+                       FlatSymbolRefAttr:$grid, DenseI16ArrayAttr:$axes,
+                       I64Attr:$offset,
+                       DefaultValuedAttr<I64Attr, "1">:$add, I64Attr:$step);
+  let assemblyFormat = [{
+    $flags `[` $index `]` `on` $grid `axes` `=` $axes `offset` `=` $offset
+    (`add` `=` $add^)? `step` `=` $step attr-dict `:` type($flags)
+  }];
+  let hasVerifier = 1;
+}
+
+def Xfer_SignalWaitOp : Xfer_Op<"signal_wait", [
+    MemoryEffects<[MemRead<Xfer_CommResource>, MemWrite<Xfer_CommResource>,
+                   MemRead, MemWrite]>]> {
+  let summary = "waits until a flag of this rank reaches its next epoch";
+  let description = [{
+    Each rank counts the waits it has made on each flag, across calls. The
+    k-th `xfer.signal_wait` on a flag (k = 1, 2, ...) returns once the flag
+    is at least `k - slack`, compared modulo 2^32 so that epochs may wrap,
+    with acquire semantics. `slack = 0` waits for the k-th raise (a data
+    flag: the k-th put has landed); `slack = s` lets the first `s` waits
+    pass at once (a credit flag: a buffer of `s` slots the consumer
+    releases one by one). A wait longer than the runtime's timeout aborts
+    every rank, naming the step, the flag, the epoch expected and the value
+    seen.
+
+    ```mlir
+    xfer.signal_wait %flags[%c0] slack = 0 step = 2 : memref<8xi32>
+    ```
+  }];
+  let arguments = (ins MemRefRankOf<[I32], [1]>:$flags, Index:$index,
+                       I64Attr:$slack, I64Attr:$step);
+  let assemblyFormat = [{
+    $flags `[` $index `]` `slack` `=` $slack `step` `=` $step attr-dict
+    `:` type($flags)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // xfer.wait
 //===----------------------------------------------------------------------===//
 

@@ -43,6 +43,57 @@ def CheckSchedule
   }];
 }
 
+def SymmetricTransfers
+    : Pass<"braid-symmetric-transfers", "mlir::ModuleOp"> {
+  let summary = "Moves marked ring transfers through symmetric memory";
+  let description = [{
+    Rewrites every `xfer.send` / `xfer.recv` pair that carries
+    `dist.symmetric` (braid-overlap's choice of `--comm`) into one-sided
+    transfers through symmetric memory. Every rank runs the same program, so
+    the k-th marked send with offset `+d` at step `s` along an axis meets
+    the k-th marked receive with offset `-d` at step `s` on the peer: the
+    pair is one channel, with a persistent symmetric slot shaped like the
+    receive buffer and two flags (data and credit) in the group's flag
+    buffer. Then:
+
+    - the send waits for its credit (`slack = 1`: the peer has consumed
+      what the previous execution put there) and becomes an `xfer.put` into
+      the peer's slot, signalling the data flag;
+    - the receive disappears; where it was waited, the rank waits for the
+      data flag, copies the slot into the receive buffer and gives the
+      producer its credit back.
+
+    Flags count and are never reset, so the rewritten schedule may run any
+    number of times (layers, repeated calls). Schedules keep their shape:
+    each put starts where its send started and each data wait sits where
+    its receive was waited. A marked transfer without its partner in the
+    same function, or a wait in another block, is an error.
+
+    ```mlir
+    %s = xfer.send %a on @tp axes = [0] offset = 1 step = 2 {dist.symmetric} : memref<8xf32>
+    %r = xfer.recv %b on @tp axes = [0] offset = -1 step = 2 {dist.symmetric} : memref<8xf32>
+    ...
+    xfer.wait %s, %r : !xfer.request, !xfer.request
+    // becomes
+    %slot = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<8xf32>
+    %flags = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+    xfer.signal_wait %flags[%c1] slack = 1 step = 2 : memref<2xi32>
+    %p = xfer.put %a, %slot on @tp axes = [0] offset = 1 signal %flags[%c0] step = 2 : ...
+    ...
+    xfer.wait %p : !xfer.request
+    xfer.signal_wait %flags[%c0] slack = 0 step = 2 : memref<2xi32>
+    memref.copy %slot, %b : memref<8xf32> to memref<8xf32>
+    xfer.signal %flags[%c1] on @tp axes = [0] offset = -1 step = 2 : memref<2xi32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"numChannels", "channels",
+              "Number of send/receive pairs made one-sided">
+  ];
+}
+
 def OutlineKernels : Pass<"braid-outline-kernels", "mlir::ModuleOp"> {
   let summary = "Moves each computation on buffers into a function of its own";
   let description = [{

@@ -1,0 +1,213 @@
+//===- SymmetricTransfers.cpp - Ring transfers through symmetric memory ---===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+
+#include "braid/Dialect/Dist/IR/DistOps.h"
+#include "braid/Dialect/Xfer/IR/XferOps.h"
+#include "braid/Dialect/Xfer/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace braid::xfer {
+#define GEN_PASS_DEF_SYMMETRICTRANSFERS
+#include "braid/Dialect/Xfer/Transforms/Passes.h.inc"
+} // namespace braid::xfer
+
+using namespace mlir;
+using namespace braid;
+using namespace braid::xfer;
+
+namespace {
+
+/// A send and the receive it meets on the peer: one slot, two flags.
+struct Channel {
+  SendOp send;
+  RecvOp recv;
+  int64_t index = 0; // Within its group's flags.
+};
+
+/// The channels of one group (grid and axis): one flag buffer.
+struct GroupChannels {
+  FlatSymbolRefAttr grid;
+  int16_t axis = 0;
+  SmallVector<Channel> channels;
+};
+
+/// The single xfer.wait of a request, in the block of the op that made it.
+WaitOp waitOf(Operation *op) {
+  Value request = op->getResult(0);
+  if (!request.hasOneUse())
+    return {};
+  auto wait = dyn_cast<WaitOp>(*request.user_begin());
+  return wait && wait->getBlock() == op->getBlock() ? wait : WaitOp();
+}
+
+struct SymmetricTransfersPass
+    : public braid::xfer::impl::SymmetricTransfersBase<SymmetricTransfersPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    module.walk([&](SymmetricAllocOp alloc) {
+      nextSite = std::max<int64_t>(nextSite, alloc.getSite() + 1);
+    });
+    SmallVector<FunctionOpInterface> functions;
+    module.walk([&](FunctionOpInterface f) { functions.push_back(f); });
+    for (FunctionOpInterface function : functions)
+      if (!function.isExternal() && failed(processFunction(function)))
+        return signalPassFailure();
+  }
+
+  LogicalResult processFunction(FunctionOpInterface function) {
+    StringRef mark = dist::DistDialect::getSymmetricAttrName();
+    // Marked sends and receives by (grid, axis, +d, step), in program order.
+    using Key = std::tuple<StringRef, int16_t, int64_t, int64_t>;
+    llvm::MapVector<Key, std::pair<SmallVector<SendOp>, SmallVector<RecvOp>>>
+        byKey;
+    function.walk([&](Operation *op) {
+      if (!op->hasAttr(mark))
+        return;
+      if (auto send = dyn_cast<SendOp>(op))
+        byKey[{send.getGrid(), send.getAxes()[0],
+               static_cast<int64_t>(send.getOffset()),
+               static_cast<int64_t>(send.getStep())}]
+            .first.push_back(send);
+      else if (auto recv = dyn_cast<RecvOp>(op))
+        byKey[{recv.getGrid(), recv.getAxes()[0],
+               -static_cast<int64_t>(recv.getOffset()),
+               static_cast<int64_t>(recv.getStep())}]
+            .second.push_back(recv);
+    });
+    if (byKey.empty())
+      return success();
+
+    llvm::MapVector<std::pair<StringRef, int16_t>, GroupChannels> groups;
+    for (auto &[key, ops] : byKey) {
+      auto &[sends, recvs] = ops;
+      if (sends.size() != recvs.size()) {
+        Operation *extra = sends.size() > recvs.size()
+                               ? sends[recvs.size()].getOperation()
+                               : recvs[sends.size()].getOperation();
+        return extra->emitError()
+               << "braid-symmetric-transfers: this transfer at step "
+               << std::get<3>(key) << " has no partner: the function has "
+               << sends.size() << " marked sends with offset "
+               << std::get<2>(key) << " and " << recvs.size()
+               << " marked receives with offset " << -std::get<2>(key);
+      }
+      for (auto [send, recv] : llvm::zip(sends, recvs)) {
+        MemRefType in = send.getBuffer().getType();
+        MemRefType out = recv.getBuffer().getType();
+        if (!in.hasStaticShape() || !out.hasStaticShape() ||
+            in.getElementType() != out.getElementType() ||
+            in.getNumElements() != out.getNumElements())
+          return send.emitError()
+                 << "braid-symmetric-transfers: the send (" << in
+                 << ") and the receive it meets (" << out
+                 << ") need static shapes and the same elements";
+        for (Operation *op : {send.getOperation(), recv.getOperation()})
+          if (!waitOf(op))
+            return op->emitError() << "braid-symmetric-transfers: the "
+                                      "request must be waited in its block";
+        GroupChannels &group = groups[{send.getGrid(), send.getAxes()[0]}];
+        group.grid = send.getGridAttr();
+        group.axis = send.getAxes()[0];
+        group.channels.push_back(
+            {send, recv, static_cast<int64_t>(group.channels.size())});
+      }
+    }
+
+    lastAfterWait.clear();
+    emptyWaits.clear();
+    Block &entry = function.getFunctionBody().front();
+    OpBuilder b(function.getContext());
+    for (auto &[key, group] : groups) {
+      (void)key;
+      int64_t count = group.channels.size();
+      Location loc = function.getLoc();
+      b.setInsertionPointToStart(&entry);
+      DenseI16ArrayAttr axes = b.getDenseI16ArrayAttr({group.axis});
+      // Flags [0, count) carry data, [count, 2 count) credits.
+      Value flags = SymmetricAllocOp::create(
+                        b, loc, MemRefType::get({2 * count}, b.getI32Type()),
+                        group.grid, axes, b.getI64IntegerAttr(nextSite++))
+                        .getBuffer();
+      for (Channel &channel : group.channels) {
+        // After the allocations so far: the op the block started with may
+        // be a transfer that the rewrite erases.
+        b.setInsertionPointAfterValue(flags);
+        MemRefType recvType = channel.recv.getBuffer().getType();
+        Value slot =
+            SymmetricAllocOp::create(
+                b, channel.recv.getLoc(),
+                MemRefType::get(recvType.getShape(), recvType.getElementType()),
+                group.grid, axes, b.getI64IntegerAttr(nextSite++))
+                .getBuffer();
+        // The flag indices, at the entry too.
+        Value data = arith::ConstantIndexOp::create(b, loc, channel.index);
+        Value credit =
+            arith::ConstantIndexOp::create(b, loc, count + channel.index);
+        rewrite(channel, slot, flags, data, credit);
+        ++numChannels;
+      }
+    }
+    // Waits left with no request go once every channel was placed after
+    // them.
+    for (Operation *wait : emptyWaits)
+      if (wait->getNumOperands() == 0)
+        wait->erase();
+    return success();
+  }
+
+  void rewrite(Channel &channel, Value slot, Value flags, Value data,
+               Value credit) {
+    SendOp send = channel.send;
+    RecvOp recv = channel.recv;
+    IntegerAttr step = send.getStepAttr();
+    OpBuilder b(send);
+    Location loc = send.getLoc();
+    // The peer has consumed what the previous execution put in its slot.
+    SignalWaitOp::create(b, loc, flags, credit, b.getI64IntegerAttr(1), step);
+    auto put =
+        PutOp::create(b, loc, send.getRequest().getType(), send.getBuffer(),
+                      slot, flags, data, send.getOffsetAttr(),
+                      send.getGridAttr(), send.getAxesAttr(), step);
+    send.getRequest().replaceAllUsesWith(put.getRequest());
+    send.erase();
+
+    WaitOp wait = waitOf(recv);
+    SmallVector<Value> rest;
+    for (Value request : wait.getRequests())
+      if (request != recv.getRequest())
+        rest.push_back(request);
+    // After the wait, and after what earlier channels of the same wait
+    // placed there, so that receives complete in program order.
+    Operation *&last = lastAfterWait[wait];
+    b.setInsertionPointAfter(last ? last : wait.getOperation());
+    loc = recv.getLoc();
+    SignalWaitOp::create(b, loc, flags, data, b.getI64IntegerAttr(0), step);
+    memref::CopyOp::create(b, loc, slot, recv.getBuffer());
+    // The producer is the peer this receive named.
+    last = SignalOp::create(b, loc, flags, credit, recv.getGridAttr(),
+                            recv.getAxesAttr(), recv.getOffsetAttr(),
+                            b.getI64IntegerAttr(1), step);
+    // A wait left with nothing to wait for goes at the end: later channels
+    // of the same wait are placed after it.
+    wait->setOperands(rest);
+    if (rest.empty())
+      emptyWaits.push_back(wait);
+    recv.erase();
+  }
+
+  DenseMap<Operation *, Operation *> lastAfterWait;
+  SmallVector<Operation *> emptyWaits;
+
+  int64_t nextSite = 0;
+};
+
+} // namespace
