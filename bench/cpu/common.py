@@ -54,3 +54,22 @@ def bf16_matmul(a, b, m, k, n, name="mm"):
             f"  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>\n"
             f"  %{name} = linalg.matmul ins({a}, {b} : tensor<{m}x{k}xbf16>, tensor<{k}x{n}xbf16>) "
             f"outs(%z : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>\n")
+
+
+def ag_gemm_program(ranks, t, h, f):
+    """all_gather of x [t / ranks, h] along the rows, then x @ W [h, f]."""
+    local = t // ranks
+    return (f"shard.grid @g(shape = {ranks})\n"
+            f"func.func @main(%x: tensor<{local}x{h}xbf16>, %w: tensor<{h}x{f}xbf16>) -> tensor<{t}x{f}xf32> {{\n"
+            f"  %g = shard.all_gather %x on @g grid_axes = [0] gather_axis = 0 : tensor<{local}x{h}xbf16> -> tensor<{t}x{h}xbf16>\n"
+            + bf16_matmul("%g", "%w", t, h, f) + f"  return %mm : tensor<{t}x{f}xf32>\n}}\n")
+
+
+def gemm_rs_program(ranks, t, f, h):
+    """x [t, f] @ W [f, h], then reduce_scatter of the rows."""
+    local = t // ranks
+    return (f"shard.grid @g(shape = {ranks})\n"
+            f"func.func @main(%x: tensor<{t}x{f}xbf16>, %w: tensor<{f}x{h}xbf16>) -> tensor<{local}x{h}xf32> {{\n"
+            + bf16_matmul("%x", "%w", t, f, h) +
+            f"  %r = shard.reduce_scatter %mm on @g grid_axes = [0] scatter_axis = 0 : tensor<{t}x{h}xf32> -> tensor<{local}x{h}xf32>\n"
+            f"  return %r : tensor<{local}x{h}xf32>\n}}\n")

@@ -25,7 +25,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import bf16_matmul, time_program  # noqa: E402
+from common import (ag_gemm_program, bf16_matmul, gemm_rs_program,  # noqa: E402
+                    time_program)
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -39,18 +40,13 @@ def programs(ranks):
 
     mm = bf16_matmul
 
-    ag = (grid + f"func.func @main(%x: tensor<{local}x{h}xbf16>, %w: tensor<{h}x{f}xbf16>) -> tensor<{t}x{f}xf32> {{\n"
-          f"  %g = shard.all_gather %x on @g grid_axes = [0] gather_axis = 0 : tensor<{local}x{h}xbf16> -> tensor<{t}x{h}xbf16>\n"
-          + mm("%g", "%w", t, h, f) + f"  return %mm : tensor<{t}x{f}xf32>\n}}\n")
+    ag = ag_gemm_program(ranks, t, h, f)
     ag_compute = (grid + f"func.func @main(%x: tensor<{t}x{h}xbf16>, %w: tensor<{h}x{f}xbf16>) -> tensor<{t}x{f}xf32> {{\n"
                   + mm("%x", "%w", t, h, f) + f"  return %mm : tensor<{t}x{f}xf32>\n}}\n")
     ag_comm = (grid + f"func.func @main(%x: tensor<{local}x{h}xbf16>) -> tensor<{t}x{h}xbf16> {{\n"
                f"  %g = shard.all_gather %x on @g grid_axes = [0] gather_axis = 0 : tensor<{local}x{h}xbf16> -> tensor<{t}x{h}xbf16>\n"
                f"  return %g : tensor<{t}x{h}xbf16>\n}}\n")
-    rs = (grid + f"func.func @main(%x: tensor<{t}x{f}xbf16>, %w: tensor<{f}x{h}xbf16>) -> tensor<{local}x{h}xf32> {{\n"
-          + mm("%x", "%w", t, f, h) +
-          f"  %r = shard.reduce_scatter %mm on @g grid_axes = [0] scatter_axis = 0 : tensor<{t}x{h}xf32> -> tensor<{local}x{h}xf32>\n"
-          f"  return %r : tensor<{local}x{h}xf32>\n}}\n")
+    rs = gemm_rs_program(ranks, t, f, h)
     rs_compute = (grid + f"func.func @main(%x: tensor<{t}x{f}xbf16>, %w: tensor<{f}x{h}xbf16>) -> tensor<{t}x{h}xf32> {{\n"
                   + mm("%x", "%w", t, f, h) + f"  return %mm : tensor<{t}x{h}xf32>\n}}\n")
     rs_comm = (grid + f"func.func @main(%x: tensor<{t}x{h}xf32>) -> tensor<{local}x{h}xf32> {{\n"

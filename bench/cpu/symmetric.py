@@ -21,26 +21,14 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import bf16_matmul, time_program  # noqa: E402
+from common import ag_gemm_program, gemm_rs_program, time_program  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
 def programs(ranks, tokens, hidden):
-    t, h, f = tokens, hidden, hidden
-    local = t // ranks
-    grid = f"shard.grid @g(shape = {ranks})\n"
-
-    mm = bf16_matmul
-
-    ag = (grid + f"func.func @main(%x: tensor<{local}x{h}xbf16>, %w: tensor<{h}x{f}xbf16>) -> tensor<{t}x{f}xf32> {{\n"
-          f"  %g = shard.all_gather %x on @g grid_axes = [0] gather_axis = 0 : tensor<{local}x{h}xbf16> -> tensor<{t}x{h}xbf16>\n"
-          + mm("%g", "%w", t, h, f) + f"  return %mm : tensor<{t}x{f}xf32>\n}}\n")
-    rs = (grid + f"func.func @main(%x: tensor<{t}x{f}xbf16>, %w: tensor<{f}x{h}xbf16>) -> tensor<{local}x{h}xf32> {{\n"
-          + mm("%x", "%w", t, f, h) +
-          f"  %r = shard.reduce_scatter %mm on @g grid_axes = [0] scatter_axis = 0 : tensor<{t}x{h}xf32> -> tensor<{local}x{h}xf32>\n"
-          f"  return %r : tensor<{local}x{h}xf32>\n}}\n")
-    return [("ag_gemm", ag), ("gemm_rs", rs)]
+    return [("ag_gemm", ag_gemm_program(ranks, tokens, hidden, hidden)),
+            ("gemm_rs", gemm_rs_program(ranks, tokens, hidden, hidden))]
 
 
 def main():

@@ -239,14 +239,21 @@ private:
   LogicalResult lowerSymmetric(Operation *op) {
     rewriter.setInsertionPoint(op);
     Location loc = op->getLoc();
-    auto peerGroup = [&](Operation *o) {
-      return group(o, o->getAttrOfType<FlatSymbolRefAttr>("grid"),
-                   o->getAttrOfType<DenseI16ArrayAttr>("axes").asArrayRef());
-    };
+    if (auto wait = dyn_cast<xfer::SignalWaitOp>(op)) {
+      call(loc, "braid_rt_signal_wait_next",
+           {flagAddress(loc, wait.getFlags(), wait.getIndex()),
+            constant(loc, wait.getSlack()), constant(loc, wait.getStep())},
+           /*returnsValue=*/false);
+      rewriter.eraseOp(op);
+      return success();
+    }
+    // The others address the group their grid and axes name.
+    FailureOr<Value> handle =
+        group(op, op->getAttrOfType<FlatSymbolRefAttr>("grid"),
+              op->getAttrOfType<DenseI16ArrayAttr>("axes").asArrayRef());
+    if (failed(handle))
+      return failure();
     if (auto alloc = dyn_cast<xfer::SymmetricAllocOp>(op)) {
-      FailureOr<Value> handle = peerGroup(op);
-      if (failed(handle))
-        return failure();
       Value addr = call(loc, "braid_rt_symmetric_site",
                         {*handle, constant(loc, numBytes(alloc.getBuffer())),
                          constant(loc, alloc.getSite())});
@@ -254,31 +261,17 @@ private:
       return success();
     }
     if (auto view = dyn_cast<xfer::PeerViewOp>(op)) {
-      FailureOr<Value> handle = peerGroup(op);
-      if (failed(handle))
-        return failure();
       Value addr = call(loc, "braid_rt_symmetric_peer",
                         {*handle, constant(loc, view.getOffset()),
                          address(loc, view.getBuffer())});
       rewriter.replaceOp(op, memrefAt(loc, addr, view.getBuffer().getType()));
       return success();
     }
-    if (auto signal = dyn_cast<xfer::SignalOp>(op)) {
-      FailureOr<Value> handle = peerGroup(op);
-      if (failed(handle))
-        return failure();
-      call(loc, "braid_rt_signal_add",
-           {*handle, constant(loc, signal.getOffset()),
-            flagAddress(loc, signal.getFlags(), signal.getIndex()),
-            constant(loc, signal.getAdd()), constant(loc, signal.getStep())},
-           /*returnsValue=*/false);
-      rewriter.eraseOp(op);
-      return success();
-    }
-    auto wait = cast<xfer::SignalWaitOp>(op);
-    call(loc, "braid_rt_signal_wait_next",
-         {flagAddress(loc, wait.getFlags(), wait.getIndex()),
-          constant(loc, wait.getSlack()), constant(loc, wait.getStep())},
+    auto signal = cast<xfer::SignalOp>(op);
+    call(loc, "braid_rt_signal_add",
+         {*handle, constant(loc, signal.getOffset()),
+          flagAddress(loc, signal.getFlags(), signal.getIndex()),
+          constant(loc, signal.getAdd()), constant(loc, signal.getStep())},
          /*returnsValue=*/false);
     rewriter.eraseOp(op);
     return success();

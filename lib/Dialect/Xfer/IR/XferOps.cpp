@@ -167,13 +167,19 @@ LogicalResult RecvOp::verify() {
   return verifyPointToPoint(*this, getBuffer(), getAxes(), getRequest());
 }
 
-LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &table) {
+/// The grid exists and has the op's axes; nothing depends on the group size.
+template <typename OpTy>
+static LogicalResult verifyGridSymbol(OpTy op, SymbolTableCollection &table) {
   int64_t groupSize;
-  return dist::verifyGridUse(*this, getGridAttr(), getAxes(), table, groupSize);
+  return dist::verifyGridUse(op, op.getGridAttr(), op.getAxes(), table,
+                             groupSize);
+}
+
+LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &table) {
+  return verifyGridSymbol(*this, table);
 }
 LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &table) {
-  int64_t groupSize;
-  return dist::verifyGridUse(*this, getGridAttr(), getAxes(), table, groupSize);
+  return verifyGridSymbol(*this, table);
 }
 
 LogicalResult AllGatherOp::verify() { return verifyCollectiveBuffers(*this); }
@@ -261,21 +267,20 @@ LogicalResult BroadcastOp::verifySymbolUses(SymbolTableCollection &table) {
 // Symmetric memory
 //===----------------------------------------------------------------------===//
 
-SymmetricAllocOp braid::xfer::getSymmetricAlloc(Value buffer) {
+Value braid::xfer::getRootBuffer(Value buffer) {
   while (Operation *def = buffer.getDefiningOp()) {
-    if (auto alloc = dyn_cast<SymmetricAllocOp>(def))
-      return alloc;
-    if (auto view = dyn_cast<ViewLikeOpInterface>(def)) {
+    if (auto view = dyn_cast<ViewLikeOpInterface>(def))
       buffer = view.getViewSource();
-      continue;
-    }
-    if (isa<memref::CastOp>(def)) {
+    else if (isa<memref::CastOp>(def))
       buffer = def->getOperand(0);
-      continue;
-    }
-    break;
+    else
+      break;
   }
-  return {};
+  return buffer;
+}
+
+SymmetricAllocOp braid::xfer::getSymmetricAlloc(Value buffer) {
+  return getRootBuffer(buffer).getDefiningOp<SymmetricAllocOp>();
 }
 
 /// `buffer` must be (a view of) a symmetric buffer allocated over a group
@@ -326,8 +331,7 @@ LogicalResult SymmetricAllocOp::verify() {
   return success();
 }
 LogicalResult SymmetricAllocOp::verifySymbolUses(SymbolTableCollection &table) {
-  int64_t groupSize;
-  return dist::verifyGridUse(*this, getGridAttr(), getAxes(), table, groupSize);
+  return verifyGridSymbol(*this, table);
 }
 
 LogicalResult PeerViewOp::verify() {
@@ -341,8 +345,7 @@ LogicalResult PeerViewOp::verify() {
                                 getAxes());
 }
 LogicalResult PeerViewOp::verifySymbolUses(SymbolTableCollection &table) {
-  int64_t groupSize;
-  return dist::verifyGridUse(*this, getGridAttr(), getAxes(), table, groupSize);
+  return verifyGridSymbol(*this, table);
 }
 
 LogicalResult PutOp::verify() {
@@ -370,8 +373,7 @@ LogicalResult PutOp::verify() {
   return verifyRequestUse(*this, getRequest());
 }
 LogicalResult PutOp::verifySymbolUses(SymbolTableCollection &table) {
-  int64_t groupSize;
-  return dist::verifyGridUse(*this, getGridAttr(), getAxes(), table, groupSize);
+  return verifyGridSymbol(*this, table);
 }
 
 LogicalResult SignalOp::verify() {
@@ -384,8 +386,7 @@ LogicalResult SignalOp::verify() {
                                 getAxes());
 }
 LogicalResult SignalOp::verifySymbolUses(SymbolTableCollection &table) {
-  int64_t groupSize;
-  return dist::verifyGridUse(*this, getGridAttr(), getAxes(), table, groupSize);
+  return verifyGridSymbol(*this, table);
 }
 
 /// Whether two flag indices may name the same flag.
@@ -414,8 +415,7 @@ LogicalResult SignalWaitOp::verify() {
     for (Operation *user : buffer.getUsers()) {
       if (auto put = dyn_cast<PutOp>(user);
           put && put.getFlags() == buffer &&
-          mayBeSameIndex(put.getIndex(), getIndex()) &&
-          getSymmetricAlloc(put.getFlags()) == alloc)
+          mayBeSameIndex(put.getIndex(), getIndex()))
         return success();
       if (auto signal = dyn_cast<SignalOp>(user);
           signal && signal.getFlags() == buffer &&

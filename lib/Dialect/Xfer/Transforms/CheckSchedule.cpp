@@ -11,7 +11,6 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/MapVector.h"
 
 namespace braid::xfer {
@@ -24,22 +23,6 @@ using namespace braid;
 using namespace braid::xfer;
 
 namespace {
-
-/// The allocation (or argument) a buffer is a view of.
-Value rootOf(Value value) {
-  while (Operation *def = value.getDefiningOp()) {
-    if (auto view = dyn_cast<ViewLikeOpInterface>(def)) {
-      value = view.getViewSource();
-      continue;
-    }
-    if (isa<memref::CastOp>(def)) {
-      value = def->getOperand(0);
-      continue;
-    }
-    break;
-  }
-  return value;
-}
 
 /// Static [begin, end) ranges of a subview of its source, or nothing.
 std::optional<SmallVector<std::pair<int64_t, int64_t>>> staticRanges(Value v) {
@@ -63,7 +46,7 @@ std::optional<SmallVector<std::pair<int64_t, int64_t>>> staticRanges(Value v) {
 bool mayAlias(Value a, Value b) {
   if (a == b)
     return true;
-  if (rootOf(a) != rootOf(b))
+  if (getRootBuffer(a) != getRootBuffer(b))
     return false;
   auto ra = staticRanges(a), rb = staticRanges(b);
   if (!ra || !rb ||

@@ -126,8 +126,7 @@ struct SymmetricTransfersPass
     emptyWaits.clear();
     Block &entry = function.getFunctionBody().front();
     OpBuilder b(function.getContext());
-    for (auto &[key, group] : groups) {
-      (void)key;
+    for (GroupChannels &group : llvm::make_second_range(groups)) {
       int64_t count = group.channels.size();
       Location loc = function.getLoc();
       b.setInsertionPointToStart(&entry);

@@ -36,6 +36,9 @@ bool isContiguous(mlir::MemRefType type);
 #include "braid/Dialect/Xfer/IR/XferOps.h.inc"
 
 namespace braid::xfer {
+/// The allocation (or argument) `buffer` is a view of, through view-like
+/// ops and casts.
+mlir::Value getRootBuffer(mlir::Value buffer);
 /// The symmetric allocation `buffer` is (a view of), or null.
 SymmetricAllocOp getSymmetricAlloc(mlir::Value buffer);
 } // namespace braid::xfer
