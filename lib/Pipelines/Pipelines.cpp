@@ -256,8 +256,12 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(xfer::createCheckSchedule());
   // After the check: it proves the two-sided schedule, which the rewrite
   // turns into one-sided transfers channel by channel.
-  if (!options.cuda())
+  if (!options.cuda()) {
     pm.addPass(xfer::createSymmetricTransfers());
+    // Again, for the signal protocol of what the rewrite made one-sided.
+    if (options.checkSchedule)
+      pm.addNestedPass<func::FuncOp>(xfer::createCheckSchedule());
+  }
   if (options.stopAfter == PipelineStage::Xfer)
     return success();
 

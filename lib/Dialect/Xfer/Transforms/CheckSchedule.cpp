@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/MapVector.h"
 
@@ -64,6 +65,45 @@ std::string describeBuffer(Value buffer) {
   buffer.printAsOperand(os, OpPrintingFlags().useLocalScope());
   os << " (" << buffer.getType() << ")";
   return text;
+}
+
+static std::string peer(int64_t offset) {
+  if (offset == 0)
+    return "rank r";
+  return ("rank r" + Twine(offset > 0 ? "+" : "") + Twine(offset)).str();
+}
+
+/// What `op` does to memory, by buffer; unknown ops read and write every
+/// memref they take.
+void accesses(Operation &op, SmallVectorImpl<Value> &reads,
+              SmallVectorImpl<Value> &writes) {
+  if (isa<WaitOp>(op))
+    return;
+  if (auto effects = dyn_cast<MemoryEffectOpInterface>(op)) {
+    SmallVector<MemoryEffects::EffectInstance> list;
+    effects.getEffects(list);
+    for (auto &effect : list) {
+      Value value = effect.getValue();
+      if (!value || !isa<BaseMemRefType>(value.getType()))
+        continue;
+      if (isa<MemoryEffects::Read>(effect.getEffect()))
+        reads.push_back(value);
+      else if (isa<MemoryEffects::Write, MemoryEffects::Free>(
+                   effect.getEffect()))
+        writes.push_back(value);
+    }
+    return;
+  }
+  if (op.hasTrait<OpTrait::HasRecursiveMemoryEffects>() ||
+      op.getNumRegions() == 0) {
+    if (isMemoryEffectFree(&op))
+      return;
+  }
+  for (Value operand : op.getOperands())
+    if (isa<BaseMemRefType>(operand.getType())) {
+      reads.push_back(operand);
+      writes.push_back(operand);
+    }
 }
 
 /// How many sends and receives each channel gets in a whole block.
@@ -156,12 +196,6 @@ private:
         .str();
   }
 
-  static std::string peer(int64_t offset) {
-    if (offset == 0)
-      return "rank r";
-    return ("rank r" + Twine(offset > 0 ? "+" : "") + Twine(offset)).str();
-  }
-
   Pending post(Operation &op, llvm::StringMap<SmallVector<Operation *>> &sends,
                llvm::StringMap<SmallVector<Operation *>> &recvs) {
     Pending p;
@@ -180,6 +214,9 @@ private:
       p.index = recvs[p.channel].size();
       recvs[p.channel].push_back(&op);
       p.writes.push_back(recv.getBuffer());
+    } else if (auto put = dyn_cast<PutOp>(op)) {
+      // It writes a peer's copy, which the signal protocol orders.
+      p.reads.push_back(put.getSource());
     } else {
       // Collectives: every rank calls them in the same order, so only
       // their buffers need watching.
@@ -248,39 +285,6 @@ private:
     return type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
   }
 
-  /// What `op` does to memory, by buffer; unknown ops read and write every
-  /// memref they take.
-  static void accesses(Operation &op, SmallVectorImpl<Value> &reads,
-                       SmallVectorImpl<Value> &writes) {
-    if (isa<WaitOp>(op))
-      return;
-    if (auto effects = dyn_cast<MemoryEffectOpInterface>(op)) {
-      SmallVector<MemoryEffects::EffectInstance> list;
-      effects.getEffects(list);
-      for (auto &effect : list) {
-        Value value = effect.getValue();
-        if (!value || !isa<BaseMemRefType>(value.getType()))
-          continue;
-        if (isa<MemoryEffects::Read>(effect.getEffect()))
-          reads.push_back(value);
-        else if (isa<MemoryEffects::Write, MemoryEffects::Free>(
-                     effect.getEffect()))
-          writes.push_back(value);
-      }
-      return;
-    }
-    if (op.hasTrait<OpTrait::HasRecursiveMemoryEffects>() ||
-        op.getNumRegions() == 0) {
-      if (isMemoryEffectFree(&op))
-        return;
-    }
-    for (Value operand : op.getOperands())
-      if (isa<BaseMemRefType>(operand.getType())) {
-        reads.push_back(operand);
-        writes.push_back(operand);
-      }
-  }
-
   LogicalResult checkHazards(Operation &op,
                              llvm::MapVector<Value, Pending> &pending) {
     if (pending.empty())
@@ -311,6 +315,307 @@ private:
   Operation *root;
 };
 
+/// Proves the signal protocol of a function's one-sided transfers: puts,
+/// signals and signal waits on symmetric flags. Every rank runs the same
+/// program, so a rank's flag is raised by its peers at the same program
+/// points where it raises theirs, and positions in the one program order
+/// compare events of different ranks. Flags keep counting across calls, so
+/// every rule also holds between the end of one call and the start of the
+/// next.
+class SignalChecker {
+public:
+  LogicalResult check(FunctionOpInterface function) {
+    SmallVector<Operation *> ops;
+    function.walk([&](Operation *op) {
+      if (isa<PutOp, SignalOp, SignalWaitOp>(op))
+        ops.push_back(op);
+    });
+    if (ops.empty())
+      return success();
+    Region &body = function.getFunctionBody();
+    for (Operation *op : ops)
+      if (op->getBlock() != &body.front() || !body.hasOneBlock())
+        return op->emitError()
+               << "the signal protocol cannot be checked: signals and puts "
+                  "inside loops, branches or other blocks are not modeled "
+                  "(pass --check-schedule=false to skip the check)";
+    size_t pos = 0;
+    for (Operation &op : body.front())
+      position[&op] = pos++;
+    if (failed(collect(body.front())) || failed(checkReads(body.front())) ||
+        failed(checkBalance()))
+      return failure();
+    for (auto &[alloc, slot] : slots)
+      for (auto [j, put] : llvm::enumerate(slot.puts))
+        if (failed(checkCredit(put, j + 1, slot)))
+          return failure();
+    return success();
+  }
+
+private:
+  using Flag = std::pair<Operation *, int64_t>;
+  struct Raise {
+    Operation *op;
+    size_t pos;
+    int64_t offset; ///< Normalized to [0, group size).
+    int64_t add;
+  };
+  struct FlagEvents {
+    SmallVector<Raise> raises;
+    int64_t raised = 0;                                  ///< Sum of the adds.
+    SmallVector<std::pair<SignalWaitOp, int64_t>> waits; ///< With epochs.
+    Operation *slot = nullptr; ///< The symmetric buffer whose puts raise it.
+  };
+  /// A symmetric buffer that peers put into.
+  struct Slot {
+    SmallVector<PutOp> puts;
+    std::optional<Flag> data;
+    /// The last position reading each delivery (1-based, within a call).
+    DenseMap<int64_t, size_t> lastRead;
+  };
+
+  static int64_t groupSize(Operation *op) {
+    auto grid = op->getAttrOfType<FlatSymbolRefAttr>("grid");
+    auto axes = op->getAttrOfType<DenseI16ArrayAttr>("axes").asArrayRef();
+    shard::GridOp gridOp = dist::lookupGrid(op, grid);
+    return gridOp ? dist::getGroupSize(gridOp, axes) : ShapedType::kDynamic;
+  }
+
+  static int64_t normalize(Operation *op, int64_t offset) {
+    int64_t n = groupSize(op);
+    return ShapedType::isDynamic(n) || n <= 0 ? offset : ((offset % n) + n) % n;
+  }
+
+  static std::string symmetricText(Operation *alloc) {
+    auto op = cast<SymmetricAllocOp>(alloc);
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "symmetric buffer site " << op.getSite() << " (" << op.getType()
+       << ")";
+    return text;
+  }
+
+  static std::string flagText(Flag flag) {
+    return ("flag " + Twine(flag.second) + " of " + symmetricText(flag.first))
+        .str();
+  }
+
+  static int64_t stepOf(Operation *op) {
+    auto step = op->getAttrOfType<IntegerAttr>("step");
+    return step ? step.getInt() : -1;
+  }
+
+  FailureOr<Flag> flagOf(Operation *op, Value flags, Value index) {
+    auto alloc = flags.getDefiningOp<SymmetricAllocOp>();
+    std::optional<int64_t> i = getConstantIntValue(index);
+    if (!alloc || !i)
+      return op->emitError()
+             << "the signal protocol cannot be checked: the flag must be a "
+                "constant index into an 'xfer.symmetric_alloc' (pass "
+                "--check-schedule=false to skip the check)";
+    return Flag{alloc.getOperation(), *i};
+  }
+
+  /// Puts, raises and waits, in program order; a wait whose epoch no raise
+  /// before it reaches deadlocks.
+  LogicalResult collect(Block &block) {
+    for (Operation &op : block) {
+      size_t pos = position.lookup(&op);
+      if (auto put = dyn_cast<PutOp>(op)) {
+        Operation *dest = getSymmetricAlloc(put.getDest());
+        Slot &slot = slots[dest];
+        slot.puts.push_back(put);
+        if (!put.getFlags())
+          continue;
+        FailureOr<Flag> flag = flagOf(put, put.getFlags(), put.getIndex());
+        if (failed(flag))
+          return failure();
+        FlagEvents &events = flags[*flag];
+        if ((slot.data && *slot.data != *flag) ||
+            (events.slot && events.slot != dest) ||
+            (!events.slot && !events.raises.empty()))
+          return put.emitError()
+                 << "step " << put.getStep() << ": the put into "
+                 << symmetricText(dest) << " raises " << flagText(*flag)
+                 << ", which other ops raise too; a reader cannot tell which "
+                    "data has landed";
+        slot.data = *flag;
+        events.slot = dest;
+        events.raises.push_back({put, pos, normalize(put, put.getOffset()), 1});
+        ++events.raised;
+      } else if (auto signal = dyn_cast<SignalOp>(op)) {
+        FailureOr<Flag> flag =
+            flagOf(signal, signal.getFlags(), signal.getIndex());
+        if (failed(flag))
+          return failure();
+        FlagEvents &events = flags[*flag];
+        if (events.slot)
+          return signal.emitError()
+                 << "step " << signal.getStep() << ": " << flagText(*flag)
+                 << " announces the puts into " << symmetricText(events.slot)
+                 << "; raising it here tells a reader data has landed that "
+                    "has not";
+        int64_t add = static_cast<int64_t>(signal.getAdd());
+        events.raises.push_back(
+            {signal, pos, normalize(signal, signal.getOffset()), add});
+        events.raised += add;
+      } else if (auto wait = dyn_cast<SignalWaitOp>(op)) {
+        FailureOr<Flag> flag = flagOf(wait, wait.getFlags(), wait.getIndex());
+        if (failed(flag))
+          return failure();
+        FlagEvents &events = flags[*flag];
+        int64_t epoch = static_cast<int64_t>(events.waits.size()) + 1 -
+                        static_cast<int64_t>(wait.getSlack());
+        if (epoch > events.raised)
+          return wait.emitError()
+                 << "deadlock: rank r waits at step " << wait.getStep()
+                 << " for " << flagText(*flag) << " to reach epoch " << epoch
+                 << " of this call, but the program raises it only "
+                 << events.raised
+                 << " time(s) before this point; the peers that raise it run "
+                    "the same program and wait here too";
+        events.waits.push_back({wait, epoch});
+        waitEpoch[wait] = {*flag, epoch};
+      }
+    }
+    return success();
+  }
+
+  /// Every local read of a slot comes after a wait on its data flag, which
+  /// tells the delivery it reads; nothing but puts writes a slot.
+  LogicalResult checkReads(Block &block) {
+    DenseMap<Operation *, int64_t> delivered;
+    for (Operation &op : block) {
+      size_t pos = position.lookup(&op);
+      if (auto wait = dyn_cast<SignalWaitOp>(op)) {
+        auto [flag, epoch] = waitEpoch.lookup(wait);
+        if (Operation *alloc = flags.lookup(flag).slot)
+          delivered[alloc] = std::max(delivered[alloc], epoch);
+        continue;
+      }
+      if (isa<SignalOp, SymmetricAllocOp, PeerViewOp>(op))
+        continue;
+      // A transfer reads its source until its wait.
+      size_t until = pos;
+      if (op.getNumResults() == 1 &&
+          isa<RequestType>(op.getResult(0).getType()))
+        for (Operation *user : op.getResult(0).getUsers())
+          if (isa<WaitOp>(user) && position.count(user))
+            until = std::max(until, position.lookup(user));
+      SmallVector<Value> reads, writes;
+      op.walk([&](Operation *nested) {
+        if (auto put = dyn_cast<PutOp>(nested)) {
+          reads.push_back(put.getSource());
+          return;
+        }
+        if (!isa<SignalOp, SignalWaitOp>(nested))
+          accesses(*nested, reads, writes);
+      });
+      for (Value written : writes) {
+        auto it = slots.find(getSymmetricAlloc(written));
+        if (it == slots.end())
+          continue;
+        PutOp put = it->second.puts.front();
+        return op.emitError() << "race: '" << op.getName() << "' writes "
+                              << symmetricText(it->first) << ", which "
+                              << peer(-put.getOffset()) << " puts into at step "
+                              << put.getStep() << "; only puts may write it";
+      }
+      for (Value read : reads) {
+        auto it = slots.find(getSymmetricAlloc(read));
+        if (it == slots.end())
+          continue;
+        Slot &slot = it->second;
+        PutOp put = slot.puts.front();
+        if (!slot.data)
+          return op.emitError()
+                 << "'" << op.getName() << "' reads "
+                 << symmetricText(it->first) << ", but the put of step "
+                 << put.getStep() << " from " << peer(-put.getOffset())
+                 << " into it raises no flag: nothing tells rank r when the "
+                    "data has landed";
+        int64_t epoch = delivered.lookup(it->first);
+        if (epoch <= 0)
+          return op.emitError()
+                 << "race: '" << op.getName() << "' reads "
+                 << symmetricText(it->first) << ", which "
+                 << peer(-put.getOffset()) << " puts into at step "
+                 << put.getStep() << ", before waiting for "
+                 << flagText(*slot.data) << " that announces the data";
+        size_t &last = slot.lastRead[epoch];
+        last = std::max(last, until);
+      }
+    }
+    return success();
+  }
+
+  /// A flag raised more often per call than it is waited makes the next
+  /// call's waits return early; less often, a later call waits forever.
+  LogicalResult checkBalance() {
+    for (auto &[flag, events] : flags) {
+      int64_t waited = events.waits.size();
+      if (waited == 0 || waited == events.raised)
+        continue;
+      SignalWaitOp wait = events.waits.front().first;
+      return wait.emitError()
+             << "unbalanced: " << flagText(flag) << " is raised "
+             << events.raised << " time(s) per call (first at step "
+             << stepOf(events.raises.front().op) << ") but waited " << waited
+             << " time(s) (first at step " << wait.getStep() << "); "
+             << (events.raised > waited
+                     ? "the next call's waits would pass before their data"
+                     : "a later call waits forever");
+    }
+    return success();
+  }
+
+  /// The j-th put of a call into a slot (1-based) overwrites what the
+  /// previous one delivered. Some earlier wait of the writer must cover a
+  /// raise that the reader makes after its last read of that delivery, the
+  /// previous call's last delivery for the first put (a credit).
+  LogicalResult checkCredit(PutOp put, int64_t j, Slot &slot) {
+    int64_t puts = slot.puts.size();
+    // Events of earlier calls are one call back per period.
+    auto locate = [](int64_t k, int64_t period) {
+      int64_t call = k >= 1 ? (k - 1) / period : -((period - k) / period);
+      return std::pair<int64_t, int64_t>{call, k - call * period};
+    };
+    auto [readCall, delivery] = locate(j - 1, puts);
+    auto read = slot.lastRead.find(delivery);
+    if (read == slot.lastRead.end())
+      return success(); // Nothing reads what this put overwrites.
+    size_t putPos = position.lookup(put);
+    int64_t toWriter = normalize(put, -put.getOffset());
+    for (auto &[flag, events] : flags) {
+      if (events.raised <= 0 || events.raises.size() != size_t(events.raised))
+        continue;
+      for (auto [wait, epoch] : events.waits) {
+        if (position.lookup(wait) >= putPos)
+          break;
+        auto [raiseCall, index] = locate(epoch, events.raised);
+        const Raise &raise = events.raises[index - 1];
+        if (raise.offset == toWriter &&
+            std::pair<int64_t, size_t>(raiseCall, raise.pos) >
+                std::pair<int64_t, size_t>(readCall, read->second))
+          return success();
+      }
+    }
+    return put.emitError()
+           << "race: the put of step " << put.getStep() << " into "
+           << symmetricText(getSymmetricAlloc(put.getDest())) << " of "
+           << peer(put.getOffset()) << " may land before "
+           << peer(put.getOffset())
+           << " has read what the previous put left there: no earlier "
+              "signal_wait of rank r covers a flag that "
+           << peer(put.getOffset()) << " raises after that read (a credit)";
+  }
+
+  DenseMap<Operation *, size_t> position;
+  DenseMap<Operation *, std::pair<Flag, int64_t>> waitEpoch;
+  llvm::MapVector<Flag, FlagEvents> flags;
+  llvm::MapVector<Operation *, Slot> slots;
+};
+
 struct CheckSchedulePass
     : public braid::xfer::impl::CheckScheduleBase<CheckSchedulePass> {
   void runOnOperation() override {
@@ -321,6 +626,8 @@ struct CheckSchedulePass
     for (Block &block : function.getFunctionBody())
       if (failed(checker.checkBlock(block)))
         return signalPassFailure();
+    if (failed(SignalChecker().check(function)))
+      return signalPassFailure();
     markAllAnalysesPreserved();
   }
 };

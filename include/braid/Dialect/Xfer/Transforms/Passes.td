@@ -28,6 +28,27 @@ def CheckSchedule
       to overlap unless their static subviews are disjoint);
     - every request is waited in the block that posted it.
 
+    One-sided transfers (`xfer.put`, `xfer.signal`, `xfer.signal_wait` on
+    flags in symmetric memory, as `braid-symmetric-transfers` writes them)
+    follow a signal protocol, proved in the function's body in program
+    order. A rank's flags are raised by its peers at the same program
+    points where it raises theirs, and flags count across calls, so each
+    rule also holds from one call into the next:
+
+    - **no deadlock**: the k-th wait on a flag (epoch k - slack) comes after
+      at least that many raises of it in the program;
+    - **balance**: a flag that is waited is raised as many times per call
+      as it is waited, or the next call's waits pass early or hang;
+    - **data before reads**: every local read of a buffer that peers put
+      into comes after a wait on the flag its puts raise (and only those
+      puts raise it), and nothing but puts writes it;
+    - **credits**: before each put, the writer has waited for a flag that
+      the reader raises back after its last read of what the previous put
+      (the previous call's last put, for the first) left there.
+
+    Signals and puts in loops or branches, and flags at non-constant
+    indices, are not modeled: the pass says so and fails.
+
     A violation is an error naming the step, the ranks involved and the
     buffer; the schedules Braid generates always pass. The pass changes
     nothing.
