@@ -9,17 +9,21 @@ ways (F = 28672 / TP), bf16 with f32 accumulation:
   ag: x [S/TP, H] --all_gather--> [S, H] @ W [H, F]              (up projection)
   rs: y [S, F] @ W2 [F, H] --reduce_scatter--> [S/TP, H]         (down projection)
 
-Four programs per pattern, each timed by braid-exec-cuda (warm-up, then the
+Five programs per pattern, each timed by braid-exec-cuda (warm-up, then the
 median over --repeat runs of the slowest rank, CUDA events on each rank's
 compute stream; inputs restored in device memory before each run):
 
-  fused   the pattern, --overlap=force (the ring schedule)
-  serial  the pattern, --overlap=off (collective, then GEMM)
-  gemm    the GEMM alone, on the gathered / full operand
-  comm    the collective alone
+  fused      the pattern, --overlap=force (the ring schedule, send/receive)
+  symmetric  the same schedule with --comm=symmetric: puts into the peers'
+             slots of symmetric memory on the copy engines, flags raised
+             and waited on the streams, credits back
+  serial     the pattern, --overlap=off (collective, then GEMM)
+  gemm       the GEMM alone, on the gathered / full operand
+  comm       the collective alone
 
   R = T_fused / max(T_gemm, T_comm)             (FLUX on H800: 1.13-1.14)
   E = 1 - (T_fused - T_gemm) / (T_serial - T_gemm)   (FLUX's efficiency)
+  2s/sym = T_fused / T_symmetric    (above 1: the one-sided schedule is faster)
 
 Transports:
   loopback   TP = 8 logical ranks in one process on one GPU, transfers as
@@ -56,7 +60,7 @@ import launch  # noqa: E402
 S, H, FFN = 4096, 8192, 28672
 TPS = (8, 4, 2)  # group sizes the bundle carries programs for
 LOOPBACK_TP = 8
-KINDS = ("fused", "serial", "gemm", "comm")
+KINDS = ("fused", "serial", "gemm", "comm", "symmetric")
 PATTERNS = (("ag", "AllGather+GEMM"), ("rs", "GEMM+ReduceScatter"))
 
 
@@ -81,7 +85,8 @@ def program(tp, args, body, result, result_shape, result_dtype="f32"):
 
 
 def programs(tp):
-    """name -> (MLIR text, overlap mode), for a group of tp ranks."""
+    """name -> (MLIR text, overlap mode, extra flags), for a group of tp
+    ranks."""
     F = FFN // tp
     gather = (f"  %g = shard.all_gather %x on @g grid_axes = [0] gather_axis = 0 : "
               f"{tensor((S // tp, H), 'bf16')} -> {tensor((S, H), 'bf16')}\n")
@@ -97,11 +102,14 @@ def programs(tp):
     rs_gemm = program(tp, [("a", (S, F), "bf16"), ("w", (F, H), "bf16")],
                       matmul("y", "a", "w", (S, F), (F, H), (S, H)), "y", (S, H))
     rs_comm = program(tp, [("y", (S, H), "f32")], scatter, "s", (S // tp, H))
+    symmetric = ["--comm=symmetric"]
     return {
-        "ag_fused": (ag, "force"), "ag_serial": (ag, "off"),
-        "ag_gemm": (ag_gemm, "off"), "ag_comm": (ag_comm, "off"),
-        "rs_fused": (rs, "force"), "rs_serial": (rs, "off"),
-        "rs_gemm": (rs_gemm, "off"), "rs_comm": (rs_comm, "off"),
+        "ag_fused": (ag, "force", []), "ag_serial": (ag, "off", []),
+        "ag_gemm": (ag_gemm, "off", []), "ag_comm": (ag_comm, "off", []),
+        "ag_symmetric": (ag, "force", symmetric),
+        "rs_fused": (rs, "force", []), "rs_serial": (rs, "off", []),
+        "rs_gemm": (rs_gemm, "off", []), "rs_comm": (rs_comm, "off", []),
+        "rs_symmetric": (rs, "force", symmetric),
     }
 
 
@@ -110,12 +118,12 @@ def prepare(args):
     for tp in TPS:
         out = os.path.join(args.bundle, "overlap", f"tp{tp}")
         os.makedirs(out, exist_ok=True)
-        for name, (text, mode) in programs(tp).items():
+        for name, (text, mode, flags) in programs(tp).items():
             source = os.path.join(out, name + ".mlir")
             with open(source, "w") as f:
                 f.write(text)
             cmd = [compiler, source, "--target=cuda", f"--sm={args.sm}",
-                   f"--overlap={mode}", "--target-preset=h200",
+                   f"--overlap={mode}", "--target-preset=h200", *flags,
                    f"--report={os.path.join(out, name + '.report.json')}",
                    "-o", os.path.join(out, name + ".so")]
             proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -183,6 +191,9 @@ def rows_of(times, errors, runs):
                 row["E"] = 1 - (t["fused"] - t["gemm"]) / (t["serial"] - t["gemm"])
             if t["fused"] is not None and t["serial"] is not None:
                 row["fused_over_serial"] = t["fused"] / t["serial"]
+            row["two_sided_over_symmetric"] = None
+            if t["fused"] is not None and t["symmetric"]:
+                row["two_sided_over_symmetric"] = t["fused"] / t["symmetric"]
             rows.append(row)
     return rows
 
@@ -192,7 +203,8 @@ def fmt(value, spec):
 
 
 def print_rows(rows):
-    print(f"{'pattern':20} {'T_gemm':>8} {'T_comm':>8} {'T_serial':>9} {'T_fused':>8} {'R':>6} {'E':>6}  (ms)")
+    print(f"{'pattern':20} {'T_gemm':>8} {'T_comm':>8} {'T_serial':>9} {'T_fused':>8} {'R':>6} {'E':>6} "
+          f"{'T_sym':>8} {'2s/sym':>6}  (ms)")
     current = None
     for r in rows:
         if r["label"] != current:
@@ -200,7 +212,8 @@ def print_rows(rows):
             print(f"  -- {current}")
         print(f"{r['pattern']:20} {fmt(r['t_gemm_ms'], '8.3f'):>8} {fmt(r['t_comm_ms'], '8.3f'):>8} "
               f"{fmt(r['t_serial_ms'], '9.3f'):>9} {fmt(r['t_fused_ms'], '8.3f'):>8} "
-              f"{fmt(r['R'], '6.3f'):>6} {fmt(r['E'], '6.2f'):>6}")
+              f"{fmt(r['R'], '6.3f'):>6} {fmt(r['E'], '6.2f'):>6} "
+              f"{fmt(r['t_symmetric_ms'], '8.3f'):>8} {fmt(r['two_sided_over_symmetric'], '6.3f'):>6}")
 
 
 def run(args):
@@ -248,6 +261,12 @@ def run(args):
                 row["strategy"] = [c["strategy"] for c in json.load(f)["collectives"]]
         except (OSError, ValueError, KeyError):
             row["strategy"] = None
+        # And how the symmetric program moved its transfers.
+        try:
+            with open(report.replace("_fused.", "_symmetric.")) as f:
+                row["symmetric_transport"] = [c["transport"] for c in json.load(f)["collectives"]]
+        except (OSError, ValueError, KeyError):
+            row["symmetric_transport"] = None
     with open(out, "w") as f:
         json.dump({"rows": rows}, f, indent=2)
     print_rows(rows)

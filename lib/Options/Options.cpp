@@ -451,11 +451,6 @@ bool options::validate(const Options &options, std::string &error) {
   }
   if (!options.cuda())
     return true;
-  if (options.comm == CommMode::Symmetric) {
-    error = "comm=symmetric needs target=cpu: the cuda runtime has no "
-            "one-sided transport yet (comm=auto picks two-sided there)";
-    return false;
-  }
   // sm_XX with an optional feature suffix (a: architecture-specific, f:
   // family); ptxas has the final word on whether it exists.
   const std::string &sm = options.sm;

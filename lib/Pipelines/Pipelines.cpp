@@ -204,7 +204,6 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     overlap.bidirectional = options.bidirectional;
     overlap.quantizeAllGather = options.quantizeAllGather;
     overlap.comm = options.comm;
-    overlap.oneSided = !options.cuda();
     pm.addPass(dist::createOverlap(overlap, options::reportJson(options)));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
@@ -256,12 +255,10 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(xfer::createCheckSchedule());
   // After the check: it proves the two-sided schedule, which the rewrite
   // turns into one-sided transfers channel by channel.
-  if (!options.cuda()) {
-    pm.addPass(xfer::createSymmetricTransfers());
-    // Again, for the signal protocol of what the rewrite made one-sided.
-    if (options.checkSchedule)
-      pm.addNestedPass<func::FuncOp>(xfer::createCheckSchedule());
-  }
+  pm.addPass(xfer::createSymmetricTransfers());
+  // Again, for the signal protocol of what the rewrite made one-sided.
+  if (options.checkSchedule)
+    pm.addNestedPass<func::FuncOp>(xfer::createCheckSchedule());
   if (options.stopAfter == PipelineStage::Xfer)
     return success();
 

@@ -75,8 +75,14 @@ def test_comm_symmetric_runs_and_reports_its_transport():
         np.testing.assert_allclose(outputs[rank][0], expected, rtol=1e-5, atol=1e-5)
     two_sided = braid.compile(AG_MATMUL, overlap="force", comm="two-sided")
     assert two_sided.report["collectives"][0]["transport"] == "two-sided"
-    with pytest.raises(braid.CompileError, match="comm=symmetric needs target=cpu"):
-        braid.compile(AG_MATMUL, target="cuda", comm="symmetric")
+    # cuda: auto keeps two-sided (no measured one-sided link in the preset);
+    # symmetric compiles the same schedule with puts and flags.
+    cuda_auto = braid.compile(AG_MATMUL, target="cuda", overlap="force")
+    record = cuda_auto.report["collectives"][0]
+    assert record["transport"] == "two-sided", record
+    assert "no measured one-sided link" in record["reason"], record
+    cuda_sym = braid.compile(AG_MATMUL, target="cuda", overlap="force", comm="symmetric")
+    assert cuda_sym.report["collectives"][0]["transport"] == "symmetric"
 
 
 def test_program_errors_carry_locations():

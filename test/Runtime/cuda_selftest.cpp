@@ -16,7 +16,14 @@
 //     must never read it), and in place;
 //   - all_gather, a ring step (send +1, receive -1);
 //   - symmetric buffers in a collective, stream signals from the comm
-//     stream to the compute stream, host_max and the timer.
+//     stream to the compute stream, host_max and the timer;
+//   - one-sided transfers: a ring through a persistent symmetric site
+//     (braid_rt_symmetric_site), puts that raise the peer's data flag,
+//     counting waits, credits back (braid_rt_signal_add) and peer
+//     addresses, over several rounds whose epochs keep counting.
+//
+// With --stall-signal it only waits on a flag nobody raises, for the
+// timeout's message.
 //
 // It runs wherever braid-exec-cuda does: BRAID_LOOPBACK=N (N ranks as
 // threads of one process), BRAID_NCCL_ID_FILE with BRAID_RANK and
@@ -433,7 +440,50 @@ void symmetricAndSignals(Checker &c) {
   c.end();
 }
 
+void oneSided(Checker &c) {
+  c.begin("one-sided ring (put + data flag, credit back, 5 rounds)");
+  {
+    const int64_t bytes = 256, site = 7;
+    auto slot = braid_rt_symmetric_site(c.world, bytes, site);
+    // Flag 0 announces data, flag 1 returns the credit.
+    auto flags = braid_rt_symmetric_site(c.world, 8, site + 1);
+    c.expect(braid_rt_symmetric_site(c.world, bytes, site) == slot,
+             "the same site again", 0, 0, 0);
+    int64_t self = braid_rt_symmetric_peer(c.world, 0, slot + 16);
+    c.expect(self == slot + 16, "own peer address", 0,
+             static_cast<double>(self - slot), 16);
+    DeviceBuffer source(bytes);
+    int64_t from = (c.rank + c.size - 1) % c.size;
+    for (int64_t round = 0; round < 5; ++round) {
+      source.write(std::vector<char>(static_cast<size_t>(bytes),
+                                     static_cast<char>(c.rank * 10 + round)));
+      braid_rt_signal_wait_next(flags + 4, /*slack=*/1, c.step);
+      int64_t put = braid_rt_put(c.world, 1, source.address(), slot, bytes,
+                                 flags, c.step);
+      braid_rt_wait(put);
+      braid_rt_signal_wait_next(flags, /*slack=*/0, c.step);
+      std::vector<char> got(static_cast<size_t>(bytes));
+      braid_rt_copy_to_host(got.data(), reinterpret_cast<void *>(slot), bytes);
+      braid_rt_signal_add(c.world, -1, flags + 4, 1, c.step++);
+      for (int64_t i = 0; i < bytes; ++i)
+        c.expect(got[static_cast<size_t>(i)] == from * 10 + round, "slot", i,
+                 got[static_cast<size_t>(i)], from * 10 + round);
+    }
+    // The last credit comes from the peer after its last read.
+    braid_rt_synchronize();
+    braid_rt_barrier();
+    std::vector<char> raw(8);
+    braid_rt_copy_to_host(raw.data(), reinterpret_cast<void *>(flags), 8);
+    int32_t epochs[2];
+    std::memcpy(epochs, raw.data(), 8);
+    c.expect(epochs[0] == 5, "data flag epoch", 0, epochs[0], 5);
+    c.expect(epochs[1] == 5, "credit flag epoch", 1, epochs[1], 5);
+  }
+  c.end();
+}
+
 std::mutex outcomeMutex;
+bool stallSignal = false;
 int outcome = 0;
 
 void runRank(void *) {
@@ -441,9 +491,16 @@ void runRank(void *) {
   c.rank = braid_rt_world_rank();
   c.size = braid_rt_world_size();
   c.world = braid_rt_group(1, c.size, 1, 1, 1, /*naxes=*/1, 0);
+  if (stallSignal) {
+    auto flags = braid_rt_symmetric_site(c.world, 4, 3);
+    braid_rt_signal_wait_next(flags, /*slack=*/0, 42);
+    braid_rt_synchronize();
+    return;
+  }
   reductions(c);
   movement(c);
   symmetricAndSignals(c);
+  oneSided(c);
   braid_rt_host_max(c.failed.data(), static_cast<int64_t>(c.failed.size()));
   int failures = 0;
   for (double f : c.failed)
@@ -466,6 +523,7 @@ void runRank(void *) {
 
 int main(int argc, char **argv) {
   braid_rt_init(&argc, &argv);
+  stallSignal = argc > 1 && std::strcmp(argv[1], "--stall-signal") == 0;
   if (braid_rt_loopback_ranks() > 0)
     braid_rt_loopback_run(runRank, nullptr);
   else

@@ -230,16 +230,18 @@ void braid_rt_signal_wait(int64_t addr, int64_t value, int64_t stream,
                           int64_t step);
 
 /* One-sided transfers through symmetric memory (xfer.symmetric_alloc,
- * xfer.put, xfer.signal, xfer.signal_wait; cpu backend only so far: the cuda
- * backend aborts, and the compiler does not emit them for it).
+ * xfer.put, xfer.signal, xfer.signal_wait; both backends: on CPU ranks an
+ * MPI shared-memory window, on CUDA an NCCL symmetric window or, on the
+ * loopback transport, device memory of one process).
  *
  * braid_rt_symmetric_site returns this rank's copy of the persistent
  * symmetric buffer of compile-time `site` (>= 0): the first call for a
  * (group, site, bytes) allocates it, zero-filled, collectively over the
  * group; later calls return the same memory, so flags in it keep their
  * epochs across calls. The buffers live until braid_rt_finalize. The
- * group must lie in one shared-memory domain (one node: an MPI shared
- * window); otherwise the call aborts, naming the group.
+ * group must lie in one shared-memory domain (one node; on CUDA, NCCL's
+ * LSA team: one NVLink domain); otherwise the call aborts, naming the
+ * group.
  *
  * braid_rt_symmetric_peer returns the address in the copy held by the rank
  * at (my position + peer_offset) mod n of the byte at `addr`, which must

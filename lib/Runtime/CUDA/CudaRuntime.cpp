@@ -106,6 +106,8 @@ const char *kindName(Kind kind) {
     return "all_to_all";
   case Kind::Broadcast:
     return "broadcast";
+  case Kind::Put:
+    return "put";
   }
   return "?";
 }
@@ -115,6 +117,7 @@ int64_t Request::sourceBytes() const {
   switch (kind) {
   case Kind::Send:
   case Kind::Recv:
+  case Kind::Put:
   case Kind::AllGather:
   case Kind::Broadcast:
     return bytes;
@@ -133,6 +136,7 @@ int64_t Request::destinationBytes() const {
   switch (kind) {
   case Kind::Send:
   case Kind::Recv:
+  case Kind::Put:
   case Kind::Broadcast:
     return bytes;
   case Kind::AllGather:
@@ -147,7 +151,7 @@ int64_t Request::destinationBytes() const {
 
 std::string Request::context() const {
   std::string text = stepContext(kindName(kind), step);
-  if (kind == Kind::Send || kind == Kind::Recv)
+  if (kind == Kind::Send || kind == Kind::Recv || kind == Kind::Put)
     return text + formatString(" (peer %d)", peerWorldRank);
   return text + " (group " + (group ? group->str() : std::string("?")) + ")";
 }
@@ -156,7 +160,7 @@ std::string Request::describe() const {
   std::string text = formatString("%s (step %lld)", kindName(kind),
                                   static_cast<long long>(step));
   std::string groupText = group ? group->str() : std::string("?");
-  if (kind == Kind::Send || kind == Kind::Recv)
+  if (kind == Kind::Send || kind == Kind::Recv || kind == Kind::Put)
     return text + formatString(" with peer %d on group ", peerWorldRank) +
            groupText;
   return text +
@@ -167,7 +171,7 @@ std::string Request::describe() const {
 std::string Request::traceName() const {
   std::string size = formatBytes(std::max(sourceBytes(), destinationBytes()));
   std::string base = stepContext(kindName(kind), step);
-  if (kind == Kind::Send)
+  if (kind == Kind::Send || kind == Kind::Put)
     return base + formatString(" -> %+lld (%s)",
                                static_cast<long long>(peerOffset),
                                size.c_str());
@@ -383,6 +387,8 @@ void synchronizeRank(RankState &state, const char *what, bool spin) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
     if (elapsed > timeout) {
+      // A stream stuck at a signal wait holds back everything after it.
+      oneSided::reportStalledWait(state, timeout, context);
       // Name the oldest transfer still running, else the compute work.
       for (auto &request : state.inFlight)
         if (request->completion &&
@@ -411,6 +417,7 @@ void synchronizeRank(RankState &state, const char *what, bool spin) {
     }
   }
   state.inFlight.clear();
+  state.signalWaits.clear();
 }
 
 void traceBegin(RankState &state, cudaStream_t stream, EventPtr &start) {
@@ -460,14 +467,16 @@ void copyDevice(void *dst, const void *src, int64_t bytes, cudaStream_t stream,
 // Transfer entry points
 //===----------------------------------------------------------------------===//
 
-namespace {
-
+namespace braid::rt::cuda {
 const CudaGroup &getGroup(RankState &state, int64_t handle, const char *call) {
   if (handle < 1 || handle > static_cast<int64_t>(state.groups.size()))
     fatalf("%s: %lld is not a group handle (from braid_rt_group)", call,
            static_cast<long long>(handle));
   return *state.groups[static_cast<size_t>(handle - 1)];
 }
+} // namespace braid::rt::cuda
+
+namespace {
 
 int64_t elementSize(int64_t dtype, const char *call, int64_t step) {
   switch (dtype) {
@@ -680,6 +689,7 @@ void braid_rt_finalize(void) {
              n, n == 1 ? " was" : "s were", oldest->second->describe().c_str());
     }
     synchronizeRank(state, "braid_rt_finalize");
+    oneSided::releaseSites(state);
     nccl::destroyComms(state);
     tearDownRank(state);
     p.rank.reset();
@@ -901,7 +911,11 @@ void braid_rt_wait(int64_t request) {
            static_cast<long long>(request));
   std::unique_ptr<Request> owned = std::move(found->second);
   state.requests.erase(found);
-  if (isLoopback())
+  if (owned->kind == Kind::Put) {
+    // Issued on the comm stream when posted.
+    orderAfter(state, *owned);
+    state.inFlight.push_back(std::move(owned));
+  } else if (isLoopback())
     loopback::wait(state, std::move(owned));
   else
     nccl::wait(state, std::move(owned));
@@ -1185,33 +1199,6 @@ void braid_rt_signal_wait(int64_t addr, int64_t value, int64_t stream,
               "cuStreamWaitValue32", context);
 }
 
-// One-sided transfers: the compiler emits them for the cpu target only
-// (--comm=symmetric is rejected with --target=cuda), so a call here is a
-// library built for another backend.
-[[noreturn]] static void noOneSided(const char *call) {
-  fatalf("%s: one-sided transfers through symmetric memory are not "
-         "implemented by the cuda backend yet (compile with "
-         "--comm=two-sided)",
-         call);
-}
-
-int64_t braid_rt_symmetric_site(int64_t, int64_t, int64_t) {
-  noOneSided("braid_rt_symmetric_site");
-}
-int64_t braid_rt_symmetric_peer(int64_t, int64_t, int64_t) {
-  noOneSided("braid_rt_symmetric_peer");
-}
-int64_t braid_rt_put(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                     int64_t) {
-  noOneSided("braid_rt_put");
-}
-void braid_rt_signal_add(int64_t, int64_t, int64_t, int64_t, int64_t) {
-  noOneSided("braid_rt_signal_add");
-}
-void braid_rt_signal_wait_next(int64_t, int64_t, int64_t) {
-  noOneSided("braid_rt_signal_wait_next");
-}
-
 namespace braid::rt::cuda {
 
 /// Runs on each loopback rank's thread around the runner's function.
@@ -1232,6 +1219,7 @@ void runLoopbackRank(int rank, void (*fn)(void *), void *arg) {
            n == 1 ? " was" : "s were", oldest->second->describe().c_str());
   }
   synchronizeRank(state, "braid_rt_finalize");
+  oneSided::releaseSites(state);
   loopback::registerRank(rank, nullptr);
   threadRank = nullptr;
   tearDownRank(state);

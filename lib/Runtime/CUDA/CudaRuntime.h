@@ -94,7 +94,8 @@ enum class Kind {
   ReduceScatter,
   AllReduce,
   AllToAll,
-  Broadcast
+  Broadcast,
+  Put
 };
 const char *kindName(Kind kind);
 
@@ -187,6 +188,27 @@ struct RankState {
   };
   std::unordered_map<void *, SymmetricBuffer> symmetric;
 
+  /// braid_rt_symmetric_site buffers by (group handle, site): this rank's
+  /// copy and every member's (by position), as plain device addresses.
+  struct Site {
+    int64_t group = 0, site = 0, bytes = 0;
+    char *local = nullptr;
+    std::vector<char *> peers;
+    ncclWindow_t window = nullptr; ///< NCCL; null on loopback.
+  };
+  std::map<std::pair<int64_t, int64_t>, Site> sites;
+  /// braid_rt_signal_wait_next: the waits made on each flag so far.
+  std::unordered_map<uint64_t, uint32_t> flagWaits;
+  /// Stream waits on flags not known to be passed, oldest first, with an
+  /// event after each: a timeout names the first one still blocking.
+  struct SignalWait {
+    uint64_t flag = 0;
+    uint32_t epoch = 0;
+    std::string what;
+    EventPtr passed;
+  };
+  std::deque<SignalWait> signalWaits;
+
   /// The last compute work enqueued ("kernel foo", "gemm step 3"), named
   /// when the compute stream fails or hangs.
   std::string lastCompute = "nothing yet";
@@ -239,6 +261,9 @@ void orderAfter(RankState &state, const Request &request);
 void copyDevice(void *dst, const void *src, int64_t bytes, cudaStream_t stream,
                 const std::string &context);
 
+/// The group of a braid_rt_group handle; aborts naming `call` otherwise.
+const CudaGroup &getGroup(RankState &state, int64_t handle, const char *call);
+
 //===----------------------------------------------------------------------===//
 // Transports
 //===----------------------------------------------------------------------===//
@@ -266,8 +291,22 @@ void destroyComms(RankState &state);
 void abortAll();
 } // namespace nccl
 
+namespace oneSided {
+/// Frees the persistent symmetric buffers once every rank is done with
+/// them (a barrier first: a peer's last signal may still target them).
+void releaseSites(RankState &state);
+/// On a synchronization timeout: aborts naming the first signal wait that
+/// still blocks a stream, with the epoch expected and the value seen.
+void reportStalledWait(RankState &state, double timeout,
+                       const std::string &context);
+} // namespace oneSided
+
 namespace loopback {
 void init(int ranks, int device);
+/// The collective part of a symmetric site on the loopback transport:
+/// publishes this rank's copy and returns every member's, by position.
+std::vector<char *> exchangeSite(const CudaGroup &group, int64_t site,
+                                 char *local);
 /// Makes a rank's streams known to the peers that complete its matches.
 void registerRank(int rank, RankState *state);
 int ranks();

@@ -120,6 +120,8 @@ struct World {
   int64_t barrierGeneration = 0;
   std::vector<std::vector<double>> maxSlots;
   std::vector<std::string> traceSlots;
+  /// Symmetric sites: every member's copy by position, as they publish.
+  std::map<MailKey, std::vector<char *>> sites;
 };
 
 World &world() {
@@ -267,6 +269,7 @@ void issueCollective(RankState &issuer, std::vector<Request *> &members) {
     }
     case Kind::Send:
     case Kind::Recv:
+    case Kind::Put:
       break;
     }
   }
@@ -288,6 +291,7 @@ void init(int ranks, int /*device*/) {
   w.size = ranks;
   w.ranks.assign(static_cast<size_t>(ranks), nullptr);
   w.maxSlots.assign(static_cast<size_t>(ranks), {});
+  w.sites.clear();
   w.traceSlots.assign(static_cast<size_t>(ranks), {});
   const char *copy = std::getenv("BRAID_LOOPBACK_COPY");
   if (copy && *copy && std::strcmp(copy, "ce") != 0 &&
@@ -375,6 +379,25 @@ void wait(RankState &state, std::unique_ptr<Request> request) {
   }
   orderAfter(state, *request);
   state.inFlight.push_back(std::move(request));
+}
+
+std::vector<char *> exchangeSite(const CudaGroup &group, int64_t site,
+                                 char *local) {
+  World &w = world();
+  std::unique_lock<std::mutex> lock(w.mutex);
+  std::vector<char *> &copies = w.sites[mailKey(group, site, 0)];
+  copies.resize(static_cast<size_t>(group.size), nullptr);
+  copies[static_cast<size_t>(group.position)] = local;
+  w.changed.notify_all();
+  waitWithTimeout(
+      lock,
+      [&] {
+        return std::find(copies.begin(), copies.end(), nullptr) == copies.end();
+      },
+      formatString("braid_rt_symmetric_site (site %lld on group %s: every "
+                   "member allocates it collectively)",
+                   static_cast<long long>(site), group.str().c_str()));
+  return copies;
 }
 
 void hostBarrier(const char *what) {

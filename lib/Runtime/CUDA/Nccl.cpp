@@ -289,6 +289,7 @@ void issueCollective(RankState &state, Request &request) {
   }
   case Kind::Send:
   case Kind::Recv:
+  case Kind::Put:
     break;
   }
   if (scratch)

@@ -395,6 +395,17 @@ CUresult fakeLaunchKernel(CUfunction f, unsigned gridX, unsigned gridY,
       std::memmove(dst, src, bytes);
     return CUDA_SUCCESS;
   }
+  if (name == "braid_signal_add") {
+    void *flag = *static_cast<void **>(params[0]);
+    uint32_t value = *static_cast<uint32_t *>(params[1]);
+    braidFakeLog("cuLaunchKernel %s: +%u on %s", name.c_str(), value,
+                 braidFakeStreamName(reinterpret_cast<cudaStream_t>(stream)));
+    if (!onDevice(braidFakeMemory(flag, 4)))
+      return CUDA_ERROR_ILLEGAL_ADDRESS;
+    if (!stuck)
+      reinterpret_cast<std::atomic<uint32_t> *>(flag)->fetch_add(value);
+    return CUDA_SUCCESS;
+  }
   if (name.rfind("braid_reduce_", 0) == 0) {
     std::string rest = name.substr(13);
     std::string dtype = rest.substr(0, rest.find('_'));

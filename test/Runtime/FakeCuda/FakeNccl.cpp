@@ -17,6 +17,7 @@
 #include "FakeCuda.h"
 
 #include <nccl.h>
+#include <nccl_device/impl/core__types.h>
 
 #include <cstring>
 #include <mutex>
@@ -250,12 +251,26 @@ FAKE_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t, void *buffer,
   if (!onDevice(buffer, size))
     return fail("ncclCommWindowRegister: not device memory");
   braidFakeLog("ncclCommWindowRegister %zu B (flags %d)", size, flags);
-  *win = reinterpret_cast<ncclWindow_t>(new int(flags));
+  // The window's fields in device memory, as NCCL keeps them: the only
+  // member's copy is the buffer itself.
+  void *fields = nullptr;
+  if (cudaMalloc(&fields, sizeof(ncclWindow_vidmem)) != cudaSuccess)
+    return ncclSystemError;
+  ncclWindow_vidmem window{};
+  window.lsaFlatBase = static_cast<char *>(buffer);
+  window.stride4G = 1;
+  std::memcpy(fields, &window, sizeof(window));
+  *win = static_cast<ncclWindow_t>(fields);
   return ncclSuccess;
 }
 
 FAKE_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t,
                                                   ncclWindow_t win) {
-  delete reinterpret_cast<int *>(win);
-  return ncclSuccess;
+  return cudaFree(win) == cudaSuccess ? ncclSuccess : ncclInvalidArgument;
+}
+
+FAKE_EXPORT ncclTeam_t ncclTeamWorld(ncclComm_t) { return {1, 0, 1}; }
+FAKE_EXPORT ncclTeam_t ncclTeamLsa(ncclComm_t) { return {1, 0, 1}; }
+FAKE_EXPORT int ncclTeamRankToLsa(ncclComm_t, ncclTeam_t, int rank) {
+  return rank;
 }

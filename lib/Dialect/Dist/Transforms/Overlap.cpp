@@ -672,13 +672,9 @@ bool OverlapPass::chooseSymmetric(CollectiveOpInterface op,
     break;
   }
   const TargetDescription &target = model->getTarget();
-  if (!oneSided) {
-    why = "the target's runtime has no one-sided transport yet";
-    return false;
-  }
   if (!target.oneSidedLink) {
     why = "preset '" + target.name +
-          "' has no shared-memory domain for one-sided transfers";
+          "' has no measured one-sided link (comm=symmetric forces them)";
     return false;
   }
   // Each ring step moves a piece: the steps' latencies and the bytes

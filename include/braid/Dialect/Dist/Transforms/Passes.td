@@ -220,8 +220,6 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
            /*default=*/"::braid::CommMode::Auto",
            "Transport of ring transfers",
            "::braid::options::EnumValues<::braid::CommMode>()">,
-    Option<"oneSided", "one-sided", "bool", /*default=*/"true",
-           "Whether the target's runtime has one-sided transfers">,
     Option<"quantizeAllGather", "quantize-all-gather", "::braid::QuantizeMode",
            /*default=*/"::braid::QuantizeMode::Off",
            "Send all-gathers in fewer bits (opt-in, the bound is reported)",

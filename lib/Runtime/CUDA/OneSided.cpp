@@ -1,0 +1,402 @@
+//===- OneSided.cpp - Symmetric memory, puts and counting flags -----------===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// The one-sided entry points of braid_rt.h on CUDA (what xfer.symmetric_alloc,
+// xfer.put, xfer.signal and xfer.signal_wait lower to):
+//
+// - a site is a persistent buffer per (group, site): ncclMemAlloc and an NCCL
+//   symmetric window, whose peers' copies are read once from the window into
+//   plain device addresses; on the loopback transport, one cudaMalloc per
+//   rank, the ranks exchanging their addresses;
+// - a put is a copy-engine copy into the peer's copy on the comm stream,
+//   after the compute stream's work so far, followed by the raise of the
+//   peer's flag;
+// - a raise is a one-thread kernel doing red.release.sys.global.add: flags
+//   count, and several peers may raise one flag, which cuStreamWriteValue32
+//   (an absolute store) could not express;
+// - a wait is cuStreamWaitValue32 (GEQ, which CUDA defines as a wrapping
+//   comparison) on the compute stream; the host never blocks, and a
+//   synchronization that times out names the first wait still blocking,
+//   with the epoch expected and the value the flag holds.
+//
+//===----------------------------------------------------------------------===//
+
+#pragma GCC visibility push(default)
+#include "braid/Runtime/braid_rt.h"
+#pragma GCC visibility pop
+
+#include "Checks.h"
+#include "CudaRuntime.h"
+#include "Driver.h"
+
+// The layout of NCCL's window (peer addresses), from NCCL's own header.
+#include <nccl_device/impl/core__types.h>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+using namespace braid::rt;
+using namespace braid::rt::cuda;
+
+namespace {
+
+/// flag[0] += value, with release semantics at system scope: the raiser's
+/// earlier writes (the put's copy, ordered before it on its stream) are
+/// visible to a peer whose acquiring wait sees the new value.
+const char *const signalKernelPtx = R"PTX(
+.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry braid_signal_add(
+  .param .u64 flag_param,
+  .param .u32 value_param)
+{
+  .reg .b32 %r<2>;
+  .reg .b64 %rd<3>;
+
+  ld.param.u64 %rd1, [flag_param];
+  ld.param.u32 %r1, [value_param];
+  cvta.to.global.u64 %rd2, %rd1;
+  red.release.sys.global.add.u32 [%rd2], %r1;
+  ret;
+}
+)PTX";
+
+CUfunction signalKernel() {
+  static std::mutex mutex;
+  static CUfunction function = nullptr;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!function) {
+    const char *context = "loading the signal kernel";
+    CUmodule module = nullptr;
+    checkDriver(driver().moduleLoadData(&module, signalKernelPtx),
+                "cuModuleLoadData", context);
+    checkDriver(
+        driver().moduleGetFunction(&function, module, "braid_signal_add"),
+        "cuModuleGetFunction", context);
+  }
+  return function;
+}
+
+void raise(char *flag, uint32_t value, cudaStream_t stream,
+           const std::string &context) {
+  void *flagArg = flag;
+  void *params[] = {&flagArg, &value};
+  checkDriver(driver().launchKernel(signalKernel(), 1, 1, 1, 1, 1, 1, 0,
+                                    reinterpret_cast<CUstream>(stream), params,
+                                    nullptr),
+              "cuLaunchKernel (the signal kernel)", context);
+}
+
+/// Zero-fills a new site before any peer can learn its address.
+void zeroFill(char *p, size_t bytes, const std::string &context) {
+  cudaStream_t stream = nullptr;
+  checkCuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            "cudaStreamCreateWithFlags", context);
+  checkDriver(driver().memsetD32Async(reinterpret_cast<CUdeviceptr>(p), 0,
+                                      bytes / 4,
+                                      reinterpret_cast<CUstream>(stream)),
+              "cuMemsetD32Async", context);
+  checkCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize", context);
+  checkCuda(cudaStreamDestroy(stream), "cudaStreamDestroy", context);
+}
+
+/// Every member's copy of an NCCL symmetric window, by group position.
+std::vector<char *> windowPeers(const CudaGroup &g, ncclWindow_t window,
+                                char *local, int64_t site,
+                                const std::string &context) {
+  ncclTeam_t lsa = ncclTeamLsa(g.comm);
+  if (lsa.nRanks < g.size)
+    fatalf("%s: only %d of the group's %d ranks share memory with this one "
+           "(NCCL's LSA team: one NVLink domain); compile with "
+           "--comm=two-sided for this group",
+           context.c_str(), lsa.nRanks, g.size);
+  ncclWindow_vidmem fields{};
+  checkCuda(cudaMemcpy(&fields, window, sizeof(fields), cudaMemcpyDefault),
+            "cudaMemcpy (reading the window's peer addresses)", context);
+  ncclTeam_t world = ncclTeamWorld(g.comm);
+  std::vector<char *> peers(static_cast<size_t>(g.size));
+  for (int p = 0; p < g.size; ++p) {
+    // As ncclGetLsaPointer computes it: the copies lie stride4G * 4 GiB
+    // apart from the LSA team's first.
+    int lsaRank = ncclTeamRankToLsa(g.comm, world, p);
+    uint64_t base = reinterpret_cast<uint64_t>(fields.lsaFlatBase);
+    base += (static_cast<uint64_t>(static_cast<uint32_t>(lsaRank) *
+                                   fields.stride4G))
+            << 32;
+    peers[static_cast<size_t>(p)] = reinterpret_cast<char *>(base);
+  }
+  if (peers[static_cast<size_t>(g.position)] != local)
+    fatalf("%s: NCCL's window for site %lld is not symmetric: this rank's "
+           "copy is at %p, the window places it at %p",
+           context.c_str(), static_cast<long long>(site),
+           static_cast<void *>(local),
+           static_cast<void *>(peers[static_cast<size_t>(g.position)]));
+  return peers;
+}
+
+/// The site of `group` (any group when 0) holding [addr, addr + bytes).
+RankState::Site &findSite(RankState &state, int64_t group, int64_t addr,
+                          int64_t bytes, const char *call, const char *name,
+                          int64_t step) {
+  auto *p = reinterpret_cast<char *>(addr);
+  for (auto &entry : state.sites) {
+    RankState::Site &site = entry.second;
+    if ((group == 0 || site.group == group) && p >= site.local && bytes >= 0 &&
+        p + bytes <= site.local + site.bytes)
+      return site;
+  }
+  fatalf("%s (step %lld): %s [%p, +%lld) does not lie in a symmetric buffer "
+         "%s(from braid_rt_symmetric_site)",
+         call, static_cast<long long>(step), name, static_cast<void *>(p),
+         static_cast<long long>(bytes), group ? "of the group " : "");
+}
+
+int peerPosition(const CudaGroup &g, int64_t offset) {
+  int64_t n = g.size;
+  return static_cast<int>((g.position + ((offset % n) + n) % n) % n);
+}
+
+char *peerAddress(const RankState::Site &site, int position, int64_t addr) {
+  return site.peers[static_cast<size_t>(position)] +
+         (reinterpret_cast<char *>(addr) - site.local);
+}
+
+std::string siteText(const RankState::Site &site, const CudaGroup &g) {
+  return formatString("site %lld on group %s",
+                      static_cast<long long>(site.site), g.str().c_str());
+}
+
+} // namespace
+
+int64_t braid_rt_symmetric_site(int64_t group, int64_t bytes, int64_t site) {
+  const char *call = "braid_rt_symmetric_site";
+  RankState &state = currentRank(call);
+  const CudaGroup &g = getGroup(state, group, call);
+  if (bytes <= 0 || site < 0)
+    fatalf("%s: site %lld of %lld bytes (expected a site >= 0 and a positive "
+           "size)",
+           call, static_cast<long long>(site), static_cast<long long>(bytes));
+  auto key = std::make_pair(group, site);
+  auto found = state.sites.find(key);
+  if (found != state.sites.end()) {
+    if (found->second.bytes != bytes)
+      fatalf("%s: site %lld of group %s has %s, not %s (two programs of this "
+             "process disagree on it)",
+             call, static_cast<long long>(site), g.str().c_str(),
+             formatBytes(found->second.bytes).c_str(),
+             formatBytes(bytes).c_str());
+    return reinterpret_cast<int64_t>(found->second.local);
+  }
+  RankState::Site record;
+  record.group = group;
+  record.site = site;
+  record.bytes = bytes;
+  size_t size = (static_cast<size_t>(bytes) + NCCL_WIN_REQUIRED_ALIGNMENT - 1) /
+                NCCL_WIN_REQUIRED_ALIGNMENT * NCCL_WIN_REQUIRED_ALIGNMENT;
+  std::string context = formatString(
+      "%s (site %lld: %s on group %s)", call, static_cast<long long>(site),
+      formatBytes(bytes).c_str(), g.str().c_str());
+  void *memory = nullptr;
+  if (isLoopback()) {
+    checkCuda(cudaMalloc(&memory, size), "cudaMalloc", context);
+  } else {
+    cuda::nccl::flush(state);
+    checkNccl(ncclMemAlloc(&memory, size), "ncclMemAlloc", context);
+  }
+  record.local = static_cast<char *>(memory);
+  zeroFill(record.local, size, context);
+  if (isLoopback()) {
+    record.peers = loopback::exchangeSite(g, site, record.local);
+  } else {
+    checkNccl(ncclCommWindowRegister(g.comm, memory, size, &record.window,
+                                     NCCL_WIN_COLL_SYMMETRIC),
+              "ncclCommWindowRegister", context);
+    record.peers = windowPeers(g, record.window, record.local, site, context);
+  }
+  state.sites.emplace(key, std::move(record));
+  return reinterpret_cast<int64_t>(memory);
+}
+
+int64_t braid_rt_symmetric_peer(int64_t group, int64_t peer_offset,
+                                int64_t addr) {
+  const char *call = "braid_rt_symmetric_peer";
+  RankState &state = currentRank(call);
+  const CudaGroup &g = getGroup(state, group, call);
+  RankState::Site &site =
+      findSite(state, group, addr, 1, call, "the address", -1);
+  return reinterpret_cast<int64_t>(
+      peerAddress(site, peerPosition(g, peer_offset), addr));
+}
+
+int64_t braid_rt_put(int64_t group, int64_t peer_offset, int64_t src,
+                     int64_t dst, int64_t bytes, int64_t flag, int64_t step) {
+  const char *call = "braid_rt_put";
+  RankState &state = currentRank(call);
+  const CudaGroup &g = getGroup(state, group, call);
+  checkBuffer(call, "the source", src, bytes, step);
+  RankState::Site &dstSite =
+      findSite(state, group, dst, bytes, call, "the destination", step);
+  int position = peerPosition(g, peer_offset);
+  char *peerFlag = nullptr;
+  if (flag) {
+    checkSignal(call, flag, 1, step);
+    peerFlag =
+        peerAddress(findSite(state, group, flag, 4, call, "the flag", step),
+                    position, flag);
+  }
+  auto request = std::make_unique<Request>();
+  request->kind = Kind::Put;
+  request->group = &g;
+  request->step = step;
+  request->ownerRank = state.rank;
+  request->peerOffset = peer_offset;
+  request->peerPosition = position;
+  request->peerWorldRank = g.worldRanks[static_cast<size_t>(position)];
+  request->src = reinterpret_cast<void *>(src);
+  request->dst = peerAddress(dstSite, position, dst);
+  request->bytes = bytes;
+  request->handle = state.nextHandle++;
+  std::string context = request->context();
+  // The source is written once the compute stream gets here.
+  request->ready = recordEvent(state.compute, false, context + " (posting)");
+  checkCuda(cudaStreamWaitEvent(state.comm, request->ready->event, 0),
+            "cudaStreamWaitEvent", context);
+  traceBegin(state, state.comm, request->traceStart);
+  copyDevice(request->dst, request->src, bytes, state.comm, context);
+  if (peerFlag)
+    raise(peerFlag, 1, state.comm, context);
+  request->completion = recordEvent(state.comm, state.tracing, context);
+  request->traceEnd = request->completion;
+  int64_t handle = request->handle;
+  state.requests.emplace(handle, std::move(request));
+  return handle;
+}
+
+void braid_rt_signal_add(int64_t group, int64_t peer_offset, int64_t flag,
+                         int64_t value, int64_t step) {
+  const char *call = "braid_rt_signal_add";
+  RankState &state = currentRank(call);
+  const CudaGroup &g = getGroup(state, group, call);
+  checkSignal(call, flag, 0, step);
+  if (value <= 0 || value > INT32_MAX)
+    fatalf("%s (step %lld): adds %lld (expected 1 to 2^31 - 1)", call,
+           static_cast<long long>(step), static_cast<long long>(value));
+  int position = peerPosition(g, peer_offset);
+  char *peerFlag = peerAddress(
+      findSite(state, group, flag, 4, call, "the flag", step), position, flag);
+  std::string context = formatString(
+      "signal step %lld (to peer %d)", static_cast<long long>(step),
+      g.worldRanks[static_cast<size_t>(position)]);
+  // After everything this rank did before, on its compute stream.
+  EventPtr start;
+  traceBegin(state, state.compute, start);
+  raise(peerFlag, static_cast<uint32_t>(value), state.compute, context);
+  state.lastCompute = context;
+  traceEnd(state, state.compute, start, Track::Compute,
+           formatString("signal step %lld -> %+lld",
+                        static_cast<long long>(step),
+                        static_cast<long long>(peer_offset)));
+}
+
+void braid_rt_signal_wait_next(int64_t flag, int64_t slack, int64_t step) {
+  const char *call = "braid_rt_signal_wait_next";
+  RankState &state = currentRank(call);
+  checkSignal(call, flag, 0, step);
+  if (slack < 0)
+    fatalf("%s (step %lld): negative slack %lld", call,
+           static_cast<long long>(step), static_cast<long long>(slack));
+  RankState::Site &site = findSite(state, 0, flag, 4, call, "the flag", step);
+  const CudaGroup &g = getGroup(state, site.group, call);
+  uint32_t k = ++state.flagWaits[static_cast<uint64_t>(flag)];
+  uint32_t epoch = k - static_cast<uint32_t>(slack);
+  RankState::SignalWait wait;
+  wait.flag = static_cast<uint64_t>(flag);
+  wait.epoch = epoch;
+  wait.what = formatString(
+      "signal_wait step %lld (flag %lld of %s, epoch %u)",
+      static_cast<long long>(step),
+      static_cast<long long>((reinterpret_cast<char *>(flag) - site.local) / 4),
+      siteText(site, g).c_str(), epoch);
+  EventPtr start;
+  traceBegin(state, state.compute, start);
+  checkDriver(
+      driver().streamWaitValue32(reinterpret_cast<CUstream>(state.compute),
+                                 static_cast<CUdeviceptr>(flag), epoch,
+                                 CU_STREAM_WAIT_VALUE_GEQ),
+      "cuStreamWaitValue32", wait.what);
+  wait.passed = recordEvent(state.compute, false, wait.what);
+  state.lastCompute = wait.what;
+  traceEnd(state, state.compute, start, Track::Compute, wait.what);
+  // Those already passed need no naming.
+  while (!state.signalWaits.empty() &&
+         cudaEventQuery(state.signalWaits.front().passed->event) == cudaSuccess)
+    state.signalWaits.pop_front();
+  state.signalWaits.push_back(std::move(wait));
+}
+
+namespace braid::rt::cuda::oneSided {
+
+void releaseSites(RankState &state) {
+  if (state.sites.empty())
+    return;
+  const char *context = "braid_rt_finalize (freeing symmetric buffers)";
+  // The peers' last raises and puts may still target this rank's copies.
+  if (isLoopback())
+    loopback::hostBarrier(context);
+  else
+    cuda::nccl::barrier(state);
+  for (auto &entry : state.sites) {
+    RankState::Site &site = entry.second;
+    if (site.window) {
+      const CudaGroup &g = getGroup(state, site.group, context);
+      checkNccl(ncclCommWindowDeregister(g.comm, site.window),
+                "ncclCommWindowDeregister", context);
+      checkNccl(ncclMemFree(site.local), "ncclMemFree", context);
+    } else {
+      checkCuda(cudaFree(site.local), "cudaFree", context);
+    }
+  }
+  state.sites.clear();
+  state.flagWaits.clear();
+  state.signalWaits.clear();
+}
+
+void reportStalledWait(RankState &state, double timeout,
+                       const std::string &context) {
+  for (const RankState::SignalWait &wait : state.signalWaits) {
+    if (cudaEventQuery(wait.passed->event) != cudaErrorNotReady)
+      continue;
+    // The flag's value, read past the blocked streams.
+    std::string seen = "unreadable";
+    cudaStream_t stream = nullptr;
+    uint32_t value = 0;
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) ==
+        cudaSuccess) {
+      if (cudaMemcpyAsync(&value, reinterpret_cast<void *>(wait.flag),
+                          sizeof(value), cudaMemcpyDefault,
+                          stream) == cudaSuccess) {
+        auto deadline =
+            std::chrono::steady_clock::now() + std::chrono::seconds(1);
+        cudaError_t rc;
+        while ((rc = cudaStreamQuery(stream)) == cudaErrorNotReady &&
+               std::chrono::steady_clock::now() < deadline)
+          std::this_thread::yield();
+        if (rc == cudaSuccess)
+          seen = formatString("%u", value);
+      }
+      cudaStreamDestroy(stream);
+    }
+    fatalf("%s: timed out after %g s in %s: the flag holds %s, expected at "
+           "least %u (the peer that raises it never got there)",
+           wait.what.c_str(), timeout, context.c_str(), seen.c_str(),
+           wait.epoch);
+  }
+}
+
+} // namespace braid::rt::cuda::oneSided
