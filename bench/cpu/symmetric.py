@@ -11,8 +11,14 @@ two-sided / symmetric (> 1: symmetric is faster). Small token counts are
 where the transfers' fixed costs matter; large ones where their bandwidth
 does.
 
+Then whole collectives (--overlap=off: kept, so two-sided is MPI's own
+collective, MPI_Iallreduce / MPI_Iallgather, against direct puts to every
+peer): an f32 all-reduce of [tokens, hidden] (one shot up to 64 KiB, else a
+reduce-scatter then an all-gather) and a bf16 all-gather of
+[tokens / ranks, hidden].
+
 Usage: symmetric.py [--bin build/bin] [--ranks 4] [--repeat 7]
-                    [--tokens 64,512,2048] [--hidden 1024]
+                    [--tokens 8,64,512,2048] [--hidden 1024]
 """
 import argparse
 import os
@@ -27,8 +33,20 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
 def programs(ranks, tokens, hidden):
-    return [("ag_gemm", ag_gemm_program(ranks, tokens, hidden, hidden)),
-            ("gemm_rs", gemm_rs_program(ranks, tokens, hidden, hidden))]
+    """(name, MLIR text, overlap mode)."""
+    local = tokens // ranks
+    all_reduce = (f"shard.grid @g(shape = {ranks})\n"
+                  f"func.func @main(%x: tensor<{tokens}x{hidden}xf32>) -> tensor<{tokens}x{hidden}xf32> {{\n"
+                  f"  %r = shard.all_reduce %x on @g grid_axes = [0] : tensor<{tokens}x{hidden}xf32> -> tensor<{tokens}x{hidden}xf32>\n"
+                  f"  return %r : tensor<{tokens}x{hidden}xf32>\n}}\n")
+    all_gather = (f"shard.grid @g(shape = {ranks})\n"
+                  f"func.func @main(%x: tensor<{local}x{hidden}xbf16>) -> tensor<{tokens}x{hidden}xbf16> {{\n"
+                  f"  %g = shard.all_gather %x on @g grid_axes = [0] gather_axis = 0 : tensor<{local}x{hidden}xbf16> -> tensor<{tokens}x{hidden}xbf16>\n"
+                  f"  return %g : tensor<{tokens}x{hidden}xbf16>\n}}\n")
+    return [("ag_gemm", ag_gemm_program(ranks, tokens, hidden, hidden), "force"),
+            ("gemm_rs", gemm_rs_program(ranks, tokens, hidden, hidden), "force"),
+            ("ar", all_reduce, "off"),
+            ("ag", all_gather, "off")]
 
 
 def main():
@@ -36,20 +54,20 @@ def main():
     parser.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--tokens", default="64,512,2048")
+    parser.add_argument("--tokens", default="8,64,512,2048")
     parser.add_argument("--hidden", type=int, default=1024)
     args = parser.parse_args()
     print(f"{'pattern':<8} {'tokens':>7} {'two-sided ms':>13} "
           f"{'symmetric ms':>13} {'ratio':>6}")
     with tempfile.TemporaryDirectory() as tmp:
         for tokens in [int(t) for t in args.tokens.split(",")]:
-            for name, text in programs(args.ranks, tokens, args.hidden):
+            for name, text, mode in programs(args.ranks, tokens, args.hidden):
                 times = {}
                 for comm in ("two-sided", "symmetric"):
                     times[comm] = time_program(
                         args.bin, tmp, f"{name}-{tokens}-{comm}", text,
                         args.ranks, args.repeat,
-                        ["--overlap=force", f"--comm={comm}"])
+                        [f"--overlap={mode}", f"--comm={comm}"])
                 print(f"{name:<8} {tokens:>7} {times['two-sided']:13.2f} "
                       f"{times['symmetric']:13.2f} "
                       f"{times['two-sided'] / times['symmetric']:6.2f}",

@@ -370,7 +370,10 @@ def check_ptx(args, compile_cmd, lib, label, mode):
     # Dynamic shared memory must be an extern, unsized array: a sized or
     # static declaration is laid out among the static variables (the
     # reduction buffers) and the launch's dynamic bytes overlap them.
-    shmem = re.findall(r"^\s*(\S.*\b__dynamic_shmem__\d+\b.*);", text, re.M)
+    # Declarations start with a directive; loads and stores that address
+    # the array directly ("ld.shared.v4.b32 ..., [__dynamic_shmem__0]") are
+    # not declarations.
+    shmem = re.findall(r"^\s*(\.\S.*\b__dynamic_shmem__\d+\b.*);", text, re.M)
     shmem = [d for d in shmem if ".shared" in d]
     bad = [d for d in shmem if not re.fullmatch(
         r"\.extern \.shared \.align \d+ \.b8 __dynamic_shmem__\d+\[\]", d.strip())]
@@ -415,6 +418,8 @@ def main():
     parser.add_argument("--bin", default=os.path.join(
         os.path.dirname(__file__), "..", "..", "build", "bin"))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--scale", type=int, default=1,
+                        help="multiplies the pattern's sizes (keeping their divisibility)")
     parser.add_argument("--keep", default="")
     parser.add_argument("--target", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--sm", default="90a")
@@ -435,7 +440,7 @@ def main():
     cfg.group = cfg.grid[args.axis]
     cfg.dtype = args.dtype
     cfg.variant = args.variant
-    cfg.scale = 1
+    cfg.scale = args.scale
     grid = spmd.Grid(cfg.grid)
     text, specs, result_dtypes, reference = PATTERNS[args.pattern](cfg)
 

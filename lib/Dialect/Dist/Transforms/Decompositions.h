@@ -181,6 +181,19 @@ AsyncPlacement planAsync(CollectiveOpInterface op);
 void makeAsync(mlir::RewriterBase &rewriter, CollectiveOpInterface op,
                const AsyncPlacement &placement);
 
+//===- Direct exchange
+//-----------------------------------------------------===//
+
+/// Whether a whole collective (synchronous, or a start whose wait is in its
+/// block) has a direct form for symmetric memory; why not otherwise.
+mlir::LogicalResult matchDirectExchange(CollectiveOpInterface op,
+                                        std::string &why);
+/// Replaces it with shifts to each peer offset, marked `dist.symmetric`,
+/// posted where it starts and waited where it is waited, and the assembly
+/// or reduction of what arrives; a shift is only marked.
+mlir::LogicalResult directExchange(mlir::RewriterBase &rewriter,
+                                   CollectiveOpInterface op);
+
 } // namespace braid::dist::overlap
 
 #endif // BRAID_LIB_DIALECT_DIST_TRANSFORMS_DECOMPOSITIONS_H

@@ -67,9 +67,17 @@ struct ShiftCollector : public RewriterBase::Listener {
   void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
     if (isa<ShiftOp, ShiftStartOp>(op))
       shifts.insert(op);
+    else if (isa<CollectiveOpInterface>(op))
+      collectives.insert(op);
   }
-  void notifyOperationErased(Operation *op) override { shifts.remove(op); }
+  void notifyOperationErased(Operation *op) override {
+    shifts.remove(op);
+    collectives.remove(op);
+  }
   llvm::SetVector<Operation *> shifts;
+  /// Other collectives the rewrite made (a micro-batch's, the all-gather
+  /// after a ring reduce-scatter): whole, unless comm=symmetric moves them.
+  llvm::SetVector<Operation *> collectives;
 };
 
 std::string formatLoc(Location loc) {
@@ -144,6 +152,14 @@ private:
   /// why (for the remark and the report).
   bool chooseSymmetric(CollectiveOpInterface op, const Candidate &chosen,
                        std::string &why) const;
+  /// comm=symmetric: whether a collective that stays whole moves by direct
+  /// puts (the sweep at the end of the function rewrites it), and why;
+  /// `why` stays empty for the other comm modes, which keep the library's
+  /// collective.
+  bool wholeSymmetric(CollectiveOpInterface op, std::string &why) const;
+  /// Appends a whole collective's transport to its record and remark.
+  void noteWholeTransport(CollectiveOpInterface op, Record &record,
+                          llvm::raw_ostream &remark) const;
   /// With quantize-all-gather=bf16: an f32 all-gather sends bf16 instead.
   AllGatherOp quantize(AllGatherOp gather);
   LogicalResult writeReport();
@@ -536,7 +552,11 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     if (mode == braid::OverlapMode::Off) {
       record.decision = "kept";
       record.reason = "overlap=off";
-      op->emitRemark() << op.getCollectiveKind() << " kept whole: overlap=off";
+      std::string text;
+      llvm::raw_string_ostream remark(text);
+      remark << op.getCollectiveKind() << " kept whole: overlap=off";
+      noteWholeTransport(op, record, remark);
+      op->emitRemark() << text;
       ++numKept;
       records.push_back(record);
       continue;
@@ -587,7 +607,11 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     if (!chosen) {
       record.decision = "kept";
       record.reason = declined;
-      op->emitRemark() << op.getCollectiveKind() << " kept whole: " << declined;
+      std::string text;
+      llvm::raw_string_ostream remark(text);
+      remark << op.getCollectiveKind() << " kept whole: " << declined;
+      noteWholeTransport(op, record, remark);
+      op->emitRemark() << text;
       ++numKept;
       records.push_back(record);
       continue;
@@ -621,6 +645,9 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     // the schedule has ring shifts.
     std::string whyTransport;
     bool symmetric = chooseSymmetric(op, *chosen, whyTransport);
+    // The asynchronous form keeps the collective whole.
+    if (!chosen->fused && chosen->strategy == "async")
+      noteWholeTransport(op, record, remark);
     Location loc = op.getLoc();
     ShiftCollector collector;
     rewriter->setListener(&collector);
@@ -641,6 +668,18 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
           shift->setAttr(DistDialect::getSymmetricAttrName(),
                          rewriter->getUnitAttr());
     }
+    // Whole collectives the rewrite made move as the sweep decides.
+    if (comm == braid::CommMode::Symmetric && !collector.collectives.empty()) {
+      std::string why;
+      bool all = llvm::all_of(collector.collectives, [&](Operation *made) {
+        return wholeSymmetric(cast<CollectiveOpInterface>(made), why);
+      });
+      if (collector.shifts.empty() || !all) {
+        record.transport = all ? "symmetric" : "two-sided";
+        record.reason += "; transport " + record.transport + ": " + why;
+        remark << "; transfers " << record.transport << " (" << why << ")";
+      }
+    }
     emitRemark(loc) << text;
     chosen->fused ? ++numFused : ++numAsync;
     replication.invalidate();
@@ -656,6 +695,54 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       makeAsync(*rewriter, collective, placement);
   }
   deferredAsync.clear();
+
+  // comm=symmetric: every collective still whole, synchronous or started,
+  // moves by direct puts where it has that form (the records said so).
+  if (comm == braid::CommMode::Symmetric) {
+    SmallVector<CollectiveOpInterface> whole;
+    function->walk([&](CollectiveOpInterface op) {
+      if (!op->hasAttr(DistDialect::getSymmetricAttrName()))
+        whole.push_back(op);
+    });
+    for (CollectiveOpInterface op : whole) {
+      std::string why;
+      if (succeeded(overlap::matchDirectExchange(op, why)) &&
+          failed(overlap::directExchange(*rewriter, op))) {
+        op->emitError() << "braid-overlap: the direct exchange of this "
+                        << op.getCollectiveKind() << " failed";
+        return signalPassFailure();
+      }
+    }
+  }
+}
+
+bool OverlapPass::wholeSymmetric(CollectiveOpInterface op,
+                                 std::string &why) const {
+  if (comm != braid::CommMode::Symmetric)
+    return false;
+  std::string reason;
+  if (failed(overlap::matchDirectExchange(op, reason))) {
+    why = "no symmetric form: " + reason;
+    return false;
+  }
+  int64_t peers = groupSizeOf(op) - 1;
+  if (isa<ShiftOp, ShiftStartOp>(op.getOperation()))
+    why = "comm=symmetric; a put to the peer";
+  else
+    why = "comm=symmetric; direct puts to the " + std::to_string(peers) +
+          (peers == 1 ? " peer" : " peers");
+  return true;
+}
+
+void OverlapPass::noteWholeTransport(CollectiveOpInterface op, Record &record,
+                                     llvm::raw_ostream &remark) const {
+  std::string why;
+  bool symmetric = wholeSymmetric(op, why);
+  if (why.empty())
+    return;
+  record.transport = symmetric ? "symmetric" : "two-sided";
+  record.reason += "; transport " + record.transport + ": " + why;
+  remark << "; transfers " << record.transport << " (" << why << ")";
 }
 
 bool OverlapPass::chooseSymmetric(CollectiveOpInterface op,

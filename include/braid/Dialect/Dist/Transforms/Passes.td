@@ -174,11 +174,17 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     `comm` chooses how a ring schedule's shifts travel: `two-sided`
     (send/receive), `symmetric` (each shift is marked `dist.symmetric`, and
     braid-symmetric-transfers makes it a put into the peer's symmetric
-    slot with a per-chunk flag), or `auto`: symmetric where the target has
-    a one-sided transport (`one-sided`), the preset a one-sided link (the
-    group shares memory) and the model predicts it faster. Collectives kept
-    whole or made asynchronous stay two-sided (the library's collective).
-    The report gives each collective's `transport`. Every decision is a remark
+    slot with a per-chunk flag), or `auto`: symmetric where the preset has
+    a one-sided link (the group shares memory) and the model predicts it
+    faster. With `comm=symmetric`, collectives that stay whole (kept, or
+    made asynchronous) move by direct transfers too: one marked shift per
+    peer offset, posted where the collective starts and waited where it is
+    waited, then the assembly or reduction of what arrived (an all-reduce
+    in one shot up to 64 KiB, else as a reduce-scatter then an
+    all-gather); broadcasts, bitwise reductions and groups over several
+    axes have no such form and stay the library's, with the reason. With
+    `auto` they always stay the library's collective. The report gives
+    each collective's `transport`. Every decision is a remark
     at the collective; `report=FILE` writes them all as JSON:
 
     ```json

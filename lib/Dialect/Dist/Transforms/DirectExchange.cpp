@@ -1,0 +1,267 @@
+//===- DirectExchange.cpp - Whole collectives as direct transfers ---------===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// The symmetric form of a collective that no schedule decomposes (kept
+// whole, or made asynchronous): each rank sends straight to every peer, one
+// shift per peer offset k = 1 .. n-1, all posted where the collective starts
+// and waited where it is waited, then assembles or reduces what arrived.
+// The shifts are marked `dist.symmetric`, so that braid-symmetric-transfers
+// turns each into a put into the peer's slot with its own data and credit
+// flags: direct puts, n - 1 per rank, with no intermediate hop.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Decompositions.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace braid;
+using namespace braid::dist;
+using namespace braid::dist::schedule;
+
+namespace {
+
+/// Above this many bytes an all-reduce moves as a reduce-scatter then an
+/// all-gather (2 (n-1)/n of the tensor per rank) rather than one shot
+/// (n - 1 times the tensor), when its leading dimension splits evenly.
+constexpr int64_t oneShotAllReduceBytes = 64 * 1024;
+
+int64_t tensorBytes(RankedTensorType type) {
+  return type.getNumElements() *
+         ((type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+}
+
+bool combinable(ReductionKind kind) {
+  return kind == ReductionKind::Sum || kind == ReductionKind::Max ||
+         kind == ReductionKind::Min || kind == ReductionKind::Product;
+}
+
+/// The collective's kind-specific attributes, for its sync and start forms.
+struct Shape {
+  StringRef kind;
+  int64_t dim = 0, concatDim = 0; // all_gather, reduce_scatter; all_to_all
+  ReductionKind reduction = ReductionKind::Sum;
+};
+
+std::optional<Shape> shapeOf(Operation *op) {
+  if (auto g = dyn_cast<AllGatherOp>(op))
+    return Shape{"all_gather", static_cast<int64_t>(g.getDim()), 0, {}};
+  if (auto g = dyn_cast<AllGatherStartOp>(op))
+    return Shape{"all_gather", static_cast<int64_t>(g.getDim()), 0, {}};
+  if (auto r = dyn_cast<ReduceScatterOp>(op))
+    return Shape{"reduce_scatter", static_cast<int64_t>(r.getDim()), 0,
+                 r.getReduction()};
+  if (auto r = dyn_cast<ReduceScatterStartOp>(op))
+    return Shape{"reduce_scatter", static_cast<int64_t>(r.getDim()), 0,
+                 r.getReduction()};
+  if (auto r = dyn_cast<AllReduceOp>(op))
+    return Shape{"all_reduce", 0, 0, r.getReduction()};
+  if (auto r = dyn_cast<AllReduceStartOp>(op))
+    return Shape{"all_reduce", 0, 0, r.getReduction()};
+  if (auto a = dyn_cast<AllToAllOp>(op))
+    return Shape{"all_to_all",
+                 static_cast<int64_t>(a.getSplitDim()),
+                 static_cast<int64_t>(a.getConcatDim()),
+                 {}};
+  if (auto a = dyn_cast<AllToAllStartOp>(op))
+    return Shape{"all_to_all",
+                 static_cast<int64_t>(a.getSplitDim()),
+                 static_cast<int64_t>(a.getConcatDim()),
+                 {}};
+  if (isa<ShiftOp, ShiftStartOp>(op))
+    return Shape{"shift", 0, 0, {}};
+  return std::nullopt;
+}
+
+/// The wait of a start op's token, in its block.
+WaitOp waitOf(Operation *start) {
+  Value token = start->getResult(0);
+  if (!token.hasOneUse())
+    return {};
+  auto wait = dyn_cast<WaitOp>(*token.user_begin());
+  return wait && wait->getBlock() == start->getBlock() ? wait : WaitOp();
+}
+
+/// Posts a marked shift of `value` by +k (k = 1 .. n-1) for each value.
+SmallVector<std::pair<Value, Value>> postShifts(OpBuilder &b, Location loc,
+                                                const Ring &ring,
+                                                ArrayRef<Value> values,
+                                                int64_t firstStep) {
+  SmallVector<std::pair<Value, Value>> started;
+  for (auto [i, value] : llvm::enumerate(values)) {
+    int64_t k = static_cast<int64_t>(i) + 1;
+    started.push_back(startShift(b, loc, value, ring.grid, ring.axis, k,
+                                 firstStep + static_cast<int64_t>(i)));
+    started.back().first.getDefiningOp()->setAttr(
+        DistDialect::getSymmetricAttrName(), b.getUnitAttr());
+  }
+  return started;
+}
+
+SmallVector<Value> waitAll(OpBuilder &b, Location loc,
+                           ArrayRef<std::pair<Value, Value>> started) {
+  SmallVector<Value> received;
+  for (const auto &s : started)
+    received.push_back(waitFor(b, loc, s));
+  return received;
+}
+
+OpFoldResult blockOffset(OpBuilder &b, Location loc, Value position,
+                         int64_t delta, int64_t n, int64_t size) {
+  return affineIndex(b, loc, ringIndex(b, loc, position, delta, n), size, 0);
+}
+
+/// Block `position + delta` of `value` along `dim`, in n blocks.
+Value block(OpBuilder &b, Location loc, Value value, int64_t dim,
+            Value position, int64_t delta, int64_t n) {
+  int64_t size = cast<RankedTensorType>(value.getType()).getDimSize(dim) / n;
+  return sliceAlong(b, loc, value, dim,
+                    blockOffset(b, loc, position, delta, n, size), size);
+}
+
+/// Puts `own` and what arrived from rank position - k (received[k - 1])
+/// into their places along `dim` of a new tensor of `type`.
+Value assemble(OpBuilder &b, Location loc, RankedTensorType type, int64_t dim,
+               Value own, ArrayRef<Value> received, Value position, int64_t n) {
+  int64_t size = cast<RankedTensorType>(own.getType()).getDimSize(dim);
+  Value result =
+      tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  result = insertAlong(b, loc, own, result, dim,
+                       blockOffset(b, loc, position, 0, n, size));
+  for (auto [i, value] : llvm::enumerate(received))
+    result = insertAlong(
+        b, loc, value, result, dim,
+        blockOffset(b, loc, position, -static_cast<int64_t>(i) - 1, n, size));
+  return result;
+}
+
+FailureOr<Value> reduceAll(OpBuilder &b, Location loc, ReductionKind kind,
+                           Value own, ArrayRef<Value> received) {
+  Value acc = own;
+  for (Value value : received) {
+    FailureOr<Value> next = combine(b, loc, kind, acc, value);
+    if (failed(next))
+      return failure();
+    acc = *next;
+  }
+  return acc;
+}
+
+} // namespace
+
+LogicalResult overlap::matchDirectExchange(CollectiveOpInterface op,
+                                           std::string &why) {
+  Operation *raw = op.getOperation();
+  std::optional<Shape> shape = shapeOf(raw);
+  if (!shape) {
+    why = isa<BroadcastOp, BroadcastStartOp>(raw)
+              ? "a broadcast's peer is its root, at an offset that depends "
+                "on the rank, which transfers of static offsets cannot "
+                "express"
+              : "no direct form for " + op.getCollectiveKind().str();
+    return failure();
+  }
+  FailureOr<Ring> ring = matchRing(op, why);
+  if (failed(ring))
+    return failure();
+  if (op.isAsync() && !waitOf(raw)) {
+    why = "its wait is not in the block that starts it";
+    return failure();
+  }
+  if ((shape->kind == "reduce_scatter" || shape->kind == "all_reduce") &&
+      !combinable(shape->reduction)) {
+    why = "a bitwise reduction, which the direct form does not combine";
+    return failure();
+  }
+  return success();
+}
+
+LogicalResult overlap::directExchange(RewriterBase &rewriter,
+                                      CollectiveOpInterface op) {
+  std::string why;
+  if (failed(matchDirectExchange(op, why)))
+    return failure();
+  Operation *raw = op.getOperation();
+  Shape shape = *shapeOf(raw);
+  Ring ring = *matchRing(op, why);
+  int64_t n = ring.groupSize;
+  Location loc = raw->getLoc();
+  Value input = op.getInput();
+  auto resultType = op.getCollectiveResult().getType();
+
+  // A shift is one channel already.
+  if (shape.kind == "shift") {
+    rewriter.modifyOpInPlace(raw, [&] {
+      raw->setAttr(DistDialect::getSymmetricAttrName(), rewriter.getUnitAttr());
+    });
+    return success();
+  }
+
+  WaitOp wait = op.isAsync() ? waitOf(raw) : WaitOp();
+  rewriter.setInsertionPoint(raw);
+  Value position = groupPosition(rewriter, loc, ring.grid, ring.axis);
+
+  // What each rank sends to position + k, posted where the collective
+  // starts.
+  SmallVector<Value> sent;
+  bool twoPhase = false;
+  for (int64_t k = 1; k < n; ++k) {
+    if (shape.kind == "all_gather") {
+      sent.push_back(input);
+    } else if (shape.kind == "reduce_scatter" || shape.kind == "all_to_all") {
+      sent.push_back(block(rewriter, loc, input, shape.dim, position, k, n));
+    } else { // all_reduce
+      auto type = cast<RankedTensorType>(input.getType());
+      twoPhase = type.getRank() > 0 && type.getDimSize(0) % n == 0 &&
+                 tensorBytes(type) > oneShotAllReduceBytes;
+      sent.push_back(twoPhase ? block(rewriter, loc, input, 0, position, k, n)
+                              : input);
+    }
+  }
+  SmallVector<std::pair<Value, Value>> started =
+      postShifts(rewriter, loc, ring, sent, /*firstStep=*/0);
+
+  // Where the result is needed: at the wait, or right here.
+  if (wait)
+    rewriter.setInsertionPoint(wait);
+  SmallVector<Value> received = waitAll(rewriter, loc, started);
+  Value result;
+  if (shape.kind == "all_gather") {
+    result = assemble(rewriter, loc, resultType, shape.dim, input, received,
+                      position, n);
+  } else if (shape.kind == "all_to_all") {
+    Value own = block(rewriter, loc, input, shape.dim, position, 0, n);
+    result = assemble(rewriter, loc, resultType, shape.concatDim, own, received,
+                      position, n);
+  } else {
+    bool scatters = shape.kind == "reduce_scatter";
+    Value own = scatters || twoPhase
+                    ? block(rewriter, loc, input, shape.dim, position, 0, n)
+                    : input;
+    FailureOr<Value> reduced =
+        reduceAll(rewriter, loc, shape.reduction, own, received);
+    if (failed(reduced))
+      return failure();
+    result = *reduced;
+    if (twoPhase) {
+      // Then every rank's reduced block to every peer.
+      SmallVector<Value> again(n - 1, result);
+      SmallVector<std::pair<Value, Value>> gathered =
+          postShifts(rewriter, loc, ring, again, /*firstStep=*/n - 1);
+      result = assemble(rewriter, loc, resultType, 0, result,
+                        waitAll(rewriter, loc, gathered), position, n);
+    }
+  }
+  if (wait) {
+    rewriter.replaceOp(wait, result);
+    rewriter.eraseOp(raw);
+  } else {
+    rewriter.replaceOp(raw, result);
+  }
+  return success();
+}
