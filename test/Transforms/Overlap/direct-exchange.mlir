@@ -5,6 +5,7 @@
 // and the remark say so, and why not where there is no such form.
 // RUN: braid-opt %s -split-input-file --braid-overlap="mode=off comm=symmetric" -verify-diagnostics | FileCheck %s
 // RUN: braid-opt %s -split-input-file --braid-overlap="mode=force comm=symmetric" 2>&1 | FileCheck %s --check-prefix=ASYNC
+// RUN: braid-opt %s -split-input-file --braid-overlap="mode=force comm=symmetric" -o /dev/null 2>&1 | FileCheck %s --check-prefix=RING
 
 shard.grid @tp(shape = 4)
 
@@ -167,4 +168,27 @@ func.func @async(%g: tensor<4x8xf32>, %p: tensor<64x64xf32>) -> (tensor<4x8xf32>
   %f = linalg.fill ins(%zero : f32) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
   %m = linalg.matmul ins(%p, %p : tensor<64x64xf32>, tensor<64x64xf32>) outs(%f : tensor<64x64xf32>) -> tensor<64x64xf32>
   return %r, %m : tensor<4x8xf32>, tensor<64x64xf32>
+}
+
+// -----
+
+// A group whose axis is a network link (it spans nodes) shares no memory:
+// comm=symmetric falls back to two-sided there, with the reason, for whole
+// collectives and ring schedules alike (RING).
+shard.grid @nodes(shape = 2x4) {dist.topology = [#dist.link<network, bandwidth = 50.0, latency = 5.0>, #dist.link<shm, bandwidth = 20.0, latency = 1.0>]}
+
+// CHECK-LABEL: func.func @across_nodes
+// CHECK: dist.all_gather %{{.*}} on @nodes axes = [0]
+// CHECK: dist.shift_start %{{.*}} on @nodes axes = [1] offset = 1 {{.*}}dist.symmetric
+// RING: all_gather fused with 'linalg.matmul' as ring_ag_matmul (2 chunks): {{.*}}; transfers two-sided (grid axis 0 is a network link (dist.topology): the group spans nodes and shares no memory)
+func.func @across_nodes(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<16x8xf32>) {
+  // expected-remark @+1 {{all_gather kept whole: overlap=off; transfers two-sided (grid axis 0 is a network link (dist.topology): the group spans nodes and shares no memory)}}
+  %g = dist.all_gather %x on @nodes axes = [0] dim = 0 : tensor<4x8xf32> -> tensor<8x8xf32>
+  // expected-remark @+1 {{all_gather kept whole: overlap=off; transfers symmetric}}
+  %h = dist.all_gather %x on @nodes axes = [1] dim = 0 : tensor<4x8xf32> -> tensor<16x8xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x8xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %y = linalg.matmul ins(%g, %w : tensor<8x8xf32>, tensor<8x8xf32>) outs(%f : tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %y, %h : tensor<8x8xf32>, tensor<16x8xf32>
 }

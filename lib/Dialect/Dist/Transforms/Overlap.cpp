@@ -706,7 +706,7 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     });
     for (CollectiveOpInterface op : whole) {
       std::string why;
-      if (succeeded(overlap::matchDirectExchange(op, why)) &&
+      if (wholeSymmetric(op, why) &&
           failed(overlap::directExchange(*rewriter, op))) {
         op->emitError() << "braid-overlap: the direct exchange of this "
                         << op.getCollectiveKind() << " failed";
@@ -716,9 +716,32 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
   }
 }
 
+/// Whether the group of `op` may share memory: not when `dist.topology`
+/// makes one of its axes a network link (the group spans nodes).
+static bool sharesMemory(CollectiveOpInterface op, std::string &why) {
+  shard::GridOp grid = lookupGrid(op, op.getGridAttr());
+  auto topology =
+      grid ? grid->getAttrOfType<ArrayAttr>(DistDialect::getTopologyAttrName())
+           : ArrayAttr();
+  for (int16_t axis : op.getAxes()) {
+    if (!topology || axis >= static_cast<int64_t>(topology.size()))
+      continue;
+    auto link = dyn_cast<LinkAttr>(topology[axis]);
+    if (link && link.getLinkClass() == LinkClass::Network) {
+      why = "grid axis " + std::to_string(axis) +
+            " is a network link (dist.topology): the group spans nodes and "
+            "shares no memory";
+      return false;
+    }
+  }
+  return true;
+}
+
 bool OverlapPass::wholeSymmetric(CollectiveOpInterface op,
                                  std::string &why) const {
   if (comm != braid::CommMode::Symmetric)
+    return false;
+  if (!sharesMemory(op, why))
     return false;
   std::string reason;
   if (failed(overlap::matchDirectExchange(op, reason))) {
@@ -748,9 +771,14 @@ void OverlapPass::noteWholeTransport(CollectiveOpInterface op, Record &record,
 bool OverlapPass::chooseSymmetric(CollectiveOpInterface op,
                                   const Candidate &chosen,
                                   std::string &why) const {
+  if (comm == braid::CommMode::TwoSided) {
+    why = "comm=two-sided";
+    return false;
+  }
+  if (!sharesMemory(op, why))
+    return false;
   switch (comm) {
   case braid::CommMode::TwoSided:
-    why = "comm=two-sided";
     return false;
   case braid::CommMode::Symmetric:
     why = "comm=symmetric";
