@@ -7,7 +7,9 @@ f32 products) at a few token counts, on 4 ranks, it times with braid-exec
 --overlap=force and --comm=two-sided (MPI send/receive) and with
 --comm=symmetric (puts into the peers' slots of an MPI shared window, a
 data and a credit flag per channel), both in one run, and prints the ratio
-two-sided / symmetric (> 1: symmetric is faster). Small token counts are
+two-sided / symmetric (> 1: symmetric is faster), and the symmetric program
+again with --zero-copy=false (the receiver copies each piece out of its
+slot) against the default, where readers read the slot. Small token counts are
 where the transfers' fixed costs matter; large ones where their bandwidth
 does.
 
@@ -58,19 +60,23 @@ def main():
     parser.add_argument("--hidden", type=int, default=1024)
     args = parser.parse_args()
     print(f"{'pattern':<8} {'tokens':>7} {'two-sided ms':>13} "
-          f"{'symmetric ms':>13} {'ratio':>6}")
+          f"{'symmetric ms':>13} {'ratio':>6} {'copies ms':>10} {'copies/zero':>11}")
     with tempfile.TemporaryDirectory() as tmp:
         for tokens in [int(t) for t in args.tokens.split(",")]:
             for name, text, mode in programs(args.ranks, tokens, args.hidden):
                 times = {}
-                for comm in ("two-sided", "symmetric"):
-                    times[comm] = time_program(
-                        args.bin, tmp, f"{name}-{tokens}-{comm}", text,
-                        args.ranks, args.repeat,
-                        [f"--overlap={mode}", f"--comm={comm}"])
+                variants = [("two-sided", ["--comm=two-sided"]),
+                            ("symmetric", ["--comm=symmetric"]),
+                            ("copies", ["--comm=symmetric", "--zero-copy=false"])]
+                for variant, flags in variants:
+                    times[variant] = time_program(
+                        args.bin, tmp, f"{name}-{tokens}-{variant}", text,
+                        args.ranks, args.repeat, [f"--overlap={mode}", *flags])
                 print(f"{name:<8} {tokens:>7} {times['two-sided']:13.2f} "
                       f"{times['symmetric']:13.2f} "
-                      f"{times['two-sided'] / times['symmetric']:6.2f}",
+                      f"{times['two-sided'] / times['symmetric']:6.2f} "
+                      f"{times['copies']:10.2f} "
+                      f"{times['copies'] / times['symmetric']:11.2f}",
                       flush=True)
 
 

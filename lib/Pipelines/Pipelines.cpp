@@ -255,7 +255,9 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(xfer::createCheckSchedule());
   // After the check: it proves the two-sided schedule, which the rewrite
   // turns into one-sided transfers channel by channel.
-  pm.addPass(xfer::createSymmetricTransfers());
+  xfer::SymmetricTransfersOptions symmetric;
+  symmetric.zeroCopySlots = options.zeroCopy;
+  pm.addPass(xfer::createSymmetricTransfers(symmetric));
   // Again, for the signal protocol of what the rewrite made one-sided.
   if (options.checkSchedule)
     pm.addNestedPass<func::FuncOp>(xfer::createCheckSchedule());

@@ -44,6 +44,7 @@ SETTINGS = [
     ({"overlap": "force", "bidirectional": "on"}, {}),
     ({"overlap": "force", "check-schedule": "true"}, {}),
     ({"overlap": "force", "comm": "symmetric"}, {}),
+    ({"overlap": "force", "comm": "symmetric", "zero-copy": "false"}, {}),
     ({"comm": "two-sided"}, {}),
     ({"entry": "mlp"}, {}),
     ({"O": "0", "cpu": "x86-64"}, {}),

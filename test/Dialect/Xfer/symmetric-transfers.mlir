@@ -1,8 +1,10 @@
 // braid-symmetric-transfers: marked send/receive pairs become credit wait +
-// put with a data signal, and data wait + copy + credit; unmarked pairs stay.
-// RUN: braid-opt %s --braid-symmetric-transfers -split-input-file -verify-diagnostics | FileCheck %s
-// Its output passes braid-check-schedule's signal rules (any error of the
-// checker would be unexpected).
+// put with a data signal, and data wait + copy + credit; unmarked pairs stay
+// (with zero-copy=false: the copies; symmetric-zero-copy.mlir elides them).
+// RUN: braid-opt %s --braid-symmetric-transfers=zero-copy=false -split-input-file -verify-diagnostics | FileCheck %s
+// Its output passes braid-check-schedule's signal rules, with and without
+// copies (any error of the checker would be unexpected).
+// RUN: braid-opt %s --pass-pipeline='builtin.module(braid-symmetric-transfers{zero-copy=false},func.func(braid-check-schedule))' -split-input-file -verify-diagnostics -o /dev/null
 // RUN: braid-opt %s --pass-pipeline='builtin.module(braid-symmetric-transfers,func.func(braid-check-schedule))' -split-input-file -verify-diagnostics -o /dev/null
 
 shard.grid @tp(shape = 4)

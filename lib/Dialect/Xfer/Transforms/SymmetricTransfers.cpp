@@ -9,7 +9,9 @@
 #include "braid/Dialect/Xfer/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
 
@@ -160,7 +162,73 @@ struct SymmetricTransfersPass
     for (Operation *wait : emptyWaits)
       if (wait->getNumOperands() == 0)
         wait->erase();
+    // Then, where the receive buffer is only read, its readers read the
+    // slot itself and the credit goes back after the last of them.
+    for (CopyOut &out : copyOuts)
+      if (zeroCopy(out))
+        ++numZeroCopy;
+    copyOuts.clear();
     return success();
+  }
+
+  /// A receive's copy out of its slot and the credit after it.
+  struct CopyOut {
+    memref::CopyOp copy;
+    SignalOp credit;
+  };
+
+  /// The op of `block` that `op` is (nested in), or null.
+  static Operation *inBlock(Block *block, Operation *op) {
+    return block->findAncestorOpInBlock(*op);
+  }
+
+  /// Whether `use` only reads its buffer: a linalg input, the source of a
+  /// copy, put or send, a load.
+  static bool readsOnly(OpOperand &use) {
+    Operation *user = use.getOwner();
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(user))
+      return linalgOp.isDpsInput(&use);
+    if (isa<memref::CopyOp, PutOp, SendOp>(user))
+      return use.getOperandNumber() == 0;
+    return isa<memref::LoadOp, vector::TransferReadOp, vector::LoadOp>(user);
+  }
+
+  /// Elides the copy of `out` when its destination is an allocation of the
+  /// slot's type that, after the copy, is only read in the copy's block
+  /// (and deallocated): the readers take the slot instead, and the credit
+  /// moves after the last read (for a transfer, after its wait).
+  bool zeroCopy(CopyOut &out) {
+    Value slot = out.copy.getSource();
+    Value buffer = out.copy.getTarget();
+    if (!buffer.getDefiningOp<memref::AllocOp>() ||
+        buffer.getType() != slot.getType())
+      return false;
+    Block *block = out.copy->getBlock();
+    SmallVector<OpOperand *> reads;
+    Operation *last = out.copy;
+    for (OpOperand &use : buffer.getUses()) {
+      Operation *user = use.getOwner();
+      if (user == out.copy ||
+          isa<memref::DeallocOp, memref::ExtractAlignedPointerAsIndexOp>(user))
+        continue;
+      Operation *top = inBlock(block, user);
+      if (!top || !out.copy->isBeforeInBlock(top) || !readsOnly(use))
+        return false;
+      reads.push_back(&use);
+      // A transfer reads its source until its wait.
+      if (isa<PutOp, SendOp>(user))
+        for (Operation *waiter : user->getResult(0).getUsers())
+          if (Operation *w = inBlock(block, waiter);
+              w && top->isBeforeInBlock(w))
+            top = w;
+      if (last->isBeforeInBlock(top))
+        last = top;
+    }
+    for (OpOperand *use : reads)
+      use->set(slot);
+    out.credit->moveAfter(last);
+    out.copy->erase();
+    return true;
   }
 
   void rewrite(Channel &channel, Value slot, Value flags, Value data,
@@ -190,11 +258,14 @@ struct SymmetricTransfersPass
     b.setInsertionPointAfter(last ? last : wait.getOperation());
     loc = recv.getLoc();
     SignalWaitOp::create(b, loc, flags, data, b.getI64IntegerAttr(0), step);
-    memref::CopyOp::create(b, loc, slot, recv.getBuffer());
+    auto copy = memref::CopyOp::create(b, loc, slot, recv.getBuffer());
     // The producer is the peer this receive named.
-    last = SignalOp::create(b, loc, flags, credit, recv.getGridAttr(),
-                            recv.getAxesAttr(), recv.getOffsetAttr(),
-                            b.getI64IntegerAttr(1), step);
+    auto signal = SignalOp::create(b, loc, flags, credit, recv.getGridAttr(),
+                                   recv.getAxesAttr(), recv.getOffsetAttr(),
+                                   b.getI64IntegerAttr(1), step);
+    last = signal;
+    if (zeroCopySlots)
+      copyOuts.push_back({copy, signal});
     // A wait left with nothing to wait for goes at the end: later channels
     // of the same wait are placed after it.
     wait->setOperands(rest);
@@ -204,6 +275,7 @@ struct SymmetricTransfersPass
   }
 
   DenseMap<Operation *, Operation *> lastAfterWait;
+  SmallVector<CopyOut> copyOuts;
   SmallVector<Operation *> emptyWaits;
 
   int64_t nextSite = 0;

@@ -82,7 +82,14 @@ def SymmetricTransfers
       the peer's slot, signalling the data flag;
     - the receive disappears; where it was waited, the rank waits for the
       data flag, copies the slot into the receive buffer and gives the
-      producer its credit back.
+      producer its credit back;
+    - with `zero-copy` (the default), when the receive buffer is an
+      allocation of the slot's type that is afterwards only read in that
+      block (linalg inputs, the sources of copies, puts and sends, loads)
+      and deallocated, there is no copy: its readers read the slot, and the
+      credit goes back after the last of them (after the wait of a transfer
+      that reads it). Ring schedules forward and consume what they receive,
+      so most channels qualify.
 
     Flags count and are never reset, so the rewritten schedule may run any
     number of times (layers, repeated calls). Schedules keep their shape:
@@ -109,7 +116,14 @@ def SymmetricTransfers
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::memref::MemRefDialect"];
+  let options = [
+    Option<"zeroCopySlots", "zero-copy", "bool", /*default=*/"true",
+           "Let the readers of a receive buffer read the slot instead of a "
+           "copy of it">
+  ];
   let statistics = [
+    Statistic<"numZeroCopy", "zero-copy",
+              "Channels whose readers read the slot itself">,
     Statistic<"numChannels", "channels",
               "Number of send/receive pairs made one-sided">
   ];
