@@ -325,7 +325,34 @@ def pattern_async(cfg):
     return text, [(shapes["g"], dt), (shapes["v"], dt), (shapes["p"], dt)], [dt] * 5, ref
 
 
+def pattern_rooted(cfg):
+    """Upstream's rooted collectives: a gather along the columns to the last
+    rank, a reduce (max, bf16/f16 converted to f32 first) to the first, and
+    a scatter of rows from rank 1."""
+    n, dt = cfg.group, cfg.dtype
+    a = cfg.axis
+    z = cfg.scale
+    rows, cols = 2 * n * z, 3 * z
+    last = n - 1
+    text = (header(cfg.grid) +
+            f"func.func @main(%x: {tensor((rows, cols), dt)}) -> "
+            f"({tensor((rows, cols * n), dt)}, {tensor((rows, cols), 'f32')}, {tensor((rows // n, cols), dt)}) {{\n"
+            f"  %g = shard.gather %x on @g grid_axes = [{a}] gather_axis = 1 root = [{last}] : ({tensor((rows, cols), dt)}) -> {tensor((rows, cols * n), dt)}\n"
+            f"  %r = shard.reduce %x on @g grid_axes = [{a}] reduction = max root = [0] : ({tensor((rows, cols), dt)}) -> {tensor((rows, cols), 'f32')}\n"
+            f"  %s = shard.scatter %x on @g grid_axes = [{a}] scatter_axis = 0 root = [{1 % n}] : ({tensor((rows, cols), dt)}) -> {tensor((rows // n, cols), dt)}\n"
+            f"  return %g, %r, %s : {tensor((rows, cols * n), dt)}, {tensor((rows, cols), 'f32')}, {tensor((rows // n, cols), dt)}\n}}\n")
+
+    def ref(grid, ins):
+        (x,) = ins
+        g = spmd.gather(grid, x, [a], 1, [last])
+        r = spmd.all_reduce(grid, [v.astype(np.float32) for v in x], [a], "max")
+        s = spmd.scatter(grid, x, [a], 0, [1 % n])
+        return [[g[i], r[i], s[i]] for i in range(grid.size)]
+    return text, [((rows, cols), dt)], [dt, "f32", dt], ref
+
+
 PATTERNS = {
+    "rooted": pattern_rooted,
     "ag_matmul": pattern_ag_matmul,
     "matmul_rs": pattern_matmul_rs,
     "matmul_ar": pattern_matmul_ar,

@@ -95,3 +95,26 @@ def broadcast(grid, xs, axes, root):
         root_position = int(np.ravel_multi_index(tuple(root), sizes))
         out.append(xs[members[root_position]].copy())
     return out
+
+
+def _root_rank(grid, rank, axes, root):
+    members = grid.group(rank, axes)
+    sizes = [grid.shape[a] for a in axes]
+    return members[int(np.ravel_multi_index(tuple(root), sizes))]
+
+
+def gather(grid, xs, axes, dim, root):
+    """Rooted gather: the root's result is the gathered tensor; upstream
+    leaves the others undefined, and Braid gives them the same (an
+    all-gather), which is what is compared."""
+    return all_gather(grid, xs, axes, dim)
+
+
+def scatter(grid, xs, axes, dim, root):
+    """Each rank's block, at its group position, of the root's tensor."""
+    out = []
+    for r in range(grid.size):
+        n = len(grid.group(r, axes))
+        whole = xs[_root_rank(grid, r, axes, root)]
+        out.append(np.split(whole, n, axis=dim)[grid.position(r, axes)].copy())
+    return out

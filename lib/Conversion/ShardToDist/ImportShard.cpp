@@ -237,9 +237,42 @@ public:
                  << "'shard.shard' is a global-view annotation: partition "
                     "first (braid-import-shard=partition=auto or always)";
         })
-        .Case<shard::GatherOp, shard::ScatterOp, shard::ReduceOp, shard::SendOp,
-              shard::RecvOp, shard::UpdateHaloOp, shard::ShardShapeOp,
-              shard::GetShardingOp>([&](Operation *op) {
+        // Rooted collectives: upstream leaves a gather's and a reduce's
+        // result undefined off the root, so the all-gather and all-reduce
+        // are refinements; a scatter is the root's broadcast, sliced.
+        .Case([&](shard::GatherOp op) -> LogicalResult {
+          if (!op.getRootDynamic().empty())
+            return dynamicRoot(op);
+          Value result = AllGatherOp::create(
+              rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
+              op.getGridAxesAttr(), op.getInput(),
+              rewriter.getI64IntegerAttr(op.getGatherAxis().getSExtValue()));
+          rewriter.replaceOp(op, result);
+          return success();
+        })
+        .Case([&](shard::ReduceOp op) -> LogicalResult {
+          if (!op.getRootDynamic().empty())
+            return dynamicRoot(op);
+          return convertReduction(op, op.getInput(), op.getResult(),
+                                  op.getGridAttr(), op.getGridAxesAttr(),
+                                  op.getReduction());
+        })
+        .Case([&](shard::ScatterOp op) -> LogicalResult {
+          if (!op.getRootDynamic().empty())
+            return dynamicRoot(op);
+          Value whole = BroadcastOp::create(
+              rewriter, op.getLoc(), op.getInput().getType(), op.getGridAttr(),
+              op.getGridAxesAttr(), op.getInput(), op.getRootAttr());
+          auto slice = shard::AllSliceOp::create(
+              rewriter, op.getLoc(), op.getResult().getType(),
+              op.getGridAttr(), op.getGridAxesAttr(), whole,
+              op.getScatterAxisAttr());
+          rewriter.replaceOp(op, slice.getResult());
+          rewriter.setInsertionPoint(slice);
+          return convertAllSlice(slice);
+        })
+        .Case<shard::SendOp, shard::RecvOp, shard::UpdateHaloOp,
+              shard::ShardShapeOp, shard::GetShardingOp>([&](Operation *op) {
           return op->emitError() << "cannot convert '" << op->getName()
                                  << "' to dist: it has no dist counterpart";
         })
@@ -256,29 +289,44 @@ private:
     return gridOp ? getGroupSize(gridOp, axes) : ShapedType::kDynamic;
   }
 
+  LogicalResult dynamicRoot(Operation *op) {
+    return op->emitError() << "cannot convert '" << op->getName()
+                           << "' with a dynamic root";
+  }
+
   LogicalResult convertAllReduce(shard::AllReduceOp op) {
-    auto inType = dyn_cast<RankedTensorType>(op.getInput().getType());
-    auto outType = dyn_cast<RankedTensorType>(op.getResult().getType());
+    return convertReduction(op, op.getInput(), op.getResult(),
+                            op.getGridAttr(), op.getGridAxesAttr(),
+                            op.getReduction());
+  }
+
+  /// An all-reduce of `input` (its elements converted to the result's
+  /// first) that replaces `op`'s `resultValue`.
+  LogicalResult convertReduction(Operation *op, Value inputValue,
+                                 Value resultValue, FlatSymbolRefAttr grid,
+                                 DenseI16ArrayAttr axes,
+                                 shard::ReductionKind reduction) {
+    auto inType = dyn_cast<RankedTensorType>(inputValue.getType());
+    auto outType = dyn_cast<RankedTensorType>(resultValue.getType());
     if (!inType || !outType)
-      return op.emitError() << "cannot convert 'shard.all_reduce' on "
-                            << op.getInput().getType()
-                            << ": dist collectives take ranked tensors";
+      return op->emitError() << "cannot convert '" << op->getName() << "' on "
+                             << inputValue.getType()
+                             << ": dist collectives take ranked tensors";
     bool average;
-    FailureOr<ReductionKind> kind =
-        mapReduction(op, op.getReduction(), average);
+    FailureOr<ReductionKind> kind = mapReduction(op, reduction, average);
     if (failed(kind))
       return failure();
-    Value input = castElements(rewriter, op.getLoc(), op.getInput(),
+    Value input = castElements(rewriter, op->getLoc(), inputValue,
                                outType.getElementType());
     Value result = AllReduceOp::create(
-        rewriter, op.getLoc(), outType, op.getGridAttr(), op.getGridAxesAttr(),
-        input, ReductionKindAttr::get(rewriter.getContext(), *kind));
+        rewriter, op->getLoc(), outType, grid, axes, input,
+        ReductionKindAttr::get(rewriter.getContext(), *kind));
     if (average) {
-      int64_t group = groupSizeOf(op, op.getGridAttr(), op.getGridAxes());
+      int64_t group = groupSizeOf(op, grid, axes.asArrayRef());
       if (ShapedType::isDynamic(group))
-        return op.emitError() << "cannot convert an average over a group of "
-                                 "dynamic size";
-      result = divideByGroup(rewriter, op.getLoc(), result, group);
+        return op->emitError() << "cannot convert an average over a group of "
+                                  "dynamic size";
+      result = divideByGroup(rewriter, op->getLoc(), result, group);
     }
     rewriter.replaceOp(op, result);
     return success();
