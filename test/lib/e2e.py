@@ -351,7 +351,91 @@ def pattern_rooted(cfg):
     return text, [((rows, cols), dt)], [dt, "f32", dt], ref
 
 
+def pattern_halo(cfg):
+    """shard.update_halo, then a stencil over the haloed tile: a 3-point one
+    along the group's axis (1-D), or (variant `2d`, a 2-D grid split over
+    both axes) a 3 x 3 box sum, which reads the corners. The global array's
+    ends have no neighbour: their halos keep the zeros the tile starts
+    with."""
+    n, dt = cfg.group, cfg.dtype
+    z = cfg.scale
+    two_d = cfg.variant == "2d"
+    if two_d and len(cfg.grid) != 2:
+        raise SystemExit("e2e.py: halo --variant 2d needs a 2-D grid")
+    shape = (4 * z, 3 * z) if two_d else (4 * z,)
+    padded = tuple(d + 2 for d in shape)
+    split = "[[0], [1]]" if two_d else f"[[{cfg.axis}]]"
+    halos = "[1, 1, 1, 1]" if two_d else "[1, 1]"
+    offsets = ", ".join("1" for _ in shape)
+    sizes = ", ".join(str(d) for d in shape)
+    ones = ", ".join("1" for _ in shape)
+    shifts = ([(i, j) for i in range(3) for j in range(3)] if two_d
+              else [(i,) for i in range(3)])
+    weights = [1.0] * 9 if two_d else [1.0, 2.0, 1.0]
+    dims = ", ".join(f"d{k}" for k in range(len(shape)))
+    ident = f"affine_map<({dims}) -> ({dims})>"
+    text = header(cfg.grid) + f"func.func @main(%x: {tensor(shape, dt)}) -> {tensor(shape, dt)} {{\n"
+    text += f"  %zero = arith.constant 0.0 : {dt}\n"
+    text += f"  %e = tensor.empty() : {tensor(padded, dt)}\n"
+    text += f"  %f = linalg.fill ins(%zero : {dt}) outs(%e : {tensor(padded, dt)}) -> {tensor(padded, dt)}\n"
+    text += (f"  %d = tensor.insert_slice %x into %f[{offsets}] [{sizes}] [{ones}] : "
+             f"{tensor(shape, dt)} into {tensor(padded, dt)}\n")
+    text += (f"  %h = shard.update_halo %d on @g split_axes = {split} halo_sizes = {halos} : "
+             f"{tensor(padded, dt)}\n")
+    names = []
+    for k, shift in enumerate(shifts):
+        at = ", ".join(str(o) for o in shift)
+        text += (f"  %s{k} = tensor.extract_slice %h[{at}] [{sizes}] [{ones}] : "
+                 f"{tensor(padded, dt)} to {tensor(shape, dt)}\n")
+        names.append(f"%s{k}")
+    maps = ", ".join([ident] * (len(names) + 1))
+    args = ", ".join(f"%a{k}: {dt}" for k in range(len(names)))
+    body = f"  ^bb0({args}, %out: {dt}):\n"
+    acc = "%a0"
+    if weights[0] != 1.0:
+        raise SystemExit("e2e.py: the first weight must be 1")
+    for k in range(1, len(names)):
+        term = f"%a{k}"
+        if weights[k] != 1.0:
+            body += f"    %w{k} = arith.constant {weights[k]} : {dt}\n"
+            body += f"    %m{k} = arith.mulf %a{k}, %w{k} : {dt}\n"
+            term = f"%m{k}"
+        body += f"    %t{k} = arith.addf {acc}, {term} : {dt}\n"
+        acc = f"%t{k}"
+    body += f"    linalg.yield {acc} : {dt}\n"
+    iters = ", ".join('"parallel"' for _ in shape)
+    text += (f"  %y0 = tensor.empty() : {tensor(shape, dt)}\n"
+             f"  %y = linalg.generic {{indexing_maps = [{maps}], iterator_types = [{iters}]}} "
+             f"ins({', '.join(names)} : {', '.join(tensor(shape, dt) for _ in names)}) "
+             f"outs(%y0 : {tensor(shape, dt)}) {{\n{body}  }} -> {tensor(shape, dt)}\n"
+             f"  return %y : {tensor(shape, dt)}\n}}\n")
+
+    def ref(grid, ins):
+        (x,) = ins
+        axes = [0, 1] if two_d else [cfg.axis]
+        out = []
+        for r in range(grid.size):
+            # The whole array along the split axes, as the group holds it.
+            members = grid.group(r, axes)
+            sizes_ = [grid.shape[a] for a in axes]
+            blocks = np.empty(sizes_, dtype=object)
+            for m in members:
+                blocks[tuple(grid.coords(m)[a] for a in axes)] = x[m].astype(np.float64)
+            whole = np.block(blocks.tolist()) if two_d else np.concatenate(list(blocks))
+            pad = np.pad(whole, 1)
+            where = tuple(grid.coords(r)[a] for a in axes)
+            start = [w * s for w, s in zip(where, shape)]
+            acc = np.zeros(shape)
+            for k, shift in enumerate(shifts):
+                index = tuple(slice(st + o, st + o + s) for st, o, s in zip(start, shift, shape))
+                acc += weights[k] * pad[index]
+            out.append([acc])
+        return out
+    return text, [(shape, dt)], [dt], ref
+
+
 PATTERNS = {
+    "halo": pattern_halo,
     "rooted": pattern_rooted,
     "ag_matmul": pattern_ag_matmul,
     "matmul_rs": pattern_matmul_rs,

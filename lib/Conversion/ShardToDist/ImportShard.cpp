@@ -264,15 +264,15 @@ public:
               rewriter, op.getLoc(), op.getInput().getType(), op.getGridAttr(),
               op.getGridAxesAttr(), op.getInput(), op.getRootAttr());
           auto slice = shard::AllSliceOp::create(
-              rewriter, op.getLoc(), op.getResult().getType(),
-              op.getGridAttr(), op.getGridAxesAttr(), whole,
-              op.getScatterAxisAttr());
+              rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
+              op.getGridAxesAttr(), whole, op.getScatterAxisAttr());
           rewriter.replaceOp(op, slice.getResult());
           rewriter.setInsertionPoint(slice);
           return convertAllSlice(slice);
         })
-        .Case<shard::SendOp, shard::RecvOp, shard::UpdateHaloOp,
-              shard::ShardShapeOp, shard::GetShardingOp>([&](Operation *op) {
+        .Case([&](shard::UpdateHaloOp op) { return convertUpdateHalo(op); })
+        .Case<shard::SendOp, shard::RecvOp, shard::ShardShapeOp,
+              shard::GetShardingOp>([&](Operation *op) {
           return op->emitError() << "cannot convert '" << op->getName()
                                  << "' to dist: it has no dist counterpart";
         })
@@ -289,15 +289,141 @@ private:
     return gridOp ? getGroupSize(gridOp, axes) : ShapedType::kDynamic;
   }
 
+  /// A halo exchange as ring shifts: for each split dimension, from the
+  /// last to the first (so that corners arrive through the later ones'
+  /// halos, as upstream orders it), the first `hi` interior rows go to the
+  /// lower neighbour's upper halo and the last `lo` to the upper one's lower
+  /// halo. The shifts rotate; the ranks at the ends of the group, which
+  /// have no such neighbour, keep the halo their destination had.
+  LogicalResult convertUpdateHalo(shard::UpdateHaloOp op) {
+    Location loc = op.getLoc();
+    auto type = dyn_cast<RankedTensorType>(op.getDestination().getType());
+    if (!type || !type.hasStaticShape())
+      return op.emitError() << "cannot convert 'shard.update_halo' on "
+                            << op.getDestination().getType()
+                            << ": it needs a statically shaped tensor";
+    if (!op.getHaloSizes().empty())
+      return op.emitError()
+             << "cannot convert 'shard.update_halo' with dynamic halo sizes";
+    shard::GridOp grid = lookupGrid(op, op.getGridAttr());
+    if (!grid)
+      return op.emitError() << "refers to unknown grid " << op.getGridAttr();
+    ArrayRef<shard::GridAxesAttr> split = op.getSplitAxesAttr().getAxes();
+    ArrayRef<int64_t> halos = op.getStaticHaloSizes();
+    int64_t rank = type.getRank();
+    // The split dimensions, their axis and halo sizes.
+    struct Split {
+      int64_t dim;
+      int16_t axis;
+      int64_t lo, hi;
+    };
+    SmallVector<Split> splits;
+    for (auto [dim, axes] : llvm::enumerate(split)) {
+      if (axes.empty())
+        continue;
+      if (axes.size() != 1)
+        return op.emitError() << "cannot convert 'shard.update_halo': tensor "
+                                 "dimension "
+                              << dim << " is split over several grid axes";
+      int16_t axis = axes.asArrayRef()[0];
+      if (axis < 0 || axis >= grid.getRank() ||
+          ShapedType::isDynamic(grid.getShape()[axis]))
+        return op.emitError()
+               << "cannot convert 'shard.update_halo' over grid axis " << axis
+               << ": it must exist and have a static size";
+      size_t k = splits.size();
+      if (2 * k + 1 >= halos.size())
+        return op.emitError()
+               << "has no halo sizes for split dimension " << dim;
+      splits.push_back(
+          {static_cast<int64_t>(dim), axis, halos[2 * k], halos[2 * k + 1]});
+    }
+    if (2 * splits.size() != halos.size())
+      return op.emitError()
+             << "has " << halos.size() << " halo sizes for " << splits.size()
+             << " split dimensions (expected two each)";
+    for (const Split &sp : splits)
+      if (sp.lo < 0 || sp.hi < 0 || sp.lo + sp.hi > type.getDimSize(sp.dim) ||
+          std::max(sp.lo, sp.hi) > type.getDimSize(sp.dim) - sp.lo - sp.hi)
+        return op.emitError()
+               << "cannot convert 'shard.update_halo': halos " << sp.lo
+               << " and " << sp.hi << " of dimension " << sp.dim
+               << " do not fit its " << type.getDimSize(sp.dim)
+               << " elements with an interior at least as large";
+
+    // Block offsets and sizes: full along the dimensions done so far (the
+    // later ones, halos included), interior along the others.
+    SmallVector<int64_t> offsets(rank, 0), sizes(type.getShape());
+    for (const Split &sp : splits) {
+      offsets[sp.dim] = sp.lo;
+      sizes[sp.dim] = type.getDimSize(sp.dim) - sp.lo - sp.hi;
+    }
+    auto slice = [&](Value from, int64_t dim, int64_t offset, int64_t size) {
+      SmallVector<int64_t> o(offsets), z(sizes);
+      o[dim] = offset;
+      z[dim] = size;
+      MLIRContext *ctx = rewriter.getContext();
+      return tensor::ExtractSliceOp::create(
+                 rewriter, loc, from, getAsIndexOpFoldResult(ctx, o),
+                 getAsIndexOpFoldResult(ctx, z),
+                 getAsIndexOpFoldResult(ctx, SmallVector<int64_t>(rank, 1)))
+          .getResult();
+    };
+    auto insert = [&](Value piece, Value into, int64_t dim, int64_t offset) {
+      SmallVector<int64_t> o(offsets), z(sizes);
+      o[dim] = offset;
+      z[dim] = cast<RankedTensorType>(piece.getType()).getDimSize(dim);
+      MLIRContext *ctx = rewriter.getContext();
+      return tensor::InsertSliceOp::create(
+                 rewriter, loc, piece, into, getAsIndexOpFoldResult(ctx, o),
+                 getAsIndexOpFoldResult(ctx, z),
+                 getAsIndexOpFoldResult(ctx, SmallVector<int64_t>(rank, 1)))
+          .getResult();
+    };
+    Value result = op.getDestination();
+    for (const Split &sp : llvm::reverse(splits)) {
+      int64_t extent = type.getDimSize(sp.dim);
+      int64_t n = grid.getShape()[sp.axis];
+      Value position =
+          shard::ProcessMultiIndexOp::create(rewriter, loc, grid.getSymName(),
+                                             ArrayRef<shard::GridAxis>{sp.axis})
+              .getResult()[0];
+      auto exchange = [&](int64_t size, int64_t sendAt, int64_t recvAt,
+                          int64_t offset, int64_t edge) {
+        if (size == 0)
+          return;
+        Value sent = slice(result, sp.dim, sendAt, size);
+        Value got =
+            ShiftOp::create(rewriter, loc, sent.getType(), op.getGridAttr(),
+                            rewriter.getDenseI16ArrayAttr({sp.axis}), sent,
+                            rewriter.getI64IntegerAttr(offset));
+        Value old = slice(result, sp.dim, recvAt, size);
+        Value atEdge = arith::CmpIOp::create(
+            rewriter, loc, arith::CmpIPredicate::eq, position,
+            arith::ConstantIndexOp::create(rewriter, loc, edge));
+        Value kept = arith::SelectOp::create(rewriter, loc, atEdge, old, got);
+        result = insert(kept, result, sp.dim, recvAt);
+      };
+      // The upper halo from the upper neighbour's first interior rows.
+      exchange(sp.hi, sp.lo, extent - sp.hi, /*offset=*/-1, /*edge=*/n - 1);
+      // The lower halo from the lower neighbour's last interior rows.
+      exchange(sp.lo, extent - sp.hi - sp.lo, 0, /*offset=*/1, /*edge=*/0);
+      // Later (lower) dimensions carry this one's halos too.
+      offsets[sp.dim] = 0;
+      sizes[sp.dim] = extent;
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+
   LogicalResult dynamicRoot(Operation *op) {
     return op->emitError() << "cannot convert '" << op->getName()
                            << "' with a dynamic root";
   }
 
   LogicalResult convertAllReduce(shard::AllReduceOp op) {
-    return convertReduction(op, op.getInput(), op.getResult(),
-                            op.getGridAttr(), op.getGridAxesAttr(),
-                            op.getReduction());
+    return convertReduction(op, op.getInput(), op.getResult(), op.getGridAttr(),
+                            op.getGridAxesAttr(), op.getReduction());
   }
 
   /// An all-reduce of `input` (its elements converted to the result's
