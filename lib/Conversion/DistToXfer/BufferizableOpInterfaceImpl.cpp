@@ -100,16 +100,49 @@ static bool mayWrite(OpOperand &use) {
   return true; // Unknown effects: assume the worst.
 }
 
+/// The value whose storage `value` is (part of): through view-like tensor
+/// and memref ops, destination-passing results and the conversions between
+/// tensors and buffers that ops bufferized earlier leave behind. Two values
+/// with one root may share storage.
+static Value storageRoot(Value value) {
+  for (;;) {
+    Operation *def = value.getDefiningOp();
+    if (!def)
+      return value;
+    if (auto toTensor = dyn_cast<bufferization::ToTensorOp>(def)) {
+      value = toTensor.getBuffer();
+    } else if (auto toBuffer = dyn_cast<bufferization::ToBufferOp>(def)) {
+      value = toBuffer.getTensor();
+    } else if (auto view = dyn_cast<ViewLikeOpInterface>(def)) {
+      value = view.getViewSource();
+    } else if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+                   tensor::CastOp, tensor::ExtractSliceOp, memref::CastOp>(
+                   def)) {
+      value = def->getOperand(0);
+    } else if (auto dps = dyn_cast<DestinationStyleOpInterface>(def);
+               dps && isa<OpResult>(value) &&
+               isa<TensorType>(value.getType())) {
+      value = dps.getTiedOpOperand(cast<OpResult>(value))->get();
+    } else {
+      return value;
+    }
+  }
+}
+
 /// True if an op between `start` and its wait may write the storage of the
 /// start's input while the transfer still reads it. One-Shot Bufferize
 /// cannot see that hazard: for it the start's read is over once the op is.
+/// Ops before the start may already be bufferized, so the input can be a
+/// conversion of a buffer; the roots catch what the tensor aliases miss.
 static bool windowMayOverwrite(Operation *start, Value input, Operation *wait) {
   SetVector<Value> aliases = storageAliases(input);
+  Value root = storageRoot(input);
   for (Operation *op = start->getNextNode(); op && op != wait;
        op = op->getNextNode()) {
     WalkResult result = op->walk([&](Operation *nested) {
       for (OpOperand &use : nested->getOpOperands())
-        if (aliases.contains(use.get()) && mayWrite(use))
+        if ((aliases.contains(use.get()) || storageRoot(use.get()) == root) &&
+            mayWrite(use))
           return WalkResult::interrupt();
       return WalkResult::advance();
     });

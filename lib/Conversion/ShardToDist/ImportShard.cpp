@@ -222,9 +222,15 @@ public:
           return success();
         })
         .Case([&](shard::BroadcastOp op) -> LogicalResult {
-          if (!op.getRootDynamic().empty())
-            return op.emitError()
-                   << "cannot convert 'shard.broadcast' with a dynamic root";
+          if (!op.getRootDynamic().empty()) {
+            FailureOr<Value> result = broadcastFromDynamicRoot(
+                op, op.getInput(), op.getGridAttr(), op.getGridAxes(),
+                op.getRoot(), op.getRootDynamic());
+            if (failed(result))
+              return failure();
+            rewriter.replaceOp(op, *result);
+            return success();
+          }
           Value result = BroadcastOp::create(
               rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
               op.getGridAxesAttr(), op.getInput(), op.getRootAttr());
@@ -241,8 +247,6 @@ public:
         // result undefined off the root, so the all-gather and all-reduce
         // are refinements; a scatter is the root's broadcast, sliced.
         .Case([&](shard::GatherOp op) -> LogicalResult {
-          if (!op.getRootDynamic().empty())
-            return dynamicRoot(op);
           Value result = AllGatherOp::create(
               rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
               op.getGridAxesAttr(), op.getInput(),
@@ -251,18 +255,25 @@ public:
           return success();
         })
         .Case([&](shard::ReduceOp op) -> LogicalResult {
-          if (!op.getRootDynamic().empty())
-            return dynamicRoot(op);
           return convertReduction(op, op.getInput(), op.getResult(),
                                   op.getGridAttr(), op.getGridAxesAttr(),
                                   op.getReduction());
         })
         .Case([&](shard::ScatterOp op) -> LogicalResult {
-          if (!op.getRootDynamic().empty())
-            return dynamicRoot(op);
-          Value whole = BroadcastOp::create(
-              rewriter, op.getLoc(), op.getInput().getType(), op.getGridAttr(),
-              op.getGridAxesAttr(), op.getInput(), op.getRootAttr());
+          Value whole;
+          if (op.getRootDynamic().empty()) {
+            whole = BroadcastOp::create(rewriter, op.getLoc(),
+                                        op.getInput().getType(),
+                                        op.getGridAttr(), op.getGridAxesAttr(),
+                                        op.getInput(), op.getRootAttr());
+          } else {
+            FailureOr<Value> masked = broadcastFromDynamicRoot(
+                op, op.getInput(), op.getGridAttr(), op.getGridAxes(),
+                op.getRoot(), op.getRootDynamic());
+            if (failed(masked))
+              return failure();
+            whole = *masked;
+          }
           auto slice = shard::AllSliceOp::create(
               rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
               op.getGridAxesAttr(), whole, op.getScatterAxisAttr());
@@ -416,9 +427,52 @@ private:
     return success();
   }
 
-  LogicalResult dynamicRoot(Operation *op) {
-    return op->emitError() << "cannot convert '" << op->getName()
-                           << "' with a dynamic root";
+  /// A broadcast whose root is only known at run time: the root
+  /// contributes its tensor and every other rank zeros to a sum over the
+  /// group, which adds nothing to the root's values (but turns -0.0 into
+  /// +0.0); it moves an all-reduce's bytes instead of a broadcast's.
+  FailureOr<Value> broadcastFromDynamicRoot(Operation *op, Value input,
+                                            FlatSymbolRefAttr gridAttr,
+                                            ArrayRef<int16_t> axes,
+                                            ArrayRef<int64_t> staticRoot,
+                                            ValueRange dynamicRoot) {
+    Location loc = op->getLoc();
+    auto type = dyn_cast<RankedTensorType>(input.getType());
+    if (!type || !type.hasStaticShape() ||
+        !isa<FloatType, IntegerType>(type.getElementType()))
+      return op->emitError()
+             << "cannot convert '" << op->getName()
+             << "' with a dynamic root on " << input.getType()
+             << ": it needs a statically shaped tensor of integers or floats";
+    shard::GridOp grid = lookupGrid(op, gridAttr);
+    if (!grid)
+      return op->emitError() << "refers to unknown grid " << gridAttr;
+    if (staticRoot.size() != axes.size())
+      return op->emitError()
+             << "has " << staticRoot.size() << " root coordinates for "
+             << axes.size() << " grid axes";
+    SmallVector<OpFoldResult> root =
+        getMixedValues(staticRoot, dynamicRoot, rewriter);
+    auto indices = shard::ProcessMultiIndexOp::create(
+        rewriter, loc, grid.getSymName(), SmallVector<shard::GridAxis>(axes));
+    Value isRoot = arith::ConstantIntOp::create(rewriter, loc, 1, 1);
+    for (auto [coordinate, wanted] : llvm::zip(indices.getResults(), root)) {
+      Value want = getValueOrCreateConstantIndexOp(rewriter, loc, wanted);
+      if (!want.getType().isIndex())
+        want = arith::IndexCastOp::create(rewriter, loc,
+                                          rewriter.getIndexType(), want);
+      Value same = arith::CmpIOp::create(
+          rewriter, loc, arith::CmpIPredicate::eq, coordinate, want);
+      isRoot = arith::AndIOp::create(rewriter, loc, isRoot, same);
+    }
+    Value zeros = arith::ConstantOp::create(rewriter, loc, type,
+                                            rewriter.getZeroAttr(type));
+    Value mine = arith::SelectOp::create(rewriter, loc, isRoot, input, zeros);
+    return AllReduceOp::create(rewriter, loc, type, gridAttr,
+                               rewriter.getDenseI16ArrayAttr(axes), mine,
+                               ReductionKindAttr::get(rewriter.getContext(),
+                                                      ReductionKind::Sum))
+        .getResult();
   }
 
   LogicalResult convertAllReduce(shard::AllReduceOp op) {

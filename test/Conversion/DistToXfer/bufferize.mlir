@@ -68,6 +68,35 @@ func.func @private_copy(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
 
 shard.grid @tp(shape = 4)
 
+// The same through a view bufferized before the start (a reshape of an
+// argument), with the write into a slice of that argument: the input is
+// then a conversion of a buffer, and only the storage roots show the
+// hazard (this raced before: found by the schedule checker on a masked
+// broadcast that an async all-gather of the same argument overlapped).
+// CHECK-LABEL: func.func @private_copy_through_view
+// CHECK: %[[V:.*]] = memref.expand_shape %arg0
+// CHECK: memref.copy %[[V]], %[[C:.*]] :
+// CHECK: xfer.all_gather %[[C]],
+// CHECK: %[[S:.*]] = memref.subview %arg0[4]
+// CHECK: linalg.generic {{.*}} outs(%[[S]] :
+func.func @private_copy_through_view(%x: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>) {
+  %v = tensor.expand_shape %x [[0, 1]] output_shape [1, 8] : tensor<8xf32> into tensor<1x8xf32>
+  %t, %f = dist.all_gather_start %v on @tp axes = [0] dim = 0 : tensor<1x8xf32> -> tensor<4x8xf32>
+  %s = tensor.extract_slice %x[4] [4] [1] : tensor<8xf32> to tensor<4xf32>
+  %w = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+      outs(%s : tensor<4xf32>) {
+  ^bb0(%o: f32):
+    %n = arith.negf %o : f32
+    linalg.yield %n : f32
+  } -> tensor<4xf32>
+  %r = dist.wait %t, %f : tensor<4x8xf32>
+  return %r, %w : tensor<4x8xf32>, tensor<4xf32>
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+
 func.func @not_linearized(%x: tensor<8x16xf32>) -> tensor<8x64xf32> {
   // expected-error @+2 {{cannot lower 'dist.all_gather': its blocks are not contiguous; run braid-linearize-collectives first}}
   // expected-error @+1 {{failed to bufferize op}}

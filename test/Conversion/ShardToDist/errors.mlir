@@ -1,32 +1,6 @@
-// Ops without a dist counterpart get an error naming them.
+// Ops without a dist counterpart, and forms the import cannot take, get a
+// located error naming them.
 // RUN: braid-opt %s -split-input-file -verify-diagnostics --braid-import-shard
-
-shard.grid @g(shape = 4)
-func.func @gather_dynamic_root(%x: tensor<8xf32>, %r: index) -> tensor<32xf32> {
-  // expected-error @+1 {{cannot convert 'shard.gather' with a dynamic root}}
-  %0 = shard.gather %x on @g grid_axes = [0] gather_axis = 0 root = [%r] : (tensor<8xf32>, index) -> tensor<32xf32>
-  return %0 : tensor<32xf32>
-}
-
-// -----
-
-shard.grid @g(shape = 4)
-func.func @reduce_dynamic_root(%x: tensor<8xf32>, %r: index) -> tensor<8xf32> {
-  // expected-error @+1 {{cannot convert 'shard.reduce' with a dynamic root}}
-  %0 = shard.reduce %x on @g grid_axes = [0] root = [%r] : (tensor<8xf32>, index) -> tensor<8xf32>
-  return %0 : tensor<8xf32>
-}
-
-// -----
-
-shard.grid @g(shape = 4)
-func.func @scatter_dynamic_root(%x: tensor<8xf32>, %r: index) -> tensor<2xf32> {
-  // expected-error @+1 {{cannot convert 'shard.scatter' with a dynamic root}}
-  %0 = shard.scatter %x on @g grid_axes = [0] scatter_axis = 0 root = [%r] : (tensor<8xf32>, index) -> tensor<2xf32>
-  return %0 : tensor<2xf32>
-}
-
-// -----
 
 shard.grid @g(shape = 4)
 func.func @reduce_generic(%x: tensor<8xf32>) -> tensor<8xf32> {
@@ -56,15 +30,6 @@ func.func @generic_reduction(%x: tensor<8xf32>) -> tensor<8xf32> {
 // -----
 
 shard.grid @g(shape = 4)
-func.func @dynamic_root(%x: tensor<8xf32>, %r: index) -> tensor<8xf32> {
-  // expected-error @+1 {{cannot convert 'shard.broadcast' with a dynamic root}}
-  %0 = shard.broadcast %x on @g grid_axes = [0] root = [%r] : (tensor<8xf32>, index) -> tensor<8xf32>
-  return %0 : tensor<8xf32>
-}
-
-// -----
-
-shard.grid @g(shape = 4)
 func.func @memref_all_reduce(%x: memref<8xf32>) -> memref<8xf32> {
   // expected-error @+1 {{cannot convert 'shard.all_reduce' on 'memref<8xf32>': dist collectives take ranked tensors}}
   %0 = shard.all_reduce %x on @g grid_axes = [0] : memref<8xf32> -> memref<8xf32>
@@ -78,4 +43,13 @@ func.func @dynamic_average(%x: tensor<8xf32>) -> tensor<8xf32> {
   // expected-error @+1 {{cannot convert an average over a group of dynamic size}}
   %0 = shard.all_reduce %x on @g grid_axes = [0] reduction = average : tensor<8xf32> -> tensor<8xf32>
   return %0 : tensor<8xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 4)
+func.func @dynamic_root_dynamic_shape(%x: tensor<?xf32>, %r: index) -> tensor<?xf32> {
+  // expected-error @+1 {{cannot convert 'shard.broadcast' with a dynamic root on 'tensor<?xf32>': it needs a statically shaped tensor of integers or floats}}
+  %0 = shard.broadcast %x on @g grid_axes = [0] root = [%r] : (tensor<?xf32>, index) -> tensor<?xf32>
+  return %0 : tensor<?xf32>
 }
