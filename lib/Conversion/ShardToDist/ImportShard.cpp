@@ -190,7 +190,9 @@ public:
     converted = true;
     rewriter.setInsertionPoint(op);
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-        .Case([&](shard::AllGatherOp op) {
+        // A rooted gather leaves its result undefined off the root, so the
+        // all-gather is a refinement of it.
+        .Case<shard::AllGatherOp, shard::GatherOp>([&](auto op) {
           Value result = AllGatherOp::create(
               rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
               op.getGridAxesAttr(), op.getInput(),
@@ -243,17 +245,8 @@ public:
                  << "'shard.shard' is a global-view annotation: partition "
                     "first (braid-import-shard=partition=auto or always)";
         })
-        // Rooted collectives: upstream leaves a gather's and a reduce's
-        // result undefined off the root, so the all-gather and all-reduce
-        // are refinements; a scatter is the root's broadcast, sliced.
-        .Case([&](shard::GatherOp op) -> LogicalResult {
-          Value result = AllGatherOp::create(
-              rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
-              op.getGridAxesAttr(), op.getInput(),
-              rewriter.getI64IntegerAttr(op.getGatherAxis().getSExtValue()));
-          rewriter.replaceOp(op, result);
-          return success();
-        })
+        // A rooted reduce is an all-reduce, for the same reason; a scatter
+        // is the root's broadcast, sliced.
         .Case([&](shard::ReduceOp op) -> LogicalResult {
           return convertReduction(op, op.getInput(), op.getResult(),
                                   op.getGridAttr(), op.getGridAxesAttr(),
