@@ -62,11 +62,12 @@ def relative_error(got, expected):
 
 
 def check(module, args, kwargs, plan, ranks, layout, tolerance=1e-4,
-          overlap="force", expect=None):
+          overlap="force", expect=None, **options):
     """Parallelizes, runs, compares with the module; returns the
     strategies the report lists."""
     tp = bp.parallelize(module, args, plan, ranks=ranks, input_layout=layout,
-                        kwargs=kwargs, overlap=overlap, check_schedule=True)
+                        kwargs=kwargs, overlap=overlap, check_schedule=True,
+                        **options)
     with torch.no_grad():
         got = tp(*args, **(kwargs or {}))
         expected = module(*args, **(kwargs or {}))
@@ -148,6 +149,27 @@ def test_llama_layer_auto():
     for record in tp.artifact.report["collectives"]:
         assert record["decision"] in ("fused", "async", "kept")
         assert record["reason"]
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("kind", ["Llama", "Qwen2"])
+@pytest.mark.parametrize("layout", ["replicate", "sequence"])
+@pytest.mark.parametrize("overlap", ["force", "off"])
+def test_decoder_layer_symmetric(kind, ranks, layout, overlap):
+    """comm=symmetric on shipped plans: the rings (force) and the whole
+    collectives (off) move through symmetric memory, the checker proves
+    the signal protocol, and the layer still computes what the module
+    does."""
+    torch.manual_seed(5)
+    c = config(kind, ranks)
+    layer = decoder_layer(kind, c).eval()
+    x = torch.randn(1 if layout == "sequence" else 2, SEQ, 64)
+    tp, _ = check(layer, (x,), {"position_embeddings": rotary(c, x)},
+                  c.base_model_tp_plan, ranks, layout, overlap=overlap,
+                  comm="symmetric")
+    records = tp.artifact.report["collectives"]
+    assert records
+    assert all(r["transport"] == "symmetric" for r in records), records
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
@@ -350,6 +372,20 @@ def test_sparse_moe(kind, ranks, parallel, layout):
         assert kinds == ["all_reduce"]
     else:
         assert kinds == ["all_gather", "reduce_scatter"]
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("parallel,layout", [("tp", "replicate"),
+                                             ("ep", "sequence")])
+def test_sparse_moe_symmetric(ranks, parallel, layout):
+    """The MoE block's collectives by direct puts (comm=symmetric)."""
+    torch.manual_seed(13)
+    c, block = sparse_moe("Mixtral", ranks)
+    plan = c.base_model_tp_plan if parallel == "tp" else c.base_model_ep_plan
+    x = torch.randn(1 if layout == "sequence" else 2, SEQ, 64)
+    tp, _ = check(block, (x,), None, plan, ranks, layout, comm="symmetric")
+    records = tp.artifact.report["collectives"]
+    assert records and all(r["transport"] == "symmetric" for r in records)
 
 
 def test_mixtral_decoder_layer():
