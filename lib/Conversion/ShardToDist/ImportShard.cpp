@@ -325,6 +325,9 @@ private:
     for (auto [dim, axes] : llvm::enumerate(split)) {
       if (axes.empty())
         continue;
+      if (static_cast<int64_t>(dim) >= rank)
+        return op.emitError() << "splits tensor dimension " << dim
+                              << " of a rank-" << rank << " tensor";
       if (axes.size() != 1)
         return op.emitError() << "cannot convert 'shard.update_halo': tensor "
                                  "dimension "

@@ -91,3 +91,12 @@ func.func @on_memref(%d: memref<10xf32>) -> memref<10xf32> {
   %h = shard.update_halo %d on @g split_axes = [[0]] halo_sizes = [1, 1] : memref<10xf32>
   return %h : memref<10xf32>
 }
+
+// -----
+
+shard.grid @g(shape = 4)
+func.func @past_rank(%d: tensor<10xf32>) -> tensor<10xf32> {
+  // expected-error @+1 {{splits tensor dimension 1 of a rank-1 tensor}}
+  %h = shard.update_halo %d on @g split_axes = [[], [0]] halo_sizes = [1, 1] : tensor<10xf32>
+  return %h : tensor<10xf32>
+}
