@@ -275,11 +275,12 @@ public:
           return convertAllSlice(slice);
         })
         .Case([&](shard::UpdateHaloOp op) { return convertUpdateHalo(op); })
-        .Case<shard::SendOp, shard::RecvOp, shard::ShardShapeOp,
-              shard::GetShardingOp>([&](Operation *op) {
-          return op->emitError() << "cannot convert '" << op->getName()
-                                 << "' to dist: it has no dist counterpart";
-        })
+        .Case([&](shard::ShardShapeOp op) { return convertShardShape(op); })
+        .Case<shard::SendOp, shard::RecvOp, shard::GetShardingOp>(
+            [&](Operation *op) {
+              return op->emitError() << "cannot convert '" << op->getName()
+                                     << "' to dist: it has no dist counterpart";
+            })
         .Default([&](Operation *) {
           converted = false;
           return success();
@@ -469,6 +470,80 @@ private:
                                ReductionKindAttr::get(rewriter.getContext(),
                                                       ReductionKind::Sum))
         .getResult();
+  }
+
+  /// A device's shard shape as index arithmetic: along a dimension split
+  /// over some grid axes into n shards, dim / n, plus one on the last
+  /// dim % n shards (upstream's rule for uneven splits); other dimensions
+  /// whole. The sharding must come from a 'shard.sharding' op without halos
+  /// or explicit offsets.
+  LogicalResult convertShardShape(shard::ShardShapeOp op) {
+    Location loc = op.getLoc();
+    auto sharding = op.getSharding().getDefiningOp<shard::ShardingOp>();
+    if (!sharding)
+      return op.emitError() << "cannot convert 'shard.shard_shape': its "
+                               "sharding must come from a 'shard.sharding' op";
+    if (!sharding.getStaticHaloSizes().empty() ||
+        !sharding.getDynamicHaloSizes().empty() ||
+        !sharding.getStaticShardedDimsOffsets().empty() ||
+        !sharding.getDynamicShardedDimsOffsets().empty())
+      return op.emitError() << "cannot convert 'shard.shard_shape' of a "
+                               "sharding with halos or explicit offsets";
+    shard::GridOp grid = lookupGrid(op, sharding.getGridAttr());
+    if (!grid || ShapedType::isDynamicShape(grid.getShape()))
+      return op.emitError() << "cannot convert 'shard.shard_shape': its grid "
+                               "must exist and have a static shape";
+    SmallVector<OpFoldResult> dims =
+        getMixedValues(op.getDims(), op.getDimsDynamic(), rewriter);
+    SmallVector<OpFoldResult> device =
+        getMixedValues(op.getDevice(), op.getDeviceDynamic(), rewriter);
+    if (static_cast<int64_t>(device.size()) != grid.getRank())
+      return op.emitError()
+             << "has a device index of " << device.size()
+             << " coordinates on a rank-" << grid.getRank() << " grid";
+    if (op.getNumResults() != dims.size())
+      return op.emitError() << "has " << op.getNumResults() << " results for "
+                            << dims.size() << " dimensions";
+    auto index = [&](OpFoldResult v) {
+      return getValueOrCreateConstantIndexOp(rewriter, loc, v);
+    };
+    auto constant = [&](int64_t v) {
+      return arith::ConstantIndexOp::create(rewriter, loc, v).getResult();
+    };
+    ArrayRef<shard::GridAxesAttr> split = sharding.getSplitAxes().getAxes();
+    SmallVector<Value> sizes;
+    for (auto [i, dimValue] : llvm::enumerate(dims)) {
+      Value dim = index(dimValue);
+      if (i >= split.size() || split[i].empty()) {
+        sizes.push_back(dim);
+        continue;
+      }
+      int64_t n = 1;
+      Value position = constant(0);
+      for (int16_t axis : split[i].asArrayRef()) {
+        if (axis < 0 || axis >= grid.getRank())
+          return op.emitError() << "splits along grid axis " << axis
+                                << ", which the grid does not have";
+        int64_t size = grid.getShape()[axis];
+        n *= size;
+        position = arith::AddIOp::create(
+            rewriter, loc,
+            arith::MulIOp::create(rewriter, loc, position, constant(size)),
+            index(device[axis]));
+      }
+      Value shards = constant(n);
+      Value base = arith::DivUIOp::create(rewriter, loc, dim, shards);
+      Value rest = arith::RemUIOp::create(rewriter, loc, dim, shards);
+      Value firstLonger = arith::SubIOp::create(rewriter, loc, shards, rest);
+      Value longer = arith::CmpIOp::create(
+          rewriter, loc, arith::CmpIPredicate::uge, position, firstLonger);
+      Value extra = arith::SelectOp::create(rewriter, loc, longer, constant(1),
+                                            constant(0));
+      sizes.push_back(arith::AddIOp::create(rewriter, loc, base, extra));
+    }
+    // The sharding, unused now, goes with the other dead ones.
+    rewriter.replaceOp(op, sizes);
+    return success();
   }
 
   LogicalResult convertAllReduce(shard::AllReduceOp op) {
@@ -721,8 +796,14 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     bool globalView = false;
+    // A sharding that only shard_shape reads is SPMD arithmetic, not an
+    // annotation to partition.
     module.walk([&](Operation *op) {
-      if (isa<shard::ShardOp, shard::ShardingOp>(op)) {
+      bool annotation =
+          isa<shard::ShardOp>(op) ||
+          (isa<shard::ShardingOp>(op) &&
+           !llvm::all_of(op->getUsers(), llvm::IsaPred<shard::ShardShapeOp>));
+      if (annotation) {
         globalView = true;
         return WalkResult::interrupt();
       }
