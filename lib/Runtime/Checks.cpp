@@ -40,6 +40,27 @@ void checkBuffer(const char *call, const char *name, int64_t addr,
            name);
 }
 
+int peerPosition(int64_t position, int64_t n, int64_t peerOffset) {
+  return static_cast<int>((position + ((peerOffset % n) + n) % n) % n);
+}
+
+void checkReductionBuffers(const char *call, bool scatters, int64_t src,
+                           int64_t dst, int64_t count, int64_t elementSize,
+                           int64_t n, int64_t step) {
+  int64_t outBytes = checkedProduct(call, count, elementSize, step);
+  int64_t inBytes =
+      scatters ? checkedProduct(call, outBytes, n, step) : outBytes;
+  checkBuffer(call, "the source", src, inBytes, step);
+  checkBuffer(call, "the destination", dst, outBytes, step);
+}
+
+void checkBlockBuffers(const char *call, bool gathers, int64_t src, int64_t dst,
+                       int64_t bytesPerRank, int64_t n, int64_t step) {
+  int64_t total = checkedProduct(call, bytesPerRank, n, step);
+  checkBuffer(call, "the source", src, gathers ? bytesPerRank : total, step);
+  checkBuffer(call, "the destination", dst, total, step);
+}
+
 int64_t checkedProduct(const char *call, int64_t a, int64_t b, int64_t step) {
   int64_t product;
   if (a < 0 || __builtin_mul_overflow(a, b, &product))

@@ -27,6 +27,23 @@ void checkBuffer(const char *call, const char *name, int64_t addr,
 /// a * b, aborting when a is negative or the product overflows.
 int64_t checkedProduct(const char *call, int64_t a, int64_t b, int64_t step);
 
+/// The position `peerOffset` (of any sign) names from `position` in a group
+/// of `n` ranks.
+int peerPosition(int64_t position, int64_t n, int64_t peerOffset);
+
+/// A reduction's buffers: the destination holds `count` elements of
+/// `elementSize` bytes, the source as many, or `n` times as many for a
+/// reduce-scatter (`scatters`).
+void checkReductionBuffers(const char *call, bool scatters, int64_t src,
+                           int64_t dst, int64_t count, int64_t elementSize,
+                           int64_t n, int64_t step);
+
+/// A block exchange's buffers: `n` blocks of `bytesPerRank` in the
+/// destination, one in the source of an all-gather (`gathers`), `n` in an
+/// all-to-all's.
+void checkBlockBuffers(const char *call, bool gathers, int64_t src, int64_t dst,
+                       int64_t bytesPerRank, int64_t n, int64_t step);
+
 /// A signal's flag address (non-null, 4-byte aligned) and stream (0 or 1).
 void checkSignal(const char *call, int64_t addr, int64_t stream, int64_t step);
 

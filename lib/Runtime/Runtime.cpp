@@ -112,7 +112,7 @@ int64_t pointToPoint(OpKind kind, const char *call, int64_t groupHandle,
   int64_t n = group.size;
   int64_t offset = ((peerOffset % n) + n) % n;
   request->peerOffset = peerOffset;
-  request->peerPosition = static_cast<int>((group.position + offset) % n);
+  request->peerPosition = peerPosition(group.position, n, peerOffset);
   request->peerWorldRank = group.worldRanks[request->peerPosition];
   // A send with offset k and the matching receive with offset -k use the
   // same tag, k mod n; messages with one tag between two ranks match in
@@ -134,12 +134,8 @@ int64_t reduction(OpKind kind, const char *call, int64_t groupHandle,
   CallScope scope(rt.tracer);
   const Group &group = rt.groups.get(groupHandle, call);
   ReductionType type = resolveReduction(dtype, reductionKind, call, step);
-  int64_t outBytes = checkedProduct(call, count, type.elementSize, step);
-  int64_t inBytes = kind == OpKind::ReduceScatter
-                        ? checkedProduct(call, outBytes, group.size, step)
-                        : outBytes;
-  checkBuffer(call, "the source", src, inBytes, step);
-  checkBuffer(call, "the destination", dst, outBytes, step);
+  checkReductionBuffers(call, kind == OpKind::ReduceScatter, src, dst, count,
+                        type.elementSize, group.size, step);
   auto request = newRequest(kind, group, step);
   request->src = reinterpret_cast<const void *>(src);
   request->dst = reinterpret_cast<void *>(dst);
@@ -154,10 +150,8 @@ int64_t blockExchange(OpKind kind, const char *call, int64_t groupHandle,
   Runtime &rt = initialized(call);
   CallScope scope(rt.tracer);
   const Group &group = rt.groups.get(groupHandle, call);
-  int64_t total = checkedProduct(call, bytesPerRank, group.size, step);
-  checkBuffer(call, "the source", src,
-              kind == OpKind::AllGather ? bytesPerRank : total, step);
-  checkBuffer(call, "the destination", dst, total, step);
+  checkBlockBuffers(call, kind == OpKind::AllGather, src, dst, bytesPerRank,
+                    group.size, step);
   auto request = newRequest(kind, group, step);
   request->src = reinterpret_cast<const void *>(src);
   request->dst = reinterpret_cast<void *>(dst);
@@ -562,8 +556,7 @@ int64_t braid_rt_put(int64_t group, int64_t peer_offset, int64_t src,
   auto request = newRequest(OpKind::Put, g, step);
   int64_t n = g.size;
   request->peerOffset = peer_offset;
-  request->peerPosition =
-      static_cast<int>((g.position + ((peer_offset % n) + n) % n) % n);
+  request->peerPosition = peerPosition(g.position, n, peer_offset);
   request->peerWorldRank = g.worldRanks[request->peerPosition];
   request->src = reinterpret_cast<const void *>(src);
   if (bytes > 0) {

@@ -6,6 +6,7 @@
 
 #include "Symmetric.h"
 
+#include "Checks.h"
 #include "CommThread.h"
 #include "Diagnostics.h"
 #include "Groups.h"
@@ -123,7 +124,7 @@ void *SymmetricHeap::peer(const Group &group, const void *p, int64_t peerOffset,
     fatalf("%s (step %lld): %p is not in a symmetric buffer of group %s", call,
            static_cast<long long>(step), p, group.str().c_str());
   int64_t n = group.size;
-  int64_t position = (group.position + ((peerOffset % n) + n) % n) % n;
+  int64_t position = peerPosition(group.position, n, peerOffset);
   return b->peers[position] + (static_cast<const char *>(p) - b->local);
 }
 

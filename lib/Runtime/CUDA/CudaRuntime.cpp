@@ -529,10 +529,8 @@ int64_t pointToPoint(Kind kind, const char *call, int64_t groupHandle,
   const CudaGroup &group = getGroup(state, groupHandle, call);
   checkBuffer(call, "the buffer", addr, bytes, step);
   auto request = newRequest(state, kind, group, step);
-  int64_t n = group.size;
-  int64_t offset = ((peerOffset % n) + n) % n;
   request->peerOffset = peerOffset;
-  request->peerPosition = static_cast<int>((group.position + offset) % n);
+  request->peerPosition = peerPosition(group.position, group.size, peerOffset);
   request->peerWorldRank = group.worldRanks[request->peerPosition];
   if (kind == Kind::Send)
     request->src = reinterpret_cast<void *>(addr);
@@ -556,12 +554,8 @@ int64_t reduction(Kind kind, const char *call, int64_t groupHandle, int64_t src,
            "not %s",
            call, static_cast<long long>(step),
            reduce::reductionName(reductionKind), reduce::dtypeName(dtype));
-  int64_t outBytes = checkedProduct(call, count, size, step);
-  int64_t inBytes = kind == Kind::ReduceScatter
-                        ? checkedProduct(call, outBytes, group.size, step)
-                        : outBytes;
-  checkBuffer(call, "the source", src, inBytes, step);
-  checkBuffer(call, "the destination", dst, outBytes, step);
+  checkReductionBuffers(call, kind == Kind::ReduceScatter, src, dst, count,
+                        size, group.size, step);
   auto request = newRequest(state, kind, group, step);
   request->src = reinterpret_cast<void *>(src);
   request->dst = reinterpret_cast<void *>(dst);
@@ -577,10 +571,8 @@ int64_t blockExchange(Kind kind, const char *call, int64_t groupHandle,
                       int64_t step) {
   RankState &state = currentRank(call);
   const CudaGroup &group = getGroup(state, groupHandle, call);
-  int64_t total = checkedProduct(call, bytesPerRank, group.size, step);
-  checkBuffer(call, "the source", src,
-              kind == Kind::AllGather ? bytesPerRank : total, step);
-  checkBuffer(call, "the destination", dst, total, step);
+  checkBlockBuffers(call, kind == Kind::AllGather, src, dst, bytesPerRank,
+                    group.size, step);
   auto request = newRequest(state, kind, group, step);
   request->src = reinterpret_cast<void *>(src);
   request->dst = reinterpret_cast<void *>(dst);

@@ -158,8 +158,7 @@ RankState::Site &findSite(RankState &state, int64_t group, int64_t addr,
 }
 
 int peerPosition(const CudaGroup &g, int64_t offset) {
-  int64_t n = g.size;
-  return static_cast<int>((g.position + ((offset % n) + n) % n) % n);
+  return braid::rt::peerPosition(g.position, g.size, offset);
 }
 
 char *peerAddress(const RankState::Site &site, int position, int64_t addr) {
