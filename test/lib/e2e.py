@@ -409,9 +409,7 @@ def pattern_halo(cfg):
     maps = ", ".join([ident] * (len(names) + 1))
     args = ", ".join(f"%a{k}: {dt}" for k in range(len(names)))
     body = f"  ^bb0({args}, %out: {dt}):\n"
-    acc = "%a0"
-    if weights[0] != 1.0:
-        raise SystemExit("e2e.py: the first weight must be 1")
+    acc = "%a0"  # weights[0] is 1
     for k in range(1, len(names)):
         term = f"%a{k}"
         if weights[k] != 1.0:

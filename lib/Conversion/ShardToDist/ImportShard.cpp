@@ -339,25 +339,24 @@ private:
         return op.emitError()
                << "cannot convert 'shard.update_halo' over grid axis " << axis
                << ": it must exist and have a static size";
-      size_t k = splits.size();
-      if (2 * k + 1 >= halos.size())
-        return op.emitError()
-               << "has no halo sizes for split dimension " << dim;
-      splits.push_back(
-          {static_cast<int64_t>(dim), axis, halos[2 * k], halos[2 * k + 1]});
+      splits.push_back({static_cast<int64_t>(dim), axis, 0, 0});
     }
     if (2 * splits.size() != halos.size())
       return op.emitError()
              << "has " << halos.size() << " halo sizes for " << splits.size()
              << " split dimensions (expected two each)";
-    for (const Split &sp : splits)
-      if (sp.lo < 0 || sp.hi < 0 || sp.lo + sp.hi > type.getDimSize(sp.dim) ||
+    for (auto [k, sp] : llvm::enumerate(splits)) {
+      sp.lo = halos[2 * k];
+      sp.hi = halos[2 * k + 1];
+      // The interior must be at least as wide as either halo.
+      if (sp.lo < 0 || sp.hi < 0 ||
           std::max(sp.lo, sp.hi) > type.getDimSize(sp.dim) - sp.lo - sp.hi)
         return op.emitError()
                << "cannot convert 'shard.update_halo': halos " << sp.lo
                << " and " << sp.hi << " of dimension " << sp.dim
                << " do not fit its " << type.getDimSize(sp.dim)
                << " elements with an interior at least as large";
+    }
 
     // Block offsets and sizes: full along the dimensions done so far (the
     // later ones, halos included), interior along the others.

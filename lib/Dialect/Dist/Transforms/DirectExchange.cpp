@@ -15,9 +15,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "Decompositions.h"
+#include "braid/Dialect/Dist/Transforms/CostModel.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace braid;
@@ -31,51 +33,30 @@ namespace {
 /// (n - 1 times the tensor), when its leading dimension splits evenly.
 constexpr int64_t oneShotAllReduceBytes = 64 * 1024;
 
-int64_t tensorBytes(RankedTensorType type) {
-  return type.getNumElements() *
-         ((type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
-}
-
-bool combinable(ReductionKind kind) {
-  return kind == ReductionKind::Sum || kind == ReductionKind::Max ||
-         kind == ReductionKind::Min || kind == ReductionKind::Product;
-}
-
 /// The collective's kind-specific attributes, for its sync and start forms.
 struct Shape {
-  StringRef kind;
   int64_t dim = 0, concatDim = 0; // all_gather, reduce_scatter; all_to_all
   ReductionKind reduction = ReductionKind::Sum;
 };
 
 std::optional<Shape> shapeOf(Operation *op) {
-  if (auto g = dyn_cast<AllGatherOp>(op))
-    return Shape{"all_gather", static_cast<int64_t>(g.getDim()), 0, {}};
-  if (auto g = dyn_cast<AllGatherStartOp>(op))
-    return Shape{"all_gather", static_cast<int64_t>(g.getDim()), 0, {}};
-  if (auto r = dyn_cast<ReduceScatterOp>(op))
-    return Shape{"reduce_scatter", static_cast<int64_t>(r.getDim()), 0,
-                 r.getReduction()};
-  if (auto r = dyn_cast<ReduceScatterStartOp>(op))
-    return Shape{"reduce_scatter", static_cast<int64_t>(r.getDim()), 0,
-                 r.getReduction()};
-  if (auto r = dyn_cast<AllReduceOp>(op))
-    return Shape{"all_reduce", 0, 0, r.getReduction()};
-  if (auto r = dyn_cast<AllReduceStartOp>(op))
-    return Shape{"all_reduce", 0, 0, r.getReduction()};
-  if (auto a = dyn_cast<AllToAllOp>(op))
-    return Shape{"all_to_all",
-                 static_cast<int64_t>(a.getSplitDim()),
-                 static_cast<int64_t>(a.getConcatDim()),
-                 {}};
-  if (auto a = dyn_cast<AllToAllStartOp>(op))
-    return Shape{"all_to_all",
-                 static_cast<int64_t>(a.getSplitDim()),
-                 static_cast<int64_t>(a.getConcatDim()),
-                 {}};
-  if (isa<ShiftOp, ShiftStartOp>(op))
-    return Shape{"shift", 0, 0, {}};
-  return std::nullopt;
+  return llvm::TypeSwitch<Operation *, std::optional<Shape>>(op)
+      .Case<AllGatherOp, AllGatherStartOp>([](auto g) {
+        return Shape{static_cast<int64_t>(g.getDim()), 0, {}};
+      })
+      .Case<ReduceScatterOp, ReduceScatterStartOp>([](auto r) {
+        return Shape{static_cast<int64_t>(r.getDim()), 0, r.getReduction()};
+      })
+      .Case<AllReduceOp, AllReduceStartOp>([](auto r) {
+        return Shape{0, 0, r.getReduction()};
+      })
+      .Case<AllToAllOp, AllToAllStartOp>([](auto a) {
+        return Shape{static_cast<int64_t>(a.getSplitDim()),
+                     static_cast<int64_t>(a.getConcatDim()),
+                     {}};
+      })
+      .Case<ShiftOp, ShiftStartOp>([](auto) { return Shape{}; })
+      .Default([](Operation *) { return std::nullopt; });
 }
 
 /// The wait of a start op's token, in its block.
@@ -173,8 +154,9 @@ LogicalResult overlap::matchDirectExchange(CollectiveOpInterface op,
     why = "its wait is not in the block that starts it";
     return failure();
   }
-  if ((shape->kind == "reduce_scatter" || shape->kind == "all_reduce") &&
-      !combinable(shape->reduction)) {
+  StringRef kind = op.getCollectiveKind();
+  if ((kind == "reduce_scatter" || kind == "all_reduce") &&
+      isBitwise(shape->reduction)) {
     why = "a bitwise reduction, which the direct form does not combine";
     return failure();
   }
@@ -188,6 +170,7 @@ LogicalResult overlap::directExchange(RewriterBase &rewriter,
     return failure();
   Operation *raw = op.getOperation();
   Shape shape = *shapeOf(raw);
+  StringRef kind = op.getCollectiveKind();
   Ring ring = *matchRing(op, why);
   int64_t n = ring.groupSize;
   Location loc = raw->getLoc();
@@ -195,7 +178,7 @@ LogicalResult overlap::directExchange(RewriterBase &rewriter,
   auto resultType = op.getCollectiveResult().getType();
 
   // A shift is one channel already.
-  if (shape.kind == "shift") {
+  if (kind == "shift") {
     rewriter.modifyOpInPlace(raw, [&] {
       raw->setAttr(DistDialect::getSymmetricAttrName(), rewriter.getUnitAttr());
     });
@@ -208,21 +191,16 @@ LogicalResult overlap::directExchange(RewriterBase &rewriter,
 
   // What each rank sends to position + k, posted where the collective
   // starts.
+  auto inputType = cast<RankedTensorType>(input.getType());
+  bool twoPhase = kind == "all_reduce" && inputType.getRank() > 0 &&
+                  inputType.getDimSize(0) % n == 0 &&
+                  tensorBytes(input) > oneShotAllReduceBytes;
+  bool blocks = kind == "reduce_scatter" || kind == "all_to_all" || twoPhase;
   SmallVector<Value> sent;
-  bool twoPhase = false;
-  for (int64_t k = 1; k < n; ++k) {
-    if (shape.kind == "all_gather") {
-      sent.push_back(input);
-    } else if (shape.kind == "reduce_scatter" || shape.kind == "all_to_all") {
-      sent.push_back(block(rewriter, loc, input, shape.dim, position, k, n));
-    } else { // all_reduce
-      auto type = cast<RankedTensorType>(input.getType());
-      twoPhase = type.getRank() > 0 && type.getDimSize(0) % n == 0 &&
-                 tensorBytes(type) > oneShotAllReduceBytes;
-      sent.push_back(twoPhase ? block(rewriter, loc, input, 0, position, k, n)
-                              : input);
-    }
-  }
+  for (int64_t k = 1; k < n; ++k)
+    sent.push_back(blocks
+                       ? block(rewriter, loc, input, shape.dim, position, k, n)
+                       : input);
   SmallVector<std::pair<Value, Value>> started =
       postShifts(rewriter, loc, ring, sent, /*firstStep=*/0);
 
@@ -231,18 +209,16 @@ LogicalResult overlap::directExchange(RewriterBase &rewriter,
     rewriter.setInsertionPoint(wait);
   SmallVector<Value> received = waitAll(rewriter, loc, started);
   Value result;
-  if (shape.kind == "all_gather") {
+  if (kind == "all_gather") {
     result = assemble(rewriter, loc, resultType, shape.dim, input, received,
                       position, n);
-  } else if (shape.kind == "all_to_all") {
+  } else if (kind == "all_to_all") {
     Value own = block(rewriter, loc, input, shape.dim, position, 0, n);
     result = assemble(rewriter, loc, resultType, shape.concatDim, own, received,
                       position, n);
   } else {
-    bool scatters = shape.kind == "reduce_scatter";
-    Value own = scatters || twoPhase
-                    ? block(rewriter, loc, input, shape.dim, position, 0, n)
-                    : input;
+    Value own =
+        blocks ? block(rewriter, loc, input, shape.dim, position, 0, n) : input;
     FailureOr<Value> reduced =
         reduceAll(rewriter, loc, shape.reduction, own, received);
     if (failed(reduced))

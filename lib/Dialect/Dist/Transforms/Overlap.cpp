@@ -80,6 +80,15 @@ struct ShiftCollector : public RewriterBase::Listener {
   llvm::SetVector<Operation *> collectives;
 };
 
+/// Records how a collective's transfers travel, and why, in its report
+/// record and its remark.
+void noteTransport(Record &record, llvm::raw_ostream &remark, bool symmetric,
+                   StringRef why) {
+  record.transport = symmetric ? "symmetric" : "two-sided";
+  record.reason += ("; transport " + record.transport + ": " + why).str();
+  remark << "; transfers " << record.transport << " (" << why << ")";
+}
+
 std::string formatLoc(Location loc) {
   if (auto file = dyn_cast<FileLineColLoc>(loc))
     return (file.getFilename().getValue() + ":" + Twine(file.getLine()) + ":" +
@@ -659,10 +668,7 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       return signalPassFailure();
     }
     if (!collector.shifts.empty()) {
-      record.transport = symmetric ? "symmetric" : "two-sided";
-      record.reason += "; transport " + record.transport + ": " + whyTransport;
-      remark << "; transfers " << record.transport << " (" << whyTransport
-             << ")";
+      noteTransport(record, remark, symmetric, whyTransport);
       if (symmetric)
         for (Operation *shift : collector.shifts)
           shift->setAttr(DistDialect::getSymmetricAttrName(),
@@ -674,11 +680,8 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       bool all = llvm::all_of(collector.collectives, [&](Operation *made) {
         return wholeSymmetric(cast<CollectiveOpInterface>(made), why);
       });
-      if (collector.shifts.empty() || !all) {
-        record.transport = all ? "symmetric" : "two-sided";
-        record.reason += "; transport " + record.transport + ": " + why;
-        remark << "; transfers " << record.transport << " (" << why << ")";
-      }
+      if (collector.shifts.empty() || !all)
+        noteTransport(record, remark, all, why);
     }
     emitRemark(loc) << text;
     chosen->fused ? ++numFused : ++numAsync;
@@ -761,11 +764,8 @@ void OverlapPass::noteWholeTransport(CollectiveOpInterface op, Record &record,
                                      llvm::raw_ostream &remark) const {
   std::string why;
   bool symmetric = wholeSymmetric(op, why);
-  if (why.empty())
-    return;
-  record.transport = symmetric ? "symmetric" : "two-sided";
-  record.reason += "; transport " + record.transport + ": " + why;
-  remark << "; transfers " << record.transport << " (" << why << ")";
+  if (!why.empty())
+    noteTransport(record, remark, symmetric, why);
 }
 
 bool OverlapPass::chooseSymmetric(CollectiveOpInterface op,

@@ -67,6 +67,16 @@ std::string describeBuffer(Value buffer) {
   return text;
 }
 
+/// A peer offset of `op` (a transfer on a grid's axes) modulo its group's
+/// size, where that size is known.
+static int64_t normalizedOffset(Operation *op, int64_t offset) {
+  auto grid = op->getAttrOfType<FlatSymbolRefAttr>("grid");
+  auto axes = op->getAttrOfType<DenseI16ArrayAttr>("axes").asArrayRef();
+  shard::GridOp gridOp = dist::lookupGrid(op, grid);
+  int64_t n = gridOp ? dist::getGroupSize(gridOp, axes) : ShapedType::kDynamic;
+  return ShapedType::isDynamic(n) || n <= 0 ? offset : ((offset % n) + n) % n;
+}
+
 static std::string peer(int64_t offset) {
   if (offset == 0)
     return "rank r";
@@ -171,20 +181,11 @@ public:
   }
 
 private:
-  static int64_t axisSize(Operation *op, FlatSymbolRefAttr grid,
-                          ArrayRef<int16_t> axes) {
-    shard::GridOp gridOp = dist::lookupGrid(op, grid);
-    return gridOp ? dist::getGroupSize(gridOp, axes) : ShapedType::kDynamic;
-  }
-
   static std::string channelOf(Operation *op, int64_t sendOffset) {
     auto grid = op->getAttrOfType<FlatSymbolRefAttr>("grid");
     auto axes = op->getAttrOfType<DenseI16ArrayAttr>("axes").asArrayRef();
-    int64_t n = axisSize(op, grid, axes);
-    int64_t normalized =
-        ShapedType::isDynamic(n) ? sendOffset : ((sendOffset % n) + n) % n;
     return (grid.getValue() + "/" + Twine(axes.empty() ? -1 : axes[0]) + "/" +
-            Twine(normalized))
+            Twine(normalizedOffset(op, sendOffset)))
         .str();
   }
 
@@ -374,18 +375,6 @@ private:
     DenseMap<int64_t, size_t> lastRead;
   };
 
-  static int64_t groupSize(Operation *op) {
-    auto grid = op->getAttrOfType<FlatSymbolRefAttr>("grid");
-    auto axes = op->getAttrOfType<DenseI16ArrayAttr>("axes").asArrayRef();
-    shard::GridOp gridOp = dist::lookupGrid(op, grid);
-    return gridOp ? dist::getGroupSize(gridOp, axes) : ShapedType::kDynamic;
-  }
-
-  static int64_t normalize(Operation *op, int64_t offset) {
-    int64_t n = groupSize(op);
-    return ShapedType::isDynamic(n) || n <= 0 ? offset : ((offset % n) + n) % n;
-  }
-
   static std::string symmetricText(Operation *alloc) {
     auto op = cast<SymmetricAllocOp>(alloc);
     std::string text;
@@ -441,7 +430,8 @@ private:
                     "data has landed";
         slot.data = *flag;
         events.slot = dest;
-        events.raises.push_back({put, pos, normalize(put, put.getOffset()), 1});
+        events.raises.push_back(
+            {put, pos, normalizedOffset(put, put.getOffset()), 1});
         ++events.raised;
       } else if (auto signal = dyn_cast<SignalOp>(op)) {
         FailureOr<Flag> flag =
@@ -457,7 +447,7 @@ private:
                     "has not";
         int64_t add = static_cast<int64_t>(signal.getAdd());
         events.raises.push_back(
-            {signal, pos, normalize(signal, signal.getOffset()), add});
+            {signal, pos, normalizedOffset(signal, signal.getOffset()), add});
         events.raised += add;
       } else if (auto wait = dyn_cast<SignalWaitOp>(op)) {
         FailureOr<Flag> flag = flagOf(wait, wait.getFlags(), wait.getIndex());
@@ -585,7 +575,7 @@ private:
     if (read == slot.lastRead.end())
       return success(); // Nothing reads what this put overwrites.
     size_t putPos = position.lookup(put);
-    int64_t toWriter = normalize(put, -put.getOffset());
+    int64_t toWriter = normalizedOffset(put, -put.getOffset());
     for (auto &[flag, events] : flags) {
       if (events.raised <= 0 || events.raises.size() != size_t(events.raised))
         continue;

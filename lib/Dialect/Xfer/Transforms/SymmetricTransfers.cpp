@@ -177,11 +177,6 @@ struct SymmetricTransfersPass
     SignalOp credit;
   };
 
-  /// The op of `block` that `op` is (nested in), or null.
-  static Operation *inBlock(Block *block, Operation *op) {
-    return block->findAncestorOpInBlock(*op);
-  }
-
   /// Whether `use` only reads its buffer: a linalg input, the source of a
   /// copy, put or send, a load.
   static bool readsOnly(OpOperand &use) {
@@ -211,14 +206,14 @@ struct SymmetricTransfersPass
       if (user == out.copy ||
           isa<memref::DeallocOp, memref::ExtractAlignedPointerAsIndexOp>(user))
         continue;
-      Operation *top = inBlock(block, user);
+      Operation *top = block->findAncestorOpInBlock(*user);
       if (!top || !out.copy->isBeforeInBlock(top) || !readsOnly(use))
         return false;
       reads.push_back(&use);
       // A transfer reads its source until its wait.
       if (isa<PutOp, SendOp>(user))
         for (Operation *waiter : user->getResult(0).getUsers())
-          if (Operation *w = inBlock(block, waiter);
+          if (Operation *w = block->findAncestorOpInBlock(*waiter);
               w && top->isBeforeInBlock(w))
             top = w;
       if (last->isBeforeInBlock(top))
