@@ -1093,60 +1093,8 @@ void braid_rt_loopback_run(void (*fn)(void *), void *arg) {
 }
 
 //===----------------------------------------------------------------------===//
-// Symmetric buffers and stream signals
+// Stream signals (symmetric buffers and one-sided transfers: OneSided.cpp)
 //===----------------------------------------------------------------------===//
-
-int64_t braid_rt_symmetric_alloc(int64_t group, int64_t bytes) {
-  const char *call = "braid_rt_symmetric_alloc";
-  RankState &state = currentRank(call);
-  const CudaGroup &g = getGroup(state, group, call);
-  if (bytes < 0)
-    fatalf("%s: negative size %lld", call, static_cast<long long>(bytes));
-  // Windows start and end on NCCL's required alignment.
-  size_t size = (static_cast<size_t>(std::max<int64_t>(bytes, 1)) +
-                 NCCL_WIN_REQUIRED_ALIGNMENT - 1) /
-                NCCL_WIN_REQUIRED_ALIGNMENT * NCCL_WIN_REQUIRED_ALIGNMENT;
-  std::string context = formatString(
-      "%s (%s on group %s)", call, formatBytes(bytes).c_str(), g.str().c_str());
-  void *buffer = nullptr;
-  RankState::SymmetricBuffer record;
-  record.group = group;
-  if (isLoopback()) {
-    // One process: every rank's memory is already the others' to read.
-    checkCuda(cudaMalloc(&buffer, size), "cudaMalloc", context);
-  } else {
-    nccl::flush(state);
-    checkNccl(ncclMemAlloc(&buffer, size), "ncclMemAlloc", context);
-    checkNccl(ncclCommWindowRegister(g.comm, buffer, size, &record.window,
-                                     NCCL_WIN_COLL_SYMMETRIC),
-              "ncclCommWindowRegister", context);
-  }
-  state.symmetric.emplace(buffer, record);
-  return reinterpret_cast<int64_t>(buffer);
-}
-
-void braid_rt_symmetric_free(int64_t group, int64_t addr) {
-  const char *call = "braid_rt_symmetric_free";
-  RankState &state = currentRank(call);
-  const CudaGroup &g = getGroup(state, group, call);
-  void *buffer = reinterpret_cast<void *>(addr);
-  auto found = state.symmetric.find(buffer);
-  if (found == state.symmetric.end() || found->second.group != group)
-    fatalf("%s: %p is not a symmetric buffer of group %s (from "
-           "braid_rt_symmetric_alloc)",
-           call, buffer, g.str().c_str());
-  // Device work may still read or write it.
-  synchronizeRank(state, call);
-  std::string context = std::string(call) + " (group " + g.str() + ")";
-  if (found->second.window) {
-    checkNccl(ncclCommWindowDeregister(g.comm, found->second.window),
-              "ncclCommWindowDeregister", context);
-    checkNccl(ncclMemFree(buffer), "ncclMemFree", context);
-  } else {
-    checkCuda(cudaFree(buffer), "cudaFree", context);
-  }
-  state.symmetric.erase(found);
-}
 
 namespace {
 

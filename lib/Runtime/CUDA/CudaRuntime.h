@@ -6,8 +6,9 @@
 //
 // The cuda backend's per-rank state and the interface between its parts:
 // CudaRuntime.cpp (lifecycle and the ABI entry points), Nccl.cpp and
-// Loopback.cpp (the two transports), Gemm.cpp (braid_rt_gemm on cuBLASLt)
-// and MlirGpu.cpp (the mgpu* functions gpu-to-llvm lowers to).
+// Loopback.cpp (the two transports), OneSided.cpp (symmetric buffers, puts
+// and flags), Gemm.cpp (braid_rt_gemm on cuBLASLt) and MlirGpu.cpp (the
+// mgpu* functions gpu-to-llvm lowers to).
 //
 // Stream model: every rank owns a compute stream, where compiled kernels,
 // GEMMs and allocations run in program order, and a comm stream, where its

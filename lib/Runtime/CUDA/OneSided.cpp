@@ -4,8 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The one-sided entry points of braid_rt.h on CUDA (what xfer.symmetric_alloc,
-// xfer.put, xfer.signal and xfer.signal_wait lower to):
+// Symmetric memory on CUDA: braid_rt_symmetric_alloc/free, and the
+// one-sided entry points of braid_rt.h (what xfer.symmetric_alloc, xfer.put,
+// xfer.signal and xfer.signal_wait lower to):
 //
 // - a site is a persistent buffer per (group, site): ncclMemAlloc and an NCCL
 //   symmetric window, whose peers' copies are read once from the window into
@@ -106,6 +107,49 @@ void zeroFill(char *p, size_t bytes, const std::string &context) {
   checkCuda(cudaStreamDestroy(stream), "cudaStreamDestroy", context);
 }
 
+/// A symmetric buffer's memory: at least `bytes`, rounded to NCCL's window
+/// alignment, zero-filled with `zero` (before any peer can learn its
+/// address), registered as a symmetric window on NCCL.
+struct WindowMemory {
+  char *data = nullptr;
+  ncclWindow_t window = nullptr; ///< Null on the loopback transport.
+};
+
+WindowMemory allocateWindow(RankState &state, const CudaGroup &g, int64_t bytes,
+                            bool zero, const std::string &context) {
+  size_t size = (static_cast<size_t>(std::max<int64_t>(bytes, 1)) +
+                 NCCL_WIN_REQUIRED_ALIGNMENT - 1) /
+                NCCL_WIN_REQUIRED_ALIGNMENT * NCCL_WIN_REQUIRED_ALIGNMENT;
+  void *memory = nullptr;
+  if (isLoopback()) {
+    // One process: every rank's memory is already the others' to read.
+    checkCuda(cudaMalloc(&memory, size), "cudaMalloc", context);
+  } else {
+    cuda::nccl::flush(state);
+    checkNccl(ncclMemAlloc(&memory, size), "ncclMemAlloc", context);
+  }
+  WindowMemory result;
+  result.data = static_cast<char *>(memory);
+  if (zero)
+    zeroFill(result.data, size, context);
+  if (!isLoopback())
+    checkNccl(ncclCommWindowRegister(g.comm, memory, size, &result.window,
+                                     NCCL_WIN_COLL_SYMMETRIC),
+              "ncclCommWindowRegister", context);
+  return result;
+}
+
+void freeWindow(const CudaGroup &g, const WindowMemory &memory,
+                const std::string &context) {
+  if (memory.window) {
+    checkNccl(ncclCommWindowDeregister(g.comm, memory.window),
+              "ncclCommWindowDeregister", context);
+    checkNccl(ncclMemFree(memory.data), "ncclMemFree", context);
+  } else {
+    checkCuda(cudaFree(memory.data), "cudaFree", context);
+  }
+}
+
 /// Every member's copy of an NCCL symmetric window, by group position.
 std::vector<char *> windowPeers(const CudaGroup &g, ncclWindow_t window,
                                 char *local, int64_t site,
@@ -173,6 +217,40 @@ std::string siteText(const RankState::Site &site, const CudaGroup &g) {
 
 } // namespace
 
+int64_t braid_rt_symmetric_alloc(int64_t group, int64_t bytes) {
+  const char *call = "braid_rt_symmetric_alloc";
+  RankState &state = currentRank(call);
+  const CudaGroup &g = getGroup(state, group, call);
+  if (bytes < 0)
+    fatalf("%s: negative size %lld", call, static_cast<long long>(bytes));
+  std::string context = formatString(
+      "%s (%s on group %s)", call, formatBytes(bytes).c_str(), g.str().c_str());
+  WindowMemory memory =
+      allocateWindow(state, g, bytes, /*zero=*/false, context);
+  RankState::SymmetricBuffer record;
+  record.group = group;
+  record.window = memory.window;
+  state.symmetric.emplace(memory.data, record);
+  return reinterpret_cast<int64_t>(memory.data);
+}
+
+void braid_rt_symmetric_free(int64_t group, int64_t addr) {
+  const char *call = "braid_rt_symmetric_free";
+  RankState &state = currentRank(call);
+  const CudaGroup &g = getGroup(state, group, call);
+  void *buffer = reinterpret_cast<void *>(addr);
+  auto found = state.symmetric.find(buffer);
+  if (found == state.symmetric.end() || found->second.group != group)
+    fatalf("%s: %p is not a symmetric buffer of group %s (from "
+           "braid_rt_symmetric_alloc)",
+           call, buffer, g.str().c_str());
+  // Device work may still read or write it.
+  synchronizeRank(state, call);
+  freeWindow(g, {static_cast<char *>(buffer), found->second.window},
+             std::string(call) + " (group " + g.str() + ")");
+  state.symmetric.erase(found);
+}
+
 int64_t braid_rt_symmetric_site(int64_t group, int64_t bytes, int64_t site) {
   const char *call = "braid_rt_symmetric_site";
   RankState &state = currentRank(call);
@@ -196,30 +274,17 @@ int64_t braid_rt_symmetric_site(int64_t group, int64_t bytes, int64_t site) {
   record.group = group;
   record.site = site;
   record.bytes = bytes;
-  size_t size = (static_cast<size_t>(bytes) + NCCL_WIN_REQUIRED_ALIGNMENT - 1) /
-                NCCL_WIN_REQUIRED_ALIGNMENT * NCCL_WIN_REQUIRED_ALIGNMENT;
   std::string context = formatString(
       "%s (site %lld: %s on group %s)", call, static_cast<long long>(site),
       formatBytes(bytes).c_str(), g.str().c_str());
-  void *memory = nullptr;
-  if (isLoopback()) {
-    checkCuda(cudaMalloc(&memory, size), "cudaMalloc", context);
-  } else {
-    cuda::nccl::flush(state);
-    checkNccl(ncclMemAlloc(&memory, size), "ncclMemAlloc", context);
-  }
-  record.local = static_cast<char *>(memory);
-  zeroFill(record.local, size, context);
-  if (isLoopback()) {
-    record.peers = loopback::exchangeSite(g, site, record.local);
-  } else {
-    checkNccl(ncclCommWindowRegister(g.comm, memory, size, &record.window,
-                                     NCCL_WIN_COLL_SYMMETRIC),
-              "ncclCommWindowRegister", context);
-    record.peers = windowPeers(g, record.window, record.local, site, context);
-  }
+  WindowMemory memory = allocateWindow(state, g, bytes, /*zero=*/true, context);
+  record.local = memory.data;
+  record.window = memory.window;
+  record.peers =
+      memory.window ? windowPeers(g, memory.window, record.local, site, context)
+                    : loopback::exchangeSite(g, site, record.local);
   state.sites.emplace(key, std::move(record));
-  return reinterpret_cast<int64_t>(memory);
+  return reinterpret_cast<int64_t>(memory.data);
 }
 
 int64_t braid_rt_symmetric_peer(int64_t group, int64_t peer_offset,
@@ -352,14 +417,8 @@ void releaseSites(RankState &state) {
     cuda::nccl::barrier(state);
   for (auto &entry : state.sites) {
     RankState::Site &site = entry.second;
-    if (site.window) {
-      const CudaGroup &g = getGroup(state, site.group, context);
-      checkNccl(ncclCommWindowDeregister(g.comm, site.window),
-                "ncclCommWindowDeregister", context);
-      checkNccl(ncclMemFree(site.local), "ncclMemFree", context);
-    } else {
-      checkCuda(cudaFree(site.local), "cudaFree", context);
-    }
+    freeWindow(getGroup(state, site.group, context), {site.local, site.window},
+               context);
   }
   state.sites.clear();
   state.flagWaits.clear();
