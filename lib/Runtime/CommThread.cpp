@@ -134,121 +134,20 @@ int reductionCount(int64_t count, const Request &request) {
 // Request
 //===----------------------------------------------------------------------===//
 
-const char *opName(OpKind kind) {
-  switch (kind) {
-  case OpKind::Send:
-    return "send";
-  case OpKind::Recv:
-    return "recv";
-  case OpKind::AllGather:
-    return "all_gather";
-  case OpKind::ReduceScatter:
-    return "reduce_scatter";
-  case OpKind::AllReduce:
-    return "all_reduce";
-  case OpKind::AllToAll:
-    return "all_to_all";
-  case OpKind::Broadcast:
-    return "broadcast";
-  case OpKind::Barrier:
-    return "barrier";
-  case OpKind::Put:
-    return "put";
-  case OpKind::Task:
-    return "task";
-  }
-  return "?";
-}
-
 int64_t Request::payloadBytes() const {
-  switch (kind) {
-  case OpKind::AllGather:
-  case OpKind::AllToAll:
-    return bytes * commSize;
-  case OpKind::ReduceScatter:
-    return count * commSize * reduction.elementSize;
-  case OpKind::AllReduce:
-    return count * reduction.elementSize;
-  default:
-    return bytes;
-  }
-}
-
-static std::string groupName(const Request &request) {
-  return request.group ? request.group->str() : std::string("all ranks");
+  return std::max(sourceBytes(), destinationBytes());
 }
 
 std::string Request::describe() const {
-  if (kind == OpKind::Task)
-    return taskName;
-  std::string stepText =
-      step >= 0 ? formatString(" (step %lld)", static_cast<long long>(step))
-                : std::string();
-  if (kind == OpKind::Send || kind == OpKind::Recv || kind == OpKind::Put)
-    return formatString("%s%s with peer %d on group %s", opName(kind),
-                        stepText.c_str(), peerWorldRank,
-                        groupName(*this).c_str());
-  return formatString("%s%s on group of %d ranks (%s)", opName(kind),
-                      stepText.c_str(), commSize, groupName(*this).c_str());
+  return kind == OpKind::Task ? taskName : Transfer::describe();
 }
 
 std::string Request::context() const {
-  if (kind == OpKind::Task)
-    return taskName;
-  std::string stepText =
-      step >= 0 ? formatString("step %lld, ", static_cast<long long>(step))
-                : std::string();
-  if (kind == OpKind::Send || kind == OpKind::Recv || kind == OpKind::Put)
-    return formatString("%s (%speer %d)", opName(kind), stepText.c_str(),
-                        peerWorldRank);
-  return formatString("%s (%sgroup of %d ranks, %s)", opName(kind),
-                      stepText.c_str(), commSize, groupName(*this).c_str());
+  return kind == OpKind::Task ? taskName : Transfer::context();
 }
 
 std::string Request::traceName() const {
-  std::string stepText =
-      step >= 0 ? formatString(" step %lld", static_cast<long long>(step))
-                : std::string();
-  std::string size = formatBytes(payloadBytes());
-  switch (kind) {
-  case OpKind::Send:
-    return formatString("send%s -> %+lld (%s)", stepText.c_str(),
-                        static_cast<long long>(peerOffset), size.c_str());
-  case OpKind::Recv:
-    return formatString("recv%s <- %+lld (%s)", stepText.c_str(),
-                        static_cast<long long>(peerOffset), size.c_str());
-  case OpKind::Put:
-    return formatString("put%s -> %+lld (%s%s)", stepText.c_str(),
-                        static_cast<long long>(peerOffset), size.c_str(),
-                        flag ? ", signal" : "");
-  case OpKind::Broadcast:
-    return formatString("broadcast%s (%d ranks, root %lld, %s)",
-                        stepText.c_str(), commSize,
-                        static_cast<long long>(root), size.c_str());
-  case OpKind::Barrier:
-    return formatString("barrier (%d ranks)", commSize);
-  case OpKind::Task:
-    return taskName;
-  default:
-    return formatString("%s%s (%d ranks, %s)", opName(kind), stepText.c_str(),
-                        commSize, size.c_str());
-  }
-}
-
-std::string Request::traceArgs() const {
-  std::string args =
-      formatString("\"op\":\"%s\",\"step\":%lld,\"bytes\":%lld,"
-                   "\"group\":\"%s\",\"ranks\":%d",
-                   opName(kind), static_cast<long long>(step),
-                   static_cast<long long>(payloadBytes()),
-                   jsonEscape(groupName(*this)).c_str(), commSize);
-  if (kind == OpKind::Send || kind == OpKind::Recv || kind == OpKind::Put)
-    args += formatString(",\"peer\":%d,\"offset\":%lld", peerWorldRank,
-                         static_cast<long long>(peerOffset));
-  if (kind == OpKind::ReduceScatter || kind == OpKind::AllReduce)
-    args += formatString(",\"dtype\":\"%s\",\"reduction\":\"%s\"",
-                         reduction.dtypeName, reduction.reductionName);
-  return args;
+  return kind == OpKind::Task ? taskName : Transfer::traceName();
 }
 
 //===----------------------------------------------------------------------===//
@@ -439,7 +338,8 @@ void CommThread::post(Request &request) {
                     static_cast<size_t>(request.bytes));
       // The data is visible to whoever sees the new flag value.
       if (request.flag)
-        __atomic_fetch_add(request.flag, 1, __ATOMIC_RELEASE);
+        __atomic_fetch_add(static_cast<int32_t *>(request.flag), 1,
+                           __ATOMIC_RELEASE);
       request.completeNs = nowNs();
       if (request.traced)
         tracer.addEvent(Track::Comm, request.submitNs, request.completeNs,
@@ -472,7 +372,7 @@ void CommThread::post(Request &request) {
   case OpKind::AllGather: {
     message = byteMessage(request.bytes, request);
     const void *send = request.src;
-    int64_t total = request.bytes * request.commSize;
+    int64_t total = request.bytes * request.groupSize;
     char *ownSlot = static_cast<char *>(request.dst) +
                     request.bytes * request.group->position;
     if (send == ownSlot) {
@@ -490,7 +390,7 @@ void CommThread::post(Request &request) {
   case OpKind::AllToAll: {
     message = byteMessage(request.bytes, request);
     const void *send = request.src;
-    int64_t total = request.bytes * request.commSize;
+    int64_t total = request.bytes * request.groupSize;
     if (overlaps(send, total, request.dst, total)) {
       // MPI_IN_PLACE support for nonblocking all-to-all varies between MPI
       // versions; a private copy works everywhere.
@@ -504,8 +404,8 @@ void CommThread::post(Request &request) {
   }
   case OpKind::ReduceScatter: {
     int count = reductionCount(request.count, request);
-    int64_t elementSize = request.reduction.elementSize;
-    int64_t inBytes = request.count * request.commSize * elementSize;
+    int64_t elementSize = request.elementSize;
+    int64_t inBytes = request.count * request.groupSize * elementSize;
     const void *send = request.src;
     if (send == request.dst) {
       send = MPI_IN_PLACE; // The input is then read from dst.
@@ -515,14 +415,13 @@ void CommThread::post(Request &request) {
       std::memcpy(request.scratch.get(), send, inBytes);
       send = request.scratch.get();
     }
-    rc = MPI_Ireduce_scatter_block(send, request.dst, count,
-                                   request.reduction.type, request.reduction.op,
-                                   comm, out);
+    rc = MPI_Ireduce_scatter_block(send, request.dst, count, request.mpi.type,
+                                   request.mpi.op, comm, out);
     break;
   }
   case OpKind::AllReduce: {
     int count = reductionCount(request.count, request);
-    int64_t bytes = request.count * request.reduction.elementSize;
+    int64_t bytes = request.count * request.elementSize;
     const void *send = request.src;
     if (send == request.dst) {
       send = MPI_IN_PLACE;
@@ -531,8 +430,8 @@ void CommThread::post(Request &request) {
       std::memcpy(request.scratch.get(), send, bytes);
       send = request.scratch.get();
     }
-    rc = MPI_Iallreduce(send, request.dst, count, request.reduction.type,
-                        request.reduction.op, comm, out);
+    rc = MPI_Iallreduce(send, request.dst, count, request.mpi.type,
+                        request.mpi.op, comm, out);
     break;
   }
   case OpKind::Broadcast:

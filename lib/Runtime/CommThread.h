@@ -23,6 +23,7 @@
 #ifndef BRAID_RUNTIME_COMMTHREAD_H
 #define BRAID_RUNTIME_COMMTHREAD_H
 
+#include "Front.h"
 #include "Reductions.h"
 
 #include <mpi.h>
@@ -44,50 +45,15 @@ namespace braid::rt {
 struct Group;
 class Tracer;
 
-enum class OpKind {
-  Send,
-  Recv,
-  AllGather,
-  ReduceScatter,
-  AllReduce,
-  AllToAll,
-  Broadcast,
-  Barrier,
-  /// A copy into a peer's symmetric buffer, then a release add of 1 on the
-  /// peer's flag (when `flag` is set); done on the comm thread.
-  Put,
-  /// A function to run on the comm thread (communicator creation, the trace
-  /// gather); completes as soon as it returns.
-  Task,
-};
-
-const char *opName(OpKind kind);
-
-/// One operation from submission until its braid_rt_wait.
-struct Request {
-  OpKind kind = OpKind::Task;
+/// One operation from submission until its braid_rt_wait: a checked
+/// Transfer (or a barrier or task) and what MPI needs for it.
+struct Request : Transfer {
   /// Null for operations on the runtime's world communicator.
   const Group *group = nullptr;
   MPI_Comm comm = MPI_COMM_NULL;
-  int commSize = 1;
-  int64_t step = -1; // -1 where the ABI has none (barrier, tasks).
-
-  // Point-to-point.
-  int64_t peerOffset = 0;
-  int peerPosition = -1; // In `comm`.
-  int peerWorldRank = -1;
   int tag = 0;
-
-  // Buffers and sizes exactly as the ABI passed them.
-  const void *src = nullptr;
-  void *dst = nullptr;
-  int64_t bytes = 0; // send/recv/broadcast: message; gather/all_to_all: block
-  int64_t count = 0; // Reductions: elements per block (reduce_scatter) or all
-  int64_t root = 0;  // Broadcast: group position.
-  ReductionType reduction;
-
-  // Puts: `dst` and `flag` are already the peer's addresses.
-  int32_t *flag = nullptr;
+  /// Reductions: the MPI datatype and operator.
+  ReductionType mpi;
 
   // Tasks.
   std::function<void()> task;
@@ -111,14 +77,10 @@ struct Request {
 
   /// Bytes this rank moves, for names ("1.0 MiB").
   int64_t payloadBytes() const;
-  /// For timeouts: "recv (step 7) with peer 0 on group grid 2 axes [0]".
+  /// Transfer's texts, or the task's name.
   std::string describe() const;
-  /// For MPI errors: "recv (step 7, peer 0)".
   std::string context() const;
-  /// For traces: "send step 3 -> +1 (1.0 MiB)".
   std::string traceName() const;
-  /// JSON object body with the details, for traces.
-  std::string traceArgs() const;
 };
 
 class CommThread {

@@ -84,50 +84,6 @@ void createOpsFor(MPI_Op (&ops)[numHalfReductions], const char *typeName) {
              formatString("braid_rt_init (%s reductions)", typeName));
 }
 
-const char *dtypeName(int64_t dtype) {
-  switch (dtype) {
-  case BRAID_RT_F32:
-    return "f32";
-  case BRAID_RT_F64:
-    return "f64";
-  case BRAID_RT_F16:
-    return "f16";
-  case BRAID_RT_BF16:
-    return "bf16";
-  case BRAID_RT_I8:
-    return "i8";
-  case BRAID_RT_I16:
-    return "i16";
-  case BRAID_RT_I32:
-    return "i32";
-  case BRAID_RT_I64:
-    return "i64";
-  default:
-    return nullptr;
-  }
-}
-
-const char *reductionName(int64_t reduction) {
-  switch (reduction) {
-  case BRAID_RT_SUM:
-    return "sum";
-  case BRAID_RT_MAX:
-    return "max";
-  case BRAID_RT_MIN:
-    return "min";
-  case BRAID_RT_PRODUCT:
-    return "product";
-  case BRAID_RT_BITAND:
-    return "bitand";
-  case BRAID_RT_BITOR:
-    return "bitor";
-  case BRAID_RT_BITXOR:
-    return "bitxor";
-  default:
-    return nullptr;
-  }
-}
-
 MPI_Op builtinOp(int64_t reduction) {
   switch (reduction) {
   case BRAID_RT_SUM:
@@ -161,58 +117,31 @@ void freeReductionOps() {
         checkMPI(MPI_Op_free(&op), "MPI_Op_free", "braid_rt_finalize");
 }
 
-ReductionType resolveReduction(int64_t dtype, int64_t reduction,
-                               const char *call, int64_t step) {
+ReductionType resolveReduction(int64_t dtype, int64_t reduction) {
   ReductionType result;
-  result.dtypeName = dtypeName(dtype);
-  result.reductionName = reductionName(reduction);
-  if (!result.dtypeName)
-    fatalf("%s (step %lld): unknown dtype code %lld", call,
-           static_cast<long long>(step), static_cast<long long>(dtype));
-  if (!result.reductionName)
-    fatalf("%s (step %lld): unknown reduction code %lld", call,
-           static_cast<long long>(step), static_cast<long long>(reduction));
-
-  bool isFloat = dtype == BRAID_RT_F32 || dtype == BRAID_RT_F64 ||
-                 dtype == BRAID_RT_F16 || dtype == BRAID_RT_BF16;
-  bool isBitwise = reduction == BRAID_RT_BITAND ||
-                   reduction == BRAID_RT_BITOR || reduction == BRAID_RT_BITXOR;
-  if (isFloat && isBitwise)
-    fatalf("%s (step %lld): %s reduction is only defined for integer "
-           "types, not %s",
-           call, static_cast<long long>(step), result.reductionName,
-           result.dtypeName);
-
   switch (dtype) {
   case BRAID_RT_F32:
     result.type = MPI_FLOAT;
-    result.elementSize = 4;
     break;
   case BRAID_RT_F64:
     result.type = MPI_DOUBLE;
-    result.elementSize = 8;
     break;
   case BRAID_RT_F16:
   case BRAID_RT_BF16:
     result.type = MPI_UINT16_T;
-    result.elementSize = 2;
     result.op = halfOps[dtype == BRAID_RT_F16 ? F16 : BF16][reduction];
     return result;
   case BRAID_RT_I8:
     result.type = MPI_INT8_T;
-    result.elementSize = 1;
     break;
   case BRAID_RT_I16:
     result.type = MPI_INT16_T;
-    result.elementSize = 2;
     break;
   case BRAID_RT_I32:
     result.type = MPI_INT32_T;
-    result.elementSize = 4;
     break;
   default:
     result.type = MPI_INT64_T;
-    result.elementSize = 8;
     break;
   }
   result.op = builtinOp(reduction);

@@ -23,9 +23,6 @@ namespace braid::rt {
 struct ReductionType {
   MPI_Datatype type = MPI_DATATYPE_NULL;
   MPI_Op op = MPI_OP_NULL;
-  int64_t elementSize = 0;
-  const char *dtypeName = "";
-  const char *reductionName = "";
 };
 
 /// Creates the f16/bf16 operators; called once after MPI_Init.
@@ -33,10 +30,9 @@ void createReductionOps();
 /// Frees them; called once before MPI_Finalize.
 void freeReductionOps();
 
-/// The datatype and operator of a reduction; aborts with a message naming
-/// the call and step for unknown codes and for bitwise reductions of floats.
-ReductionType resolveReduction(int64_t dtype, int64_t reduction,
-                               const char *call, int64_t step);
+/// The datatype and operator of a reduction the front checked (Front.cpp:
+/// known codes, bitwise reductions only of integers).
+ReductionType resolveReduction(int64_t dtype, int64_t reduction);
 
 } // namespace braid::rt
 

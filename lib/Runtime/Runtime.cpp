@@ -4,9 +4,12 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Implements braid_rt.h on MPI. The entry points validate their arguments,
-// turn each operation into a Request for the communication thread and, when
-// tracing, mark the boundaries of the compute steps between them.
+// Implements braid_rt.h on MPI: the lifecycle, groups, runner memory and
+// timers, and the Transport under the communication calls of Front.cpp,
+// which turns each checked transfer into a Request for the communication
+// thread (two-sided) or works on the MPI shared-memory windows of
+// Symmetric.cpp (one-sided), and when tracing marks the boundaries of the
+// compute steps between calls.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +21,7 @@
 #include "Checks.h"
 #include "CommThread.h"
 #include "Diagnostics.h"
+#include "Front.h"
 #include "Groups.h"
 #include "Reductions.h"
 #include "Symmetric.h"
@@ -73,92 +77,6 @@ Runtime &initialized(const char *call) {
   return rt;
 }
 
-/// Marks a runtime call as the end of one compute step and the start of the
-/// next one in the trace.
-class CallScope {
-public:
-  explicit CallScope(Tracer &tracer) : tracer(tracer) {
-    if (tracer.active())
-      tracer.callBegin(nowNs());
-  }
-  ~CallScope() {
-    if (tracer.active())
-      tracer.callEnd(nowNs());
-  }
-
-private:
-  Tracer &tracer;
-};
-
-std::unique_ptr<Request> newRequest(OpKind kind, const Group &group,
-                                    int64_t step) {
-  auto request = std::make_unique<Request>();
-  request->kind = kind;
-  request->group = &group;
-  request->comm = group.comm;
-  request->commSize = group.size;
-  request->step = step;
-  return request;
-}
-
-int64_t pointToPoint(OpKind kind, const char *call, int64_t groupHandle,
-                     int64_t peerOffset, int64_t addr, int64_t bytes,
-                     int64_t step) {
-  Runtime &rt = initialized(call);
-  CallScope scope(rt.tracer);
-  const Group &group = rt.groups.get(groupHandle, call);
-  checkBuffer(call, "the buffer", addr, bytes, step);
-  auto request = newRequest(kind, group, step);
-  int64_t n = group.size;
-  int64_t offset = ((peerOffset % n) + n) % n;
-  request->peerOffset = peerOffset;
-  request->peerPosition = peerPosition(group.position, n, peerOffset);
-  request->peerWorldRank = group.worldRanks[request->peerPosition];
-  // A send with offset k and the matching receive with offset -k use the
-  // same tag, k mod n; messages with one tag between two ranks match in
-  // posting order (MPI does not let them overtake each other).
-  request->tag =
-      static_cast<int>(kind == OpKind::Send ? offset : (n - offset) % n);
-  if (kind == OpKind::Send)
-    request->src = reinterpret_cast<const void *>(addr);
-  else
-    request->dst = reinterpret_cast<void *>(addr);
-  request->bytes = bytes;
-  return rt.comm->submit(std::move(request));
-}
-
-int64_t reduction(OpKind kind, const char *call, int64_t groupHandle,
-                  int64_t src, int64_t dst, int64_t count, int64_t dtype,
-                  int64_t reductionKind, int64_t step) {
-  Runtime &rt = initialized(call);
-  CallScope scope(rt.tracer);
-  const Group &group = rt.groups.get(groupHandle, call);
-  ReductionType type = resolveReduction(dtype, reductionKind, call, step);
-  checkReductionBuffers(call, kind == OpKind::ReduceScatter, src, dst, count,
-                        type.elementSize, group.size, step);
-  auto request = newRequest(kind, group, step);
-  request->src = reinterpret_cast<const void *>(src);
-  request->dst = reinterpret_cast<void *>(dst);
-  request->count = count;
-  request->reduction = type;
-  return rt.comm->submit(std::move(request));
-}
-
-int64_t blockExchange(OpKind kind, const char *call, int64_t groupHandle,
-                      int64_t src, int64_t dst, int64_t bytesPerRank,
-                      int64_t step) {
-  Runtime &rt = initialized(call);
-  CallScope scope(rt.tracer);
-  const Group &group = rt.groups.get(groupHandle, call);
-  checkBlockBuffers(call, kind == OpKind::AllGather, src, dst, bytesPerRank,
-                    group.size, step);
-  auto request = newRequest(kind, group, step);
-  request->src = reinterpret_cast<const void *>(src);
-  request->dst = reinterpret_cast<void *>(dst);
-  request->bytes = bytesPerRank;
-  return rt.comm->submit(std::move(request));
-}
-
 /// Waits for a request, recording the blocked time when tracing.
 void waitTraced(Runtime &rt, int64_t handle) {
   bool tracing = rt.tracer.active();
@@ -173,7 +91,7 @@ void worldBarrier(Runtime &rt) {
   auto request = std::make_unique<Request>();
   request->kind = OpKind::Barrier;
   request->comm = rt.world;
-  request->commSize = rt.worldSize;
+  request->groupSize = rt.worldSize;
   waitTraced(rt, rt.comm->submit(std::move(request)));
 }
 
@@ -286,9 +204,10 @@ void braid_rt_abort(const char *message) {
 }
 
 void braid_rt_barrier(void) {
-  Runtime &rt = initialized("braid_rt_barrier");
-  CallScope scope(rt.tracer);
-  worldBarrier(rt);
+  Transport &t = transport("braid_rt_barrier");
+  t.callBegin();
+  worldBarrier(runtime());
+  t.callEnd();
 }
 
 void braid_rt_trace_begin(void) {
@@ -341,81 +260,6 @@ int64_t braid_rt_group(int64_t ndims, int64_t s0, int64_t s1, int64_t s2,
     rt.tracer.callEnd(end);
   }
   return handle;
-}
-
-int64_t braid_rt_coord(int64_t ndims, int64_t s0, int64_t s1, int64_t s2,
-                       int64_t s3, int64_t axis) {
-  Runtime &rt = initialized("braid_rt_coord");
-  GridShape shape =
-      makeGridShape("braid_rt_coord", ndims, s0, s1, s2, s3, rt.worldSize);
-  if (axis < 0 || axis >= shape.ndims)
-    fatalf("braid_rt_coord: axis %lld is out of range for grid %s",
-           static_cast<long long>(axis), shape.str().c_str());
-  return shape.coordinates(rt.worldRank)[axis];
-}
-
-int64_t braid_rt_send(int64_t group, int64_t peer_offset, int64_t addr,
-                      int64_t bytes, int64_t step) {
-  return pointToPoint(OpKind::Send, "braid_rt_send", group, peer_offset, addr,
-                      bytes, step);
-}
-
-int64_t braid_rt_recv(int64_t group, int64_t peer_offset, int64_t addr,
-                      int64_t bytes, int64_t step) {
-  return pointToPoint(OpKind::Recv, "braid_rt_recv", group, peer_offset, addr,
-                      bytes, step);
-}
-
-int64_t braid_rt_all_gather(int64_t group, int64_t src, int64_t dst,
-                            int64_t bytes_per_rank, int64_t step) {
-  return blockExchange(OpKind::AllGather, "braid_rt_all_gather", group, src,
-                       dst, bytes_per_rank, step);
-}
-
-int64_t braid_rt_reduce_scatter(int64_t group, int64_t src, int64_t dst,
-                                int64_t count_per_rank, int64_t dtype,
-                                int64_t reduction, int64_t step) {
-  return ::reduction(OpKind::ReduceScatter, "braid_rt_reduce_scatter", group,
-                     src, dst, count_per_rank, dtype, reduction, step);
-}
-
-int64_t braid_rt_all_reduce(int64_t group, int64_t src, int64_t dst,
-                            int64_t count, int64_t dtype, int64_t reduction,
-                            int64_t step) {
-  return ::reduction(OpKind::AllReduce, "braid_rt_all_reduce", group, src, dst,
-                     count, dtype, reduction, step);
-}
-
-int64_t braid_rt_all_to_all(int64_t group, int64_t src, int64_t dst,
-                            int64_t bytes_per_rank, int64_t step) {
-  return blockExchange(OpKind::AllToAll, "braid_rt_all_to_all", group, src, dst,
-                       bytes_per_rank, step);
-}
-
-int64_t braid_rt_broadcast(int64_t group, int64_t src, int64_t dst,
-                           int64_t bytes, int64_t root, int64_t step) {
-  Runtime &rt = initialized("braid_rt_broadcast");
-  CallScope scope(rt.tracer);
-  const Group &g = rt.groups.get(group, "braid_rt_broadcast");
-  if (root < 0 || root >= g.size)
-    fatalf("braid_rt_broadcast (step %lld): root %lld is not a position in "
-           "a group of %d ranks",
-           static_cast<long long>(step), static_cast<long long>(root), g.size);
-  checkBuffer("braid_rt_broadcast", "the destination", dst, bytes, step);
-  if (g.position == root)
-    checkBuffer("braid_rt_broadcast", "the source", src, bytes, step);
-  auto request = newRequest(OpKind::Broadcast, g, step);
-  request->src = reinterpret_cast<const void *>(src);
-  request->dst = reinterpret_cast<void *>(dst);
-  request->bytes = bytes;
-  request->root = root;
-  return rt.comm->submit(std::move(request));
-}
-
-void braid_rt_wait(int64_t request) {
-  Runtime &rt = initialized("braid_rt_wait");
-  CallScope scope(rt.tracer);
-  waitTraced(rt, request);
 }
 
 //===----------------------------------------------------------------------===//
@@ -510,104 +354,113 @@ void braid_rt_loopback_run(void (*)(void *), void *) {
   fatal("braid_rt_loopback_run is only implemented by the cuda backend");
 }
 
-int64_t braid_rt_symmetric_alloc(int64_t group, int64_t bytes) {
-  const char *call = "braid_rt_symmetric_alloc";
-  Runtime &rt = initialized(call);
-  CallScope scope(rt.tracer);
-  const Group &g = rt.groups.get(group, call);
-  return reinterpret_cast<int64_t>(
-      rt.symmetric.allocate(g, bytes, /*site=*/-1, *rt.comm, call));
-}
+//===----------------------------------------------------------------------===//
+// The transport under Front.cpp
+//===----------------------------------------------------------------------===//
 
-void braid_rt_symmetric_free(int64_t group, int64_t addr) {
-  const char *call = "braid_rt_symmetric_free";
-  Runtime &rt = initialized(call);
-  CallScope scope(rt.tracer);
-  const Group &g = rt.groups.get(group, call);
-  rt.symmetric.free(g, reinterpret_cast<void *>(addr), *rt.comm, call);
-}
+namespace {
 
-int64_t braid_rt_symmetric_site(int64_t group, int64_t bytes, int64_t site) {
-  const char *call = "braid_rt_symmetric_site";
-  Runtime &rt = initialized(call);
-  const Group &g = rt.groups.get(group, call);
-  if (site < 0)
-    fatalf("%s: site %lld is negative", call, static_cast<long long>(site));
-  return reinterpret_cast<int64_t>(
-      rt.symmetric.allocate(g, bytes, site, *rt.comm, call));
-}
-
-int64_t braid_rt_symmetric_peer(int64_t group, int64_t peer_offset,
-                                int64_t addr) {
-  const char *call = "braid_rt_symmetric_peer";
-  Runtime &rt = initialized(call);
-  const Group &g = rt.groups.get(group, call);
-  return reinterpret_cast<int64_t>(rt.symmetric.peer(
-      g, reinterpret_cast<const void *>(addr), peer_offset, -1, call));
-}
-
-int64_t braid_rt_put(int64_t group, int64_t peer_offset, int64_t src,
-                     int64_t dst, int64_t bytes, int64_t flag, int64_t step) {
-  const char *call = "braid_rt_put";
-  Runtime &rt = initialized(call);
-  CallScope scope(rt.tracer);
-  const Group &g = rt.groups.get(group, call);
-  checkBuffer(call, "the source", src, bytes, step);
-  auto request = newRequest(OpKind::Put, g, step);
-  int64_t n = g.size;
-  request->peerOffset = peer_offset;
-  request->peerPosition = peerPosition(g.position, n, peer_offset);
-  request->peerWorldRank = g.worldRanks[request->peerPosition];
-  request->src = reinterpret_cast<const void *>(src);
-  if (bytes > 0) {
-    // Both ends of the destination must lie in the symmetric buffer.
-    rt.symmetric.peer(g, reinterpret_cast<const void *>(dst + bytes - 1),
-                      peer_offset, step, call);
-    request->dst = rt.symmetric.peer(g, reinterpret_cast<const void *>(dst),
-                                     peer_offset, step, call);
+class CpuTransport final : public Transport {
+public:
+  const GroupLayout &group(int64_t handle, const char *call) override {
+    return runtime().groups.get(handle, call);
   }
-  if (flag) {
-    if (flag % 4 != 0)
-      fatalf("%s (step %lld): flag address %p is not 4-byte aligned", call,
-             static_cast<long long>(step), reinterpret_cast<void *>(flag));
-    request->flag = static_cast<int32_t *>(rt.symmetric.peer(
-        g, reinterpret_cast<const void *>(flag), peer_offset, step, call));
+
+  int64_t post(int64_t group, const Transfer &transfer) override {
+    Runtime &rt = runtime();
+    auto request = newRequest(group, transfer);
+    if (transfer.kind == OpKind::Send || transfer.kind == OpKind::Recv) {
+      // A send with offset k and the matching receive with offset -k use
+      // the same tag, k mod n; messages with one tag between two ranks
+      // match in posting order (MPI does not let them overtake each other).
+      int64_t n = transfer.groupSize;
+      int64_t k = ((transfer.peerOffset % n) + n) % n;
+      request->tag =
+          static_cast<int>(transfer.kind == OpKind::Send ? k : (n - k) % n);
+    }
+    if (transfer.kind == OpKind::ReduceScatter ||
+        transfer.kind == OpKind::AllReduce)
+      request->mpi = resolveReduction(transfer.dtype, transfer.reduction);
+    return rt.comm->submit(std::move(request));
   }
-  request->bytes = bytes;
-  return rt.comm->submit(std::move(request));
-}
 
-void braid_rt_signal_add(int64_t group, int64_t peer_offset, int64_t flag,
-                         int64_t value, int64_t step) {
-  const char *call = "braid_rt_signal_add";
-  Runtime &rt = initialized(call);
-  const Group &g = rt.groups.get(group, call);
-  if (flag % 4 != 0)
-    fatalf("%s (step %lld): flag address %p is not 4-byte aligned", call,
-           static_cast<long long>(step), reinterpret_cast<void *>(flag));
-  auto *peerFlag = static_cast<int32_t *>(rt.symmetric.peer(
-      g, reinterpret_cast<const void *>(flag), peer_offset, step, call));
-  __atomic_fetch_add(peerFlag, static_cast<int32_t>(value), __ATOMIC_RELEASE);
-}
+  void wait(int64_t request) override { waitTraced(runtime(), request); }
 
-void braid_rt_signal_wait_next(int64_t flag, int64_t slack, int64_t step) {
-  const char *call = "braid_rt_signal_wait_next";
-  Runtime &rt = initialized(call);
-  if (flag == 0 || flag % 4 != 0)
-    fatalf("%s (step %lld): flag address %p is null or not 4-byte aligned",
-           call, static_cast<long long>(step), reinterpret_cast<void *>(flag));
-  auto *word = reinterpret_cast<int32_t *>(flag);
-  uint32_t &waits = rt.symmetric.waitsOn(word);
-  ++waits;
-  uint32_t expected = waits - static_cast<uint32_t>(slack);
-  // Wrap-safe: at least `expected` modulo 2^32.
+  void callBegin() override {
+    Tracer &tracer = runtime().tracer;
+    if (tracer.active())
+      tracer.callBegin(nowNs());
+  }
+  void callEnd() override {
+    Tracer &tracer = runtime().tracer;
+    if (tracer.active())
+      tracer.callEnd(nowNs());
+  }
+
+  void *symmetricAllocate(int64_t group, int64_t bytes, int64_t site,
+                          const char *call) override {
+    Runtime &rt = runtime();
+    return rt.symmetric.allocate(rt.groups.get(group, call), bytes, site,
+                                 *rt.comm, call);
+  }
+
+  void symmetricFree(int64_t group, void *buffer, const char *call) override {
+    Runtime &rt = runtime();
+    rt.symmetric.free(rt.groups.get(group, call), buffer, *rt.comm, call);
+  }
+
+  void *symmetricPeer(int64_t group, const void *addr, int64_t bytes,
+                      int position, int64_t step, const char *call,
+                      const char *what) override {
+    Runtime &rt = runtime();
+    return rt.symmetric.peer(rt.groups.get(group, call), addr, bytes, position,
+                             step, call, what);
+  }
+
+  int64_t put(int64_t group, const Transfer &transfer) override {
+    return runtime().comm->submit(newRequest(group, transfer));
+  }
+
+  void signalAdd(int64_t, int, void *peerFlag, uint32_t value,
+                 int64_t) override {
+    __atomic_fetch_add(static_cast<int32_t *>(peerFlag),
+                       static_cast<int32_t>(value), __ATOMIC_RELEASE);
+  }
+
+  void signalWaitUntil(void *flag, uint32_t epoch, int64_t step) override;
+
+  uint32_t &waitsOn(void *flag, int64_t step, const char *call) override {
+    return runtime().symmetric.waitsOn(flag, step, call);
+  }
+
+  void signalSet(int32_t *flag, int32_t value, int64_t, int64_t) override {
+    __atomic_store_n(flag, value, __ATOMIC_RELEASE);
+  }
+
+  void signalWait(int32_t *flag, int32_t value, int64_t, int64_t step) override;
+
+private:
+  static std::unique_ptr<Request> newRequest(int64_t group,
+                                             const Transfer &transfer) {
+    const Group &g = runtime().groups.get(group, opName(transfer.kind));
+    auto request = std::make_unique<Request>();
+    static_cast<Transfer &>(*request) = transfer;
+    request->group = &g;
+    request->comm = g.comm;
+    return request;
+  }
+};
+
+void CpuTransport::signalWaitUntil(void *flag, uint32_t epoch, int64_t step) {
+  Runtime &rt = runtime();
+  auto *word = static_cast<int32_t *>(flag);
+  // Wrap-safe: at least `epoch` modulo 2^32.
   auto reached = [&](uint32_t value) {
-    return static_cast<int32_t>(value - expected) >= 0;
+    return static_cast<int32_t>(value - epoch) >= 0;
   };
   uint32_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
   if (reached(seen))
     return;
-  bool tracing = rt.tracer.active();
   int64_t start = nowNs();
   double timeout = rt.comm->timeout();
   // Spin briefly, then back off: ranks often outnumber cores, and the
@@ -618,10 +471,10 @@ void braid_rt_signal_wait_next(int64_t flag, int64_t slack, int64_t step) {
       break;
     int64_t elapsed = nowNs() - start;
     if (std::isfinite(timeout) && static_cast<double>(elapsed) * 1e-9 > timeout)
-      fatalf("%s (step %lld): %s is %u after %g s, waiting for epoch %u (a "
-             "peer died or never raised it)",
-             call, static_cast<long long>(step),
-             rt.symmetric.describeFlag(word).c_str(), seen, timeout, expected);
+      fatalf("braid_rt_signal_wait_next (step %lld): %s is %u after %g s, "
+             "waiting for epoch %u (a peer died or never raised it)",
+             static_cast<long long>(step),
+             rt.symmetric.describeFlag(word).c_str(), seen, timeout, epoch);
     if (polls < 64)
       continue;
     if (elapsed < 50000)
@@ -630,26 +483,15 @@ void braid_rt_signal_wait_next(int64_t flag, int64_t slack, int64_t step) {
       std::this_thread::sleep_for(std::chrono::microseconds(
           std::min<int64_t>(200, 5 + elapsed / 1000 / 16)));
   }
-  if (tracing)
+  if (rt.tracer.active())
     rt.tracer.addEvent(
         Track::Compute, start, nowNs(),
         formatString("signal_wait step %lld", static_cast<long long>(step)));
 }
 
-void braid_rt_signal_set(int64_t addr, int64_t value, int64_t stream,
-                         int64_t step) {
-  initialized("braid_rt_signal_set");
-  checkSignal("braid_rt_signal_set", addr, stream, step);
-  __atomic_store_n(reinterpret_cast<int32_t *>(addr),
-                   static_cast<int32_t>(value), __ATOMIC_RELEASE);
-}
-
-void braid_rt_signal_wait(int64_t addr, int64_t value, int64_t stream,
-                          int64_t step) {
-  Runtime &rt = initialized("braid_rt_signal_wait");
-  checkSignal("braid_rt_signal_wait", addr, stream, step);
-  double timeout = rt.comm->timeout();
-  auto *flag = reinterpret_cast<int32_t *>(addr);
+void CpuTransport::signalWait(int32_t *flag, int32_t value, int64_t,
+                              int64_t step) {
+  double timeout = runtime().comm->timeout();
   int64_t start = nowNs();
   // At least `value` modulo 2^32, as cuStreamWaitValue32's GEQ compares.
   while (static_cast<int32_t>(
@@ -658,10 +500,17 @@ void braid_rt_signal_wait(int64_t addr, int64_t value, int64_t stream,
     if (std::isfinite(timeout) &&
         static_cast<double>(nowNs() - start) * 1e-9 > timeout)
       fatalf("braid_rt_signal_wait (step %lld): the flag at %p is %d, still "
-             "below %lld after %g s",
+             "below %d after %g s",
              static_cast<long long>(step), static_cast<void *>(flag),
-             __atomic_load_n(flag, __ATOMIC_ACQUIRE),
-             static_cast<long long>(value), timeout);
+             __atomic_load_n(flag, __ATOMIC_ACQUIRE), value, timeout);
     sched_yield();
   }
+}
+
+} // namespace
+
+Transport &braid::rt::transport(const char *call) {
+  initialized(call);
+  static CpuTransport *instance = new CpuTransport();
+  return *instance;
 }

@@ -11,6 +11,7 @@
 #include "Diagnostics.h"
 #include "Groups.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace braid::rt;
@@ -117,15 +118,26 @@ void SymmetricHeap::free(const Group &group, void *p, CommThread &comm,
     }
 }
 
-void *SymmetricHeap::peer(const Group &group, const void *p, int64_t peerOffset,
-                          int64_t step, const char *call) const {
+void *SymmetricHeap::peer(const Group &group, const void *p, int64_t bytes,
+                          int position, int64_t step, const char *call,
+                          const char *what) const {
   const Buffer *b = find(p);
-  if (!b || b->group != &group)
-    fatalf("%s (step %lld): %p is not in a symmetric buffer of group %s", call,
-           static_cast<long long>(step), p, group.str().c_str());
-  int64_t n = group.size;
-  int64_t position = peerPosition(group.position, n, peerOffset);
-  return b->peers[position] + (static_cast<const char *>(p) - b->local);
+  const char *first = static_cast<const char *>(p);
+  if (!b || b->group != &group || (bytes > 1 && find(first + bytes - 1) != b))
+    fatalf("%s (step %lld): %s (%s at %p) is not inside a symmetric buffer of "
+           "group %s",
+           call, static_cast<long long>(step), what,
+           formatBytes(std::max<int64_t>(bytes, 1)).c_str(), p,
+           group.str().c_str());
+  return b->peers[static_cast<size_t>(position)] + (first - b->local);
+}
+
+uint32_t &SymmetricHeap::waitsOn(const void *flag, int64_t step,
+                                 const char *call) {
+  if (!find(flag))
+    fatalf("%s (step %lld): the flag at %p lies in no symmetric buffer", call,
+           static_cast<long long>(step), flag);
+  return waits[flag];
 }
 
 std::string SymmetricHeap::describeFlag(const void *flag) const {

@@ -36,13 +36,16 @@ public:
                  CommThread &comm, const char *call);
   /// Frees a fresh buffer (collective); aborts if `p` is not one of `group`.
   void free(const Group &group, void *p, CommThread &comm, const char *call);
-  /// The address of `p`'s byte in the copy of the peer at `peerOffset`.
-  void *peer(const Group &group, const void *p, int64_t peerOffset,
-             int64_t step, const char *call) const;
+  /// The address [p, p + bytes) has in the copy of group position
+  /// `position`; aborts naming `call`, `what` and `step` unless the range
+  /// lies in one buffer of `group`.
+  void *peer(const Group &group, const void *p, int64_t bytes, int position,
+             int64_t step, const char *call, const char *what) const;
   /// "flag 3 of symmetric buffer site 1 (grid 4 axes [0])", for messages.
   std::string describeFlag(const void *flag) const;
-  /// The count of waits made so far on a flag, to advance.
-  uint32_t &waitsOn(const void *flag) { return waits[flag]; }
+  /// The count of waits made so far on a flag, to advance; aborts naming
+  /// `call` and `step` when the flag lies in no buffer.
+  uint32_t &waitsOn(const void *flag, int64_t step, const char *call);
   /// Frees every window; called at finalize on the comm thread's behalf.
   void freeAll(CommThread &comm);
 

@@ -23,7 +23,9 @@
 //     addresses, over several rounds whose epochs keep counting.
 //
 // With --stall-signal it only waits on a flag nobody raises, for the
-// timeout's message.
+// timeout's message; with --misuse=M it makes one call the runtime's front
+// (Front.cpp, shared with the cpu backend) must refuse: signal-add-zero,
+// negative-slack, stray-flag or put-outside.
 //
 // It runs wherever braid-exec-cuda does: BRAID_LOOPBACK=N (N ranks as
 // threads of one process), BRAID_NCCL_ID_FILE with BRAID_RANK and
@@ -484,13 +486,34 @@ void oneSided(Checker &c) {
 
 std::mutex outcomeMutex;
 bool stallSignal = false;
+const char *misuse = nullptr;
 int outcome = 0;
+
+/// The same misuses as braid-rt-selftest's, for the same messages.
+void misuseFront(Checker &c) {
+  auto flags = braid_rt_symmetric_site(c.world, 64, 5);
+  int32_t stray = 0;
+  if (!std::strcmp(misuse, "signal-add-zero"))
+    braid_rt_signal_add(c.world, 1, flags, 0, 21);
+  else if (!std::strcmp(misuse, "negative-slack"))
+    braid_rt_signal_wait_next(flags, -1, 22);
+  else if (!std::strcmp(misuse, "stray-flag"))
+    braid_rt_signal_wait_next(reinterpret_cast<int64_t>(&stray), 0, 23);
+  else if (!std::strcmp(misuse, "put-outside"))
+    braid_rt_wait(braid_rt_put(c.world, 1, flags, flags + 32, 64, 0, 24));
+  else
+    braid_rt_abort("unknown --misuse mode");
+}
 
 void runRank(void *) {
   Checker c;
   c.rank = braid_rt_world_rank();
   c.size = braid_rt_world_size();
   c.world = braid_rt_group(1, c.size, 1, 1, 1, /*naxes=*/1, 0);
+  if (misuse) {
+    misuseFront(c);
+    return;
+  }
   if (stallSignal) {
     auto flags = braid_rt_symmetric_site(c.world, 4, 3);
     braid_rt_signal_wait_next(flags, /*slack=*/0, 42);
@@ -524,6 +547,8 @@ void runRank(void *) {
 int main(int argc, char **argv) {
   braid_rt_init(&argc, &argv);
   stallSignal = argc > 1 && std::strcmp(argv[1], "--stall-signal") == 0;
+  if (argc > 1 && std::strncmp(argv[1], "--misuse=", 9) == 0)
+    misuse = argv[1] + 9;
   if (braid_rt_loopback_ranks() > 0)
     braid_rt_loopback_run(runRank, nullptr);
   else

@@ -823,6 +823,23 @@ static int runMode(const char *mode) {
     free(bigIn);
     return 0;
   }
+  /* Checks of Front.cpp, which both backends share. */
+  if (!strcmp(mode, "signal-add-zero") || !strcmp(mode, "negative-slack") ||
+      !strcmp(mode, "stray-flag") || !strcmp(mode, "put-outside")) {
+    int32_t *flags = (int32_t *)braid_rt_symmetric_site(world, 64, 5);
+    int32_t stray = 0;
+    if (!strcmp(mode, "signal-add-zero"))
+      braid_rt_signal_add(world, 1, (int64_t)&flags[0], 0, 21);
+    if (!strcmp(mode, "negative-slack"))
+      braid_rt_signal_wait_next((int64_t)&flags[0], -1, 22);
+    if (!strcmp(mode, "stray-flag"))
+      braid_rt_signal_wait_next((int64_t)&stray, 0, 23);
+    /* 64 bytes from the middle of a 64-byte buffer run past its end. */
+    if (!strcmp(mode, "put-outside"))
+      braid_rt_wait(braid_rt_put(world, 1, (int64_t)flags, (int64_t)&flags[8],
+                                 64, 0, 24));
+    return 0;
+  }
   if (!strcmp(mode, "bitwise-float")) {
     float x = 1, y;
     braid_rt_all_reduce(world, (int64_t)&x, (int64_t)&y, 1, BRAID_RT_F32,
@@ -832,8 +849,9 @@ static int runMode(const char *mode) {
   fprintf(stderr,
           "unknown mode '%s' (timeout, timeout-collective, abort, double-wait, "
           "grid-mismatch, "
-          "short-message, long-message, unwaited, bitwise-float, idle-cost, "
-          "latency)\n",
+          "short-message, long-message, unwaited, bitwise-float, "
+          "signal-add-zero, negative-slack, stray-flag, put-outside, "
+          "idle-cost, latency)\n",
           mode);
   return 2;
 }

@@ -90,98 +90,6 @@ EventPtr recordEvent(cudaStream_t stream, bool timing,
   return event;
 }
 
-const char *kindName(Kind kind) {
-  switch (kind) {
-  case Kind::Send:
-    return "send";
-  case Kind::Recv:
-    return "recv";
-  case Kind::AllGather:
-    return "all_gather";
-  case Kind::ReduceScatter:
-    return "reduce_scatter";
-  case Kind::AllReduce:
-    return "all_reduce";
-  case Kind::AllToAll:
-    return "all_to_all";
-  case Kind::Broadcast:
-    return "broadcast";
-  case Kind::Put:
-    return "put";
-  }
-  return "?";
-}
-
-int64_t Request::sourceBytes() const {
-  int64_t n = group ? group->size : 1;
-  switch (kind) {
-  case Kind::Send:
-  case Kind::Recv:
-  case Kind::Put:
-  case Kind::AllGather:
-  case Kind::Broadcast:
-    return bytes;
-  case Kind::AllToAll:
-    return bytes * n;
-  case Kind::ReduceScatter:
-    return count * elementSize * n;
-  case Kind::AllReduce:
-    return count * elementSize;
-  }
-  return 0;
-}
-
-int64_t Request::destinationBytes() const {
-  int64_t n = group ? group->size : 1;
-  switch (kind) {
-  case Kind::Send:
-  case Kind::Recv:
-  case Kind::Put:
-  case Kind::Broadcast:
-    return bytes;
-  case Kind::AllGather:
-  case Kind::AllToAll:
-    return bytes * n;
-  case Kind::ReduceScatter:
-  case Kind::AllReduce:
-    return count * elementSize;
-  }
-  return 0;
-}
-
-std::string Request::context() const {
-  std::string text = stepContext(kindName(kind), step);
-  if (kind == Kind::Send || kind == Kind::Recv || kind == Kind::Put)
-    return text + formatString(" (peer %d)", peerWorldRank);
-  return text + " (group " + (group ? group->str() : std::string("?")) + ")";
-}
-
-std::string Request::describe() const {
-  std::string text = formatString("%s (step %lld)", kindName(kind),
-                                  static_cast<long long>(step));
-  std::string groupText = group ? group->str() : std::string("?");
-  if (kind == Kind::Send || kind == Kind::Recv || kind == Kind::Put)
-    return text + formatString(" with peer %d on group ", peerWorldRank) +
-           groupText;
-  return text +
-         formatString(" on group of %d ranks (", group ? group->size : 0) +
-         groupText + ")";
-}
-
-std::string Request::traceName() const {
-  std::string size = formatBytes(std::max(sourceBytes(), destinationBytes()));
-  std::string base = stepContext(kindName(kind), step);
-  if (kind == Kind::Send || kind == Kind::Put)
-    return base + formatString(" -> %+lld (%s)",
-                               static_cast<long long>(peerOffset),
-                               size.c_str());
-  if (kind == Kind::Recv)
-    return base + formatString(" <- %+lld (%s)",
-                               static_cast<long long>(peerOffset),
-                               size.c_str());
-  return base + " (" + size + ")";
-}
-
 } // namespace braid::rt::cuda
 
 //===----------------------------------------------------------------------===//
@@ -478,36 +386,6 @@ const CudaGroup &getGroup(RankState &state, int64_t handle, const char *call) {
 
 namespace {
 
-int64_t elementSize(int64_t dtype, const char *call, int64_t step) {
-  switch (dtype) {
-  case BRAID_RT_F32:
-  case BRAID_RT_I32:
-    return 4;
-  case BRAID_RT_F64:
-  case BRAID_RT_I64:
-    return 8;
-  case BRAID_RT_F16:
-  case BRAID_RT_BF16:
-  case BRAID_RT_I16:
-    return 2;
-  case BRAID_RT_I8:
-    return 1;
-  default:
-    fatalf("%s (step %lld): unknown dtype %lld", call,
-           static_cast<long long>(step), static_cast<long long>(dtype));
-  }
-}
-
-std::unique_ptr<Request> newRequest(RankState &state, Kind kind,
-                                    const CudaGroup &group, int64_t step) {
-  auto request = std::make_unique<Request>();
-  request->kind = kind;
-  request->group = &group;
-  request->step = step;
-  request->ownerRank = state.rank;
-  return request;
-}
-
 int64_t submit(RankState &state, std::unique_ptr<Request> request) {
   int64_t handle = state.nextHandle++;
   request->handle = handle;
@@ -520,64 +398,6 @@ int64_t submit(RankState &state, std::unique_ptr<Request> request) {
   else
     nccl::post(state, std::move(request));
   return handle;
-}
-
-int64_t pointToPoint(Kind kind, const char *call, int64_t groupHandle,
-                     int64_t peerOffset, int64_t addr, int64_t bytes,
-                     int64_t step) {
-  RankState &state = currentRank(call);
-  const CudaGroup &group = getGroup(state, groupHandle, call);
-  checkBuffer(call, "the buffer", addr, bytes, step);
-  auto request = newRequest(state, kind, group, step);
-  request->peerOffset = peerOffset;
-  request->peerPosition = peerPosition(group.position, group.size, peerOffset);
-  request->peerWorldRank = group.worldRanks[request->peerPosition];
-  if (kind == Kind::Send)
-    request->src = reinterpret_cast<void *>(addr);
-  else
-    request->dst = reinterpret_cast<void *>(addr);
-  request->bytes = bytes;
-  return submit(state, std::move(request));
-}
-
-int64_t reduction(Kind kind, const char *call, int64_t groupHandle, int64_t src,
-                  int64_t dst, int64_t count, int64_t dtype,
-                  int64_t reductionKind, int64_t step) {
-  RankState &state = currentRank(call);
-  const CudaGroup &group = getGroup(state, groupHandle, call);
-  int64_t size = elementSize(dtype, call, step);
-  if (reductionKind < BRAID_RT_SUM || reductionKind > BRAID_RT_BITXOR)
-    fatalf("%s (step %lld): unknown reduction %lld", call,
-           static_cast<long long>(step), static_cast<long long>(reductionKind));
-  if (!reduce::defined(dtype, reductionKind))
-    fatalf("%s (step %lld): %s reduction is only defined for integer types, "
-           "not %s",
-           call, static_cast<long long>(step),
-           reduce::reductionName(reductionKind), reduce::dtypeName(dtype));
-  checkReductionBuffers(call, kind == Kind::ReduceScatter, src, dst, count,
-                        size, group.size, step);
-  auto request = newRequest(state, kind, group, step);
-  request->src = reinterpret_cast<void *>(src);
-  request->dst = reinterpret_cast<void *>(dst);
-  request->count = count;
-  request->dtype = dtype;
-  request->reduction = reductionKind;
-  request->elementSize = size;
-  return submit(state, std::move(request));
-}
-
-int64_t blockExchange(Kind kind, const char *call, int64_t groupHandle,
-                      int64_t src, int64_t dst, int64_t bytesPerRank,
-                      int64_t step) {
-  RankState &state = currentRank(call);
-  const CudaGroup &group = getGroup(state, groupHandle, call);
-  checkBlockBuffers(call, kind == Kind::AllGather, src, dst, bytesPerRank,
-                    group.size, step);
-  auto request = newRequest(state, kind, group, step);
-  request->src = reinterpret_cast<void *>(src);
-  request->dst = reinterpret_cast<void *>(dst);
-  request->bytes = bytesPerRank;
-  return submit(state, std::move(request));
 }
 
 void worldBarrier(RankState &state, const char *what) {
@@ -825,94 +645,6 @@ int64_t braid_rt_group(int64_t ndims, int64_t s0, int64_t s1, int64_t s2,
   return handle;
 }
 
-int64_t braid_rt_coord(int64_t ndims, int64_t s0, int64_t s1, int64_t s2,
-                       int64_t s3, int64_t axis) {
-  int64_t rank = braid_rt_world_rank();
-  GridShape shape = makeGridShape("braid_rt_coord", ndims, s0, s1, s2, s3,
-                                  static_cast<int>(braid_rt_world_size()));
-  if (axis < 0 || axis >= shape.ndims)
-    fatalf("braid_rt_coord: axis %lld is out of range for grid %s",
-           static_cast<long long>(axis), shape.str().c_str());
-  return shape.coordinates(rank)[axis];
-}
-
-int64_t braid_rt_send(int64_t group, int64_t peer_offset, int64_t addr,
-                      int64_t bytes, int64_t step) {
-  return pointToPoint(Kind::Send, "braid_rt_send", group, peer_offset, addr,
-                      bytes, step);
-}
-
-int64_t braid_rt_recv(int64_t group, int64_t peer_offset, int64_t addr,
-                      int64_t bytes, int64_t step) {
-  return pointToPoint(Kind::Recv, "braid_rt_recv", group, peer_offset, addr,
-                      bytes, step);
-}
-
-int64_t braid_rt_all_gather(int64_t group, int64_t src, int64_t dst,
-                            int64_t bytes_per_rank, int64_t step) {
-  return blockExchange(Kind::AllGather, "braid_rt_all_gather", group, src, dst,
-                       bytes_per_rank, step);
-}
-
-int64_t braid_rt_reduce_scatter(int64_t group, int64_t src, int64_t dst,
-                                int64_t count_per_rank, int64_t dtype,
-                                int64_t reduction, int64_t step) {
-  return ::reduction(Kind::ReduceScatter, "braid_rt_reduce_scatter", group, src,
-                     dst, count_per_rank, dtype, reduction, step);
-}
-
-int64_t braid_rt_all_reduce(int64_t group, int64_t src, int64_t dst,
-                            int64_t count, int64_t dtype, int64_t reduction,
-                            int64_t step) {
-  return ::reduction(Kind::AllReduce, "braid_rt_all_reduce", group, src, dst,
-                     count, dtype, reduction, step);
-}
-
-int64_t braid_rt_all_to_all(int64_t group, int64_t src, int64_t dst,
-                            int64_t bytes_per_rank, int64_t step) {
-  return blockExchange(Kind::AllToAll, "braid_rt_all_to_all", group, src, dst,
-                       bytes_per_rank, step);
-}
-
-int64_t braid_rt_broadcast(int64_t group, int64_t src, int64_t dst,
-                           int64_t bytes, int64_t root, int64_t step) {
-  const char *call = "braid_rt_broadcast";
-  RankState &state = currentRank(call);
-  const CudaGroup &g = getGroup(state, group, call);
-  if (root < 0 || root >= g.size)
-    fatalf("braid_rt_broadcast (step %lld): root %lld is not a position in "
-           "a group of %d ranks",
-           static_cast<long long>(step), static_cast<long long>(root), g.size);
-  checkBuffer(call, "the destination", dst, bytes, step);
-  if (g.position == root)
-    checkBuffer(call, "the source", src, bytes, step);
-  auto request = newRequest(state, Kind::Broadcast, g, step);
-  request->src = reinterpret_cast<void *>(src);
-  request->dst = reinterpret_cast<void *>(dst);
-  request->bytes = bytes;
-  request->root = root;
-  return submit(state, std::move(request));
-}
-
-void braid_rt_wait(int64_t request) {
-  RankState &state = currentRank("braid_rt_wait");
-  auto found = state.requests.find(request);
-  if (found == state.requests.end())
-    fatalf("braid_rt_wait: request %lld is not outstanding (never returned "
-           "by the runtime, or already waited)",
-           static_cast<long long>(request));
-  std::unique_ptr<Request> owned = std::move(found->second);
-  state.requests.erase(found);
-  if (owned->kind == Kind::Put) {
-    // Issued on the comm stream when posted.
-    orderAfter(state, *owned);
-    state.inFlight.push_back(std::move(owned));
-  } else if (isLoopback())
-    loopback::wait(state, std::move(owned));
-  else
-    nccl::wait(state, std::move(owned));
-}
-
 //===----------------------------------------------------------------------===//
 // Runner memory
 //===----------------------------------------------------------------------===//
@@ -1093,50 +825,80 @@ void braid_rt_loopback_run(void (*fn)(void *), void *arg) {
 }
 
 //===----------------------------------------------------------------------===//
-// Stream signals (symmetric buffers and one-sided transfers: OneSided.cpp)
+// The transport under Front.cpp (its one-sided half: OneSided.cpp)
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-cudaStream_t signalStream(RankState &state, int64_t addr, int64_t stream,
-                          int64_t step, const char *call) {
-  checkSignal(call, addr, stream, step);
-  return stream == 0 ? state.compute : state.comm;
+const GroupLayout &CudaTransport::group(int64_t handle, const char *call) {
+  return getGroup(currentRank(call), handle, call);
 }
 
-} // namespace
+int64_t CudaTransport::post(int64_t group, const Transfer &transfer) {
+  const char *call = opName(transfer.kind);
+  RankState &state = currentRank(call);
+  auto request = std::make_unique<Request>();
+  static_cast<Transfer &>(*request) = transfer;
+  request->group = &getGroup(state, group, call);
+  request->ownerRank = state.rank;
+  return submit(state, std::move(request));
+}
 
-void braid_rt_signal_set(int64_t addr, int64_t value, int64_t stream,
-                         int64_t step) {
+void CudaTransport::wait(int64_t request) {
+  RankState &state = currentRank("braid_rt_wait");
+  auto found = state.requests.find(request);
+  if (found == state.requests.end())
+    fatalf("braid_rt_wait: request %lld is not outstanding (never returned "
+           "by the runtime, or already waited)",
+           static_cast<long long>(request));
+  std::unique_ptr<Request> owned = std::move(found->second);
+  state.requests.erase(found);
+  if (owned->kind == OpKind::Put) {
+    // Issued on the comm stream when posted.
+    orderAfter(state, *owned);
+    state.inFlight.push_back(std::move(owned));
+  } else if (isLoopback())
+    loopback::wait(state, std::move(owned));
+  else
+    nccl::wait(state, std::move(owned));
+}
+
+void CudaTransport::signalSet(int32_t *flag, int32_t value, int64_t stream,
+                              int64_t step) {
   const char *call = "braid_rt_signal_set";
   RankState &state = currentRank(call);
-  cudaStream_t target = signalStream(state, addr, stream, step, call);
   // Transfers posted before the signal go first on the comm stream.
   if (stream == 1 && !isLoopback())
     nccl::flush(state);
-  checkDriver(driver().streamWriteValue32(reinterpret_cast<CUstream>(target),
-                                          static_cast<CUdeviceptr>(addr),
-                                          static_cast<cuuint32_t>(value),
-                                          CU_STREAM_WRITE_VALUE_DEFAULT),
-              "cuStreamWriteValue32",
-              formatString("%s step %lld", call, static_cast<long long>(step)));
+  checkDriver(
+      driver().streamWriteValue32(
+          reinterpret_cast<CUstream>(stream == 0 ? state.compute : state.comm),
+          reinterpret_cast<CUdeviceptr>(flag), static_cast<cuuint32_t>(value),
+          CU_STREAM_WRITE_VALUE_DEFAULT),
+      "cuStreamWriteValue32",
+      formatString("%s step %lld", call, static_cast<long long>(step)));
 }
 
-void braid_rt_signal_wait(int64_t addr, int64_t value, int64_t stream,
-                          int64_t step) {
+void CudaTransport::signalWait(int32_t *flag, int32_t value, int64_t stream,
+                               int64_t step) {
   const char *call = "braid_rt_signal_wait";
   RankState &state = currentRank(call);
-  cudaStream_t target = signalStream(state, addr, stream, step, call);
-  std::string context = formatString(
-      "%s step %lld (flag %p >= %lld)", call, static_cast<long long>(step),
-      reinterpret_cast<void *>(addr), static_cast<long long>(value));
+  std::string context = formatString("%s step %lld (flag %p >= %d)", call,
+                                     static_cast<long long>(step),
+                                     static_cast<void *>(flag), value);
   if (stream == 0)
     state.lastCompute = context; // named if the stream never gets past it
-  checkDriver(driver().streamWaitValue32(reinterpret_cast<CUstream>(target),
-                                         static_cast<CUdeviceptr>(addr),
-                                         static_cast<cuuint32_t>(value),
-                                         CU_STREAM_WAIT_VALUE_GEQ),
-              "cuStreamWaitValue32", context);
+  checkDriver(
+      driver().streamWaitValue32(
+          reinterpret_cast<CUstream>(stream == 0 ? state.compute : state.comm),
+          reinterpret_cast<CUdeviceptr>(flag), static_cast<cuuint32_t>(value),
+          CU_STREAM_WAIT_VALUE_GEQ),
+      "cuStreamWaitValue32", context);
+}
+
+Transport &braid::rt::transport(const char *call) {
+  // Every call acts for the calling thread's rank.
+  currentRank(call);
+  static CudaTransport *instance = new CudaTransport();
+  return *instance;
 }
 
 namespace braid::rt::cuda {

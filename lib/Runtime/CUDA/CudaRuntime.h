@@ -25,6 +25,7 @@
 #define BRAID_RUNTIME_CUDA_CUDARUNTIME_H
 
 #include "Diagnostics.h"
+#include "Front.h"
 #include "Grid.h"
 #include "Trace.h"
 
@@ -88,39 +89,12 @@ struct CudaGroup : GroupLayout {
   int64_t collectives = 0;
 };
 
-enum class Kind {
-  Send,
-  Recv,
-  AllGather,
-  ReduceScatter,
-  AllReduce,
-  AllToAll,
-  Broadcast,
-  Put
-};
-const char *kindName(Kind kind);
-
-struct Request {
+/// A posted transfer: the front's checked Transfer and the events that
+/// order it on the streams.
+struct Request : Transfer {
   int64_t handle = 0;
-  Kind kind = Kind::Send;
   const CudaGroup *group = nullptr;
-  int64_t step = -1;
   int ownerRank = 0;
-
-  // Point-to-point.
-  int64_t peerOffset = 0;
-  int peerPosition = -1;
-  int peerWorldRank = -1;
-
-  // As the ABI passed them.
-  void *src = nullptr;
-  void *dst = nullptr;
-  int64_t bytes = 0; // p2p/broadcast: message; gather/all_to_all: block.
-  int64_t count = 0; // Reductions: elements per block or in all.
-  int64_t root = 0;
-  int64_t dtype = 0;
-  int64_t reduction = 0;
-  int64_t elementSize = 0;
 
   EventPtr ready;      // On the poster's compute stream.
   EventPtr completion; // On a comm stream; null until issued.
@@ -129,17 +103,6 @@ struct Request {
   /// Loopback: whether the peers have all posted and the copies are
   /// issued (guarded by the loopback world's mutex).
   bool matched = false;
-
-  /// Bytes the source and destination span.
-  int64_t sourceBytes() const;
-  int64_t destinationBytes() const;
-  /// "recv step 7 (peer 0)" or "all_reduce step 8 (group grid 4 axes [0])".
-  std::string context() const;
-  /// "recv (step 7) with peer 0 on group grid 2 axes [0]", as the cpu
-  /// backend words its timeouts.
-  std::string describe() const;
-  /// For traces: "send step 3 -> +1 (1.0 MiB)".
-  std::string traceName() const;
 };
 
 //===----------------------------------------------------------------------===//
@@ -264,6 +227,31 @@ void copyDevice(void *dst, const void *src, int64_t bytes, cudaStream_t stream,
 
 /// The group of a braid_rt_group handle; aborts naming `call` otherwise.
 const CudaGroup &getGroup(RankState &state, int64_t handle, const char *call);
+
+/// The transport under Front.cpp: two-sided transfers on NCCL or the
+/// loopback world (CudaRuntime.cpp), symmetric memory, puts and signals on
+/// NCCL windows or loopback sites (OneSided.cpp).
+class CudaTransport final : public Transport {
+public:
+  const GroupLayout &group(int64_t handle, const char *call) override;
+  int64_t post(int64_t group, const Transfer &transfer) override;
+  void wait(int64_t request) override;
+  void *symmetricAllocate(int64_t group, int64_t bytes, int64_t site,
+                          const char *call) override;
+  void symmetricFree(int64_t group, void *buffer, const char *call) override;
+  void *symmetricPeer(int64_t group, const void *addr, int64_t bytes,
+                      int position, int64_t step, const char *call,
+                      const char *what) override;
+  int64_t put(int64_t group, const Transfer &transfer) override;
+  void signalAdd(int64_t group, int position, void *peerFlag, uint32_t value,
+                 int64_t step) override;
+  void signalWaitUntil(void *flag, uint32_t epoch, int64_t step) override;
+  uint32_t &waitsOn(void *flag, int64_t step, const char *call) override;
+  void signalSet(int32_t *flag, int32_t value, int64_t stream,
+                 int64_t step) override;
+  void signalWait(int32_t *flag, int32_t value, int64_t stream,
+                  int64_t step) override;
+};
 
 //===----------------------------------------------------------------------===//
 // Transports

@@ -111,17 +111,6 @@ cublasLtMatrixLayout_t makeLayout(cudaDataType_t type, int64_t rows,
   return layout;
 }
 
-const char *dtypeName(int64_t dtype) {
-  switch (dtype) {
-  case BRAID_RT_F32:
-    return "f32";
-  case BRAID_RT_F16:
-    return "f16";
-  default:
-    return "bf16";
-  }
-}
-
 const char *epilogueName(int64_t epilogue) {
   static const char *const names[] = {"none",        "bias", "bias + GELU",
                                       "bias + ReLU", "GELU", "ReLU"};

@@ -166,6 +166,9 @@ bool overlaps(const void *a, int64_t aBytes, const void *b, int64_t bBytes) {
 char *at(void *base, int64_t offset) {
   return static_cast<char *>(base) + offset;
 }
+const char *at(const void *base, int64_t offset) {
+  return static_cast<const char *>(base) + offset;
+}
 
 /// Issues a matched send/receive pair (under the world's mutex).
 void match(RankState &issuer, Request &send, Request &recv) {
@@ -218,10 +221,12 @@ void issueCollective(RankState &issuer, std::vector<Request *> &members) {
   // A member whose source overlaps its destination is read from a copy.
   // A broadcast reads the root's source only: the others' may be anything.
   int64_t n = static_cast<int64_t>(members.size());
-  std::vector<void *> src(members.size()), scratch;
+  std::vector<const void *> src(members.size());
+  std::vector<void *> scratch;
   for (size_t i = 0; i < members.size(); ++i) {
     Request &m = *members[i];
-    if (first.kind == Kind::Broadcast && static_cast<int64_t>(i) != first.root)
+    if (first.kind == OpKind::Broadcast &&
+        static_cast<int64_t>(i) != first.root)
       continue;
     src[i] = m.src;
     int64_t bytes = m.sourceBytes();
@@ -242,34 +247,32 @@ void issueCollective(RankState &issuer, std::vector<Request *> &members) {
   for (int64_t p = 0; p < n; ++p) {
     Request &to = *members[static_cast<size_t>(p)];
     switch (first.kind) {
-    case Kind::AllGather:
+    case OpKind::AllGather:
       for (int64_t q = 0; q < n; ++q)
         copyDevice(at(to.dst, q * block), src[static_cast<size_t>(q)], block,
                    stream, context);
       break;
-    case Kind::AllToAll:
+    case OpKind::AllToAll:
       for (int64_t q = 0; q < n; ++q)
         copyDevice(at(to.dst, q * block),
                    at(src[static_cast<size_t>(q)], p * block), block, stream,
                    context);
       break;
-    case Kind::Broadcast:
+    case OpKind::Broadcast:
       copyDevice(to.dst, src[static_cast<size_t>(first.root)], block, stream,
                  context);
       break;
-    case Kind::AllReduce:
-    case Kind::ReduceScatter: {
+    case OpKind::AllReduce:
+    case OpKind::ReduceScatter: {
       int64_t offset =
-          first.kind == Kind::ReduceScatter ? p * elements * es : 0;
+          first.kind == OpKind::ReduceScatter ? p * elements * es : 0;
       copyDevice(to.dst, at(src[0], offset), elements * es, stream, context);
       for (int64_t q = 1; q < n; ++q)
         reduce::into(to.dst, at(src[static_cast<size_t>(q)], offset), elements,
                      first.dtype, first.reduction, stream, context);
       break;
     }
-    case Kind::Send:
-    case Kind::Recv:
-    case Kind::Put:
+    default: // Point-to-point requests are matched in pairs elsewhere.
       break;
     }
   }
@@ -336,8 +339,8 @@ void post(RankState &state, std::unique_ptr<Request> request) {
 
   World &w = world();
   std::lock_guard<std::mutex> lock(w.mutex);
-  if (raw->kind == Kind::Send || raw->kind == Kind::Recv) {
-    bool isSend = raw->kind == Kind::Send;
+  if (raw->kind == OpKind::Send || raw->kind == OpKind::Recv) {
+    bool isSend = raw->kind == OpKind::Send;
     MailKey key = isSend ? mailKey(group, group.position, raw->peerPosition)
                          : mailKey(group, raw->peerPosition, group.position);
     Mailbox &box = w.mail[key];

@@ -153,10 +153,10 @@ void issueGatheredReduction(RankState &state, Request &request,
                                 blockBytes * static_cast<int64_t>(n), 1)),
                             state.comm),
             "cudaMallocAsync", context);
-  auto block = [&](void *base, int64_t q) {
-    return static_cast<char *>(base) + q * blockBytes;
+  auto block = [&](const void *base, int64_t q) {
+    return static_cast<const char *>(base) + q * blockBytes;
   };
-  if (request.kind == Kind::AllReduce) {
+  if (request.kind == OpKind::AllReduce) {
     checkNccl(ncclAllGather(request.src, gathered,
                             static_cast<size_t>(blockBytes), ncclUint8,
                             group.comm, state.comm),
@@ -169,8 +169,9 @@ void issueGatheredReduction(RankState &state, Request &request,
                          static_cast<size_t>(blockBytes), ncclUint8, peer,
                          group.comm, state.comm),
                 "ncclSend", context);
-      checkNccl(ncclRecv(block(gathered, peer), static_cast<size_t>(blockBytes),
-                         ncclUint8, peer, group.comm, state.comm),
+      checkNccl(ncclRecv(static_cast<char *>(gathered) + peer * blockBytes,
+                         static_cast<size_t>(blockBytes), ncclUint8, peer,
+                         group.comm, state.comm),
                 "ncclRecv", context);
     }
     checkNccl(ncclGroupEnd(), "ncclGroupEnd", context);
@@ -193,8 +194,8 @@ void issueCollective(RankState &state, Request &request) {
   const CudaGroup &group = *request.group;
   ncclComm_t comm = group.comm;
   int n = group.size, me = group.position;
-  bool reduces =
-      request.kind == Kind::ReduceScatter || request.kind == Kind::AllReduce;
+  bool reduces = request.kind == OpKind::ReduceScatter ||
+                 request.kind == OpKind::AllReduce;
   if (reduces && !ncclReduces(request)) {
     issueGatheredReduction(state, request, context);
     request.completion = recordEvent(state.comm, state.tracing, context);
@@ -204,23 +205,23 @@ void issueCollective(RankState &state, Request &request) {
 
   // NCCL's in-place forms are specific (the rank's block of a gather's
   // destination, ...); any other overlap goes through a scratch copy.
-  void *src = request.src;
+  const void *src = request.src;
   int64_t srcBytes = request.sourceBytes();
   bool inPlace = false;
   switch (request.kind) {
-  case Kind::AllGather:
+  case OpKind::AllGather:
     inPlace = request.src == static_cast<char *>(request.dst) +
                                  static_cast<int64_t>(me) * request.bytes;
     break;
-  case Kind::ReduceScatter:
-    inPlace = request.dst == static_cast<char *>(request.src) +
+  case OpKind::ReduceScatter:
+    inPlace = request.dst == static_cast<const char *>(request.src) +
                                  static_cast<int64_t>(me) * request.count *
                                      request.elementSize;
     break;
-  case Kind::AllReduce:
+  case OpKind::AllReduce:
     inPlace = request.src == request.dst;
     break;
-  case Kind::Broadcast:
+  case OpKind::Broadcast:
     // Only the root's source is read (and valid): a non-root passes its
     // destination, which NCCL ignores as a source there.
     if (me != request.root)
@@ -244,38 +245,39 @@ void issueCollective(RankState &state, Request &request) {
 
   ncclDataType_t type = ncclUint8;
   ncclRedOp_t op = ncclSum;
-  if (request.kind == Kind::ReduceScatter || request.kind == Kind::AllReduce) {
+  if (request.kind == OpKind::ReduceScatter ||
+      request.kind == OpKind::AllReduce) {
     dtypeOf(request.dtype, type);
     opOf(request.reduction, op);
   }
   size_t bytes = static_cast<size_t>(request.bytes);
   switch (request.kind) {
-  case Kind::AllGather:
+  case OpKind::AllGather:
     checkNccl(
         ncclAllGather(src, request.dst, bytes, ncclUint8, comm, state.comm),
         "ncclAllGather", context);
     break;
-  case Kind::ReduceScatter:
+  case OpKind::ReduceScatter:
     checkNccl(ncclReduceScatter(src, request.dst,
                                 static_cast<size_t>(request.count), type, op,
                                 comm, state.comm),
               "ncclReduceScatter", context);
     break;
-  case Kind::AllReduce:
+  case OpKind::AllReduce:
     checkNccl(ncclAllReduce(src, request.dst,
                             static_cast<size_t>(request.count), type, op, comm,
                             state.comm),
               "ncclAllReduce", context);
     break;
-  case Kind::Broadcast:
+  case OpKind::Broadcast:
     checkNccl(ncclBroadcast(src, request.dst, bytes, ncclUint8,
                             static_cast<int>(request.root), comm, state.comm),
               "ncclBroadcast", context);
     break;
-  case Kind::AllToAll: {
+  case OpKind::AllToAll: {
     checkNccl(ncclGroupStart(), "ncclGroupStart", context);
     for (int peer = 0; peer < n; ++peer) {
-      checkNccl(ncclSend(static_cast<char *>(src) +
+      checkNccl(ncclSend(static_cast<const char *>(src) +
                              static_cast<int64_t>(peer) * request.bytes,
                          bytes, ncclUint8, peer, comm, state.comm),
                 "ncclSend", context);
@@ -287,9 +289,7 @@ void issueCollective(RankState &state, Request &request) {
     checkNccl(ncclGroupEnd(), "ncclGroupEnd", context);
     break;
   }
-  case Kind::Send:
-  case Kind::Recv:
-  case Kind::Put:
+  default: // Point-to-point requests are issued by flush().
     break;
   }
   if (scratch)
@@ -345,7 +345,7 @@ void post(RankState &state, std::unique_ptr<Request> request) {
   int64_t handle = r.handle;
   Request *raw = request.get();
   state.requests.emplace(handle, std::move(request));
-  if (raw->kind == Kind::Send || raw->kind == Kind::Recv) {
+  if (raw->kind == OpKind::Send || raw->kind == OpKind::Recv) {
     state.queued.push_back(raw);
     return;
   }
@@ -369,7 +369,7 @@ void flush(RankState &state) {
   for (Request *request : batch) {
     if (request->bytes == 0)
       continue;
-    if (request->kind == Kind::Send)
+    if (request->kind == OpKind::Send)
       checkNccl(ncclSend(request->src, static_cast<size_t>(request->bytes),
                          ncclUint8, request->peerPosition, request->group->comm,
                          state.comm),

@@ -4,9 +4,10 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Symmetric memory on CUDA: braid_rt_symmetric_alloc/free, and the
-// one-sided entry points of braid_rt.h (what xfer.symmetric_alloc, xfer.put,
-// xfer.signal and xfer.signal_wait lower to):
+// Symmetric memory on CUDA: the one-sided half of the cuda backend's
+// Transport under Front.cpp's entry points (braid_rt_symmetric_alloc/free,
+// and what xfer.symmetric_alloc, xfer.put, xfer.signal and
+// xfer.signal_wait lower to):
 //
 // - a site is a persistent buffer per (group, site): ncclMemAlloc and an NCCL
 //   symmetric window, whose peers' copies are read once from the window into
@@ -25,17 +26,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#pragma GCC visibility push(default)
-#include "braid/Runtime/braid_rt.h"
-#pragma GCC visibility pop
-
-#include "Checks.h"
 #include "CudaRuntime.h"
 #include "Driver.h"
 
 // The layout of NCCL's window (peer addresses), from NCCL's own header.
 #include <nccl_device/impl/core__types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -184,25 +181,29 @@ std::vector<char *> windowPeers(const CudaGroup &g, ncclWindow_t window,
   return peers;
 }
 
-/// The site of `group` (any group when 0) holding [addr, addr + bytes).
-RankState::Site &findSite(RankState &state, int64_t group, int64_t addr,
-                          int64_t bytes, const char *call, const char *name,
-                          int64_t step) {
+/// The site of `group` (any group when 0) holding [addr, addr + bytes), or
+/// null.
+RankState::Site *findSite(RankState &state, int64_t group, int64_t addr,
+                          int64_t bytes) {
   auto *p = reinterpret_cast<char *>(addr);
   for (auto &entry : state.sites) {
     RankState::Site &site = entry.second;
     if ((group == 0 || site.group == group) && p >= site.local && bytes >= 0 &&
         p + bytes <= site.local + site.bytes)
-      return site;
+      return &site;
   }
-  fatalf("%s (step %lld): %s [%p, +%lld) does not lie in a symmetric buffer "
-         "%s(from braid_rt_symmetric_site)",
-         call, static_cast<long long>(step), name, static_cast<void *>(p),
-         static_cast<long long>(bytes), group ? "of the group " : "");
+  return nullptr;
 }
 
-int peerPosition(const CudaGroup &g, int64_t offset) {
-  return braid::rt::peerPosition(g.position, g.size, offset);
+/// The site holding the flag at `flag`; aborts naming `call` otherwise.
+RankState::Site &flagSite(RankState &state, void *flag, int64_t step,
+                          const char *call) {
+  RankState::Site *site =
+      findSite(state, 0, reinterpret_cast<int64_t>(flag), 4);
+  if (!site)
+    fatalf("%s (step %lld): the flag at %p lies in no symmetric buffer", call,
+           static_cast<long long>(step), flag);
+  return *site;
 }
 
 char *peerAddress(const RankState::Site &site, int position, int64_t addr) {
@@ -217,48 +218,22 @@ std::string siteText(const RankState::Site &site, const CudaGroup &g) {
 
 } // namespace
 
-int64_t braid_rt_symmetric_alloc(int64_t group, int64_t bytes) {
-  const char *call = "braid_rt_symmetric_alloc";
+void *CudaTransport::symmetricAllocate(int64_t group, int64_t bytes,
+                                       int64_t site, const char *call) {
   RankState &state = currentRank(call);
   const CudaGroup &g = getGroup(state, group, call);
-  if (bytes < 0)
-    fatalf("%s: negative size %lld", call, static_cast<long long>(bytes));
-  std::string context = formatString(
-      "%s (%s on group %s)", call, formatBytes(bytes).c_str(), g.str().c_str());
-  WindowMemory memory =
-      allocateWindow(state, g, bytes, /*zero=*/false, context);
-  RankState::SymmetricBuffer record;
-  record.group = group;
-  record.window = memory.window;
-  state.symmetric.emplace(memory.data, record);
-  return reinterpret_cast<int64_t>(memory.data);
-}
-
-void braid_rt_symmetric_free(int64_t group, int64_t addr) {
-  const char *call = "braid_rt_symmetric_free";
-  RankState &state = currentRank(call);
-  const CudaGroup &g = getGroup(state, group, call);
-  void *buffer = reinterpret_cast<void *>(addr);
-  auto found = state.symmetric.find(buffer);
-  if (found == state.symmetric.end() || found->second.group != group)
-    fatalf("%s: %p is not a symmetric buffer of group %s (from "
-           "braid_rt_symmetric_alloc)",
-           call, buffer, g.str().c_str());
-  // Device work may still read or write it.
-  synchronizeRank(state, call);
-  freeWindow(g, {static_cast<char *>(buffer), found->second.window},
-             std::string(call) + " (group " + g.str() + ")");
-  state.symmetric.erase(found);
-}
-
-int64_t braid_rt_symmetric_site(int64_t group, int64_t bytes, int64_t site) {
-  const char *call = "braid_rt_symmetric_site";
-  RankState &state = currentRank(call);
-  const CudaGroup &g = getGroup(state, group, call);
-  if (bytes <= 0 || site < 0)
-    fatalf("%s: site %lld of %lld bytes (expected a site >= 0 and a positive "
-           "size)",
-           call, static_cast<long long>(site), static_cast<long long>(bytes));
+  if (site < 0) {
+    std::string context =
+        formatString("%s (%s on group %s)", call, formatBytes(bytes).c_str(),
+                     g.str().c_str());
+    WindowMemory memory =
+        allocateWindow(state, g, bytes, /*zero=*/false, context);
+    RankState::SymmetricBuffer record;
+    record.group = group;
+    record.window = memory.window;
+    state.symmetric.emplace(memory.data, record);
+    return memory.data;
+  }
   auto key = std::make_pair(group, site);
   auto found = state.sites.find(key);
   if (found != state.sites.end()) {
@@ -268,7 +243,7 @@ int64_t braid_rt_symmetric_site(int64_t group, int64_t bytes, int64_t site) {
              call, static_cast<long long>(site), g.str().c_str(),
              formatBytes(found->second.bytes).c_str(),
              formatBytes(bytes).c_str());
-    return reinterpret_cast<int64_t>(found->second.local);
+    return found->second.local;
   }
   RankState::Site record;
   record.group = group;
@@ -284,47 +259,47 @@ int64_t braid_rt_symmetric_site(int64_t group, int64_t bytes, int64_t site) {
       memory.window ? windowPeers(g, memory.window, record.local, site, context)
                     : loopback::exchangeSite(g, site, record.local);
   state.sites.emplace(key, std::move(record));
-  return reinterpret_cast<int64_t>(memory.data);
+  return memory.data;
 }
 
-int64_t braid_rt_symmetric_peer(int64_t group, int64_t peer_offset,
-                                int64_t addr) {
-  const char *call = "braid_rt_symmetric_peer";
+void CudaTransport::symmetricFree(int64_t group, void *buffer,
+                                  const char *call) {
   RankState &state = currentRank(call);
   const CudaGroup &g = getGroup(state, group, call);
-  RankState::Site &site =
-      findSite(state, group, addr, 1, call, "the address", -1);
-  return reinterpret_cast<int64_t>(
-      peerAddress(site, peerPosition(g, peer_offset), addr));
+  auto found = state.symmetric.find(buffer);
+  if (found == state.symmetric.end() || found->second.group != group)
+    fatalf("%s: %p is not a symmetric buffer of group %s (from "
+           "braid_rt_symmetric_alloc)",
+           call, buffer, g.str().c_str());
+  // Device work may still read or write it.
+  synchronizeRank(state, call);
+  freeWindow(g, {static_cast<char *>(buffer), found->second.window},
+             std::string(call) + " (group " + g.str() + ")");
+  state.symmetric.erase(found);
 }
 
-int64_t braid_rt_put(int64_t group, int64_t peer_offset, int64_t src,
-                     int64_t dst, int64_t bytes, int64_t flag, int64_t step) {
+void *CudaTransport::symmetricPeer(int64_t group, const void *addr,
+                                   int64_t bytes, int position, int64_t step,
+                                   const char *call, const char *what) {
+  RankState &state = currentRank(call);
+  int64_t address = reinterpret_cast<int64_t>(addr);
+  RankState::Site *site = findSite(state, group, address, bytes);
+  if (!site)
+    fatalf("%s (step %lld): %s (%s at %p) is not inside a symmetric buffer of "
+           "group %s",
+           call, static_cast<long long>(step), what,
+           formatBytes(std::max<int64_t>(bytes, 1)).c_str(), addr,
+           getGroup(state, group, call).str().c_str());
+  return peerAddress(*site, position, address);
+}
+
+int64_t CudaTransport::put(int64_t group, const Transfer &transfer) {
   const char *call = "braid_rt_put";
   RankState &state = currentRank(call);
-  const CudaGroup &g = getGroup(state, group, call);
-  checkBuffer(call, "the source", src, bytes, step);
-  RankState::Site &dstSite =
-      findSite(state, group, dst, bytes, call, "the destination", step);
-  int position = peerPosition(g, peer_offset);
-  char *peerFlag = nullptr;
-  if (flag) {
-    checkSignal(call, flag, 1, step);
-    peerFlag =
-        peerAddress(findSite(state, group, flag, 4, call, "the flag", step),
-                    position, flag);
-  }
   auto request = std::make_unique<Request>();
-  request->kind = Kind::Put;
-  request->group = &g;
-  request->step = step;
+  static_cast<Transfer &>(*request) = transfer;
+  request->group = &getGroup(state, group, call);
   request->ownerRank = state.rank;
-  request->peerOffset = peer_offset;
-  request->peerPosition = position;
-  request->peerWorldRank = g.worldRanks[static_cast<size_t>(position)];
-  request->src = reinterpret_cast<void *>(src);
-  request->dst = peerAddress(dstSite, position, dst);
-  request->bytes = bytes;
   request->handle = state.nextHandle++;
   std::string context = request->context();
   // The source is written once the compute stream gets here.
@@ -332,9 +307,9 @@ int64_t braid_rt_put(int64_t group, int64_t peer_offset, int64_t src,
   checkCuda(cudaStreamWaitEvent(state.comm, request->ready->event, 0),
             "cudaStreamWaitEvent", context);
   traceBegin(state, state.comm, request->traceStart);
-  copyDevice(request->dst, request->src, bytes, state.comm, context);
-  if (peerFlag)
-    raise(peerFlag, 1, state.comm, context);
+  copyDevice(request->dst, request->src, request->bytes, state.comm, context);
+  if (request->flag)
+    raise(static_cast<char *>(request->flag), 1, state.comm, context);
   request->completion = recordEvent(state.comm, state.tracing, context);
   request->traceEnd = request->completion;
   int64_t handle = request->handle;
@@ -342,56 +317,50 @@ int64_t braid_rt_put(int64_t group, int64_t peer_offset, int64_t src,
   return handle;
 }
 
-void braid_rt_signal_add(int64_t group, int64_t peer_offset, int64_t flag,
-                         int64_t value, int64_t step) {
+void CudaTransport::signalAdd(int64_t group, int position, void *peerFlag,
+                              uint32_t value, int64_t step) {
   const char *call = "braid_rt_signal_add";
   RankState &state = currentRank(call);
   const CudaGroup &g = getGroup(state, group, call);
-  checkSignal(call, flag, 0, step);
-  if (value <= 0 || value > INT32_MAX)
-    fatalf("%s (step %lld): adds %lld (expected 1 to 2^31 - 1)", call,
-           static_cast<long long>(step), static_cast<long long>(value));
-  int position = peerPosition(g, peer_offset);
-  char *peerFlag = peerAddress(
-      findSite(state, group, flag, 4, call, "the flag", step), position, flag);
   std::string context = formatString(
       "signal step %lld (to peer %d)", static_cast<long long>(step),
       g.worldRanks[static_cast<size_t>(position)]);
   // After everything this rank did before, on its compute stream.
   EventPtr start;
   traceBegin(state, state.compute, start);
-  raise(peerFlag, static_cast<uint32_t>(value), state.compute, context);
+  raise(static_cast<char *>(peerFlag), value, state.compute, context);
   state.lastCompute = context;
+  int offset = (position - g.position + g.size) % g.size;
   traceEnd(state, state.compute, start, Track::Compute,
-           formatString("signal step %lld -> %+lld",
-                        static_cast<long long>(step),
-                        static_cast<long long>(peer_offset)));
+           formatString("signal step %lld -> %+d", static_cast<long long>(step),
+                        offset));
 }
 
-void braid_rt_signal_wait_next(int64_t flag, int64_t slack, int64_t step) {
+uint32_t &CudaTransport::waitsOn(void *flag, int64_t step, const char *call) {
+  RankState &state = currentRank(call);
+  flagSite(state, flag, step, call);
+  return state.flagWaits[reinterpret_cast<uint64_t>(flag)];
+}
+
+void CudaTransport::signalWaitUntil(void *flag, uint32_t epoch, int64_t step) {
   const char *call = "braid_rt_signal_wait_next";
   RankState &state = currentRank(call);
-  checkSignal(call, flag, 0, step);
-  if (slack < 0)
-    fatalf("%s (step %lld): negative slack %lld", call,
-           static_cast<long long>(step), static_cast<long long>(slack));
-  RankState::Site &site = findSite(state, 0, flag, 4, call, "the flag", step);
+  int64_t address = reinterpret_cast<int64_t>(flag);
+  RankState::Site &site = flagSite(state, flag, step, call);
   const CudaGroup &g = getGroup(state, site.group, call);
-  uint32_t k = ++state.flagWaits[static_cast<uint64_t>(flag)];
-  uint32_t epoch = k - static_cast<uint32_t>(slack);
   RankState::SignalWait wait;
-  wait.flag = static_cast<uint64_t>(flag);
+  wait.flag = static_cast<uint64_t>(address);
   wait.epoch = epoch;
   wait.what = formatString(
       "signal_wait step %lld (flag %lld of %s, epoch %u)",
       static_cast<long long>(step),
-      static_cast<long long>((reinterpret_cast<char *>(flag) - site.local) / 4),
+      static_cast<long long>((static_cast<char *>(flag) - site.local) / 4),
       siteText(site, g).c_str(), epoch);
   EventPtr start;
   traceBegin(state, state.compute, start);
   checkDriver(
       driver().streamWaitValue32(reinterpret_cast<CUstream>(state.compute),
-                                 static_cast<CUdeviceptr>(flag), epoch,
+                                 static_cast<CUdeviceptr>(address), epoch,
                                  CU_STREAM_WAIT_VALUE_GEQ),
       "cuStreamWaitValue32", wait.what);
   wait.passed = recordEvent(state.compute, false, wait.what);

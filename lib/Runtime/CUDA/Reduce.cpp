@@ -19,6 +19,7 @@
 
 #include "CudaRuntime.h"
 #include "Driver.h"
+#include "Front.h"
 
 #include <algorithm>
 #include <map>
@@ -26,37 +27,6 @@
 #include <tuple>
 
 namespace braid::rt::cuda::reduce {
-
-const char *dtypeName(int64_t dtype) {
-  static const char *const names[] = {"f32", "f64", "f16", "bf16",
-                                      "i8",  "i16", "i32", "i64"};
-  return dtype >= 0 && dtype < 8 ? names[dtype] : "?";
-}
-
-const char *reductionName(int64_t reduction) {
-  static const char *const names[] = {"sum",    "max",   "min",   "product",
-                                      "bitand", "bitor", "bitxor"};
-  return reduction >= 0 && reduction < 7 ? names[reduction] : "?";
-}
-
-int64_t elementBytes(int64_t dtype) {
-  switch (dtype) {
-  case BRAID_RT_F64:
-  case BRAID_RT_I64:
-    return 8;
-  case BRAID_RT_F32:
-  case BRAID_RT_I32:
-    return 4;
-  case BRAID_RT_F16:
-  case BRAID_RT_BF16:
-  case BRAID_RT_I16:
-    return 2;
-  case BRAID_RT_I8:
-    return 1;
-  default:
-    return 0;
-  }
-}
 
 namespace {
 
@@ -157,7 +127,7 @@ std::string body(int64_t dtype, int64_t reduction) {
 } // namespace
 
 bool defined(int64_t dtype, int64_t reduction) {
-  if (elementBytes(dtype) == 0 || reduction < BRAID_RT_SUM ||
+  if (dtypeBytes(dtype) == 0 || reduction < BRAID_RT_SUM ||
       reduction > BRAID_RT_BITXOR)
     return false;
   return !isFloat(dtype) || reduction <= BRAID_RT_PRODUCT;
@@ -205,7 +175,7 @@ std::string kernelPtx(int64_t dtype, int64_t reduction) {
          "  setp.ge.u64 %p1, %rd4, %rd3;\n"
          "  @%p1 bra DONE;\n"
          "  mul.lo.u64 %rd7, %rd4, " +
-         std::to_string(elementBytes(dtype)) +
+         std::to_string(dtypeBytes(dtype)) +
          ";\n"
          "  add.u64 %rd8, %rd1, %rd7;\n"
          "  add.u64 %rd9, %rd2, %rd7;\n" +

@@ -22,12 +22,6 @@
 
 namespace braid::rt::cuda::reduce {
 
-/// "f32", "bf16", ...; "?" for an unknown code.
-const char *dtypeName(int64_t dtype);
-/// "sum", "bitxor", ...; "?" for an unknown code.
-const char *reductionName(int64_t reduction);
-/// Bytes of an element, 0 for an unknown code.
-int64_t elementBytes(int64_t dtype);
 /// Whether `reduction` is defined on `dtype` (bitwise ones only on
 /// integers).
 bool defined(int64_t dtype, int64_t reduction);
