@@ -204,6 +204,10 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     overlap.bidirectional = options.bidirectional;
     overlap.quantizeAllGather = options.quantizeAllGather;
     overlap.comm = options.comm;
+    // The sum joins the chain's kernel only when memory-bound fusion runs.
+    overlap.fuseCollectives = options.fuse == FuseMode::Off
+                                  ? FuseCollectivesMode::Off
+                                  : options.fuseCollectives;
     pm.addPass(dist::createOverlap(overlap, options::reportJson(options)));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());

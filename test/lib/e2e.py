@@ -450,7 +450,121 @@ def pattern_halo(cfg):
     return text, [(shape, dt)], [dt], ref
 
 
+def pattern_ar_norm(cfg):
+    """Row-parallel matmul, all-reduce, residual add (variant `rms`) or bias
+    + residual add (variant `layer`), then RMSNorm or LayerNorm over the
+    hidden dimension; returns the residual stream and the normed rows, as a
+    transformer layer does. The activations are in the test's dtype, the
+    norm computes in f32. The norm's weights differ per rank (no placement):
+    every schedule must apply each rank's own, as the unsplit program does.
+    `--scale` multiplies the tokens (4 per unit: decode at 1, prefill at 64
+    and more)."""
+    n, dt = cfg.group, cfg.dtype
+    m, k, c = 4 * cfg.scale, 16, 64
+    layer = cfg.variant == "layer"
+    if cfg.variant not in ("rms", "layer"):
+        raise SystemExit("e2e.py: ar_norm needs --variant rms or layer")
+    rep = f" {{dist.placement = #dist.placement<@g, [{', '.join('replicate' for _ in cfg.grid)}]>}}"
+    t2, t1 = tensor((m, c), dt), tensor((c,), "f32")
+    rows = tensor((m,), "f32")
+
+    def ext(name):
+        return (f"    %{name}f = arith.extf %{name} : {dt} to f32\n" if dt != "f32" else
+                f"    %{name}f = arith.addf %{name}, %cz : f32\n")
+
+    def trunc(name):
+        return (f"    %{name}t = arith.truncf %{name} : f32 to {dt}\n    linalg.yield %{name}t : {dt}\n"
+                if dt != "f32" else f"    linalg.yield %{name} : f32\n")
+    par2 = '["parallel", "parallel"]'
+    red2 = '["parallel", "reduction"]'
+    ij, i_, j_ = "affine_map<(i, j) -> (i, j)>", "affine_map<(i, j) -> (i)>", "affine_map<(i, j) -> (j)>"
+    text = header(cfg.grid)
+    text += (f"func.func @main(%a: {tensor((m, k), 'f32')}, %w: {tensor((k, c), 'f32')}, "
+             f"%res: {t2}{rep}, %gamma: {t1}" + (f", %bias: {t1}{rep}, %beta: {t1}" if layer else "") +
+             f") -> ({t2}, {t2}) {{\n"
+             f"  %zero = arith.constant 0.0 : f32\n" +
+             matmul("y", "a", "w", tensor((m, k), "f32"), tensor((k, c), "f32"), (m, c), "f32"))
+    if dt != "f32":
+        text += (f"  %pe = tensor.empty() : {t2}\n"
+                 f"  %p = linalg.generic {{indexing_maps = [{ij}, {ij}], iterator_types = {par2}}} "
+                 f"ins(%y : {tensor((m, c), 'f32')}) outs(%pe : {t2}) {{\n"
+                 f"  ^bb0(%v: f32, %o: {dt}):\n" + trunc("v") + f"  }} -> {t2}\n")
+    partial = "p" if dt != "f32" else "y"
+    text += f"  %r = shard.all_reduce %{partial} on @g grid_axes = [{cfg.axis}] : {t2} -> {t2}\n"
+    # The residual stream: r (+ bias) + res.
+    text += (f"  %he = tensor.empty() : {t2}\n"
+             f"  %h = linalg.generic {{indexing_maps = [{ij}, {ij}" + (f", {j_}" if layer else "") +
+             f", {ij}], iterator_types = {par2}}} ins(%r, %res" + (", %bias" if layer else "") +
+             f" : {t2}, {t2}" + (f", {t1}" if layer else "") + f") outs(%he : {t2}) {{\n"
+             f"  ^bb0(%x: {dt}, %q: {dt}, " + ("%bb: f32, " if layer else "") + f"%o: {dt}):\n"
+             "    %cz = arith.constant 0.0 : f32\n" + ext("x") + ext("q") +
+             ("    %xb = arith.addf %xf, %bb : f32\n    %hs = arith.addf %xb, %qf : f32\n" if layer else
+              "    %hs = arith.addf %xf, %qf : f32\n") + trunc("hs") + f"  }} -> {t2}\n")
+    text += (f"  %se = tensor.empty() : {rows}\n"
+             f"  %sz = linalg.fill ins(%zero : f32) outs(%se : {rows}) -> {rows}\n")
+    if layer:
+        text += (f"  %s1 = linalg.generic {{indexing_maps = [{ij}, {i_}], iterator_types = {red2}}} "
+                 f"ins(%h : {t2}) outs(%sz : {rows}) {{\n"
+                 f"  ^bb0(%x: {dt}, %acc: f32):\n    %cz = arith.constant 0.0 : f32\n" + ext("x") +
+                 f"    %s = arith.addf %acc, %xf : f32\n    linalg.yield %s : f32\n  }} -> {rows}\n"
+                 f"  %s2 = linalg.generic {{indexing_maps = [{ij}, {i_}, {i_}], iterator_types = {red2}}} "
+                 f"ins(%h, %s1 : {t2}, {rows}) outs(%sz : {rows}) {{\n"
+                 f"  ^bb0(%x: {dt}, %mu: f32, %acc: f32):\n    %cz = arith.constant 0.0 : f32\n"
+                 f"    %inv = arith.constant {1.0 / c:.10e} : f32\n" + ext("x") +
+                 "    %mean = arith.mulf %mu, %inv : f32\n    %d = arith.subf %xf, %mean : f32\n"
+                 "    %dd = arith.mulf %d, %d : f32\n    %s = arith.addf %acc, %dd : f32\n"
+                 f"    linalg.yield %s : f32\n  }} -> {rows}\n"
+                 f"  %ne = tensor.empty() : {t2}\n"
+                 f"  %n = linalg.generic {{indexing_maps = [{ij}, {i_}, {i_}, {j_}, {j_}, {ij}], iterator_types = {par2}}} "
+                 f"ins(%h, %s1, %s2, %gamma, %beta : {t2}, {rows}, {rows}, {t1}, {t1}) outs(%ne : {t2}) {{\n"
+                 f"  ^bb0(%x: {dt}, %mu: f32, %var: f32, %g: f32, %be: f32, %o: {dt}):\n"
+                 f"    %cz = arith.constant 0.0 : f32\n    %inv = arith.constant {1.0 / c:.10e} : f32\n"
+                 "    %eps = arith.constant 1.0e-5 : f32\n" + ext("x") +
+                 "    %mean = arith.mulf %mu, %inv : f32\n    %d = arith.subf %xf, %mean : f32\n"
+                 "    %v = arith.mulf %var, %inv : f32\n    %ve = arith.addf %v, %eps : f32\n"
+                 "    %rs = math.rsqrt %ve : f32\n    %t = arith.mulf %d, %rs : f32\n"
+                 "    %tg = arith.mulf %t, %g : f32\n    %u = arith.addf %tg, %be : f32\n" + trunc("u") +
+                 f"  }} -> {t2}\n")
+    else:
+        text += (f"  %ss = linalg.generic {{indexing_maps = [{ij}, {i_}], iterator_types = {red2}}} "
+                 f"ins(%h : {t2}) outs(%sz : {rows}) {{\n"
+                 f"  ^bb0(%x: {dt}, %acc: f32):\n    %cz = arith.constant 0.0 : f32\n" + ext("x") +
+                 "    %sq = arith.mulf %xf, %xf : f32\n    %s = arith.addf %acc, %sq : f32\n"
+                 f"    linalg.yield %s : f32\n  }} -> {rows}\n"
+                 f"  %ne = tensor.empty() : {t2}\n"
+                 f"  %n = linalg.generic {{indexing_maps = [{ij}, {i_}, {j_}, {ij}], iterator_types = {par2}}} "
+                 f"ins(%h, %ss, %gamma : {t2}, {rows}, {t1}) outs(%ne : {t2}) {{\n"
+                 f"  ^bb0(%x: {dt}, %s: f32, %g: f32, %o: {dt}):\n"
+                 f"    %cz = arith.constant 0.0 : f32\n    %inv = arith.constant {1.0 / c:.10e} : f32\n"
+                 "    %eps = arith.constant 1.0e-5 : f32\n" + ext("x") +
+                 "    %m = arith.mulf %s, %inv : f32\n    %v = arith.addf %m, %eps : f32\n"
+                 "    %rs = math.rsqrt %v : f32\n    %t = arith.mulf %xf, %rs : f32\n"
+                 "    %u = arith.mulf %t, %g : f32\n" + trunc("u") + f"  }} -> {t2}\n")
+    text += f"  return %h, %n : {t2}, {t2}\n}}\n"
+
+    def ref(grid, ins):
+        a, w, res, gamma = ins[:4]
+        partial = [quantize(ar @ wr, dt) for ar, wr in zip(a, w)]
+        r = spmd.all_reduce(grid, partial, [cfg.axis])
+        out = []
+        for rank in range(grid.size):
+            h = r[rank] + res[rank] + (ins[4][rank] if layer else 0)
+            if layer:
+                mu = h.mean(axis=1, keepdims=True)
+                var = ((h - mu) ** 2).mean(axis=1, keepdims=True)
+                y = (h - mu) / np.sqrt(var + 1e-5) * gamma[rank] + ins[5][rank]
+            else:
+                y = h / np.sqrt((h * h).mean(axis=1, keepdims=True) + 1e-5) * gamma[rank]
+            out.append([h, y])
+        return out
+    specs = [((m, k), "f32"), ((k, c), "f32"), ((m, c), dt, "replicated"), ((c,), "f32")]
+    if layer:
+        specs += [((c,), "f32", "replicated"), ((c,), "f32")]
+    return text, specs, [dt, dt], ref
+
+
 PATTERNS = {
+    "ar_norm": pattern_ar_norm,
     "halo": pattern_halo,
     "rooted": pattern_rooted,
     "ag_matmul": pattern_ag_matmul,

@@ -46,6 +46,8 @@ SETTINGS = [
     ({"overlap": "force", "comm": "symmetric"}, {}),
     ({"overlap": "force", "comm": "symmetric", "zero-copy": "false"}, {}),
     ({"comm": "two-sided"}, {}),
+    ({"fuse-collectives": "force", "comm": "symmetric"}, {}),
+    ({"fuse-collectives": "off"}, {}),
     ({"entry": "mlp"}, {}),
     ({"O": "0", "cpu": "x86-64"}, {}),
     ({"timing": "true"}, {}),

@@ -190,9 +190,12 @@ mlir::LogicalResult matchDirectExchange(CollectiveOpInterface op,
                                         std::string &why);
 /// Replaces it with shifts to each peer offset, marked `dist.symmetric`,
 /// posted where it starts and waited where it is waited, and the assembly
-/// or reduction of what arrives; a shift is only marked.
+/// or reduction of what arrives; a shift is only marked. An all-reduce
+/// goes in one shot up to 64 KiB (always with `oneShot`), else as a
+/// reduce-scatter then an all-gather.
 mlir::LogicalResult directExchange(mlir::RewriterBase &rewriter,
-                                   CollectiveOpInterface op);
+                                   CollectiveOpInterface op,
+                                   bool oneShot = false);
 
 } // namespace braid::dist::overlap
 

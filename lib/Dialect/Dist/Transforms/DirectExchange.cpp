@@ -164,7 +164,7 @@ LogicalResult overlap::matchDirectExchange(CollectiveOpInterface op,
 }
 
 LogicalResult overlap::directExchange(RewriterBase &rewriter,
-                                      CollectiveOpInterface op) {
+                                      CollectiveOpInterface op, bool oneShot) {
   std::string why;
   if (failed(matchDirectExchange(op, why)))
     return failure();
@@ -192,7 +192,7 @@ LogicalResult overlap::directExchange(RewriterBase &rewriter,
   // What each rank sends to position + k, posted where the collective
   // starts.
   auto inputType = cast<RankedTensorType>(input.getType());
-  bool twoPhase = kind == "all_reduce" && inputType.getRank() > 0 &&
+  bool twoPhase = kind == "all_reduce" && !oneShot && inputType.getRank() > 0 &&
                   inputType.getDimSize(0) % n == 0 &&
                   tensorBytes(input) > oneShotAllReduceBytes;
   bool blocks = kind == "reduce_scatter" || kind == "all_to_all" || twoPhase;

@@ -22,6 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Schedule.h"
 #include "braid/Dialect/Dist/Transforms/Passes.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -44,6 +45,7 @@ namespace braid::dist {
 } // namespace braid::dist
 
 using namespace mlir;
+using braid::dist::schedule::isMemoryBound;
 
 namespace {
 
@@ -82,29 +84,6 @@ int64_t bytesOf(Value value) {
     return 0;
   return type.getNumElements() *
          llvm::divideCeil(type.getElementTypeBitWidth(), 8);
-}
-
-/// An op that moves more bytes than it computes on: a linalg op on tensors
-/// that is not a contraction, convolution or transpose, whose maps are
-/// projected permutations and whose outermost loop is parallel (the rows a
-/// kernel tiles over).
-bool isMemoryBound(Operation *op) {
-  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
-  if (!linalgOp || !linalgOp.hasPureTensorSemantics() ||
-      !isa<TilingInterface>(op) || linalgOp.getNumLoops() == 0)
-    return false;
-  if (linalg::isaContractionOpInterface(linalgOp) ||
-      linalg::isaConvolutionOpInterface(linalgOp) ||
-      isa<linalg::TransposeOp>(op))
-    return false;
-  if (!llvm::all_of(linalgOp.getIndexingMapsArray(),
-                    [](AffineMap map) { return map.isProjectedPermutation(); }))
-    return false;
-  if (linalgOp.getIteratorTypesArray().front() != utils::IteratorType::parallel)
-    return false;
-  return llvm::all_of(linalgOp.getStaticLoopRanges(), [](int64_t size) {
-    return !ShapedType::isDynamic(size);
-  });
 }
 
 /// A contraction that may head a group as its GEMM: its epilogue follows.

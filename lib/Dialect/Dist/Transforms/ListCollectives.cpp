@@ -5,10 +5,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Schedule.h"
 #include "braid/Dialect/Dist/IR/DistOps.h"
 #include "braid/Dialect/Dist/Transforms/Passes.h"
-
-#include "llvm/Support/Format.h"
 
 namespace braid::dist {
 #define GEN_PASS_DEF_LISTCOLLECTIVES
@@ -26,19 +25,6 @@ static int64_t tensorBytes(RankedTensorType type) {
     return -1;
   int64_t bits = type.getElementTypeBitWidth();
   return type.getNumElements() * ((bits + 7) / 8);
-}
-
-static std::string formatBytes(double bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 3) {
-    bytes /= 1024;
-    ++unit;
-  }
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << llvm::format("%.1f ", bytes) << units[unit];
-  return text;
 }
 
 /// Bytes one rank receives in a collective over `group` ranks.
@@ -85,7 +71,7 @@ struct ListCollectivesPass
       int64_t bytes =
           ShapedType::isDynamic(group) ? -1 : receivedBytes(op, group);
       if (bytes >= 0)
-        remark << ", receives " << formatBytes(bytes) << " per rank";
+        remark << ", receives " << schedule::formatBytes(bytes) << " per rank";
       remark << "; input from " << describeProducer(op.getInput());
       Value result = op.isAsync() ? Value() : op.getCollectiveResult();
       if (op.isAsync())

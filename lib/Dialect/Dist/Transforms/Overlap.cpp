@@ -40,6 +40,9 @@ struct Candidate {
   std::string with; ///< The compute op it overlaps, if any.
   int64_t chunks = 0;
   bool fused = true; ///< Fused with compute (else made asynchronous).
+  /// The collective is computed inside the kernel of `kernel`.
+  bool inKernel = false;
+  std::string kernel;
   double compute = 0, serial = 0, overlapped = 0;
   std::function<LogicalResult(RewriterBase &)> apply;
   double gain() const { return serial - overlapped; }
@@ -60,6 +63,9 @@ struct Record {
   double compute = 0, comm = 0, serial = 0, overlapped = 0;
   /// "symmetric" or "two-sided".
   std::string transport = "two-sided";
+  /// fuse-collectives: computed inside the kernel `kernel` names.
+  bool inKernel = false;
+  std::string kernel;
 };
 
 /// Collects the ring shifts a rewrite creates, to mark their transport.
@@ -127,6 +133,8 @@ int64_t groupSizeOf(CollectiveOpInterface op) {
   return grid ? getGroupSize(grid, op.getAxes()) : ShapedType::kDynamic;
 }
 
+bool sharesMemory(CollectiveOpInterface op, std::string &why);
+
 struct OverlapPass : public braid::dist::impl::OverlapBase<OverlapPass> {
   using Base::Base;
 
@@ -155,6 +163,11 @@ private:
                                std::string &why);
   void addAsyncCandidate(CollectiveOpInterface op, double comm,
                          SmallVector<Candidate> &out, std::string &why);
+  /// fuse-collectives: an all-reduce summed in the kernel of the chain
+  /// after it (one_shot_ar), or why not.
+  std::optional<Candidate> inKernelCandidate(CollectiveOpInterface op,
+                                             double libraryComm,
+                                             std::string &why) const;
 
   void processFunction(FunctionOpInterface function);
   /// Whether the shifts of `chosen`'s schedule for `op` go one-sided, and
@@ -192,6 +205,75 @@ private:
   SmallVector<Operation *> deferredAsync;
   IRRewriter *rewriter = nullptr;
 };
+
+std::optional<Candidate>
+OverlapPass::inKernelCandidate(CollectiveOpInterface op, double libraryComm,
+                               std::string &why) const {
+  auto reduce = dyn_cast<AllReduceOp>(op.getOperation());
+  if (!reduce)
+    return std::nullopt;
+  if (fuseCollectives == braid::FuseCollectivesMode::Off) {
+    why = "fuse-collectives=off";
+    return std::nullopt;
+  }
+  if (comm == braid::CommMode::TwoSided) {
+    why = "the kernel reads the partials from symmetric memory, and "
+          "comm=two-sided";
+    return std::nullopt;
+  }
+  if (!sharesMemory(op, why))
+    return std::nullopt;
+  const TargetDescription &target = model->getTarget();
+  if (comm == braid::CommMode::Auto &&
+      fuseCollectives == braid::FuseCollectivesMode::Auto &&
+      !target.oneSidedLink) {
+    why = "preset '" + target.name +
+          "' has no measured one-sided link (comm=symmetric or "
+          "fuse-collectives=force use one)";
+    return std::nullopt;
+  }
+  std::string reason;
+  if (failed(overlap::matchDirectExchange(op, reason))) {
+    why = "no symmetric form: " + reason;
+    return std::nullopt;
+  }
+  Value result = reduce.getResult();
+  if (!result.hasOneUse()) {
+    why = result.use_empty() ? "its result is unused"
+                             : "its result has several uses, so its sum "
+                               "would be a kernel of its own";
+    return std::nullopt;
+  }
+  Operation *user = *result.user_begin();
+  if (user->getBlock() != op->getBlock() || !schedule::isMemoryBound(user)) {
+    why = "'" + nameOf(user) +
+          "' is not a memory-bound linalg op on static tensors that the sum "
+          "could join";
+    return std::nullopt;
+  }
+  int64_t n = groupSizeOf(op);
+  double bytes = tensorBytes(reduce.getInput());
+  LinkFigures link = target.oneSidedLink
+                         ? *target.oneSidedLink
+                         : model->link(op, op.getGridAttr(), op.getAxes());
+  Candidate c;
+  c.strategy = "one_shot_ar";
+  c.with = nameOf(user);
+  c.chunks = n - 1;
+  c.inKernel = true;
+  c.kernel =
+      "the kernel of '" + nameOf(user) + "' at " + formatLoc(user->getLoc());
+  c.serial = libraryComm;
+  // The puts of the partial to the n - 1 peers, then the kernel reading
+  // n partials where the unfused chain reads the reduced tensor, which
+  // the library's collective no longer writes.
+  c.overlapped = link.latency + (n - 1) * bytes / link.bandwidth +
+                 model->streamTime(std::max<double>(0, (n - 2) * bytes));
+  c.apply = [op](RewriterBase &rewriter) {
+    return overlap::directExchange(rewriter, op, /*oneShot=*/true);
+  };
+  return c;
+}
 
 SmallVector<RingOptions> OverlapPass::ringLayouts(int64_t chunkSize) const {
   SmallVector<RingOptions> layouts;
@@ -580,10 +662,20 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       whyFused = "the group size is dynamic";
     }
     addAsyncCandidate(op, record.comm, async, whyAsync);
+    std::string whyNotInKernel;
+    std::optional<Candidate> inKernel =
+        inKernelCandidate(op, record.comm, whyNotInKernel);
+    // fuse-collectives=force picks it; overlap=force forces the overlap
+    // schedules as before; auto weighs it against them by its gain.
+    SmallVector<Candidate> inKernelList;
+    if (inKernel)
+      inKernelList.push_back(*inKernel);
 
     const Candidate *chosen = nullptr;
     std::string declined;
-    if (mode == braid::OverlapMode::Force) {
+    if (inKernel && fuseCollectives == braid::FuseCollectivesMode::Force) {
+      chosen = &inKernelList.front();
+    } else if (mode == braid::OverlapMode::Force) {
       // The first layout of the first kind that applies: a fused schedule,
       // else micro-batches, else the asynchronous form.
       for (auto *list : {&fused, &micro, &async})
@@ -595,7 +687,7 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
         declined = whyFused.empty() ? whyAsync : whyFused + "; " + whyAsync;
     } else {
       const Candidate *best = nullptr;
-      for (auto *list : {&fused, &micro, &async})
+      for (auto *list : {&fused, &micro, &async, &inKernelList})
         for (const Candidate &c : *list)
           if (!best || c.gain() > best->gain())
             best = &c;
@@ -614,6 +706,8 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     }
 
     if (!chosen) {
+      if (!whyNotInKernel.empty())
+        declined += "; not in a kernel: " + whyNotInKernel;
       record.decision = "kept";
       record.reason = declined;
       std::string text;
@@ -632,15 +726,26 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     record.compute = chosen->compute;
     record.serial = chosen->serial;
     record.overlapped = chosen->overlapped;
-    record.reason =
-        (mode == braid::OverlapMode::Force ? "overlap=force; " : "") +
-        std::string("predicted ") + us(chosen->serial) + " serial, " +
-        us(chosen->overlapped) + " overlapped";
+    record.inKernel = chosen->inKernel;
+    record.kernel = chosen->kernel;
+    record.reason = (chosen->inKernel && fuseCollectives ==
+                                             braid::FuseCollectivesMode::Force
+                         ? "fuse-collectives=force; "
+                     : mode == braid::OverlapMode::Force ? "overlap=force; "
+                                                         : "") +
+                    std::string("predicted ") + us(chosen->serial) +
+                    " serial, " + us(chosen->overlapped) + " overlapped";
+    if (!chosen->inKernel && !whyNotInKernel.empty())
+      record.reason += "; not in a kernel: " + whyNotInKernel;
     if (!whyFused.empty() && !chosen->fused)
       record.reason += "; not fused: " + whyFused;
     std::string text;
     llvm::raw_string_ostream remark(text);
-    if (chosen->fused)
+    if (chosen->inKernel)
+      remark << op.getCollectiveKind() << " summed inside " << chosen->kernel
+             << " as " << chosen->strategy << " (" << chosen->chunks
+             << " puts): ";
+    else if (chosen->fused)
       remark << op.getCollectiveKind() << " fused with '" << chosen->with
              << "' as " << chosen->strategy << " (" << chosen->chunks
              << " chunks): ";
@@ -650,10 +755,28 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
            << us(chosen->overlapped) << " overlapped";
     if (!chosen->fused && !whyFused.empty())
       remark << "; not fused: " << whyFused;
+    if (chosen->inKernel) {
+      // What the kernel saves: the reduced tensor is never written and read
+      // back; the link carries n - 1 copies of the partial instead of the
+      // ring's 2 (n - 1) / n.
+      double bytes = tensorBytes(op.getInput());
+      int64_t n = groupSizeOf(op);
+      remark << "; moves " << schedule::formatBytes((n - 1) * bytes)
+             << " per rank to the peers (a ring all-reduce: "
+             << schedule::formatBytes(2.0 * (n - 1) / n * bytes)
+             << ") and saves writing and reading back "
+             << schedule::formatBytes(bytes) << " of the reduced tensor";
+    } else if (!whyNotInKernel.empty()) {
+      remark << "; not in a kernel: " << whyNotInKernel;
+    }
     // Decided before the rewrite erases the collective; applies only if
     // the schedule has ring shifts.
     std::string whyTransport;
-    bool symmetric = chooseSymmetric(op, *chosen, whyTransport);
+    bool symmetric =
+        chosen->inKernel ? true : chooseSymmetric(op, *chosen, whyTransport);
+    if (chosen->inKernel)
+      whyTransport = "the kernel sums the partials the peers put into this "
+                     "rank's symmetric slots";
     // The asynchronous form keeps the collective whole.
     if (!chosen->fused && chosen->strategy == "async")
       noteWholeTransport(op, record, remark);
@@ -721,7 +844,7 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
 
 /// Whether the group of `op` may share memory: not when `dist.topology`
 /// makes one of its axes a network link (the group spans nodes).
-static bool sharesMemory(CollectiveOpInterface op, std::string &why) {
+bool sharesMemory(CollectiveOpInterface op, std::string &why) {
   shard::GridOp grid = lookupGrid(op, op.getGridAttr());
   auto topology =
       grid ? grid->getAttrOfType<ArrayAttr>(DistDialect::getTopologyAttrName())
@@ -850,6 +973,10 @@ LogicalResult OverlapPass::writeReport() {
           optional("strategy", r.strategy);
           json.attribute("chunks", r.chunks);
           json.attribute("transport", r.transport);
+          if (r.inKernel) {
+            json.attribute("in_kernel", true);
+            json.attribute("kernel", r.kernel);
+          }
           json.attribute("reason", r.reason);
           json.attributeObject("predicted", [&] {
             time("compute_us", r.compute);

@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Interfaces/TilingInterface.h"
+#include "llvm/Support/Format.h"
 
 using namespace mlir;
 using namespace braid::dist;
@@ -237,4 +238,36 @@ FailureOr<Ring> schedule::matchRing(CollectiveOpInterface op,
     return failure();
   }
   return Ring{op.getGridAttr(), op.getAxes()[0], n};
+}
+
+bool schedule::isMemoryBound(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  if (!linalgOp || !linalgOp.hasPureTensorSemantics() ||
+      !isa<TilingInterface>(op) || linalgOp.getNumLoops() == 0)
+    return false;
+  if (linalg::isaContractionOpInterface(linalgOp) ||
+      linalg::isaConvolutionOpInterface(linalgOp) ||
+      isa<linalg::TransposeOp>(op))
+    return false;
+  if (!llvm::all_of(linalgOp.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isProjectedPermutation(); }))
+    return false;
+  if (linalgOp.getIteratorTypesArray().front() != utils::IteratorType::parallel)
+    return false;
+  return llvm::all_of(linalgOp.getStaticLoopRanges(), [](int64_t size) {
+    return !ShapedType::isDynamic(size);
+  });
+}
+
+std::string schedule::formatBytes(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 3) {
+    bytes /= 1024;
+    ++unit;
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::format("%.1f ", bytes) << units[unit];
+  return text;
 }

@@ -74,6 +74,16 @@ bool accumulatesIntoInit(mlir::linalg::LinalgOp op);
 /// identity maps on that operand and on the single result.
 bool isElementwiseIn(mlir::linalg::LinalgOp op, mlir::OpOperand &operand);
 
+/// "1.5 KiB", for remarks.
+std::string formatBytes(double bytes);
+
+/// An op that moves more bytes than it computes on: a linalg op on tensors
+/// that is not a contraction, convolution or transpose, whose maps are
+/// projected permutations, whose outermost loop is parallel (the rows a
+/// kernel tiles over) and whose loops are static. braid-fuse-memory-bound
+/// makes kernels of chains of them.
+bool isMemoryBound(mlir::Operation *op);
+
 /// Slice of `value` along `dim`: [offset, offset + size), other dims whole.
 mlir::Value sliceAlong(mlir::OpBuilder &b, mlir::Location loc,
                        mlir::Value value, int64_t dim,

@@ -178,9 +178,16 @@ struct SymmetricTransfersPass
   };
 
   /// Whether `use` only reads its buffer: a linalg input, the source of a
-  /// copy, put or send, a load.
+  /// copy, put or send, a load, or a view (a kernel's row tile) whose every
+  /// use only reads.
   static bool readsOnly(OpOperand &use) {
     Operation *user = use.getOwner();
+    if (isa<memref::SubViewOp, memref::CastOp, memref::ExpandShapeOp,
+            memref::CollapseShapeOp>(user))
+      return use.getOperandNumber() == 0 &&
+             llvm::all_of(user->getResult(0).getUses(), [](OpOperand &viewUse) {
+               return readsOnly(viewUse);
+             });
     if (auto linalgOp = dyn_cast<linalg::LinalgOp>(user))
       return linalgOp.isDpsInput(&use);
     if (isa<memref::CopyOp, PutOp, SendOp>(user))

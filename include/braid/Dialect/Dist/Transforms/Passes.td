@@ -184,7 +184,20 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     all-gather); broadcasts, bitwise reductions and groups over several
     axes have no such form and stay the library's, with the reason. With
     `auto` they always stay the library's collective. The report gives
-    each collective's `transport`. Every decision is a remark
+    each collective's `transport`.
+
+    `fuse-collectives` puts an all-reduce inside a kernel: when its result
+    feeds a memory-bound chain (residual, bias, RMSNorm, LayerNorm,
+    softmax, casts) and the group shares memory, strategy `one_shot_ar`
+    sends each rank's partial to every peer's symmetric slot (one marked
+    shift per peer offset, whatever its size) and sums the slots in
+    the kernel that memory-bound fusion makes of the chain: the reduced
+    tensor is never written and read back, and each rank computes the
+    chain on all rows, so no operand of the chain needs to be replicated.
+    `auto` applies it when the model predicts it beats every other
+    schedule (decode sizes), `force` wherever it applies, `off` never. Its
+    record has `"in_kernel": true` and names the kernel. Every decision is
+    a remark
     at the collective; `report=FILE` writes them all as JSON:
 
     ```json
@@ -226,6 +239,11 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
            /*default=*/"::braid::CommMode::Auto",
            "Transport of ring transfers",
            "::braid::options::EnumValues<::braid::CommMode>()">,
+    Option<"fuseCollectives", "fuse-collectives",
+           "::braid::FuseCollectivesMode",
+           /*default=*/"::braid::FuseCollectivesMode::Auto",
+           "All-reduces summed inside the kernel of the chain that follows",
+           "::braid::options::EnumValues<::braid::FuseCollectivesMode>()">,
     Option<"quantizeAllGather", "quantize-all-gather", "::braid::QuantizeMode",
            /*default=*/"::braid::QuantizeMode::Off",
            "Send all-gathers in fewer bits (opt-in, the bound is reported)",

@@ -1,0 +1,133 @@
+// fuse-collectives: an all-reduce whose result feeds a memory-bound chain
+// is summed inside the chain's kernel (one_shot_ar): each rank's partial
+// goes to every peer's symmetric slot (one marked shift per peer offset,
+// whatever the size), and the sum of the slots is what memory-bound
+// fusion puts into the kernel of the residual add and the norm.
+// RUN: braid-opt %s -split-input-file --braid-overlap="fuse-collectives=force comm=symmetric" 2>/dev/null | FileCheck %s
+// RUN: braid-opt %s -split-input-file --braid-overlap="fuse-collectives=force comm=symmetric" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
+// Auto: decode sizes sum in the kernel, prefill sizes keep the ring.
+// RUN: braid-opt %s -split-input-file --braid-overlap -o /dev/null 2>&1 | FileCheck %s --check-prefix=AUTO
+// RUN: braid-opt %s -split-input-file --braid-overlap="fuse-collectives=off" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OFF
+// The report's record (the first function alone).
+// RUN: sed -n '1,/^\/\/ -----/p' %s > %t.rms.mlir
+// RUN: braid-opt %t.rms.mlir --braid-overlap="report=%t.json" -o /dev/null 2>/dev/null
+// RUN: FileCheck %s --check-prefix=REPORT < %t.json
+// The whole pipeline: the sum lies inside the kernel loop, read from the
+// symmetric slots, and the schedule checker accepts the protocol.
+// RUN: braid-opt %s -split-input-file --braid-pipeline="stop-after=xfer fuse-collectives=force comm=symmetric check-schedule=1" 2>/dev/null | FileCheck %s --check-prefix=XFER
+// Without memory-bound fusion there is no kernel to sum in.
+// RUN: braid-opt %t.rms.mlir --braid-pipeline="stop-after=dist fuse=off fuse-collectives=force comm=symmetric" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOFUSE
+
+shard.grid @tp(shape = 4)
+
+// Decode: 4 tokens, residual add then RMSNorm, both returned.
+// CHECK-LABEL: func.func @rms
+// CHECK: %[[P:.*]] = linalg.matmul
+// CHECK: dist.shift_start %[[P]] on @tp axes = [0] offset = 1 {dist.step = 0 : i64, dist.symmetric} : tensor<4x64xf32>
+// CHECK: dist.shift_start %[[P]] on @tp axes = [0] offset = 2 {dist.step = 1 : i64, dist.symmetric}
+// CHECK: dist.shift_start %[[P]] on @tp axes = [0] offset = 3 {dist.step = 2 : i64, dist.symmetric}
+// CHECK-COUNT-3: dist.wait
+// CHECK: %[[S1:.*]] = linalg.add ins(%[[P]], %{{.*}} :
+// CHECK: %[[S2:.*]] = linalg.add ins(%[[S1]], %{{.*}} :
+// CHECK: %[[S3:.*]] = linalg.add ins(%[[S2]], %{{.*}} :
+// CHECK: linalg.add ins(%[[S3]], %arg2
+// CHECK-NOT: dist.all_reduce
+// REMARK: fuse-collectives.mlir:{{[0-9]+}}:8: remark: all_reduce summed inside the kernel of 'linalg.add' at {{.*}}fuse-collectives.mlir:{{[0-9]+}}:8 as one_shot_ar (3 puts): predicted {{.*}}; moves 3.0 KiB per rank to the peers (a ring all-reduce: 1.5 KiB) and saves writing and reading back 1.0 KiB of the reduced tensor; transfers symmetric (the kernel sums the partials the peers put into this rank's symmetric slots)
+// AUTO: remark: all_reduce summed inside the kernel of 'linalg.add' at {{.*}} as one_shot_ar (3 puts)
+// OFF: remark: all_reduce fused with 'linalg.matmul' as rs_ring_{{.*}}; not in a kernel: fuse-collectives=off
+// NOFUSE: remark: all_reduce {{.*}}; not in a kernel: fuse-collectives=off
+// REPORT: "strategy": "one_shot_ar",
+// REPORT-NEXT: "chunks": 3,
+// REPORT-NEXT: "transport": "symmetric",
+// REPORT-NEXT: "in_kernel": true,
+// REPORT-NEXT: "kernel": "the kernel of 'linalg.add' at {{.*}}.mlir:{{[0-9]+}}:{{[0-9]+}}",
+// XFER-LABEL: func.func @rms
+// XFER-COUNT-3: xfer.symmetric_alloc on @tp axes = [0] site = {{[0-9]+}} : memref<4x64xf32>
+// XFER: xfer.put
+// The kernel reads the three slots themselves (zero-copy through its row
+// tiles), and each credit goes back after the kernel.
+// XFER-NOT: memref.copy %{{[0-9]+}},
+// XFER: scf.forall
+// XFER: memref.subview %{{[0-9]+}}[
+// XFER-NEXT: memref.alloca
+// XFER-NEXT: linalg.add
+// XFER-NEXT: memref.subview %{{[0-9]+}}[
+// XFER-NEXT: linalg.add
+// XFER-NEXT: memref.subview %{{[0-9]+}}[
+// XFER-NEXT: linalg.add
+// XFER: math.rsqrt
+// XFER: } {braid.kernel}
+// XFER-COUNT-3: xfer.signal %{{.*}} on @tp axes = [0] offset = -{{[123]}}
+func.func @rms(%a: tensor<4x16xf32>, %w: tensor<16x64xf32>, %res: tensor<4x64xf32>, %gamma: tensor<64xf32>) -> (tensor<4x64xf32>, tensor<4x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<4x64xf32>
+  %f0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<4x64xf32>) -> tensor<4x64xf32>
+  %y = linalg.matmul ins(%a, %w : tensor<4x16xf32>, tensor<16x64xf32>) outs(%f0 : tensor<4x64xf32>) -> tensor<4x64xf32>
+  %r = dist.all_reduce %y on @tp axes = [0] reduce = sum : tensor<4x64xf32> -> tensor<4x64xf32>
+  %h = linalg.add ins(%r, %res : tensor<4x64xf32>, tensor<4x64xf32>) outs(%e0 : tensor<4x64xf32>) -> tensor<4x64xf32>
+  %e1 = tensor.empty() : tensor<4xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4xf32>) -> tensor<4xf32>
+  %ss = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>], iterator_types = ["parallel", "reduction"]} ins(%h : tensor<4x64xf32>) outs(%f1 : tensor<4xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %sq = arith.mulf %x, %x : f32
+    %s = arith.addf %acc, %sq : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  %n = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%h, %ss, %gamma : tensor<4x64xf32>, tensor<4xf32>, tensor<64xf32>) outs(%e0 : tensor<4x64xf32>) {
+  ^bb0(%x: f32, %s: f32, %g: f32, %o: f32):
+    %c = arith.constant 1.5625e-2 : f32
+    %eps = arith.constant 1.0e-5 : f32
+    %m = arith.mulf %s, %c : f32
+    %v = arith.addf %m, %eps : f32
+    %rs = math.rsqrt %v : f32
+    %t = arith.mulf %x, %rs : f32
+    %u = arith.mulf %t, %g : f32
+    linalg.yield %u : f32
+  } -> tensor<4x64xf32>
+  return %h, %n : tensor<4x64xf32>, tensor<4x64xf32>
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+
+// 128 KiB, above the 64 KiB up to which a whole all-reduce goes in one
+// shot: the in-kernel sum still sends the whole partial (no second round
+// of shifts).
+// REMARK: remark: all_reduce summed inside the kernel of 'linalg.generic' at {{.*}}: predicted {{.*}}; moves 384.0 KiB per rank
+// CHECK-LABEL: func.func @large
+// CHECK-COUNT-3: dist.shift_start {{.*}} : tensor<256x128xf32>
+// CHECK-NOT: dist.shift_start
+// CHECK: return
+// AUTO: remark: all_reduce fused with 'linalg.matmul' as rs_ring_
+func.func @large(%a: tensor<256x16xf32>, %w: tensor<16x128xf32>, %bias: tensor<128xf32>) -> tensor<256x128xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<256x128xf32>
+  %f0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<256x128xf32>) -> tensor<256x128xf32>
+  %y = linalg.matmul ins(%a, %w : tensor<256x16xf32>, tensor<16x128xf32>) outs(%f0 : tensor<256x128xf32>) -> tensor<256x128xf32>
+  %r = dist.all_reduce %y on @tp axes = [0] reduce = sum : tensor<256x128xf32> -> tensor<256x128xf32>
+  %b = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%r, %bias : tensor<256x128xf32>, tensor<128xf32>) outs(%e0 : tensor<256x128xf32>) {
+  ^bb0(%x: f32, %bb: f32, %o: f32):
+    %s = arith.addf %x, %bb : f32
+    linalg.yield %s : f32
+  } -> tensor<256x128xf32>
+  return %b : tensor<256x128xf32>
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+
+// Declined, with the reason: a result used twice (its sum would be a
+// kernel of its own), and a contraction after the all-reduce.
+// REMARK: remark: all_reduce kept whole: {{.*}}; not in a kernel: its result has several uses, so its sum would be a kernel of its own
+// REMARK: remark: all_reduce kept whole: {{.*}}; not in a kernel: 'linalg.matmul' is not a memory-bound linalg op on static tensors that the sum could join
+// CHECK-LABEL: func.func @declined
+func.func @declined(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %r = dist.all_reduce %x on @tp axes = [0] reduce = sum : tensor<8x8xf32> -> tensor<8x8xf32>
+  %e = tensor.empty() : tensor<8x8xf32>
+  %s = linalg.add ins(%r, %r : tensor<8x8xf32>, tensor<8x8xf32>) outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %r2 = dist.all_reduce %s on @tp axes = [0] reduce = sum : tensor<8x8xf32> -> tensor<8x8xf32>
+  %m = linalg.matmul ins(%r2, %w : tensor<8x8xf32>, tensor<8x8xf32>) outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %r, %m : tensor<8x8xf32>, tensor<8x8xf32>
+}
