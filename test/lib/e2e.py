@@ -458,15 +458,23 @@ def pattern_ar_norm(cfg):
     norm computes in f32. The norm's weights differ per rank (no placement):
     every schedule must apply each rank's own, as the unsplit program does.
     `--scale` multiplies the tokens (4 per unit: decode at 1, prefill at 64
-    and more)."""
+    and more). Variants `sp-rms` and `sp-layer` reduce-scatter the rows
+    instead (sequence parallelism): the residual and the results are this
+    rank's rows."""
     n, dt = cfg.group, cfg.dtype
-    m, k, c = 4 * cfg.scale, 16, 64
-    layer = cfg.variant == "layer"
-    if cfg.variant not in ("rms", "layer"):
-        raise SystemExit("e2e.py: ar_norm needs --variant rms or layer")
+    scatter = cfg.variant.startswith("sp-")
+    norm = cfg.variant[3:] if scatter else cfg.variant
+    layer = norm == "layer"
+    if norm not in ("rms", "layer"):
+        raise SystemExit("e2e.py: ar_norm needs --variant rms, layer, sp-rms or sp-layer")
+    k, c = 16, 64
+    full = 4 * cfg.scale * (n if scatter else 1)
+    m = full // n if scatter else full
     rep = f" {{dist.placement = #dist.placement<@g, [{', '.join('replicate' for _ in cfg.grid)}]>}}"
+    res_attr = "" if scatter else rep
     t2, t1 = tensor((m, c), dt), tensor((c,), "f32")
     rows = tensor((m,), "f32")
+    tp = tensor((full, c), dt)
 
     def ext(name):
         return (f"    %{name}f = arith.extf %{name} : {dt} to f32\n" if dt != "f32" else
@@ -479,18 +487,22 @@ def pattern_ar_norm(cfg):
     red2 = '["parallel", "reduction"]'
     ij, i_, j_ = "affine_map<(i, j) -> (i, j)>", "affine_map<(i, j) -> (i)>", "affine_map<(i, j) -> (j)>"
     text = header(cfg.grid)
-    text += (f"func.func @main(%a: {tensor((m, k), 'f32')}, %w: {tensor((k, c), 'f32')}, "
-             f"%res: {t2}{rep}, %gamma: {t1}" + (f", %bias: {t1}{rep}, %beta: {t1}" if layer else "") +
+    text += (f"func.func @main(%a: {tensor((full, k), 'f32')}, %w: {tensor((k, c), 'f32')}, "
+             f"%res: {t2}{res_attr}, %gamma: {t1}" + (f", %bias: {t1}{rep}, %beta: {t1}" if layer else "") +
              f") -> ({t2}, {t2}) {{\n"
              f"  %zero = arith.constant 0.0 : f32\n" +
-             matmul("y", "a", "w", tensor((m, k), "f32"), tensor((k, c), "f32"), (m, c), "f32"))
+             matmul("y", "a", "w", tensor((full, k), "f32"), tensor((k, c), "f32"), (full, c), "f32"))
     if dt != "f32":
-        text += (f"  %pe = tensor.empty() : {t2}\n"
+        text += (f"  %pe = tensor.empty() : {tp}\n"
                  f"  %p = linalg.generic {{indexing_maps = [{ij}, {ij}], iterator_types = {par2}}} "
-                 f"ins(%y : {tensor((m, c), 'f32')}) outs(%pe : {t2}) {{\n"
-                 f"  ^bb0(%v: f32, %o: {dt}):\n" + trunc("v") + f"  }} -> {t2}\n")
+                 f"ins(%y : {tensor((full, c), 'f32')}) outs(%pe : {tp}) {{\n"
+                 f"  ^bb0(%v: f32, %o: {dt}):\n" + trunc("v") + f"  }} -> {tp}\n")
     partial = "p" if dt != "f32" else "y"
-    text += f"  %r = shard.all_reduce %{partial} on @g grid_axes = [{cfg.axis}] : {t2} -> {t2}\n"
+    if scatter:
+        text += (f"  %r = shard.reduce_scatter %{partial} on @g grid_axes = [{cfg.axis}] "
+                 f"scatter_axis = 0 : {tp} -> {t2}\n")
+    else:
+        text += f"  %r = shard.all_reduce %{partial} on @g grid_axes = [{cfg.axis}] : {t2} -> {t2}\n"
     # The residual stream: r (+ bias) + res.
     text += (f"  %he = tensor.empty() : {t2}\n"
              f"  %h = linalg.generic {{indexing_maps = [{ij}, {ij}" + (f", {j_}" if layer else "") +
@@ -545,7 +557,8 @@ def pattern_ar_norm(cfg):
     def ref(grid, ins):
         a, w, res, gamma = ins[:4]
         partial = [quantize(ar @ wr, dt) for ar, wr in zip(a, w)]
-        r = spmd.all_reduce(grid, partial, [cfg.axis])
+        r = (spmd.reduce_scatter(grid, partial, [cfg.axis], 0) if scatter else
+             spmd.all_reduce(grid, partial, [cfg.axis]))
         out = []
         for rank in range(grid.size):
             h = r[rank] + res[rank] + (ins[4][rank] if layer else 0)
@@ -557,7 +570,8 @@ def pattern_ar_norm(cfg):
                 y = h / np.sqrt((h * h).mean(axis=1, keepdims=True) + 1e-5) * gamma[rank]
             out.append([h, y])
         return out
-    specs = [((m, k), "f32"), ((k, c), "f32"), ((m, c), dt, "replicated"), ((c,), "f32")]
+    specs = [((full, k), "f32"), ((k, c), "f32"),
+             ((m, c), dt) if scatter else ((m, c), dt, "replicated"), ((c,), "f32")]
     if layer:
         specs += [((c,), "f32", "replicated"), ((c,), "f32")]
     return text, specs, [dt, dt], ref

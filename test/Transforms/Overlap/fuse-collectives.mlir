@@ -1,8 +1,9 @@
-// fuse-collectives: an all-reduce whose result feeds a memory-bound chain
-// is summed inside the chain's kernel (one_shot_ar): each rank's partial
-// goes to every peer's symmetric slot (one marked shift per peer offset,
-// whatever the size), and the sum of the slots is what memory-bound
-// fusion puts into the kernel of the residual add and the norm.
+// fuse-collectives: an all-reduce (or reduce-scatter) whose result feeds
+// a memory-bound chain is summed inside the chain's kernel (one_shot_ar,
+// one_shot_rs): each rank's partial (or each peer's block of it) goes to
+// every peer's symmetric slot (one marked shift per peer offset, whatever
+// the size), and the sum of the slots is what memory-bound fusion puts
+// into the kernel of the residual add and the norm.
 // RUN: braid-opt %s -split-input-file --braid-overlap="fuse-collectives=force comm=symmetric" 2>/dev/null | FileCheck %s
 // RUN: braid-opt %s -split-input-file --braid-overlap="fuse-collectives=force comm=symmetric" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
 // Auto: decode sizes sum in the kernel, prefill sizes keep the ring.
@@ -112,6 +113,54 @@ func.func @large(%a: tensor<256x16xf32>, %w: tensor<16x128xf32>, %bias: tensor<1
     linalg.yield %s : f32
   } -> tensor<256x128xf32>
   return %b : tensor<256x128xf32>
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+
+// Sequence parallelism: a reduce-scatter of the rows, then the residual
+// add and the norm on this rank's rows. Each peer gets its block (as in
+// the ring), and the kernel sums this rank's block and the three slots.
+// REMARK: remark: reduce_scatter summed inside the kernel of 'linalg.add' at {{.*}} as one_shot_rs (3 puts): predicted {{.*}}; moves 3.0 KiB per rank to the peers (a ring reduce-scatter: 3.0 KiB) and saves writing and reading back 1.0 KiB of the reduced tensor
+// AUTO: remark: reduce_scatter summed inside the kernel of 'linalg.add' at {{.*}} as one_shot_rs (3 puts)
+// CHECK-LABEL: func.func @sp
+// CHECK: %[[P:.*]] = linalg.matmul
+// CHECK: %[[B1:.*]] = tensor.extract_slice %[[P]]
+// CHECK: dist.shift_start %[[B1]] on @tp axes = [0] offset = 1 {dist.step = 0 : i64, dist.symmetric} : tensor<4x64xf32>
+// CHECK: dist.shift_start {{.*}} offset = 2
+// CHECK: dist.shift_start {{.*}} offset = 3
+// CHECK-COUNT-3: dist.wait
+// CHECK: %[[OWN:.*]] = tensor.extract_slice %[[P]]
+// CHECK: %[[S1:.*]] = linalg.add ins(%[[OWN]], %{{.*}} :
+// CHECK: %[[S2:.*]] = linalg.add ins(%[[S1]], %{{.*}} :
+// CHECK: %[[S3:.*]] = linalg.add ins(%[[S2]], %{{.*}} :
+// CHECK: linalg.add ins(%[[S3]], %arg2
+// CHECK-NOT: dist.reduce_scatter
+func.func @sp(%a: tensor<16x16xf32>, %w: tensor<16x64xf32>, %res: tensor<4x64xf32>, %gamma: tensor<64xf32>) -> (tensor<4x64xf32>, tensor<4x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<16x64xf32>
+  %f0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %y = linalg.matmul ins(%a, %w : tensor<16x16xf32>, tensor<16x64xf32>) outs(%f0 : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %r = dist.reduce_scatter %y on @tp axes = [0] dim = 0 reduce = sum : tensor<16x64xf32> -> tensor<4x64xf32>
+  %e1 = tensor.empty() : tensor<4x64xf32>
+  %h = linalg.add ins(%r, %res : tensor<4x64xf32>, tensor<4x64xf32>) outs(%e1 : tensor<4x64xf32>) -> tensor<4x64xf32>
+  %e2 = tensor.empty() : tensor<4xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<4xf32>) -> tensor<4xf32>
+  %ss = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>], iterator_types = ["parallel", "reduction"]} ins(%h : tensor<4x64xf32>) outs(%f2 : tensor<4xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %sq = arith.mulf %x, %x : f32
+    %s = arith.addf %acc, %sq : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  %n = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%h, %ss, %gamma : tensor<4x64xf32>, tensor<4xf32>, tensor<64xf32>) outs(%e1 : tensor<4x64xf32>) {
+  ^bb0(%x: f32, %s: f32, %g: f32, %o: f32):
+    %rs = math.rsqrt %s : f32
+    %t = arith.mulf %x, %rs : f32
+    %u = arith.mulf %t, %g : f32
+    linalg.yield %u : f32
+  } -> tensor<4x64xf32>
+  return %h, %n : tensor<4x64xf32>, tensor<4x64xf32>
 }
 
 // -----

@@ -163,8 +163,8 @@ private:
                                std::string &why);
   void addAsyncCandidate(CollectiveOpInterface op, double comm,
                          SmallVector<Candidate> &out, std::string &why);
-  /// fuse-collectives: an all-reduce summed in the kernel of the chain
-  /// after it (one_shot_ar), or why not.
+  /// fuse-collectives: an all-reduce or reduce-scatter summed in the
+  /// kernel of the chain after it (one_shot_ar, one_shot_rs), or why not.
   std::optional<Candidate> inKernelCandidate(CollectiveOpInterface op,
                                              double libraryComm,
                                              std::string &why) const;
@@ -209,8 +209,8 @@ private:
 std::optional<Candidate>
 OverlapPass::inKernelCandidate(CollectiveOpInterface op, double libraryComm,
                                std::string &why) const {
-  auto reduce = dyn_cast<AllReduceOp>(op.getOperation());
-  if (!reduce)
+  bool scatters = isa<ReduceScatterOp>(op.getOperation());
+  if (!scatters && !isa<AllReduceOp>(op.getOperation()))
     return std::nullopt;
   if (fuseCollectives == braid::FuseCollectivesMode::Off) {
     why = "fuse-collectives=off";
@@ -237,7 +237,7 @@ OverlapPass::inKernelCandidate(CollectiveOpInterface op, double libraryComm,
     why = "no symmetric form: " + reason;
     return std::nullopt;
   }
-  Value result = reduce.getResult();
+  Value result = op.getCollectiveResult();
   if (!result.hasOneUse()) {
     why = result.use_empty() ? "its result is unused"
                              : "its result has several uses, so its sum "
@@ -252,23 +252,27 @@ OverlapPass::inKernelCandidate(CollectiveOpInterface op, double libraryComm,
     return std::nullopt;
   }
   int64_t n = groupSizeOf(op);
-  double bytes = tensorBytes(reduce.getInput());
+  double bytes = tensorBytes(op.getInput());
   LinkFigures link = target.oneSidedLink
                          ? *target.oneSidedLink
                          : model->link(op, op.getGridAttr(), op.getAxes());
+  // An all-reduce sends the whole partial to every peer; a reduce-scatter
+  // sends each peer its block, as its ring does.
+  double sent = scatters ? (n - 1) * bytes / n : (n - 1) * bytes;
+  double received = scatters ? bytes / n : bytes;
   Candidate c;
-  c.strategy = "one_shot_ar";
+  c.strategy = scatters ? "one_shot_rs" : "one_shot_ar";
   c.with = nameOf(user);
   c.chunks = n - 1;
   c.inKernel = true;
   c.kernel =
       "the kernel of '" + nameOf(user) + "' at " + formatLoc(user->getLoc());
   c.serial = libraryComm;
-  // The puts of the partial to the n - 1 peers, then the kernel reading
-  // n partials where the unfused chain reads the reduced tensor, which
-  // the library's collective no longer writes.
-  c.overlapped = link.latency + (n - 1) * bytes / link.bandwidth +
-                 model->streamTime(std::max<double>(0, (n - 2) * bytes));
+  // The puts to the n - 1 peers, then the kernel reading n partials where
+  // the unfused chain reads the reduced tensor, which the library's
+  // collective no longer writes.
+  c.overlapped = link.latency + sent / link.bandwidth +
+                 model->streamTime(std::max<double>(0, (n - 2) * received));
   c.apply = [op](RewriterBase &rewriter) {
     return overlap::directExchange(rewriter, op, /*oneShot=*/true);
   };
@@ -757,15 +761,22 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       remark << "; not fused: " << whyFused;
     if (chosen->inKernel) {
       // What the kernel saves: the reduced tensor is never written and read
-      // back; the link carries n - 1 copies of the partial instead of the
-      // ring's 2 (n - 1) / n.
+      // back. The link carries n - 1 copies of an all-reduce's partial
+      // instead of the ring's 2 (n - 1) / n, and a reduce-scatter's blocks
+      // as its ring does.
+      bool scatters = isa<ReduceScatterOp>(op.getOperation());
       double bytes = tensorBytes(op.getInput());
       int64_t n = groupSizeOf(op);
-      remark << "; moves " << schedule::formatBytes((n - 1) * bytes)
-             << " per rank to the peers (a ring all-reduce: "
-             << schedule::formatBytes(2.0 * (n - 1) / n * bytes)
+      remark << "; moves "
+             << schedule::formatBytes(scatters ? (n - 1) * bytes / n
+                                               : (n - 1) * bytes)
+             << " per rank to the peers (a ring "
+             << (scatters ? "reduce-scatter: " : "all-reduce: ")
+             << schedule::formatBytes((scatters ? 1.0 : 2.0) * (n - 1) / n *
+                                      bytes)
              << ") and saves writing and reading back "
-             << schedule::formatBytes(bytes) << " of the reduced tensor";
+             << schedule::formatBytes(scatters ? bytes / n : bytes)
+             << " of the reduced tensor";
     } else if (!whyNotInKernel.empty()) {
       remark << "; not in a kernel: " << whyNotInKernel;
     }

@@ -186,18 +186,20 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     `auto` they always stay the library's collective. The report gives
     each collective's `transport`.
 
-    `fuse-collectives` puts an all-reduce inside a kernel: when its result
-    feeds a memory-bound chain (residual, bias, RMSNorm, LayerNorm,
-    softmax, casts) and the group shares memory, strategy `one_shot_ar`
-    sends each rank's partial to every peer's symmetric slot (one marked
-    shift per peer offset, whatever its size) and sums the slots in
+    `fuse-collectives` puts an all-reduce or a reduce-scatter inside a
+    kernel: when its result feeds a memory-bound chain (residual, bias,
+    RMSNorm, LayerNorm, softmax, casts) and the group shares memory,
+    strategy `one_shot_ar` sends each rank's partial to every peer's
+    symmetric slot (one marked shift per peer offset, whatever its size),
+    `one_shot_rs` each peer's block of it, and the sum of the slots joins
     the kernel that memory-bound fusion makes of the chain: the reduced
-    tensor is never written and read back, and each rank computes the
-    chain on all rows, so no operand of the chain needs to be replicated.
+    tensor is never written and read back, and the chain runs where the
+    collective's result lives, so no operand of it needs to be replicated.
     `auto` applies it when the model predicts it beats every other
     schedule (decode sizes), `force` wherever it applies, `off` never. Its
-    record has `"in_kernel": true` and names the kernel. Every decision is
-    a remark
+    record has `"in_kernel": true` and names the kernel.
+
+    Every decision is a remark
     at the collective; `report=FILE` writes them all as JSON:
 
     ```json
