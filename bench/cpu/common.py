@@ -73,3 +73,41 @@ def gemm_rs_program(ranks, t, f, h):
             + bf16_matmul("%x", "%w", t, f, h) +
             f"  %r = shard.reduce_scatter %mm on @g grid_axes = [0] scatter_axis = 0 : tensor<{t}x{h}xf32> -> tensor<{local}x{h}xf32>\n"
             f"  return %r : tensor<{local}x{h}xf32>\n}}\n")
+
+
+def collective_norm_program(ranks, t, h, scatter=False):
+    """A bf16 partial p [t, h] all-reduced (or reduce-scattered along the
+    rows), plus the residual, then RMSNorm over h (in f32, weight per
+    rank); returns the residual stream and the normed rows."""
+    rows = t // ranks if scatter else t
+    act, part = f"tensor<{rows}x{h}xbf16>", f"tensor<{t}x{h}xbf16>"
+    collective = (f"  %r = shard.reduce_scatter %p on @g grid_axes = [0] scatter_axis = 0 : {part} -> {act}\n"
+                  if scatter else
+                  f"  %r = shard.all_reduce %p on @g grid_axes = [0] : {part} -> {act}\n")
+    ij, i_, j_ = "affine_map<(i, j) -> (i, j)>", "affine_map<(i, j) -> (i)>", "affine_map<(i, j) -> (j)>"
+    return (f"shard.grid @g(shape = {ranks})\n"
+            f"func.func @main(%p: {part}, %res: {act}, %gamma: tensor<{h}xf32>) -> ({act}, {act}) {{\n"
+            f"  %zero = arith.constant 0.0 : f32\n" + collective +
+            f"  %e = tensor.empty() : {act}\n"
+            f"  %hs = linalg.generic {{indexing_maps = [{ij}, {ij}, {ij}], iterator_types = [\"parallel\", \"parallel\"]}} "
+            f"ins(%r, %res : {act}, {act}) outs(%e : {act}) {{\n"
+            f"  ^bb0(%x: bf16, %q: bf16, %o: bf16):\n"
+            f"    %xf = arith.extf %x : bf16 to f32\n    %qf = arith.extf %q : bf16 to f32\n"
+            f"    %s = arith.addf %xf, %qf : f32\n    %st = arith.truncf %s : f32 to bf16\n"
+            f"    linalg.yield %st : bf16\n  }} -> {act}\n"
+            f"  %se = tensor.empty() : tensor<{rows}xf32>\n"
+            f"  %sz = linalg.fill ins(%zero : f32) outs(%se : tensor<{rows}xf32>) -> tensor<{rows}xf32>\n"
+            f"  %ss = linalg.generic {{indexing_maps = [{ij}, {i_}], iterator_types = [\"parallel\", \"reduction\"]}} "
+            f"ins(%hs : {act}) outs(%sz : tensor<{rows}xf32>) {{\n"
+            f"  ^bb0(%x: bf16, %acc: f32):\n    %xf = arith.extf %x : bf16 to f32\n"
+            f"    %sq = arith.mulf %xf, %xf : f32\n    %s = arith.addf %acc, %sq : f32\n"
+            f"    linalg.yield %s : f32\n  }} -> tensor<{rows}xf32>\n"
+            f"  %n = linalg.generic {{indexing_maps = [{ij}, {i_}, {j_}, {ij}], iterator_types = [\"parallel\", \"parallel\"]}} "
+            f"ins(%hs, %ss, %gamma : {act}, tensor<{rows}xf32>, tensor<{h}xf32>) outs(%e : {act}) {{\n"
+            f"  ^bb0(%x: bf16, %s: f32, %g: f32, %o: bf16):\n"
+            f"    %inv = arith.constant {1.0 / h:.10e} : f32\n    %eps = arith.constant 1.0e-5 : f32\n"
+            f"    %xf = arith.extf %x : bf16 to f32\n    %m = arith.mulf %s, %inv : f32\n"
+            f"    %v = arith.addf %m, %eps : f32\n    %rs = math.rsqrt %v : f32\n"
+            f"    %t = arith.mulf %xf, %rs : f32\n    %u = arith.mulf %t, %g : f32\n"
+            f"    %ut = arith.truncf %u : f32 to bf16\n    linalg.yield %ut : bf16\n  }} -> {act}\n"
+            f"  return %hs, %n : {act}, {act}\n}}\n")

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Collectives inside kernels against the library's collective plus a
+separate kernel, on CPU ranks.
+
+A bf16 partial [tokens, hidden] is all-reduced (or reduce-scattered along
+the rows), the residual added, and the result RMSNorm-ed (a decoder
+layer's attention or MLP output). For each size it times with braid-exec
+(median of --repeat runs, slowest rank), in one run:
+
+- library: --fuse-collectives=off --overlap=off --comm=two-sided, MPI's
+  collective (MPI_Iallreduce / MPI_Ireduce_scatter), then the residual
+  and the norm as one fused kernel;
+- in-kernel: --fuse-collectives=force, the partial put into the peers'
+  symmetric slots and summed inside that kernel (one_shot_ar,
+  one_shot_rs);
+- auto: the defaults, whatever the cost model picks (its strategy shown);
+
+and prints library / in-kernel (> 1: the in-kernel form is faster) and
+library / auto.
+
+Usage: fuse_collectives.py [--bin build/bin] [--ranks 4] [--repeat 9]
+                           [--tokens 1,8,64,512] [--hidden 4096]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from common import collective_norm_program, time_program  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def auto_strategy(bin_dir, tmp, name, text):
+    source = os.path.join(tmp, f"{name}-strategy.mlir")
+    report = os.path.join(tmp, f"{name}-report.json")
+    with open(source, "w") as f:
+        f.write(text)
+    subprocess.run([os.path.join(bin_dir, "braid-compile"), source, "--emit=dist",
+                    f"--report={report}", "-o", os.devnull],
+                   check=True, stderr=subprocess.DEVNULL)
+    with open(report) as f:
+        records = json.load(f)["collectives"]
+    return records[0]["strategy"] or records[0]["decision"]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--tokens", default="1,8,64,512")
+    parser.add_argument("--hidden", type=int, default=4096)
+    args = parser.parse_args()
+    print(f"{'collective':<15} {'tokens':>6} {'library ms':>11} {'in-kernel ms':>13} "
+          f"{'ratio':>6} {'auto ms':>8} {'ratio':>6}  auto picks")
+    with tempfile.TemporaryDirectory() as tmp:
+        for tokens in [int(t) for t in args.tokens.split(",")]:
+            for scatter in (False, True):
+                if scatter and tokens % args.ranks:
+                    continue
+                kind = "reduce_scatter" if scatter else "all_reduce"
+                name = f"{kind}-{tokens}"
+                text = collective_norm_program(args.ranks, tokens, args.hidden, scatter)
+                times = {}
+                for variant, flags in [
+                        ("library", ["--fuse-collectives=off", "--overlap=off",
+                                     "--comm=two-sided"]),
+                        ("in-kernel", ["--fuse-collectives=force"]),
+                        ("auto", [])]:
+                    times[variant] = time_program(args.bin, tmp, f"{name}-{variant}",
+                                                  text, args.ranks, args.repeat, flags)
+                picked = auto_strategy(args.bin, tmp, name, text)
+                print(f"{kind:<15} {tokens:>6} {times['library']:11.3f} "
+                      f"{times['in-kernel']:13.3f} "
+                      f"{times['library'] / times['in-kernel']:6.2f} "
+                      f"{times['auto']:8.3f} {times['library'] / times['auto']:6.2f}  {picked}",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()
