@@ -197,6 +197,17 @@ mlir::LogicalResult directExchange(mlir::RewriterBase &rewriter,
                                    CollectiveOpInterface op,
                                    bool oneShot = false);
 
+/// The first user after the single-use reshapes (tensor.expand_shape,
+/// tensor.collapse_shape) that follow an all-reduce or reduce-scatter,
+/// when every one of them can move above it (hoistReshapes); null and why
+/// not otherwise.
+mlir::Operation *userAfterReshapes(CollectiveOpInterface op, std::string &why);
+/// Moves those reshapes above the collective: it then reduces the
+/// reshaped input (a reduce-scatter along the dimension its rows became),
+/// and its result replaces the last reshape's. Returns the new collective.
+CollectiveOpInterface hoistReshapes(mlir::RewriterBase &rewriter,
+                                    CollectiveOpInterface op);
+
 } // namespace braid::dist::overlap
 
 #endif // BRAID_LIB_DIALECT_DIST_TRANSFORMS_DECOMPOSITIONS_H

@@ -241,3 +241,110 @@ LogicalResult overlap::directExchange(RewriterBase &rewriter,
   }
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Reshapes after a reduction
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The reshape that directly and only consumes `value`, if any.
+Operation *singleReshapeUser(Value value) {
+  if (!value.hasOneUse())
+    return nullptr;
+  Operation *user = *value.user_begin();
+  return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(user) ? user
+                                                                   : nullptr;
+}
+
+/// For a reduce-scatter along `dim` whose result `expand` reshapes: the
+/// dimension of the expanded shape that the scatter becomes, when the
+/// rows of the group of `dim` are blocks of one of its dimensions (every
+/// dimension of the group before it has size 1).
+std::optional<int64_t> scatteredDim(tensor::ExpandShapeOp expand, int64_t dim) {
+  auto groups = expand.getReassociationIndices();
+  if (dim >= static_cast<int64_t>(groups.size()))
+    return std::nullopt;
+  auto shape = expand.getResultType().getShape();
+  for (int64_t d : groups[dim]) {
+    if (shape[d] != 1)
+      return d;
+  }
+  return groups[dim].back();
+}
+
+} // namespace
+
+Operation *overlap::userAfterReshapes(CollectiveOpInterface op,
+                                      std::string &why) {
+  Value value = op.getCollectiveResult();
+  std::optional<int64_t> dim;
+  if (auto rs = dyn_cast<ReduceScatterOp>(op.getOperation()))
+    dim = static_cast<int64_t>(rs.getDim());
+  while (Operation *reshape = singleReshapeUser(value)) {
+    if (dim) {
+      auto expand = dyn_cast<tensor::ExpandShapeOp>(reshape);
+      std::optional<int64_t> next =
+          expand ? scatteredDim(expand, *dim) : std::nullopt;
+      if (!next) {
+        why = "the reshape after the reduce-scatter ('" +
+              reshape->getName().getStringRef().str() +
+              "') does not keep its rows as blocks of one dimension";
+        return nullptr;
+      }
+      dim = next;
+    }
+    if (!cast<RankedTensorType>(reshape->getResult(0).getType())
+             .hasStaticShape()) {
+      why = "a reshape after it is dynamic";
+      return nullptr;
+    }
+    value = reshape->getResult(0);
+  }
+  if (!value.hasOneUse()) {
+    why = value.use_empty() ? "its result is unused"
+                            : "its result has several uses, so its sum "
+                              "would be a kernel of its own";
+    return nullptr;
+  }
+  return *value.user_begin();
+}
+
+CollectiveOpInterface overlap::hoistReshapes(RewriterBase &rewriter,
+                                             CollectiveOpInterface op) {
+  while (Operation *reshape = singleReshapeUser(op.getCollectiveResult())) {
+    Operation *raw = op.getOperation();
+    rewriter.setInsertionPoint(raw);
+    auto resultType = cast<RankedTensorType>(reshape->getResult(0).getType());
+    auto inputType = cast<RankedTensorType>(op.getInput().getType());
+    Value input;
+    IntegerAttr newDim;
+    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(reshape)) {
+      SmallVector<int64_t> shape(resultType.getShape());
+      if (auto rs = dyn_cast<ReduceScatterOp>(raw)) {
+        int64_t dim = *scatteredDim(expand, rs.getDim());
+        shape[dim] *= inputType.getDimSize(rs.getDim()) /
+                      rs.getResult().getType().getDimSize(rs.getDim());
+        newDim = rewriter.getI64IntegerAttr(dim);
+      }
+      input = tensor::ExpandShapeOp::create(
+          rewriter, expand.getLoc(),
+          RankedTensorType::get(shape, inputType.getElementType()),
+          op.getInput(), expand.getReassociationIndices());
+    } else {
+      auto collapse = cast<tensor::CollapseShapeOp>(reshape);
+      input = tensor::CollapseShapeOp::create(
+          rewriter, collapse.getLoc(), op.getInput(),
+          collapse.getReassociationIndices());
+    }
+    Operation *moved = rewriter.clone(*raw);
+    moved->setOperand(0, input);
+    moved->getResult(0).setType(resultType);
+    if (newDim)
+      moved->setAttr("dim", newDim);
+    rewriter.replaceOp(reshape, moved->getResults());
+    rewriter.eraseOp(raw);
+    op = cast<CollectiveOpInterface>(moved);
+  }
+  return op;
+}

@@ -237,14 +237,11 @@ OverlapPass::inKernelCandidate(CollectiveOpInterface op, double libraryComm,
     why = "no symmetric form: " + reason;
     return std::nullopt;
   }
-  Value result = op.getCollectiveResult();
-  if (!result.hasOneUse()) {
-    why = result.use_empty() ? "its result is unused"
-                             : "its result has several uses, so its sum "
-                               "would be a kernel of its own";
+  // Reshapes in between (a frontend's 2-D matmul result back to its 3-D
+  // activations) move above the collective.
+  Operation *user = overlap::userAfterReshapes(op, why);
+  if (!user)
     return std::nullopt;
-  }
-  Operation *user = *result.user_begin();
   if (user->getBlock() != op->getBlock() || !schedule::isMemoryBound(user)) {
     why = "'" + nameOf(user) +
           "' is not a memory-bound linalg op on static tensors that the sum "
@@ -274,7 +271,8 @@ OverlapPass::inKernelCandidate(CollectiveOpInterface op, double libraryComm,
   c.overlapped = link.latency + sent / link.bandwidth +
                  model->streamTime(std::max<double>(0, (n - 2) * received));
   c.apply = [op](RewriterBase &rewriter) {
-    return overlap::directExchange(rewriter, op, /*oneShot=*/true);
+    return overlap::directExchange(
+        rewriter, overlap::hoistReshapes(rewriter, op), /*oneShot=*/true);
   };
   return c;
 }
