@@ -463,10 +463,14 @@ def pattern_ar_norm(cfg):
     rank's rows."""
     n, dt = cfg.group, cfg.dtype
     scatter = cfg.variant.startswith("sp-")
-    norm = cfg.variant[3:] if scatter else cfg.variant
+    # norm-rep / norm-own: RMSNorm, only the normed rows returned, its
+    # weight replicated (placement) or each rank's own.
+    norm_only = cfg.variant in ("norm-rep", "norm-own")
+    norm = "rms" if norm_only else cfg.variant[3:] if scatter else cfg.variant
     layer = norm == "layer"
     if norm not in ("rms", "layer"):
-        raise SystemExit("e2e.py: ar_norm needs --variant rms, layer, sp-rms or sp-layer")
+        raise SystemExit("e2e.py: ar_norm needs --variant rms, layer, sp-rms, "
+                         "sp-layer, norm-rep or norm-own")
     k, c = 16, 64
     full = 4 * cfg.scale * (n if scatter else 1)
     m = full // n if scatter else full
@@ -488,8 +492,9 @@ def pattern_ar_norm(cfg):
     ij, i_, j_ = "affine_map<(i, j) -> (i, j)>", "affine_map<(i, j) -> (i)>", "affine_map<(i, j) -> (j)>"
     text = header(cfg.grid)
     text += (f"func.func @main(%a: {tensor((full, k), 'f32')}, %w: {tensor((k, c), 'f32')}, "
-             f"%res: {t2}{res_attr}, %gamma: {t1}" + (f", %bias: {t1}{rep}, %beta: {t1}" if layer else "") +
-             f") -> ({t2}, {t2}) {{\n"
+             f"%res: {t2}{res_attr}, %gamma: {t1}" + (rep if cfg.variant == "norm-rep" else "") +
+             (f", %bias: {t1}{rep}, %beta: {t1}" if layer else "") +
+             (f") -> {t2} {{\n" if norm_only else f") -> ({t2}, {t2}) {{\n") +
              f"  %zero = arith.constant 0.0 : f32\n" +
              matmul("y", "a", "w", tensor((full, k), "f32"), tensor((k, c), "f32"), (full, c), "f32"))
     if dt != "f32":
@@ -552,7 +557,8 @@ def pattern_ar_norm(cfg):
                  "    %m = arith.mulf %s, %inv : f32\n    %v = arith.addf %m, %eps : f32\n"
                  "    %rs = math.rsqrt %v : f32\n    %t = arith.mulf %xf, %rs : f32\n"
                  "    %u = arith.mulf %t, %g : f32\n" + trunc("u") + f"  }} -> {t2}\n")
-    text += f"  return %h, %n : {t2}, {t2}\n}}\n"
+    text += (f"  return %n : {t2}\n}}\n" if norm_only else
+             f"  return %h, %n : {t2}, {t2}\n}}\n")
 
     def ref(grid, ins):
         a, w, res, gamma = ins[:4]
@@ -568,13 +574,14 @@ def pattern_ar_norm(cfg):
                 y = (h - mu) / np.sqrt(var + 1e-5) * gamma[rank] + ins[5][rank]
             else:
                 y = h / np.sqrt((h * h).mean(axis=1, keepdims=True) + 1e-5) * gamma[rank]
-            out.append([h, y])
+            out.append([y] if norm_only else [h, y])
         return out
     specs = [((full, k), "f32"), ((k, c), "f32"),
-             ((m, c), dt) if scatter else ((m, c), dt, "replicated"), ((c,), "f32")]
+             ((m, c), dt) if scatter else ((m, c), dt, "replicated"),
+             ((c,), "f32", "replicated") if cfg.variant == "norm-rep" else ((c,), "f32")]
     if layer:
         specs += [((c,), "f32", "replicated"), ((c,), "f32")]
-    return text, specs, [dt, dt], ref
+    return text, specs, [dt] if norm_only else [dt, dt], ref
 
 
 PATTERNS = {

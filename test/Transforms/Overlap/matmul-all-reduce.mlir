@@ -109,19 +109,22 @@ func.func @wrong_axis(%h: tensor<8x16xf16>, %w: tensor<16x8xf16>,
 
 shard.grid @tp(shape = 4)
 
-// A norm reduces over the rows: nothing moves past it; rows are scattered
-// (the leading dimension) when divisible.
+// A norm reduces each row over the hidden dimension, which the scatter of
+// the rows (the leading dimension, when divisible) does not touch: it
+// moves between the reduce-scatter and the all-gather, on this rank's
+// rows, and the gather brings back its result.
 // CHECK-LABEL: func.func @norm_follows
-// CHECK: dist.all_gather_start
+// CHECK: %[[POS:.*]] = shard.process_multi_index on @tp axes = [0] : index
 // CHECK: linalg.generic
 // CHECK-SAME: iterator_types = ["parallel", "reduction"]
+// CHECK-SAME: ins(%{{.*}} : tensor<4x32xf32>) outs(%{{.*}} : tensor<4xf32>)
+// CHECK: dist.all_gather %{{.*}} on @tp axes = [0] dim = 0 : tensor<4xf32> -> tensor<16xf32>
 func.func @norm_follows(%h: tensor<16x64xf32>, %w: tensor<64x32xf32>) -> tensor<16xf32> {
   %zero = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<16x32xf32>
   %f = linalg.fill ins(%zero : f32) outs(%e : tensor<16x32xf32>) -> tensor<16x32xf32>
   %y = linalg.matmul ins(%h, %w : tensor<16x64xf32>, tensor<64x32xf32>) outs(%f : tensor<16x32xf32>) -> tensor<16x32xf32>
-  // expected-remark @+2 {{elementwise work stays after the all-reduce: 'linalg.generic' is not elementwise in the reduced value (it reduces or reshapes it)}}
-  // expected-remark @+1 {{all_reduce fused with 'linalg.matmul' as rs_ring_ag (4 chunks)}}
+  // expected-remark @+1 {{all_reduce fused with 'linalg.matmul' as rs_ring_ew_ag (4 chunks)}}
   %r = dist.all_reduce %y on @tp axes = [0] reduce = sum : tensor<16x32xf32> -> tensor<16x32xf32>
   %e1 = tensor.empty() : tensor<16xf32>
   %z = linalg.fill ins(%zero : f32) outs(%e1 : tensor<16xf32>) -> tensor<16xf32>
@@ -134,4 +137,74 @@ func.func @norm_follows(%h: tensor<16x64xf32>, %w: tensor<64x32xf32>) -> tensor<
     linalg.yield %s : f32
   } -> tensor<16xf32>
   return %n : tensor<16xf32>
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+
+// RMSNorm, the DAG frontends emit (the row is read by the sum of squares
+// and by the scaling): it moves onto this rank's rows when its weight is
+// proven replicated, and stays after the all-gather when the weight may
+// differ per rank (no placement), with the operand named.
+// CHECK-LABEL: func.func @rms_norm
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%{{.*}} : tensor<4x32xf32>)
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}}, %arg2 : tensor<4x32xf32>, tensor<4xf32>, tensor<32xf32>)
+// CHECK: dist.all_gather %{{.*}} on @tp axes = [0] dim = 0 : tensor<4x32xf32> -> tensor<16x32xf32>
+// CHECK-LABEL: func.func @rms_norm_own_weight
+// CHECK: dist.all_gather_start %{{.*}} : tensor<4x32xf32> -> tensor<16x32xf32>
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%{{.*}} : tensor<16x32xf32>)
+func.func @rms_norm(%h: tensor<16x64xf32>, %w: tensor<64x32xf32>, %gamma: tensor<32xf32> {dist.placement = #dist.placement<@tp, [replicate]>}) -> tensor<16x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %y = linalg.matmul ins(%h, %w : tensor<16x64xf32>, tensor<64x32xf32>) outs(%f : tensor<16x32xf32>) -> tensor<16x32xf32>
+  // expected-remark @+1 {{all_reduce fused with 'linalg.matmul' as rs_ring_ew_ag (4 chunks)}}
+  %r = dist.all_reduce %y on @tp axes = [0] reduce = sum : tensor<16x32xf32> -> tensor<16x32xf32>
+  %e1 = tensor.empty() : tensor<16xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e1 : tensor<16xf32>) -> tensor<16xf32>
+  %ss = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>], iterator_types = ["parallel", "reduction"]}
+      ins(%r : tensor<16x32xf32>) outs(%z : tensor<16xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %sq = arith.mulf %v, %v : f32
+    %s = arith.addf %acc, %sq : f32
+    linalg.yield %s : f32
+  } -> tensor<16xf32>
+  %n = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%r, %ss, %gamma : tensor<16x32xf32>, tensor<16xf32>, tensor<32xf32>) outs(%e : tensor<16x32xf32>) {
+  ^bb0(%v: f32, %s: f32, %g: f32, %o: f32):
+    %rs = math.rsqrt %s : f32
+    %t = arith.mulf %v, %rs : f32
+    %u = arith.mulf %t, %g : f32
+    linalg.yield %u : f32
+  } -> tensor<16x32xf32>
+  return %n : tensor<16x32xf32>
+}
+
+func.func @rms_norm_own_weight(%h: tensor<16x64xf32>, %w: tensor<64x32xf32>, %gamma: tensor<32xf32>) -> tensor<16x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %y = linalg.matmul ins(%h, %w : tensor<16x64xf32>, tensor<64x32xf32>) outs(%f : tensor<16x32xf32>) -> tensor<16x32xf32>
+  // expected-remark @+2 {{elementwise work stays after the all-reduce: operand #2 of 'linalg.generic' is not proven replicated along grid axis 0: argument #2 has no placement 'replicate' along grid axis 0}}
+  // expected-remark @+1 {{all_reduce fused with 'linalg.matmul' as rs_ring_ag (4 chunks)}}
+  %r = dist.all_reduce %y on @tp axes = [0] reduce = sum : tensor<16x32xf32> -> tensor<16x32xf32>
+  %e1 = tensor.empty() : tensor<16xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e1 : tensor<16xf32>) -> tensor<16xf32>
+  %ss = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>], iterator_types = ["parallel", "reduction"]}
+      ins(%r : tensor<16x32xf32>) outs(%z : tensor<16xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %sq = arith.mulf %v, %v : f32
+    %s = arith.addf %acc, %sq : f32
+    linalg.yield %s : f32
+  } -> tensor<16xf32>
+  %n = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%r, %ss, %gamma : tensor<16x32xf32>, tensor<16xf32>, tensor<32xf32>) outs(%e : tensor<16x32xf32>) {
+  ^bb0(%v: f32, %s: f32, %g: f32, %o: f32):
+    %rs = math.rsqrt %s : f32
+    %t = arith.mulf %v, %rs : f32
+    %u = arith.mulf %t, %g : f32
+    linalg.yield %u : f32
+  } -> tensor<16x32xf32>
+  return %n : tensor<16x32xf32>
 }

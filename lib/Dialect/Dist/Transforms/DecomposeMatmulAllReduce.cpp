@@ -67,55 +67,126 @@ overlap::matchMatmulAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
     return failure();
   }
 
-  // The elementwise chain that may move across.
-  Value value = op.getResult();
-  while (true) {
-    if (!value.hasOneUse()) {
-      if (!value.use_empty() && match.chain.empty())
-        match.chainStop = "the all-reduce result has several uses";
-      break;
+  // The row-wise work that may move across: every linalg op after the
+  // all-reduce that reads its rows (or rows computed from them) row by
+  // row, in program order; then trimmed until one value of it is used
+  // after it.
+  Block *block = op->getBlock();
+  DenseMap<Value, int64_t> rowDim; // Value of the chain -> its rows' dim.
+  rowDim[op.getResult()] = match.dim;
+  auto note = [&](const std::string &why) {
+    if (match.chainStop.empty())
+      match.chainStop = why;
+  };
+  for (Operation *next = op->getNextNode(); next; next = next->getNextNode()) {
+    bool reads = llvm::any_of(next->getOperands(),
+                              [&](Value v) { return rowDim.count(v); });
+    if (!reads)
+      continue;
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(next);
+    if (!linalgOp || !schedule::isMemoryBound(next) ||
+        next->getNumResults() != 1) {
+      if (!isa<func::ReturnOp>(next))
+        note(opName(next) + " is not a memory-bound linalg op on tensors");
+      continue;
     }
-    OpOperand &use = *value.use_begin();
-    auto next = dyn_cast<linalg::LinalgOp>(use.getOwner());
-    if (!next || !next.hasPureTensorSemantics() ||
-        next->getBlock() != op->getBlock()) {
-      if (!isa<func::ReturnOp>(use.getOwner()))
-        match.chainStop = opName(use.getOwner()) +
-                          " is not an elementwise linalg op on tensors";
-      break;
-    }
-    if (!next.isDpsInput(&use) || !isElementwiseIn(next, use)) {
-      match.chainStop = opName(next) + " is not elementwise in the reduced "
-                                       "value (it reduces or reshapes it)";
-      break;
-    }
-    std::string unproven;
-    for (OpOperand &other : next->getOpOperands()) {
-      if (&other == &use)
+    // One loop indexes the rows of every operand from the chain, and it
+    // is parallel and a dimension of the result.
+    std::optional<unsigned> loop;
+    std::string why;
+    for (OpOperand &use : next->getOpOperands()) {
+      auto found = rowDim.find(use.get());
+      if (found == rowDim.end())
         continue;
-      if (other.get() == value) {
-        unproven = opName(next) + " reads the reduced value twice";
+      if (linalgOp.isDpsInit(&use)) {
+        why = opName(next) + " accumulates into the reduced value";
         break;
       }
-      if (next.isDpsInit(&other) && !next.payloadUsesValueFromOperand(&other))
-        continue;
-      std::string why;
-      if (!replication.isReplicated(other.get(), op.getGridAttr(), op.getAxes(),
-                                    why)) {
-        unproven = "operand #" + std::to_string(other.getOperandNumber()) +
-                   " of " + opName(next) +
-                   " is not proven replicated along grid axis " +
-                   std::to_string(op.getAxes()[0]) + ": " + why;
+      std::optional<unsigned> l =
+          loopOfOperandDim(linalgOp, use, found->second);
+      if (!l || (loop && *l != *loop)) {
+        why = opName(next) + " does not read the reduced value row by row "
+                             "(it reshapes or transposes the scattered "
+                             "dimension)";
         break;
       }
+      loop = l;
     }
-    if (!unproven.empty()) {
-      match.chainStop = unproven;
-      break;
+    std::optional<int64_t> resultDim =
+        why.empty() ? resultDimOfLoop(linalgOp, *loop) : std::nullopt;
+    if (why.empty() && (linalgOp.getIteratorTypesArray()[*loop] !=
+                            utils::IteratorType::parallel ||
+                        !resultDim))
+      why = opName(next) + " reduces along the scattered dimension";
+    if (why.empty()) {
+      for (OpOperand &other : next->getOpOperands()) {
+        if (rowDim.count(other.get()))
+          continue;
+        if (linalgOp.isDpsInit(&other) &&
+            !linalgOp.payloadUsesValueFromOperand(&other))
+          continue;
+        std::string unproven;
+        if (!replication.isReplicated(other.get(), op.getGridAttr(),
+                                      op.getAxes(), unproven)) {
+          why = "operand #" + std::to_string(other.getOperandNumber()) +
+                " of " + opName(next) +
+                " is not proven replicated along grid axis " +
+                std::to_string(op.getAxes()[0]) + ": " + unproven;
+          break;
+        }
+      }
     }
-    match.chain.push_back(next);
-    value = next->getResult(0);
+    if (!why.empty()) {
+      note(why);
+      continue;
+    }
+    match.chain.push_back(linalgOp);
+    match.chainLoops.push_back(*loop);
+    rowDim[next->getResult(0)] = *resultDim;
   }
+
+  // Trim from the end until one value is used after the chain, by ops
+  // that all come after its last op.
+  while (true) {
+    llvm::SmallPtrSet<Operation *, 8> inChain;
+    for (linalg::LinalgOp c : match.chain)
+      inChain.insert(c);
+    SmallVector<Value> exits;
+    bool late = true;
+    Operation *lastOp =
+        match.chain.empty() ? op.getOperation() : match.chain.back();
+    auto consider = [&](Value v) {
+      bool used = false;
+      for (Operation *user : v.getUsers()) {
+        if (inChain.contains(user))
+          continue;
+        used = true;
+        Operation *top = block->findAncestorOpInBlock(*user);
+        if (!top || !lastOp->isBeforeInBlock(top))
+          late = false;
+      }
+      if (used)
+        exits.push_back(v);
+    };
+    consider(op.getResult());
+    for (linalg::LinalgOp c : match.chain)
+      consider(c->getResult(0));
+    bool reducedLeaves =
+        !match.chain.empty() && llvm::is_contained(exits, op.getResult());
+    if (match.chain.empty() || (exits.size() <= 1 && late && !reducedLeaves)) {
+      match.exit = exits.empty() ? Value(op.getResult()) : exits.front();
+      break;
+    }
+    note(exits.size() > 1 || reducedLeaves
+             ? "several values of the work after it are used later (only "
+               "one is gathered back)"
+             : "a use of the work after it comes before the work ends");
+    match.chain.pop_back();
+    match.chainLoops.pop_back();
+  }
+  match.exitDim = rowDim.lookup(match.exit);
+  if (match.exit == op.getResult())
+    match.exitDim = match.dim;
   return match;
 }
 
@@ -137,30 +208,29 @@ FailureOr<AllGatherOp> overlap::decomposeMatmulAllReduce(RewriterBase &rewriter,
   Value position =
       groupPosition(rewriter, loc, match.ring.grid, match.ring.axis);
   Value offset = affineIndex(rewriter, loc, position, match.blockSize, 0);
-  Value current = *block;
-  Value chained = match.reduce.getResult();
-  for (linalg::LinalgOp op : match.chain) {
-    unsigned operand = 0;
+  DenseMap<Value, Value> blocks;
+  blocks[match.reduce.getResult()] = *block;
+  for (auto [op, loop] : llvm::zip(match.chain, match.chainLoops)) {
+    SmallVector<std::pair<unsigned, Value>> replacements;
     for (OpOperand &use : op->getOpOperands())
-      if (use.get() == chained)
-        operand = use.getOperandNumber();
-    FailureOr<Chunk> chunk =
-        computeChunk(rewriter, op, match.dim, offset, match.blockSize,
-                     {{operand, current}}, {});
+      if (Value b = blocks.lookup(use.get()))
+        replacements.push_back({use.getOperandNumber(), b});
+    FailureOr<Chunk> chunk = computeChunk(rewriter, op, loop, offset,
+                                          match.blockSize, replacements, {});
     if (failed(chunk))
       return failure();
-    current = chunk->value;
-    chained = op->getResult(0);
+    blocks[op->getResult(0)] = chunk->value;
   }
 
+  Value current = blocks.lookup(match.exit);
   auto blockType = cast<RankedTensorType>(current.getType());
   SmallVector<int64_t> shape(blockType.getShape());
-  shape[match.dim] *= match.ring.groupSize;
+  shape[match.exitDim] *= match.ring.groupSize;
   auto gathered = AllGatherOp::create(
       rewriter, loc, RankedTensorType::get(shape, blockType.getElementType()),
       match.ring.grid, rewriter.getDenseI16ArrayAttr({match.ring.axis}),
-      current, rewriter.getI64IntegerAttr(match.dim));
-  rewriter.replaceAllUsesWith(chained, gathered);
+      current, rewriter.getI64IntegerAttr(match.exitDim));
+  rewriter.replaceAllUsesWith(match.exit, gathered);
   for (linalg::LinalgOp op : llvm::reverse(match.chain))
     rewriter.eraseOp(op);
   rewriter.eraseOp(match.reduce);

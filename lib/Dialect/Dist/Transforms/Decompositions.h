@@ -112,9 +112,17 @@ struct MatmulAllReduce {
   int64_t dim = 0;   ///< Result dimension scattered and gathered back.
   int64_t blockSize = 0;
   Ring ring;
-  /// Elementwise ops moved between the reduce-scatter and the all-gather
-  /// (each proven to read only replicated values besides the chain).
+  /// Row-wise ops moved between the reduce-scatter and the all-gather, in
+  /// program order: elementwise work, and row reductions along dimensions
+  /// the scatter does not touch (a norm), each proven to read only
+  /// replicated values besides the chain's; `chainLoops` gives the loop of
+  /// each that the scattered dimension indexes.
   llvm::SmallVector<mlir::linalg::LinalgOp> chain;
+  llvm::SmallVector<unsigned> chainLoops;
+  /// The one value of the chain (or the all-reduce's result) used after
+  /// it, gathered back along `exitDim`.
+  mlir::Value exit;
+  int64_t exitDim = 0;
   /// Why the chain stops where it does (empty if nothing follows).
   std::string chainStop;
 };

@@ -374,10 +374,8 @@ void OverlapPass::addFusedCandidates(CollectiveOpInterface op, double comm,
       chainFull += cost.computeTime(e);
       chainPart += cost.computeTime(e, 1.0 / n);
     }
-    Value last = match->chain.empty() ? Value(reduce.getResult())
-                                      : match->chain.back()->getResult(0);
     double gather =
-        cost.collectiveTime("all_gather", tensorBytes(last), n, link);
+        cost.collectiveTime("all_gather", tensorBytes(match->exit), n, link);
     double blockBytes = tensorBytes(reduce.getInput()) / n;
     for (RingOptions options : ringLayouts(match->blockSize)) {
       // The reduce-scatter ring, then the chain on 1/n, then the gather.

@@ -143,9 +143,12 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     - a contraction feeding `reduce_scatter`: a ring in which each step
       computes the partial block for the next peer (`ring_matmul_rs`);
     - a contraction feeding `all_reduce`: that ring, then an `all_gather`;
-      elementwise work after the all-reduce moves in between, on 1/n of the
-      data, only when every other value it reads is proven replicated
-      (`rs_ring_ew_ag`, else `rs_ring_ag` and a remark saying why);
+      row-wise work after the all-reduce (elementwise ops, and row
+      reductions along dimensions the scatter does not touch, such as a
+      norm over the hidden dimension) moves in between, on 1/n of the
+      rows, when every other value it reads is proven replicated and one
+      of its values is used after it (`rs_ring_ew_ag`, else `rs_ring_ag`
+      and a remark saying why);
     - `all_to_all` feeding or fed by a contraction: per-peer exchanges, the
       computation on arrived blocks overlapping those in flight
       (`a2a_dispatch` / `a2a_combine`);
