@@ -73,12 +73,23 @@ overlap::matchMatmulAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
   // after it.
   Block *block = op->getBlock();
   DenseMap<Value, int64_t> rowDim; // Value of the chain -> its rows' dim.
-  rowDim[op.getResult()] = match.dim;
+  // The last op of the block that uses a value of the chain: the scan
+  // stops there, so that it stays linear in a program of many layers.
+  Operation *horizon = op;
+  auto add = [&](Value value, int64_t dim) {
+    rowDim[value] = dim;
+    for (Operation *user : value.getUsers())
+      if (Operation *top = block->findAncestorOpInBlock(*user);
+          top && horizon->isBeforeInBlock(top))
+        horizon = top;
+  };
+  add(op.getResult(), match.dim);
   auto note = [&](const std::string &why) {
     if (match.chainStop.empty())
       match.chainStop = why;
   };
-  for (Operation *next = op->getNextNode(); next; next = next->getNextNode()) {
+  for (Operation *next = op->getNextNode();
+       next && !horizon->isBeforeInBlock(next); next = next->getNextNode()) {
     bool reads = llvm::any_of(next->getOperands(),
                               [&](Value v) { return rowDim.count(v); });
     if (!reads)
@@ -142,7 +153,7 @@ overlap::matchMatmulAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
     }
     match.chain.push_back(linalgOp);
     match.chainLoops.push_back(*loop);
-    rowDim[next->getResult(0)] = *resultDim;
+    add(next->getResult(0), *resultDim);
   }
 
   // Trim from the end until one value is used after the chain, by ops
