@@ -374,7 +374,7 @@ void CommThread::post(Request &request) {
     const void *send = request.src;
     int64_t total = request.bytes * request.groupSize;
     char *ownSlot = static_cast<char *>(request.dst) +
-                    request.bytes * request.group->position;
+                    request.bytes * request.layout->position;
     if (send == ownSlot) {
       send = MPI_IN_PLACE;
     } else if (overlaps(send, request.bytes, request.dst, total)) {
@@ -436,7 +436,7 @@ void CommThread::post(Request &request) {
   }
   case OpKind::Broadcast:
     message = byteMessage(request.bytes, request);
-    if (request.group->position == request.root && request.src != request.dst)
+    if (request.layout->position == request.root && request.src != request.dst)
       std::memmove(request.dst, request.src, request.bytes);
     rc = MPI_Ibcast(request.dst, message.count, message.type,
                     static_cast<int>(request.root), comm, out);

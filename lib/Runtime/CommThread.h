@@ -42,14 +42,11 @@
 
 namespace braid::rt {
 
-struct Group;
 class Tracer;
 
 /// One operation from submission until its braid_rt_wait: a checked
 /// Transfer (or a barrier or task) and what MPI needs for it.
 struct Request : Transfer {
-  /// Null for operations on the runtime's world communicator.
-  const Group *group = nullptr;
   MPI_Comm comm = MPI_COMM_NULL;
   int tag = 0;
   /// Reductions: the MPI datatype and operator.

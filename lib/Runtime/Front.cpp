@@ -249,7 +249,7 @@ int64_t pointToPoint(OpKind kind, const char *call, int64_t group,
   else
     transfer.dst = reinterpret_cast<void *>(addr);
   transfer.bytes = bytes;
-  return t.post(group, transfer);
+  return t.post(transfer);
 }
 
 /// The element size of a reduction's dtype; aborts for unknown codes and
@@ -291,7 +291,7 @@ int64_t reduction(OpKind kind, const char *call, int64_t group, int64_t src,
   transfer.dtype = dtype;
   transfer.reduction = reductionKind;
   transfer.elementSize = size;
-  return t.post(group, transfer);
+  return t.post(transfer);
 }
 
 int64_t blockExchange(OpKind kind, const char *call, int64_t group, int64_t src,
@@ -305,7 +305,7 @@ int64_t blockExchange(OpKind kind, const char *call, int64_t group, int64_t src,
   transfer.src = reinterpret_cast<const void *>(src);
   transfer.dst = reinterpret_cast<void *>(dst);
   transfer.bytes = bytesPerRank;
-  return t.post(group, transfer);
+  return t.post(transfer);
 }
 
 /// The position `peerOffset` names in group `group`, for one-sided calls.
@@ -384,7 +384,7 @@ int64_t braid_rt_broadcast(int64_t group, int64_t src, int64_t dst,
   transfer.dst = reinterpret_cast<void *>(dst);
   transfer.bytes = bytes;
   transfer.root = root;
-  return t.post(group, transfer);
+  return t.post(transfer);
 }
 
 void braid_rt_wait(int64_t request) {
@@ -459,7 +459,7 @@ int64_t braid_rt_put(int64_t group, int64_t peer_offset, int64_t src,
         t.symmetricPeer(group, reinterpret_cast<const void *>(flag), 4,
                         transfer.peerPosition, step, call, "the flag");
   }
-  return t.put(group, transfer);
+  return t.put(transfer);
 }
 
 void braid_rt_signal_add(int64_t group, int64_t peer_offset, int64_t flag,

@@ -104,8 +104,8 @@ public:
   virtual const GroupLayout &group(int64_t handle, const char *call) = 0;
 
   /// Two-sided transfers and collectives: posts one, returns its request
-  /// handle (> 0).
-  virtual int64_t post(int64_t group, const Transfer &transfer) = 0;
+  /// handle (> 0). `transfer.layout` is what group() returned.
+  virtual int64_t post(const Transfer &transfer) = 0;
   /// braid_rt_wait: completes the request (cpu) or orders the compute
   /// stream after it (cuda); aborts for a handle that is not outstanding.
   virtual void wait(int64_t request) = 0;
@@ -128,7 +128,7 @@ public:
                               int position, int64_t step, const char *call,
                               const char *what) = 0;
   /// A put (dst and flag resolved); returns its request handle.
-  virtual int64_t put(int64_t group, const Transfer &transfer) = 0;
+  virtual int64_t put(const Transfer &transfer) = 0;
   /// Adds `value` (release) to the flag at `peerFlag` of the peer at
   /// `position`, after this rank's earlier work.
   virtual void signalAdd(int64_t group, int position, void *peerFlag,

@@ -366,9 +366,9 @@ public:
     return runtime().groups.get(handle, call);
   }
 
-  int64_t post(int64_t group, const Transfer &transfer) override {
+  int64_t post(const Transfer &transfer) override {
     Runtime &rt = runtime();
-    auto request = newRequest(group, transfer);
+    auto request = newRequest(transfer);
     if (transfer.kind == OpKind::Send || transfer.kind == OpKind::Recv) {
       // A send with offset k and the matching receive with offset -k use
       // the same tag, k mod n; messages with one tag between two ranks
@@ -417,8 +417,8 @@ public:
                              step, call, what);
   }
 
-  int64_t put(int64_t group, const Transfer &transfer) override {
-    return runtime().comm->submit(newRequest(group, transfer));
+  int64_t put(const Transfer &transfer) override {
+    return runtime().comm->submit(newRequest(transfer));
   }
 
   void signalAdd(int64_t, int, void *peerFlag, uint32_t value,
@@ -440,13 +440,11 @@ public:
   void signalWait(int32_t *flag, int32_t value, int64_t, int64_t step) override;
 
 private:
-  static std::unique_ptr<Request> newRequest(int64_t group,
-                                             const Transfer &transfer) {
-    const Group &g = runtime().groups.get(group, opName(transfer.kind));
+  /// The front's layout is the Group that group() returned.
+  static std::unique_ptr<Request> newRequest(const Transfer &transfer) {
     auto request = std::make_unique<Request>();
     static_cast<Transfer &>(*request) = transfer;
-    request->group = &g;
-    request->comm = g.comm;
+    request->comm = static_cast<const Group *>(transfer.layout)->comm;
     return request;
   }
 };

@@ -832,12 +832,12 @@ const GroupLayout &CudaTransport::group(int64_t handle, const char *call) {
   return getGroup(currentRank(call), handle, call);
 }
 
-int64_t CudaTransport::post(int64_t group, const Transfer &transfer) {
-  const char *call = opName(transfer.kind);
-  RankState &state = currentRank(call);
+int64_t CudaTransport::post(const Transfer &transfer) {
+  RankState &state = currentRank(opName(transfer.kind));
   auto request = std::make_unique<Request>();
   static_cast<Transfer &>(*request) = transfer;
-  request->group = &getGroup(state, group, call);
+  // The front's layout is the CudaGroup that group() returned.
+  request->group = static_cast<const CudaGroup *>(transfer.layout);
   request->ownerRank = state.rank;
   return submit(state, std::move(request));
 }

@@ -234,7 +234,7 @@ const CudaGroup &getGroup(RankState &state, int64_t handle, const char *call);
 class CudaTransport final : public Transport {
 public:
   const GroupLayout &group(int64_t handle, const char *call) override;
-  int64_t post(int64_t group, const Transfer &transfer) override;
+  int64_t post(const Transfer &transfer) override;
   void wait(int64_t request) override;
   void *symmetricAllocate(int64_t group, int64_t bytes, int64_t site,
                           const char *call) override;
@@ -242,7 +242,7 @@ public:
   void *symmetricPeer(int64_t group, const void *addr, int64_t bytes,
                       int position, int64_t step, const char *call,
                       const char *what) override;
-  int64_t put(int64_t group, const Transfer &transfer) override;
+  int64_t put(const Transfer &transfer) override;
   void signalAdd(int64_t group, int position, void *peerFlag, uint32_t value,
                  int64_t step) override;
   void signalWaitUntil(void *flag, uint32_t epoch, int64_t step) override;

@@ -293,12 +293,11 @@ void *CudaTransport::symmetricPeer(int64_t group, const void *addr,
   return peerAddress(*site, position, address);
 }
 
-int64_t CudaTransport::put(int64_t group, const Transfer &transfer) {
-  const char *call = "braid_rt_put";
-  RankState &state = currentRank(call);
+int64_t CudaTransport::put(const Transfer &transfer) {
+  RankState &state = currentRank("braid_rt_put");
   auto request = std::make_unique<Request>();
   static_cast<Transfer &>(*request) = transfer;
-  request->group = &getGroup(state, group, call);
+  request->group = static_cast<const CudaGroup *>(transfer.layout);
   request->ownerRank = state.rank;
   request->handle = state.nextHandle++;
   std::string context = request->context();

@@ -196,8 +196,6 @@ overlap::matchMatmulAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
     match.chainLoops.pop_back();
   }
   match.exitDim = rowDim.lookup(match.exit);
-  if (match.exit == op.getResult())
-    match.exitDim = match.dim;
   return match;
 }
 

@@ -40,9 +40,10 @@ struct Candidate {
   std::string with; ///< The compute op it overlaps, if any.
   int64_t chunks = 0;
   bool fused = true; ///< Fused with compute (else made asynchronous).
-  /// The collective is computed inside the kernel of `kernel`.
+  /// The collective is computed inside the kernel of `kernel`; `saving`
+  /// says what that moves and saves, for the remark.
   bool inKernel = false;
-  std::string kernel;
+  std::string kernel, saving;
   double compute = 0, serial = 0, overlapped = 0;
   std::function<LogicalResult(RewriterBase &)> apply;
   double gain() const { return serial - overlapped; }
@@ -264,6 +265,16 @@ OverlapPass::inKernelCandidate(CollectiveOpInterface op, double libraryComm,
   c.inKernel = true;
   c.kernel =
       "the kernel of '" + nameOf(user) + "' at " + formatLoc(user->getLoc());
+  // The reduced tensor is never written and read back. The link carries
+  // n - 1 copies of an all-reduce's partial instead of the ring's
+  // 2 (n - 1) / n, and a reduce-scatter's blocks as its ring does.
+  c.saving =
+      "moves " + schedule::formatBytes(sent) +
+      " per rank to the peers (a ring " +
+      (scatters ? "reduce-scatter: " : "all-reduce: ") +
+      schedule::formatBytes((scatters ? 1.0 : 2.0) * (n - 1) / n * bytes) +
+      ") and saves writing and reading back " +
+      schedule::formatBytes(received) + " of the reduced tensor";
   c.serial = libraryComm;
   // The puts to the n - 1 peers, then the kernel reading n partials where
   // the unfused chain reads the reduced tensor, which the library's
@@ -756,34 +767,18 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     if (!chosen->fused && !whyFused.empty())
       remark << "; not fused: " << whyFused;
     if (chosen->inKernel) {
-      // What the kernel saves: the reduced tensor is never written and read
-      // back. The link carries n - 1 copies of an all-reduce's partial
-      // instead of the ring's 2 (n - 1) / n, and a reduce-scatter's blocks
-      // as its ring does.
-      bool scatters = isa<ReduceScatterOp>(op.getOperation());
-      double bytes = tensorBytes(op.getInput());
-      int64_t n = groupSizeOf(op);
-      remark << "; moves "
-             << schedule::formatBytes(scatters ? (n - 1) * bytes / n
-                                               : (n - 1) * bytes)
-             << " per rank to the peers (a ring "
-             << (scatters ? "reduce-scatter: " : "all-reduce: ")
-             << schedule::formatBytes((scatters ? 1.0 : 2.0) * (n - 1) / n *
-                                      bytes)
-             << ") and saves writing and reading back "
-             << schedule::formatBytes(scatters ? bytes / n : bytes)
-             << " of the reduced tensor";
+      remark << "; " << chosen->saving;
     } else if (!whyNotInKernel.empty()) {
       remark << "; not in a kernel: " << whyNotInKernel;
     }
     // Decided before the rewrite erases the collective; applies only if
     // the schedule has ring shifts.
-    std::string whyTransport;
+    std::string whyTransport =
+        chosen->inKernel ? "the kernel sums the partials the peers put into "
+                           "this rank's symmetric slots"
+                         : "";
     bool symmetric =
-        chosen->inKernel ? true : chooseSymmetric(op, *chosen, whyTransport);
-    if (chosen->inKernel)
-      whyTransport = "the kernel sums the partials the peers put into this "
-                     "rank's symmetric slots";
+        chosen->inKernel || chooseSymmetric(op, *chosen, whyTransport);
     // The asynchronous form keeps the collective whole.
     if (!chosen->fused && chosen->strategy == "async")
       noteWholeTransport(op, record, remark);

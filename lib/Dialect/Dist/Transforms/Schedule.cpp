@@ -74,17 +74,6 @@ bool schedule::accumulatesIntoInit(linalg::LinalgOp op) {
   return linalg::isaContractionOpInterface(op);
 }
 
-bool schedule::isElementwiseIn(linalg::LinalgOp op, OpOperand &operand) {
-  if (op->getNumResults() != 1 || op.getNumLoops() != op.getNumParallelLoops())
-    return false;
-  AffineMap in = op.getMatchingIndexingMap(&operand);
-  AffineMap out = op.getIndexingMapMatchingResult(op->getResult(0));
-  auto inType = cast<ShapedType>(operand.get().getType());
-  auto outType = cast<ShapedType>(op->getResult(0).getType());
-  return in.isIdentity() && out.isIdentity() &&
-         inType.getShape() == outType.getShape();
-}
-
 Value schedule::sliceAlong(OpBuilder &b, Location loc, Value value, int64_t dim,
                            OpFoldResult offset, int64_t size) {
   auto type = cast<RankedTensorType>(value.getType());

@@ -70,10 +70,6 @@ std::optional<int64_t> resultDimOfLoop(mlir::linalg::LinalgOp op,
 /// (a contraction), so that chunks along a reduction loop may be chained.
 bool accumulatesIntoInit(mlir::linalg::LinalgOp op);
 
-/// True if `op` is elementwise in its input `operand`: all loops parallel,
-/// identity maps on that operand and on the single result.
-bool isElementwiseIn(mlir::linalg::LinalgOp op, mlir::OpOperand &operand);
-
 /// "1.5 KiB", for remarks.
 std::string formatBytes(double bytes);
 
