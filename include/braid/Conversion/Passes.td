@@ -83,7 +83,9 @@ def PrepareImport : Pass<"braid-prepare-import", "mlir::ModuleOp"> {
       apart (attention's batch x heads, which splits by heads), marked
       `braid.batch_matmul`; `braid-import-shard` makes it a batch matmul
       again on the local shapes;
-    - `math.fpowi` with a constant exponent becomes multiplications.
+    - `math.fpowi` with a constant exponent becomes multiplications;
+    - `linalg.softmax`, which no lowering takes, becomes its max, exp, sum
+      and divide generics (what the ring attention schedule matches).
 
     ```mlir
     %s = linalg.generic {indexing_maps = [(d0, d1, d2) -> (d0, d1, d2),

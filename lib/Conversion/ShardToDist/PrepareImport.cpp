@@ -23,6 +23,9 @@
 //    for every result.
 //  - placeholders (tensor.empty, zero fills) shared by several ops: one per
 //    use, so that each takes its op's sharding.
+//  - linalg.softmax, which neither upstream's partitioning nor any lowering
+//    takes: its decomposition into max, exp, sum and divide generics (the
+//    form the ring attention rewrite matches).
 //
 //===----------------------------------------------------------------------===//
 
@@ -346,6 +349,21 @@ void unsharePlaceholders(Operation *root) {
 struct PrepareImportPass
     : public braid::impl::PrepareImportBase<PrepareImportPass> {
   void runOnOperation() override {
+    // Decomposed first: its generics share one placeholder, which the
+    // unsharing below gives each its own.
+    SmallVector<linalg::SoftmaxOp> softmaxes;
+    getOperation()->walk(
+        [&](linalg::SoftmaxOp op) { softmaxes.push_back(op); });
+    IRRewriter rewriter(&getContext());
+    for (linalg::SoftmaxOp op : softmaxes) {
+      rewriter.setInsertionPoint(op);
+      FailureOr<SmallVector<Value>> parts = op.decomposeOperation(rewriter);
+      if (failed(parts)) {
+        op.emitError("cannot decompose this linalg.softmax");
+        return signalPassFailure();
+      }
+      rewriter.replaceOp(op, *parts);
+    }
     unsharePlaceholders(getOperation());
     RewritePatternSet patterns(&getContext());
     patterns.add<FoldConstantUnitDims, UnfoldBatchMatmul>(&getContext());

@@ -1,7 +1,8 @@
 // braid-prepare-import: keepdim reductions and their broadcast reads lose
 // the unit dimension they address at a constant, batch matmuls over folded
 // batch dimensions keep them apart, constant-exponent fpowi becomes
-// multiplications, and results nobody reads are erased.
+// multiplications, results nobody reads are erased, and linalg.softmax
+// is decomposed.
 // RUN: braid-opt %s -split-input-file --braid-prepare-import | FileCheck %s
 // RUN: braid-opt %s -split-input-file --braid-prepare-import --braid-import-shard=partition=never | FileCheck %s --check-prefix=FOLD
 
@@ -172,4 +173,25 @@ func.func @shared_fill(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> (tensor<4xf3
     linalg.yield %s : f32
   } -> tensor<4xf32>
   return %a, %b : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// linalg.softmax, which no lowering takes, becomes its max, exp, sum and
+// divide generics, each reduction with its own init.
+// CHECK-LABEL: func.func @softmax
+// CHECK-NOT: linalg.softmax
+// CHECK: %[[MAX:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK: arith.maxnumf
+// CHECK: %[[EXP:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[MAX]] :
+// CHECK: math.exp
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[EXP]] :
+// CHECK: arith.addf
+// CHECK: linalg.generic {{.*}} ins(%[[EXP]], %[[SUM]] :
+// CHECK: arith.divf
+// CHECK-NOT: linalg.softmax
+func.func @softmax(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  %e = tensor.empty() : tensor<2x4x16xf32>
+  %p = linalg.softmax dimension(2) ins(%x : tensor<2x4x16xf32>) outs(%e : tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  return %p : tensor<2x4x16xf32>
 }

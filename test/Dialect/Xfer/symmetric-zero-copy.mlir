@@ -68,3 +68,32 @@ func.func @kept(%a: memref<4xf32>, %arg: memref<4xf32>, %big: memref<8xf32>) {
   memref.dealloc %acc : memref<4xf32>
   return
 }
+
+// -----
+
+shard.grid @tp(shape = 2)
+
+// Read through views (ring attention scoring a block's keys in pieces):
+// the credit goes back after the last reader of the last view, not after
+// the view ops.
+// CHECK-LABEL: func.func @pieces
+// CHECK-DAG: %[[FLAGS:.*]] = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+// CHECK-DAG: %[[S:.*]] = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<8x4xf32>
+// CHECK: %[[V0:.*]] = memref.subview %[[S]][0, 0] [4, 4] [1, 1]
+// CHECK: %[[V1:.*]] = memref.subview %[[S]][4, 0] [4, 4] [1, 1]
+// CHECK: linalg.matmul ins(%[[V0]], %{{.*}} :
+// CHECK: linalg.matmul ins(%[[V1]], %{{.*}} :
+// CHECK-NEXT: xfer.signal %[[FLAGS]][%{{.*}}] on @tp axes = [0] offset = -1 step = 0
+// CHECK-NEXT: memref.dealloc
+func.func @pieces(%a: memref<8x4xf32>, %w: memref<4x4xf32>, %y0: memref<4x4xf32>, %y1: memref<4x4xf32>) {
+  %b = memref.alloc() : memref<8x4xf32>
+  %0 = xfer.send %a on @tp axes = [0] offset = 1 step = 0 {dist.symmetric} : memref<8x4xf32>
+  %1 = xfer.recv %b on @tp axes = [0] offset = -1 step = 0 {dist.symmetric} : memref<8x4xf32>
+  xfer.wait %0, %1 : !xfer.request, !xfer.request
+  %v0 = memref.subview %b[0, 0] [4, 4] [1, 1] : memref<8x4xf32> to memref<4x4xf32, strided<[4, 1]>>
+  %v1 = memref.subview %b[4, 0] [4, 4] [1, 1] : memref<8x4xf32> to memref<4x4xf32, strided<[4, 1], offset: 16>>
+  linalg.matmul ins(%v0, %w : memref<4x4xf32, strided<[4, 1]>>, memref<4x4xf32>) outs(%y0 : memref<4x4xf32>)
+  linalg.matmul ins(%v1, %w : memref<4x4xf32, strided<[4, 1], offset: 16>>, memref<4x4xf32>) outs(%y1 : memref<4x4xf32>)
+  memref.dealloc %b : memref<8x4xf32>
+  return
+}

@@ -57,6 +57,46 @@ mlir::LogicalResult decomposeAllGatherMatmul(mlir::RewriterBase &rewriter,
                                              AllGatherMatmul match,
                                              RingOptions options);
 
+//===- Ring attention -----------------------------------------------------===//
+
+/// all_gather(k) and all_gather(v) along the sequence feeding
+/// softmax(s(q, k)) v: the scores' product, elementwise score ops (scale,
+/// masks), a row max, exp(s - max), its row sum, the division by it, an
+/// optional conversion, and the probabilities' product with v, each the
+/// only user of what it reads from the chain.
+struct RingAttention {
+  AllGatherOp keys, values;
+  mlir::linalg::LinalgOp scores; ///< q against the gathered keys.
+  unsigned keysOperand = 0, keyLoop = 0;
+  int64_t keyDim = 0; ///< The scores' dimension over the keys.
+  llvm::SmallVector<mlir::linalg::GenericOp> scoreOps;
+  llvm::SmallVector<unsigned> scoreOperands; ///< Their chain operand.
+  mlir::linalg::GenericOp max, exp, sum, div, convert;
+  unsigned expScores = 0, expMax = 0, divExps = 0, divSum = 0;
+  mlir::linalg::LinalgOp output; ///< The probabilities against v.
+  unsigned probsOperand = 0, valuesOperand = 0, valueLoop = 0;
+  /// From the output's dims to the row dims of the max and the sum.
+  mlir::AffineMap rowsInOutput;
+  int64_t chunk = 0; ///< Each rank's keys.
+  /// Keys of a block whose scores are computed at once (divides chunk).
+  int64_t pieceSize = 0;
+  Ring ring;
+};
+/// Matches from either gather. `looksLike` says whether a softmax over
+/// the gathered keys was found, in which case `reason` says why it is
+/// refused.
+mlir::FailureOr<RingAttention>
+matchRingAttention(AllGatherOp op, bool &looksLike, std::string &reason);
+/// The keys of a block of `chunk` whose scores a ring step computes at
+/// once, so that a rank holds rows x that many scores per head at a time:
+/// the block cut into `pieces`, or with 0 the largest divisor of it up to
+/// 512 keys; 0 when `pieces` does not divide it.
+int64_t attentionPieceSize(int64_t chunk, int64_t pieces);
+/// The online-softmax ring: k and v blocks travel together, one step
+/// ahead of the block's scores, running max, sum and rescaled output.
+mlir::LogicalResult decomposeRingAttention(mlir::RewriterBase &rewriter,
+                                           RingAttention match);
+
 //===- contraction -> ReduceScatter
 //----------------------------------------===//
 

@@ -44,6 +44,13 @@ struct Candidate {
   /// says what that moves and saves, for the remark.
   bool inKernel = false;
   std::string kernel, saving;
+  /// Picked whenever it applies (ring attention: its memory alone
+  /// justifies it), in auto and force alike.
+  bool always = false;
+  /// Ring attention: the gather of v that travels with the keys, and the
+  /// score bytes a rank holds whole against per ring step.
+  Operation *partner = nullptr;
+  double scoreBytes = 0, stepScoreBytes = 0;
   double compute = 0, serial = 0, overlapped = 0;
   std::function<LogicalResult(RewriterBase &)> apply;
   double gain() const { return serial - overlapped; }
@@ -67,6 +74,8 @@ struct Record {
   /// fuse-collectives: computed inside the kernel `kernel` names.
   bool inKernel = false;
   std::string kernel;
+  /// ring_attention: the scores a rank would hold whole, and per step.
+  double scoreBytes = 0, stepScoreBytes = 0;
 };
 
 /// Collects the ring shifts a rewrite creates, to mark their transport.
@@ -159,6 +168,11 @@ private:
   void addFusedCandidates(CollectiveOpInterface op, double comm,
                           LinkFigures link, SmallVector<Candidate> &out,
                           std::string &why);
+  /// ring_attention for a gather of k or v, or why not (empty when no
+  /// softmax over the gathered keys follows).
+  std::optional<Candidate> attentionCandidate(AllGatherOp gather,
+                                              LinkFigures link,
+                                              std::string &why) const;
   void addMicroBatchCandidates(CollectiveOpInterface op, double comm,
                                LinkFigures link, SmallVector<Candidate> &out,
                                std::string &why);
@@ -285,6 +299,51 @@ OverlapPass::inKernelCandidate(CollectiveOpInterface op, double libraryComm,
     return overlap::directExchange(
         rewriter, overlap::hoistReshapes(rewriter, op), /*oneShot=*/true);
   };
+  return c;
+}
+
+std::optional<Candidate>
+OverlapPass::attentionCandidate(AllGatherOp gather, LinkFigures link,
+                                std::string &why) const {
+  bool looksLike = false;
+  FailureOr<RingAttention> match =
+      overlap::matchRingAttention(gather, looksLike, why);
+  if (failed(match)) {
+    if (!looksLike)
+      why.clear();
+    return std::nullopt;
+  }
+  match->pieceSize = overlap::attentionPieceSize(match->chunk, subChunks);
+  if (match->pieceSize == 0) {
+    why = "its block of " + std::to_string(match->chunk) +
+          " keys does not split into " + std::to_string(subChunks) +
+          " pieces (sub-chunks)";
+    return std::nullopt;
+  }
+  const CostModel &cost = *model;
+  int64_t n = match->ring.groupSize;
+  SmallVector<Operation *> ops{match->scores, match->max, match->exp,
+                               match->sum,    match->div, match->output};
+  ops.append(match->scoreOps.begin(), match->scoreOps.end());
+  Candidate c;
+  c.strategy = "ring_attention";
+  c.with = nameOf(match->output);
+  c.chunks = n * (match->chunk / match->pieceSize);
+  c.always = true;
+  c.partner = gather == match->keys ? match->values : match->keys;
+  for (Operation *op : ops)
+    c.compute += cost.computeTime(op);
+  double keys = tensorBytes(match->keys.getInput());
+  double values = tensorBytes(match->values.getInput());
+  double comm = cost.collectiveTime("all_gather", keys * n, n, link) +
+                cost.collectiveTime("all_gather", values * n, n, link);
+  c.serial = c.compute + comm;
+  c.overlapped =
+      pipeline(c.compute / n, n, cost.messageTime(keys + values, link), n - 1);
+  c.scoreBytes = tensorBytes(match->scores->getResult(0));
+  c.stepScoreBytes = c.scoreBytes / (n * (match->chunk / match->pieceSize));
+  RingAttention m = *match;
+  c.apply = [m](RewriterBase &r) { return decomposeRingAttention(r, m); };
   return c;
 }
 
@@ -582,31 +641,51 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     if (!op.isAsync())
       collectives.push_back(op);
   });
-  for (CollectiveOpInterface op : collectives) {
-    // Row-local work after an all-gather (a norm, its weight, a reshape)
-    // runs before it, on 1/n of the data, so that the gather feeds the
-    // matmul.
-    if (auto gather = dyn_cast<AllGatherOp>(op.getOperation());
-        gather && mode != braid::OverlapMode::Off) {
+  // Row-local work after an all-gather (a norm, its weight, a reshape)
+  // runs before it, on 1/n of the data, so that the gather feeds the
+  // matmul. Every gather first: ring attention matches both of k and v.
+  if (mode != braid::OverlapMode::Off)
+    for (CollectiveOpInterface &op : collectives) {
+      auto gather = dyn_cast<AllGatherOp>(op.getOperation());
+      if (!gather)
+        continue;
       int64_t moved = 0;
       FailureOr<AllGatherOp> sunk =
           overlap::sinkAllGather(gather, replication, moved);
-      if (succeeded(sunk)) {
-        replication.invalidate();
-        op = *sunk;
-        op->emitRemark()
-            << "all_gather moved after the " << moved
-            << " row-local ops that followed it (their other operands are "
-               "replicated): they run on 1/"
-            << groupSizeOf(op) << " of the rows";
-      }
+      if (failed(sunk))
+        continue;
+      replication.invalidate();
+      op = *sunk;
+      op->emitRemark()
+          << "all_gather moved after the " << moved
+          << " row-local ops that followed it (their other operands are "
+             "replicated): they run on 1/"
+          << groupSizeOf(op) << " of the rows";
     }
+  for (size_t index = 0; index < collectives.size(); ++index) {
+    CollectiveOpInterface op = collectives[index];
+    // Taken by an earlier one's schedule (v's gather in ring attention).
+    if (!op)
+      continue;
     Record record;
     record.function = function.getName().str();
     record.kind = op.getCollectiveKind().str();
     record.loc = formatLoc(op.getLoc());
+    // Ring attention takes both gathers whenever it applies; they are not
+    // quantized.
+    std::optional<Candidate> attention;
     if (auto gather = dyn_cast<AllGatherOp>(op.getOperation());
-        gather && quantizeAllGather == braid::QuantizeMode::Bf16 &&
+        gather && mode != braid::OverlapMode::Off &&
+        !ShapedType::isDynamic(groupSizeOf(op))) {
+      std::string why;
+      attention = attentionCandidate(
+          gather, model->link(op, op.getGridAttr(), op.getAxes()), why);
+      if (!attention && !why.empty())
+        emitRemark(op.getLoc()) << "not ring attention: " << why;
+    }
+    if (auto gather = dyn_cast<AllGatherOp>(op.getOperation());
+        gather && !attention &&
+        quantizeAllGather == braid::QuantizeMode::Bf16 &&
         cast<RankedTensorType>(gather.getInput().getType())
             .getElementType()
             .isF32()) {
@@ -618,7 +697,8 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       op->emitRemark() << "all_gather sends bf16 instead of f32 "
                           "(quantize-all-gather=bf16): relative error of "
                           "each element at most 2^-8";
-    } else if (gather && quantizeAllGather == braid::QuantizeMode::Fp8) {
+    } else if (gather && !attention &&
+               quantizeAllGather == braid::QuantizeMode::Fp8) {
       Type element =
           cast<RankedTensorType>(gather.getInput().getType()).getElementType();
       FailureOr<AllGatherOp> sent = overlap::quantizeAllGatherFp8(gather);
@@ -684,7 +764,10 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
 
     const Candidate *chosen = nullptr;
     std::string declined;
-    if (inKernel && fuseCollectives == braid::FuseCollectivesMode::Force) {
+    if (attention) {
+      chosen = &*attention;
+    } else if (inKernel &&
+               fuseCollectives == braid::FuseCollectivesMode::Force) {
       chosen = &inKernelList.front();
     } else if (mode == braid::OverlapMode::Force) {
       // The first layout of the first kind that applies: a fused schedule,
@@ -739,8 +822,11 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     record.overlapped = chosen->overlapped;
     record.inKernel = chosen->inKernel;
     record.kernel = chosen->kernel;
-    record.reason = (chosen->inKernel && fuseCollectives ==
-                                             braid::FuseCollectivesMode::Force
+    record.scoreBytes = chosen->scoreBytes;
+    record.stepScoreBytes = chosen->stepScoreBytes;
+    record.reason = (chosen->always ? "applies (picked whenever it does); "
+                     : chosen->inKernel && fuseCollectives ==
+                                               braid::FuseCollectivesMode::Force
                          ? "fuse-collectives=force; "
                      : mode == braid::OverlapMode::Force ? "overlap=force; "
                                                          : "") +
@@ -766,9 +852,16 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
            << us(chosen->overlapped) << " overlapped";
     if (!chosen->fused && !whyFused.empty())
       remark << "; not fused: " << whyFused;
+    if (chosen->partner)
+      remark << "; with the all_gather at "
+             << formatLoc(chosen->partner->getLoc())
+             << " in the same ring; a rank holds "
+             << schedule::formatBytes(chosen->stepScoreBytes)
+             << " of scores per step instead of "
+             << schedule::formatBytes(chosen->scoreBytes);
     if (chosen->inKernel) {
       remark << "; " << chosen->saving;
-    } else if (!whyNotInKernel.empty()) {
+    } else if (!whyNotInKernel.empty() && !chosen->partner) {
       remark << "; not in a kernel: " << whyNotInKernel;
     }
     // Decided before the rewrite erases the collective; applies only if
@@ -783,6 +876,18 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     if (!chosen->fused && chosen->strategy == "async")
       noteWholeTransport(op, record, remark);
     Location loc = op.getLoc();
+    // The partner gather is reported with the schedule that takes it.
+    std::optional<Record> partnerRecord;
+    if (chosen->partner) {
+      for (CollectiveOpInterface &later : collectives)
+        if (later && later.getOperation() == chosen->partner)
+          later = {};
+      partnerRecord = record;
+      partnerRecord->loc = formatLoc(chosen->partner->getLoc());
+      partnerRecord->reason = "travels in the ring_attention of the "
+                              "all_gather at " +
+                              record.loc;
+    }
     ShiftCollector collector;
     rewriter->setListener(&collector);
     LogicalResult applied = chosen->apply(*rewriter);
@@ -812,6 +917,11 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     chosen->fused ? ++numFused : ++numAsync;
     replication.invalidate();
     records.push_back(record);
+    if (partnerRecord) {
+      partnerRecord->transport = record.transport;
+      records.push_back(*partnerRecord);
+      ++numFused;
+    }
   }
 
   // Start early, wait late, now that the schedules around are final.
@@ -974,6 +1084,11 @@ LogicalResult OverlapPass::writeReport() {
           optional("with", r.with);
           optional("strategy", r.strategy);
           json.attribute("chunks", r.chunks);
+          if (r.scoreBytes > 0)
+            json.attributeObject("scores", [&] {
+              json.attribute("materialized_bytes", r.scoreBytes);
+              json.attribute("per_step_bytes", r.stepScoreBytes);
+            });
           json.attribute("transport", r.transport);
           if (r.inKernel) {
             json.attribute("in_kernel", true);

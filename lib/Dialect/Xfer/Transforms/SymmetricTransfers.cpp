@@ -195,6 +195,32 @@ struct SymmetricTransfersPass
     return isa<memref::LoadOp, vector::TransferReadOp, vector::LoadOp>(user);
   }
 
+  /// The last op of `block` reading through `use` (which readsOnly()
+  /// accepts): its user's ancestor there, or, for a view, the last reader
+  /// of the view; a transfer reads its source until its wait. Null if a
+  /// reader lies outside `block`.
+  static Operation *lastReader(OpOperand &use, Block *block) {
+    Operation *user = use.getOwner();
+    Operation *top = block->findAncestorOpInBlock(*user);
+    if (!top)
+      return nullptr;
+    if (isa<memref::SubViewOp, memref::CastOp, memref::ExpandShapeOp,
+            memref::CollapseShapeOp>(user))
+      for (OpOperand &viewUse : user->getResult(0).getUses()) {
+        Operation *later = lastReader(viewUse, block);
+        if (!later)
+          return nullptr;
+        if (top->isBeforeInBlock(later))
+          top = later;
+      }
+    if (isa<PutOp, SendOp>(user))
+      for (Operation *waiter : user->getResult(0).getUsers())
+        if (Operation *w = block->findAncestorOpInBlock(*waiter);
+            w && top->isBeforeInBlock(w))
+          top = w;
+    return top;
+  }
+
   /// Elides the copy of `out` when its destination is an allocation of the
   /// slot's type that, after the copy, is only read in the copy's block
   /// (and deallocated): the readers take the slot instead, and the credit
@@ -217,12 +243,10 @@ struct SymmetricTransfersPass
       if (!top || !out.copy->isBeforeInBlock(top) || !readsOnly(use))
         return false;
       reads.push_back(&use);
-      // A transfer reads its source until its wait.
-      if (isa<PutOp, SendOp>(user))
-        for (Operation *waiter : user->getResult(0).getUsers())
-          if (Operation *w = block->findAncestorOpInBlock(*waiter);
-              w && top->isBeforeInBlock(w))
-            top = w;
+      // Through views (the pieces a schedule reads), to their last reader.
+      top = lastReader(use, block);
+      if (!top)
+        return false;
       if (last->isBeforeInBlock(top))
         last = top;
     }

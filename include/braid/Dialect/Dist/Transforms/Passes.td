@@ -152,6 +152,17 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     - `all_to_all` feeding or fed by a contraction: per-peer exchanges, the
       computation on arrived blocks overlapping those in flight
       (`a2a_dispatch` / `a2a_combine`);
+    - `all_gather`s of k and v along the sequence feeding
+      `softmax(s(q, k)) v` (context parallelism; separate max, exp, sum and
+      divide generics, the form `braid-prepare-import` gives
+      `linalg.softmax` and torch-mlir's attention; any elementwise score
+      ops in between: scale, masks through `linalg.index` or a mask
+      tensor): one ring carrying both, with an online softmax (running row
+      max and sum, rescaled output, one division at the end), so that a
+      rank never holds its whole rows x sequence scores (`ring_attention`,
+      picked whenever it applies; the report's `scores` gives the bytes a
+      rank holds whole against per piece; `sub-chunks` sets the pieces of
+      a block's keys scored at once, by default up to 512 keys);
     - a collective after a computation it needs whole: micro-batches along
       a dimension nothing reduces over (`micro_batch`);
     - everything else: the asynchronous form, started right after its input
@@ -225,7 +236,9 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     Option<"report", "report", "std::string", /*default=*/"\"\"",
            "Write the decisions as JSON to this file">,
     Option<"subChunks", "sub-chunks", "int64_t", /*default=*/"0",
-           "Pieces per peer chunk (0: the model picks 1, 2 or 4)">,
+           "Pieces per peer chunk (0: the model picks 1, 2 or 4; ring "
+           "attention: pieces of a block's keys scored at once, 0: up to "
+           "512 keys)">,
     Option<"bidirectional", "bidirectional", "::braid::Bidirectional",
            /*default=*/"::braid::Bidirectional::Auto",
            "Ring directions",

@@ -1,0 +1,571 @@
+//===- RingAttention.cpp - Online-softmax ring over gathered k and v ------===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// Context parallelism gathers k and v along the sequence and computes
+// softmax(s(q, k)) v, with s the scores of q against every key (a product,
+// then a scale, a mask, any elementwise work). The two gathers would make
+// two rings of their own, but each rank would still hold all its scores,
+// (N / p) x N per head. Blockwise with an online softmax, a rank keeps per
+// row a running max m and sum l and a rescaled partial output o, and at
+// each ring step takes the k and v block at hand (its own first):
+//
+//   s_b = s(q, k_b)                    (the score ops, on the block's keys)
+//   m'  = max(m, rowmax(s_b))
+//   e_b = exp(s_b - m')
+//   a   = exp(m - m')
+//   l   = l * a + rowsum(e_b)
+//   o   = o * a + e_b v_b
+//
+// and at the end divides o by l. This is the original computation with its
+// sums reassociated (docs/Rationale.md has the tolerance argument). Every
+// block op is the original op computed for the block's keys
+// (schedule::computeChunk), so masks through linalg.index see global key
+// positions and a mask tensor is sliced.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Decompositions.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace braid::dist;
+using namespace braid::dist::overlap;
+using namespace braid::dist::schedule;
+
+namespace {
+
+std::string nameOf(Operation *op) {
+  return "'" + op->getName().getStringRef().str() + "'";
+}
+
+/// `value` inside a body, through float extensions and truncations.
+Value throughCasts(Value value) {
+  while (Operation *def = value.getDefiningOp()) {
+    if (!isa<arith::ExtFOp, arith::TruncFOp>(def))
+      break;
+    value = def->getOperand(0);
+  }
+  return value;
+}
+
+/// The op defining the yielded value of a single-result generic, through
+/// casts, if it is an `OpTy`.
+template <typename OpTy> OpTy yielded(linalg::GenericOp op) {
+  auto yield = cast<linalg::YieldOp>(op.getBody()->getTerminator());
+  return throughCasts(yield.getValues()[0]).getDefiningOp<OpTy>();
+}
+
+bool isArg(Value value, linalg::GenericOp op, unsigned operand) {
+  return throughCasts(value) == op.getBody()->getArgument(operand);
+}
+
+/// Whether binary `op` combines block arguments `a` and `b` of `generic`,
+/// in either order.
+bool combinesArgs(Operation *op, linalg::GenericOp generic, unsigned a,
+                  unsigned b) {
+  if (!op || op->getNumOperands() != 2)
+    return false;
+  Value x = op->getOperand(0), y = op->getOperand(1);
+  return (isArg(x, generic, a) && isArg(y, generic, b)) ||
+         (isArg(x, generic, b) && isArg(y, generic, a));
+}
+
+bool isZeroFill(Value value) {
+  auto fill = value.getDefiningOp<linalg::FillOp>();
+  return fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
+}
+
+bool allParallel(linalg::LinalgOp op) {
+  return op.getNumLoops() == op.getNumParallelLoops();
+}
+
+/// A generic elementwise in `operand` (an identity map, like its result,
+/// every loop parallel), single-result, on tensors.
+bool isElementwiseOn(linalg::GenericOp op, unsigned operand) {
+  if (!op || op->getNumResults() != 1 || !op.hasPureTensorSemantics() ||
+      !allParallel(op) || op.getNumDpsInits() != 1)
+    return false;
+  return op.getIndexingMapsArray()[operand].isIdentity() &&
+         op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isIdentity();
+}
+
+/// A reduction generic of one input (identity map) into one init, every
+/// loop parallel but `loop`, which its result does not index.
+bool isRowReduction(linalg::GenericOp op, unsigned loop) {
+  if (!op || op->getNumResults() != 1 || op.getNumDpsInputs() != 1 ||
+      !op.hasPureTensorSemantics() || op.getNumReductionLoops() != 1 ||
+      op.getIteratorTypesArray()[loop] != utils::IteratorType::reduction)
+    return false;
+  return op.getIndexingMapsArray()[0].isIdentity() &&
+         !op.getMatchingIndexingMap(op.getDpsInitOperand(0))
+              .isFunctionOfDim(loop);
+}
+
+/// The dimension of a row tensor each of `rowsMap`'s results indexes in
+/// the result of `op`, through `op`'s map of `operand` (an identity view
+/// of the score dims): the map from `op`'s result dims to the row dims, or
+/// null when a row dim does not reach the result.
+AffineMap rowsInResult(linalg::LinalgOp op, unsigned operand,
+                       AffineMap rowsMap) {
+  AffineMap operandMap = op.getIndexingMapsArray()[operand];
+  AffineMap resultMap = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+  SmallVector<AffineExpr> exprs;
+  MLIRContext *ctx = op->getContext();
+  for (AffineExpr row : rowsMap.getResults()) {
+    auto scoreDim = dyn_cast<AffineDimExpr>(row);
+    if (!scoreDim)
+      return {};
+    auto loop =
+        dyn_cast<AffineDimExpr>(operandMap.getResult(scoreDim.getPosition()));
+    if (!loop)
+      return {};
+    std::optional<unsigned> at =
+        resultMap.getResultPosition(getAffineDimExpr(loop.getPosition(), ctx));
+    if (!at)
+      return {};
+    exprs.push_back(getAffineDimExpr(*at, ctx));
+  }
+  return AffineMap::get(resultMap.getNumResults(), 0, exprs, ctx);
+}
+
+} // namespace
+
+FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
+                                                     bool &looksLike,
+                                                     std::string &reason) {
+  looksLike = false;
+  Value gathered = op.getResult();
+  if (!gathered.hasOneUse())
+    return failure();
+  auto user = dyn_cast<linalg::LinalgOp>(*gathered.getUsers().begin());
+  if (!user || !user.isDpsInput(&*gathered.getUses().begin()))
+    return failure();
+  std::optional<unsigned> loop =
+      loopOfOperandDim(user, *gathered.getUses().begin(), op.getDim());
+  if (!loop)
+    return failure();
+
+  // Seen from the values: the probabilities' product with v. Walk back to
+  // the scores and match from the keys.
+  if (user.getIteratorTypesArray()[*loop] == utils::IteratorType::reduction) {
+    for (OpOperand *input : user.getDpsInputOperands()) {
+      if (input->get() == gathered)
+        continue;
+      Value value = input->get();
+      // Back through the cast, the division, the exponentials and the
+      // score ops to the product whose operand is a gather.
+      for (int hops = 0; hops < 16; ++hops) {
+        auto def = value.getDefiningOp<linalg::LinalgOp>();
+        if (!def || def.getNumDpsInputs() == 0)
+          break;
+        for (OpOperand *defInput : def.getDpsInputOperands())
+          if (auto keys = defInput->get().getDefiningOp<AllGatherOp>();
+              keys && keys != op && def.getNumReductionLoops() > 0) {
+            FailureOr<RingAttention> match =
+                matchRingAttention(keys, looksLike, reason);
+            if (succeeded(match) && match->values != op) {
+              reason = "the product with the keys' softmax reads another "
+                       "value than this gather";
+              return failure();
+            }
+            return match;
+          }
+        value = def.getDpsInputOperand(0)->get();
+      }
+    }
+    return failure();
+  }
+
+  // From the keys: the scores' product.
+  RingAttention m;
+  m.keys = op;
+  m.scores = user;
+  m.keysOperand = gathered.getUses().begin()->getOperandNumber();
+  m.keyLoop = *loop;
+  std::optional<int64_t> keyDim = resultDimOfLoop(user, *loop);
+  if (!keyDim || user->getNumResults() != 1 || !user.hasPureTensorSemantics() ||
+      user.getNumReductionLoops() == 0)
+    return failure();
+  m.keyDim = *keyDim;
+
+  // The score ops, elementwise along the keys, up to the value that both
+  // the row max and the exponentials read.
+  Value scores = user->getResult(0);
+  while (scores.hasOneUse()) {
+    OpOperand &use = *scores.getUses().begin();
+    auto next = dyn_cast<linalg::GenericOp>(use.getOwner());
+    if (!next || !isElementwiseOn(next, use.getOperandNumber()))
+      return failure();
+    m.scoreOps.push_back(next);
+    m.scoreOperands.push_back(use.getOperandNumber());
+    scores = next->getResult(0);
+  }
+  linalg::GenericOp max, exp;
+  unsigned expScores = 0;
+  for (OpOperand &use : scores.getUses()) {
+    auto generic = dyn_cast<linalg::GenericOp>(use.getOwner());
+    if (generic && isRowReduction(generic, m.keyDim) && !max) {
+      max = generic;
+    } else if (generic && !exp) {
+      exp = generic;
+      expScores = use.getOperandNumber();
+    } else {
+      return failure();
+    }
+  }
+  if (!max || !exp || !llvm::hasNItems(scores.getUses(), 2))
+    return failure();
+  if (!combinesArgs(yielded<arith::MaximumFOp>(max), max, 0, 1) &&
+      !combinesArgs(yielded<arith::MaxNumFOp>(max), max, 0, 1))
+    return failure();
+  // From here on it is a softmax over the keys: what refuses it says why.
+  looksLike = true;
+  auto refuse = [&](const Twine &why) {
+    reason = why.str();
+    return failure();
+  };
+  FailureOr<Ring> ring = matchRing(op, reason);
+  if (failed(ring))
+    return failure();
+  m.ring = *ring;
+  m.chunk = op.getInput().getType().getDimSize(op.getDim());
+  m.max = max;
+  AffineMap rows = max.getMatchingIndexingMap(max.getDpsInitOperand(0));
+
+  // exp(s - max).
+  Value maxValue = max->getResult(0);
+  if (!maxValue.hasOneUse() || *maxValue.getUsers().begin() != exp)
+    return refuse("the row max is used besides the exponentials");
+  auto expOp = yielded<math::ExpOp>(exp);
+  m.exp = exp;
+  m.expScores = expScores;
+  m.expMax = maxValue.getUses().begin()->getOperandNumber();
+  if (!isElementwiseOn(exp, expScores) ||
+      exp.getIndexingMapsArray()[m.expMax] != rows || !expOp ||
+      !expOp.getOperand().getDefiningOp<arith::SubFOp>())
+    return refuse("no exp(s - max) over the scores follows their row max");
+  auto diff = expOp.getOperand().getDefiningOp<arith::SubFOp>();
+  if (!isArg(diff.getLhs(), exp, expScores) ||
+      !isArg(diff.getRhs(), exp, m.expMax))
+    return refuse("no exp(s - max) over the scores follows their row max");
+
+  // Their row sum, and the division by it.
+  Value exps = exp->getResult(0);
+  linalg::GenericOp sum, div;
+  for (OpOperand &use : exps.getUses()) {
+    auto generic = dyn_cast<linalg::GenericOp>(use.getOwner());
+    if (generic && isRowReduction(generic, m.keyDim) && !sum)
+      sum = generic;
+    else if (generic && !div && generic.getNumDpsInputs() == 2)
+      div = generic, m.divExps = use.getOperandNumber();
+    else
+      return refuse("the exponentials are used besides their sum and the "
+                    "division by it");
+  }
+  if (!sum || !div)
+    return refuse("the exponentials are not divided by their row sum");
+  m.sum = sum;
+  m.div = div;
+  if (!combinesArgs(yielded<arith::AddFOp>(sum), sum, 0, 1) ||
+      sum.getMatchingIndexingMap(sum.getDpsInitOperand(0)) != rows)
+    return refuse("the exponentials' reduction is not a row sum like the max");
+  if (!isZeroFill(sum.getDpsInitOperand(0)->get()))
+    return refuse("the row sum does not start from zero");
+  Value sums = sum->getResult(0);
+  if (!sums.hasOneUse() || *sums.getUsers().begin() != div)
+    return refuse("the row sum is used besides the division");
+  m.divSum = 1 - m.divExps;
+  auto quotient = yielded<arith::DivFOp>(div);
+  if (!isElementwiseOn(div, m.divExps) ||
+      div.getIndexingMapsArray()[m.divSum] != rows || !quotient ||
+      !isArg(quotient.getLhs(), div, m.divExps) ||
+      !isArg(quotient.getRhs(), div, m.divSum))
+    return refuse("the exponentials are not divided by their row sum");
+
+  // An optional conversion, then the product with v along the keys.
+  Value probs = div->getResult(0);
+  if (!probs.hasOneUse())
+    return refuse("the probabilities are used besides their product with v");
+  OpOperand *probsUse = &*probs.getUses().begin();
+  if (auto convert = dyn_cast<linalg::GenericOp>(probsUse->getOwner());
+      convert && convert.getNumDpsInputs() == 1 &&
+      isElementwiseOn(convert, 0) &&
+      isArg(cast<linalg::YieldOp>(convert.getBody()->getTerminator())
+                .getValues()[0],
+            convert, 0)) {
+    m.convert = convert;
+    probs = convert->getResult(0);
+    if (!probs.hasOneUse())
+      return refuse("the probabilities are used besides their product with v");
+    probsUse = &*probs.getUses().begin();
+  }
+  auto output = dyn_cast<linalg::LinalgOp>(probsUse->getOwner());
+  if (!output || !linalg::isaContractionOpInterface(output) ||
+      output->getNumResults() != 1 || !output.hasPureTensorSemantics())
+    return refuse("the probabilities do not feed a contraction");
+  m.output = output;
+  m.probsOperand = probsUse->getOperandNumber();
+  auto probsLoop = dyn_cast<AffineDimExpr>(
+      output.getIndexingMapsArray()[m.probsOperand].getResult(m.keyDim));
+  if (!probsLoop || output.getIteratorTypesArray()[probsLoop.getPosition()] !=
+                        utils::IteratorType::reduction)
+    return refuse(nameOf(output) + " does not sum the probabilities over "
+                                   "the keys");
+  m.valueLoop = probsLoop.getPosition();
+  if (!isZeroFill(output.getDpsInitOperand(0)->get()))
+    return refuse("the product with v does not start from zero");
+  for (OpOperand *input : output.getDpsInputOperands()) {
+    if (input == probsUse)
+      continue;
+    auto values = input->get().getDefiningOp<AllGatherOp>();
+    if (!values)
+      return refuse("the probabilities multiply a value that is not an "
+                    "all-gather along the sequence");
+    std::optional<unsigned> along =
+        loopOfOperandDim(output, *input, values.getDim());
+    if (!along || *along != m.valueLoop)
+      return refuse("v is gathered along another dimension than the keys' "
+                    "the probabilities are summed over");
+    if (values.getGridAttr() != op.getGridAttr() ||
+        values.getAxes() != op.getAxes() ||
+        values.getInput().getType().getDimSize(values.getDim()) != m.chunk)
+      return refuse("k and v are gathered over different groups or blocks");
+    if (!values.getResult().hasOneUse())
+      return refuse("the gathered v is used besides the product");
+    m.values = values;
+    m.valuesOperand = input->getOperandNumber();
+  }
+  if (!m.values)
+    return refuse(nameOf(output) + " reads no gathered v");
+  m.rowsInOutput = rowsInResult(output, m.probsOperand, rows);
+  if (!m.rowsInOutput)
+    return refuse("a row of the scores does not reach the output");
+  // The block ops are rebuilt where the product with v was.
+  SmallVector<Operation *> ops(m.scoreOps.begin(), m.scoreOps.end());
+  ops.append({user, max, exp, sum, div});
+  if (llvm::any_of(ops, [&](Operation *o) {
+        return o->getBlock() != output->getBlock();
+      }))
+    return refuse("the attention spans several blocks");
+  return m;
+}
+
+int64_t overlap::attentionPieceSize(int64_t chunk, int64_t pieces) {
+  if (pieces > 0)
+    return chunk % pieces == 0 ? chunk / pieces : 0;
+  // Enough keys per piece for the products to run near their peak, few
+  // enough that the scores of one piece stay O(rows x head_dim).
+  constexpr int64_t kMaxKeys = 512;
+  for (int64_t size = std::min(chunk, kMaxKeys); size > 1; --size)
+    if (chunk % size == 0)
+      return size;
+  return 1;
+}
+
+namespace {
+
+/// A generic over `init`'s shape computing `body(args as f32)` into
+/// `init`'s element type; `inputs` come with their maps from `init`'s dims.
+Value rowwise(OpBuilder &b, Location loc, Value init,
+              ArrayRef<std::pair<Value, AffineMap>> inputs,
+              function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
+  auto type = cast<RankedTensorType>(init.getType());
+  SmallVector<Value> values;
+  SmallVector<AffineMap> maps;
+  for (auto [value, map] : inputs) {
+    values.push_back(value);
+    maps.push_back(map);
+  }
+  maps.push_back(b.getMultiDimIdentityMap(type.getRank()));
+  SmallVector<utils::IteratorType> iterators(type.getRank(),
+                                             utils::IteratorType::parallel);
+  Type f32 = b.getF32Type();
+  auto generic = linalg::GenericOp::create(
+      b, loc, type, values, init, maps, iterators,
+      [&](OpBuilder &nested, Location at, ValueRange args) {
+        SmallVector<Value> wide;
+        for (Value arg : args.drop_back())
+          wide.push_back(arg.getType() == f32
+                             ? arg
+                             : arith::ExtFOp::create(nested, at, f32, arg));
+        Value result = body(nested, at, wide);
+        Type element = type.getElementType();
+        if (element != f32)
+          result = arith::TruncFOp::create(nested, at, element, result);
+        linalg::YieldOp::create(nested, at, result);
+      });
+  return generic.getResult(0);
+}
+
+Value emptyLike(OpBuilder &b, Location loc, Value value, Type element = {}) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return tensor::EmptyOp::create(b, loc, type.getShape(),
+                                 element ? element : type.getElementType());
+}
+
+} // namespace
+
+LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
+                                              RingAttention m) {
+  const Ring &ring = m.ring;
+  int64_t n = ring.groupSize;
+  Location loc = m.keys.getLoc();
+  rewriter.setInsertionPoint(m.output);
+  Value position = groupPosition(rewriter, loc, ring.grid, ring.axis);
+  MLIRContext *ctx = rewriter.getContext();
+  unsigned rowRank =
+      cast<RankedTensorType>(m.max->getResult(0).getType()).getRank();
+  AffineMap sameRows = AffineMap::getMultiDimIdentityMap(rowRank, ctx);
+  Type probsElement =
+      getElementTypeOrSelf(m.output->getOperand(m.probsOperand).getType());
+  float lowest = -std::numeric_limits<float>::infinity();
+
+  Value keys = m.keys.getInput(), values = m.values.getInput();
+  std::pair<Value, Value> keysInFlight, valuesInFlight;
+  Value runningMax, sums, out;
+  for (int64_t step = 0; step < n; ++step) {
+    if (step > 0) {
+      keys = waitFor(rewriter, loc, keysInFlight);
+      values = waitFor(rewriter, loc, valuesInFlight);
+    }
+    if (step < n - 1) {
+      keysInFlight = startShift(rewriter, loc, keys, ring.grid, ring.axis,
+                                /*offset=*/1, step);
+      valuesInFlight = startShift(rewriter, loc, values, ring.grid, ring.axis,
+                                  /*offset=*/1, step);
+    }
+    // The block held at this step came from `step` ranks back; its keys
+    // are taken `m.pieceSize` at a time, so that a rank holds the scores
+    // of one piece at a time.
+    Value owner = ringIndex(rewriter, loc, position, -step, n);
+    for (int64_t piece = 0; piece < m.chunk / m.pieceSize; ++piece) {
+      bool first = step == 0 && piece == 0;
+      OpFoldResult offset =
+          affineIndex(rewriter, loc, owner, m.chunk, piece * m.pieceSize);
+      Value keyPiece = keys, valuePiece = values;
+      if (m.pieceSize != m.chunk) {
+        keyPiece =
+            sliceAlong(rewriter, loc, keys, m.keys.getDim(),
+                       rewriter.getIndexAttr(piece * m.pieceSize), m.pieceSize);
+        valuePiece =
+            sliceAlong(rewriter, loc, values, m.values.getDim(),
+                       rewriter.getIndexAttr(piece * m.pieceSize), m.pieceSize);
+      }
+      auto chunk = [&](linalg::LinalgOp op, unsigned loop,
+                       ArrayRef<std::pair<unsigned, Value>> replacements,
+                       Value init) -> FailureOr<Value> {
+        FailureOr<Chunk> c = computeChunk(rewriter, op, loop, offset,
+                                          m.pieceSize, replacements, init);
+        if (failed(c))
+          return failure();
+        return c->value;
+      };
+      FailureOr<Value> scores =
+          chunk(m.scores, m.keyLoop, {{m.keysOperand, keyPiece}}, Value());
+      if (failed(scores))
+        return failure();
+      for (auto [op, operand] : llvm::zip(m.scoreOps, m.scoreOperands)) {
+        scores = chunk(op, m.keyDim, {{operand, *scores}}, Value());
+        if (failed(scores))
+          return failure();
+      }
+      FailureOr<Value> newMax =
+          chunk(m.max, m.keyDim, {{0, *scores}}, runningMax);
+      if (failed(newMax))
+        return failure();
+      // A row whose scores so far are all -inf subtracts 0 instead, so that
+      // exp gives 0 rather than exp(-inf + inf).
+      Value safeMax = rowwise(
+          rewriter, loc, emptyLike(rewriter, loc, *newMax),
+          {{*newMax, sameRows}},
+          [&](OpBuilder &b, Location at, ValueRange args) {
+            Value low =
+                arith::ConstantOp::create(b, at, b.getF32FloatAttr(lowest));
+            Value zero = arith::ConstantOp::create(b, at, b.getF32FloatAttr(0));
+            Value none = arith::CmpFOp::create(b, at, arith::CmpFPredicate::OEQ,
+                                               args[0], low);
+            return arith::SelectOp::create(b, at, none, zero, args[0]);
+          });
+      FailureOr<Value> exps =
+          chunk(m.exp, m.keyDim, {{m.expScores, *scores}, {m.expMax, safeMax}},
+                Value());
+      if (failed(exps))
+        return failure();
+      Value scale;
+      if (!first)
+        scale = rowwise(rewriter, loc, emptyLike(rewriter, loc, runningMax),
+                        {{runningMax, sameRows}, {safeMax, sameRows}},
+                        [](OpBuilder &b, Location at, ValueRange args) {
+                          Value d =
+                              arith::SubFOp::create(b, at, args[0], args[1]);
+                          return math::ExpOp::create(b, at, d);
+                        });
+      auto times = [](OpBuilder &b, Location at, ValueRange args) -> Value {
+        return arith::MulFOp::create(b, at, args[0], args[1]);
+      };
+      Value sumInit;
+      if (!first) {
+        auto map = AffineMap::getMultiDimIdentityMap(rowRank, ctx);
+        sumInit = rowwise(rewriter, loc, emptyLike(rewriter, loc, sums),
+                          {{sums, map}, {scale, sameRows}}, times);
+      }
+      FailureOr<Value> newSums = chunk(m.sum, m.keyDim, {{0, *exps}}, sumInit);
+      if (failed(newSums))
+        return failure();
+      Value probs = *exps;
+      if (getElementTypeOrSelf(probs.getType()) != probsElement) {
+        auto rank = cast<RankedTensorType>(probs.getType()).getRank();
+        probs = rowwise(
+            rewriter, loc, emptyLike(rewriter, loc, probs, probsElement),
+            {{probs, AffineMap::getMultiDimIdentityMap(rank, ctx)}},
+            [](OpBuilder &, Location, ValueRange args) { return args[0]; });
+      }
+      Value outInit;
+      if (!first) {
+        auto rank = cast<RankedTensorType>(out.getType()).getRank();
+        outInit = rowwise(rewriter, loc, emptyLike(rewriter, loc, out),
+                          {{out, AffineMap::getMultiDimIdentityMap(rank, ctx)},
+                           {scale, m.rowsInOutput}},
+                          times);
+      }
+      FailureOr<Value> newOut = chunk(
+          m.output, m.valueLoop,
+          {{m.probsOperand, probs}, {m.valuesOperand, valuePiece}}, outInit);
+      if (failed(newOut))
+        return failure();
+      runningMax = *newMax;
+      sums = *newSums;
+      out = *newOut;
+    }
+  }
+  auto rank = cast<RankedTensorType>(out.getType()).getRank();
+  Value result =
+      rowwise(rewriter, loc, emptyLike(rewriter, loc, out),
+              {{out, AffineMap::getMultiDimIdentityMap(rank, ctx)},
+               {sums, m.rowsInOutput}},
+              [](OpBuilder &b, Location at, ValueRange args) -> Value {
+                return arith::DivFOp::create(b, at, args[0], args[1]);
+              });
+  rewriter.replaceOp(m.output, result);
+  SmallVector<Operation *> dead;
+  if (m.convert)
+    dead.push_back(m.convert);
+  dead.append({m.div, m.sum, m.exp, m.max});
+  for (linalg::GenericOp op : llvm::reverse(m.scoreOps))
+    dead.push_back(op);
+  dead.append({m.scores, m.values, m.keys});
+  for (Operation *op : dead)
+    if (op->use_empty())
+      rewriter.eraseOp(op);
+  return success();
+}
