@@ -31,10 +31,15 @@ def ImportShard : Pass<"braid-import-shard", "mlir::ModuleOp"> {
     Every `shard` collective becomes its `dist` counterpart (`all_slice`
     becomes a local `tensor.extract_slice`; an `average` reduction becomes a
     sum and a division; an accumulation type different from the input's
-    becomes an elementwise cast before the collective). An op that has no
-    `dist` counterpart (`shard.gather`, `shard.send`, ...) is an error that
-    names it. `shard.grid` and the process-index ops stay: `dist` reuses
-    them.
+    becomes an elementwise cast before the collective); rooted collectives,
+    `update_halo` and `shard_shape` become compositions (docs/Rationale.md);
+    a `shard.send` to this rank's position plus k along one grid axis with
+    the first `shard.recv` after it from the position minus k becomes a
+    `dist.shift` by k (the send's result is its input), and
+    `shard.get_sharding` of an annotated value that annotation's sharding.
+    Anything else (a send to a fixed device, a receive nothing pairs, a
+    collective over a dynamic grid axis) is an error that names it.
+    `shard.grid` and the process-index ops stay: `dist` reuses them.
 
     ```mlir
     // before

@@ -276,18 +276,153 @@ public:
         })
         .Case([&](shard::UpdateHaloOp op) { return convertUpdateHalo(op); })
         .Case([&](shard::ShardShapeOp op) { return convertShardShape(op); })
-        .Case<shard::SendOp, shard::RecvOp, shard::GetShardingOp>(
-            [&](Operation *op) {
-              return op->emitError() << "cannot convert '" << op->getName()
-                                     << "' to dist: it has no dist counterpart";
-            })
+        .Case([&](shard::SendOp op) { return convertSend(op); })
+        .Case([&](shard::RecvOp op) {
+          return op.emitError()
+                 << "cannot convert 'shard.recv' to dist: no 'shard.send' "
+                    "before it in its block sends to it (Braid takes a send "
+                    "to this rank's position plus a constant along one grid "
+                    "axis, paired with a receive from the position minus "
+                    "it, of the same type)";
+        })
+        .Case([&](shard::GetShardingOp op) -> LogicalResult {
+          // Of an annotated value: the annotation's sharding.
+          if (auto annotation =
+                  op.getSource().getDefiningOp<shard::ShardOp>()) {
+            rewriter.replaceOp(op, annotation.getSharding());
+            return success();
+          }
+          return op.emitError()
+                 << "cannot convert 'shard.get_sharding' in SPMD code: its "
+                    "tensor has no 'shard.shard' annotation to take the "
+                    "sharding from";
+        })
         .Default([&](Operation *) {
           converted = false;
           return success();
         });
   }
 
+  /// Ops erased before their turn: a receive paired with an earlier send.
+  llvm::DenseSet<Operation *> erased;
+
 private:
+  /// The constant k of a coordinate that is this rank's position along
+  /// grid axis `axis` plus k (modulo the group size `n`, which a remainder
+  /// may make explicit), normalized to [0, n); nullopt otherwise.
+  static std::optional<int64_t> offsetFromPosition(OpFoldResult coordinate,
+                                                   shard::GridOp grid,
+                                                   int16_t axis, int64_t n) {
+    auto value = dyn_cast<Value>(coordinate);
+    if (!value)
+      return std::nullopt;
+    int64_t k = 0;
+    while (Operation *def = value.getDefiningOp()) {
+      std::optional<int64_t> lhs, rhs;
+      if (def->getNumOperands() == 2) {
+        lhs = getConstantIntValue(def->getOperand(0));
+        rhs = getConstantIntValue(def->getOperand(1));
+      }
+      if (isa<arith::IndexCastOp, arith::IndexCastUIOp>(def)) {
+        value = def->getOperand(0);
+      } else if (isa<arith::RemUIOp, arith::RemSIOp>(def) && rhs && *rhs == n) {
+        value = def->getOperand(0);
+      } else if (isa<arith::AddIOp>(def) && (lhs || rhs)) {
+        k += rhs ? *rhs : *lhs;
+        value = def->getOperand(rhs ? 0 : 1);
+      } else if (isa<arith::SubIOp>(def) && rhs) {
+        k -= *rhs;
+        value = def->getOperand(0);
+      } else {
+        break;
+      }
+    }
+    auto result = dyn_cast<OpResult>(value);
+    if (!result)
+      return std::nullopt;
+    auto normalized = [&] { return ((k % n) + n) % n; };
+    if (auto index = dyn_cast<shard::ProcessMultiIndexOp>(result.getOwner())) {
+      if (index.getGrid() != grid.getSymName())
+        return std::nullopt;
+      unsigned r = result.getResultNumber();
+      int64_t of = index.getAxes().empty() ? r : index.getAxes()[r];
+      if (of != axis)
+        return std::nullopt;
+      return normalized();
+    }
+    if (auto linear = dyn_cast<shard::ProcessLinearIndexOp>(result.getOwner()))
+      if (linear.getGrid() == grid.getSymName() && grid.getRank() == 1)
+        return normalized();
+    return std::nullopt;
+  }
+
+  /// A send to this rank's position + k along one grid axis, paired with
+  /// the first receive after it in its block from the position - k, of
+  /// the same type on the same grid axis: together they are a shift by k
+  /// (the rotation also fills what upstream leaves undefined at the
+  /// group's ends). The send's result is its input.
+  LogicalResult convertSend(shard::SendOp op) {
+    auto reject = [&](const Twine &why) {
+      return op.emitError() << "cannot convert 'shard.send' to dist: " << why;
+    };
+    shard::GridOp grid = lookupGrid(op, op.getGridAttr());
+    if (!grid)
+      return op.emitError() << "refers to unknown grid " << op.getGridAttr();
+    ArrayRef<int16_t> axes = op.getGridAxes();
+    if (axes.size() != 1)
+      return reject("it spans " + Twine(axes.size()) +
+                    " grid axes; Braid pairs sends and receives along one");
+    int64_t n = getGroupSize(grid, axes);
+    if (ShapedType::isDynamic(n))
+      return reject("its group size is dynamic");
+    SmallVector<OpFoldResult> destination = getMixedValues(
+        op.getDestination(), op.getDestinationDynamic(), rewriter);
+    std::optional<int64_t> k =
+        destination.size() == 1
+            ? offsetFromPosition(destination[0], grid, axes[0], n)
+            : std::nullopt;
+    if (!k)
+      return reject("its destination is not this rank's position along grid "
+                    "axis " +
+                    Twine(axes[0]) +
+                    " plus a constant (every rank would send to the same "
+                    "device)");
+    shard::RecvOp recv;
+    for (Operation *next = op->getNextNode(); next && !recv;
+         next = next->getNextNode()) {
+      auto candidate = dyn_cast<shard::RecvOp>(next);
+      if (!candidate || erased.contains(candidate) ||
+          candidate.getGridAttr() != op.getGridAttr() ||
+          candidate.getGridAxes() != axes ||
+          candidate.getResult().getType() != op.getInput().getType() ||
+          !candidate.getSource())
+        continue;
+      SmallVector<OpFoldResult> source = getMixedValues(
+          *candidate.getSource(), candidate.getSourceDynamic(), rewriter);
+      std::optional<int64_t> from =
+          source.size() == 1 ? offsetFromPosition(source[0], grid, axes[0], n)
+                             : std::nullopt;
+      if (from && (*from + *k) % n == 0)
+        recv = candidate;
+    }
+    if (!recv)
+      return reject("no 'shard.recv' after it in its block receives from "
+                    "this rank's position minus " +
+                    Twine(*k) + " along grid axis " + Twine(axes[0]) +
+                    " with its type");
+    rewriter.setInsertionPoint(recv);
+    Value received = op.getInput();
+    if (*k != 0)
+      received =
+          ShiftOp::create(rewriter, recv.getLoc(), recv.getResult().getType(),
+                          op.getGridAttr(), rewriter.getDenseI16ArrayAttr(axes),
+                          op.getInput(), rewriter.getI64IntegerAttr(*k));
+    rewriter.replaceOp(recv, received);
+    erased.insert(recv);
+    rewriter.replaceOp(op, op.getInput());
+    return success();
+  }
+
   int64_t groupSizeOf(Operation *op, FlatSymbolRefAttr grid,
                       ArrayRef<int16_t> axes) {
     shard::GridOp gridOp = lookupGrid(op, grid);
@@ -443,6 +578,9 @@ private:
     shard::GridOp grid = lookupGrid(op, gridAttr);
     if (!grid)
       return op->emitError() << "refers to unknown grid " << gridAttr;
+    // Over no axes each rank is its own root.
+    if (axes.empty())
+      return input;
     if (staticRoot.size() != axes.size())
       return op->emitError()
              << "has " << staticRoot.size() << " root coordinates for "
@@ -623,6 +761,11 @@ private:
         return op.emitError()
                << "cannot convert 'shard.all_slice' over grid axis " << axis
                << ": it must exist and have a static size";
+    // Over no axes each rank is its own group: the slice is the input.
+    if (axes.empty() && inType == outType) {
+      rewriter.replaceOp(op, op.getInput());
+      return success();
+    }
     int64_t group = getGroupSize(grid, axes);
     // A sum over the group that each rank then slices is a reduce-scatter:
     // partitioning writes one for a partial sum that becomes split (a
@@ -826,6 +969,8 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
     bool failedAny = false;
     for (Operation *op : candidates) {
       bool converted = false;
+      if (importer.erased.contains(op))
+        continue;
       if (failed(importer.convert(op, converted)))
         failedAny = true;
       else if (converted)
@@ -893,6 +1038,9 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
       for (auto [dim, axesAttr] :
            llvm::enumerate(shardingOp.getSplitAxes().getAxes())) {
         ArrayRef<int16_t> axes = axesAttr.asArrayRef();
+        // An empty entry splits nothing (`[[]]` on a rank-0 tensor).
+        if (axes.empty())
+          continue;
         for (int16_t axis : axes) {
           if (axis < 0 || axis >= grid.getRank()) {
             shardingOp.emitError()

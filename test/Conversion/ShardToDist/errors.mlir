@@ -12,15 +12,6 @@ func.func @reduce_generic(%x: tensor<8xf32>) -> tensor<8xf32> {
 // -----
 
 shard.grid @g(shape = 4)
-func.func @send(%x: tensor<8xf32>) -> tensor<8xf32> {
-  // expected-error @+1 {{cannot convert 'shard.send' to dist: it has no dist counterpart}}
-  %0 = shard.send %x on @g grid_axes = [0] destination = [1] : (tensor<8xf32>) -> tensor<8xf32>
-  return %0 : tensor<8xf32>
-}
-
-// -----
-
-shard.grid @g(shape = 4)
 func.func @generic_reduction(%x: tensor<8xf32>) -> tensor<8xf32> {
   // expected-error @+1 {{cannot convert 'shard.all_reduce': reduction 'generic' has no dist counterpart}}
   %0 = shard.all_reduce %x on @g grid_axes = [0] reduction = generic : tensor<8xf32> -> tensor<8xf32>
