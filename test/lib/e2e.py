@@ -369,14 +369,69 @@ def pattern_rooted(cfg):
     return text, [((rows, cols), dt)], [dt, "f32", dt] + ([dt] if dynamic else []), ref
 
 
+def halo_conv(cfg):
+    """halo --variant conv|conv2d (see pattern_halo)."""
+    dt, z = cfg.dtype, cfg.scale
+    two_d = cfg.variant == "conv2d"
+    if two_d and len(cfg.grid) != 2:
+        raise SystemExit("e2e.py: halo --variant conv2d needs a 2-D grid")
+    shape = (4 * z, 3 * z) if two_d else (4 * z,)
+    padded = tuple(d + 2 for d in shape)
+    kernel = (3, 3) if two_d else (3,)
+    split = "[[0], [1]]" if two_d else f"[[{cfg.axis}]]"
+    halos = "[1, 1, 1, 1]" if two_d else "[1, 1]"
+    offsets = ", ".join("1" for _ in shape)
+    sizes = ", ".join(str(d) for d in shape)
+    ones = ", ".join("1" for _ in shape)
+    op = "linalg.conv_2d" if two_d else "linalg.conv_1d"
+    text = header(cfg.grid) + (
+        f"func.func @main(%x: {tensor(shape, dt)}, %w: {tensor(kernel, dt)}) -> {tensor(shape, dt)} {{\n"
+        f"  %zero = arith.constant 0.0 : {dt}\n"
+        f"  %e = tensor.empty() : {tensor(padded, dt)}\n"
+        f"  %f = linalg.fill ins(%zero : {dt}) outs(%e : {tensor(padded, dt)}) -> {tensor(padded, dt)}\n"
+        f"  %d = tensor.insert_slice %x into %f[{offsets}] [{sizes}] [{ones}] : "
+        f"{tensor(shape, dt)} into {tensor(padded, dt)}\n"
+        f"  %h = shard.update_halo %d on @g split_axes = {split} halo_sizes = {halos} : "
+        f"{tensor(padded, dt)}\n"
+        f"  %y0 = tensor.empty() : {tensor(shape, dt)}\n"
+        f"  %yz = linalg.fill ins(%zero : {dt}) outs(%y0 : {tensor(shape, dt)}) -> {tensor(shape, dt)}\n"
+        f"  %y = {op} ins(%h, %w : {tensor(padded, dt)}, {tensor(kernel, dt)}) "
+        f"outs(%yz : {tensor(shape, dt)}) -> {tensor(shape, dt)}\n"
+        f"  return %y : {tensor(shape, dt)}\n}}\n")
+
+    def ref(grid, ins):
+        x, w = ins
+        axes = [0, 1] if two_d else [cfg.axis]
+        out = []
+        for r in range(grid.size):
+            members = grid.group(r, axes)
+            blocks = np.empty([grid.shape[a] for a in axes], dtype=object)
+            for m in members:
+                blocks[tuple(grid.coords(m)[a] for a in axes)] = x[m].astype(np.float64)
+            whole = np.block(blocks.tolist()) if two_d else np.concatenate(list(blocks))
+            pad = np.pad(whole, 1)
+            start = [grid.coords(r)[a] * s for a, s in zip(axes, shape)]
+            acc = np.zeros(shape)
+            for k in np.ndindex(*kernel):
+                index = tuple(slice(st + o, st + o + s) for st, o, s in zip(start, k, shape))
+                acc += w[r][k] * pad[index]
+            out.append([acc])
+        return out
+    return text, [(shape, dt), (kernel, dt)], [dt], ref
+
+
 def pattern_halo(cfg):
     """shard.update_halo, then a stencil over the haloed tile: a 3-point one
     along the group's axis (1-D), or (variant `2d`, a 2-D grid split over
-    both axes) a 3 x 3 box sum, which reads the corners. The global array's
-    ends have no neighbour: their halos keep the zeros the tile starts
-    with."""
+    both axes) a 3 x 3 box sum, which reads the corners. Variants `conv`
+    and `conv2d`: linalg.conv_1d / conv_2d over the haloed tile with a
+    kernel input (the overlap pass computes their interior while the halos
+    travel). The global array's ends have no neighbour: their halos keep
+    the zeros the tile starts with."""
     n, dt = cfg.group, cfg.dtype
     z = cfg.scale
+    if cfg.variant in ("conv", "conv2d"):
+        return halo_conv(cfg)
     two_d = cfg.variant == "2d"
     if two_d and len(cfg.grid) != 2:
         raise SystemExit("e2e.py: halo --variant 2d needs a 2-D grid")

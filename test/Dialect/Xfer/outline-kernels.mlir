@@ -148,3 +148,25 @@ func.func @second(%a: memref<8xf32>, %b: memref<8xf32>) {
   } loc("elsewhere.py":7:0)
   return
 }
+
+// -----
+
+// bf16 and f16 scalars go in as their i16 bits, bitcast back inside (as
+// arguments x86 would round them through a compiler-rt call).
+// CHECK-LABEL: func.func private @narrow_kernel_0(
+// CHECK-SAME: %[[BITS:[^:]*]]: i16, %[[OUT:[^:]*]]: memref<4xbf16>)
+// CHECK-NEXT: %[[V:.*]] = arith.bitcast %[[BITS]] : i16 to bf16
+// CHECK-NEXT: linalg.fill ins(%[[V]] : bf16) outs(%[[OUT]] : memref<4xbf16>)
+// CHECK-LABEL: func.func private @narrow_kernel_1(
+// CHECK-SAME: %{{[^:]*}}: i16, %{{[^:]*}}: memref<4xf16>)
+// CHECK-LABEL: func.func @narrow(
+// CHECK-SAME: %[[X:[^:]*]]: bf16, %[[Y:[^:]*]]: f16
+// CHECK: %[[XB:.*]] = arith.bitcast %[[X]] : bf16 to i16
+// CHECK: call @narrow_kernel_0(%[[XB]], %{{.*}}) : (i16, memref<4xbf16>) -> ()
+// CHECK: %[[YB:.*]] = arith.bitcast %[[Y]] : f16 to i16
+// CHECK: call @narrow_kernel_1(%[[YB]], %{{.*}}) : (i16, memref<4xf16>) -> ()
+func.func @narrow(%x: bf16, %y: f16, %a: memref<4xbf16>, %b: memref<4xf16>) {
+  linalg.fill ins(%x : bf16) outs(%a : memref<4xbf16>)
+  linalg.fill ins(%y : f16) outs(%b : memref<4xf16>)
+  return
+}

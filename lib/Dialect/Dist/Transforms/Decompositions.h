@@ -20,6 +20,7 @@
 #include "braid/Dialect/Dist/Transforms/Replication.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 
 #include <string>
@@ -96,6 +97,44 @@ int64_t attentionPieceSize(int64_t chunk, int64_t pieces);
 /// ahead of the block's scores, running max, sum and rescaled output.
 mlir::LogicalResult decomposeRingAttention(mlir::RewriterBase &rewriter,
                                            RingAttention match);
+
+//===- Halo exchange -> interior compute ----------------------------------===//
+
+/// A linalg op reading a tile whose halo rows ring shifts fill (the import
+/// of update_halo: received rows inserted into the tile), split along
+/// `loops` so that the box of iterations [first, first + rows) reads no
+/// halo row.
+struct HaloInterior {
+  mlir::linalg::LinalgOp consumer;
+  /// The haloed tile, and the tile before the exchange's inserts.
+  mlir::Value haloed, before;
+  struct Read {
+    unsigned operand; ///< Consumer input that is the tile or a slice of it.
+    llvm::SmallVector<int64_t> lo, size; ///< Its box in the tile.
+  };
+  llvm::SmallVector<Read> reads;
+  struct Halo {
+    llvm::SmallVector<int64_t> lo, size;
+  };
+  /// The exchange's inserts, first to last, and the rows each writes.
+  llvm::SmallVector<mlir::tensor::InsertSliceOp> inserts;
+  llvm::SmallVector<Halo> halos;
+  llvm::SmallVector<ShiftOp> shifts;
+  /// The first op that uses a received halo: the interior goes before it.
+  mlir::Operation *at = nullptr;
+  /// One or two loops split: for each, the first iteration of the
+  /// interior, how many, and the loop's extent.
+  llvm::SmallVector<unsigned> loops;
+  llvm::SmallVector<int64_t> first, rows, extent;
+};
+/// Failure without a reason: `op` reads no haloed tile.
+mlir::FailureOr<HaloInterior> matchHaloInterior(mlir::linalg::LinalgOp op,
+                                                std::string &reason);
+/// Computes the interior before the halos arrive (from the tile before the
+/// exchange, which every shift then reads, so that all can start first)
+/// and the rest where the op was.
+mlir::LogicalResult splitHaloInterior(mlir::RewriterBase &rewriter,
+                                      HaloInterior match);
 
 //===- contraction -> ReduceScatter
 //----------------------------------------===//

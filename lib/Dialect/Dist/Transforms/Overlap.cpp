@@ -662,6 +662,71 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
              "replicated): they run on 1/"
           << groupSizeOf(op) << " of the rows";
     }
+  // A stencil after a halo exchange computes its interior while the halos
+  // travel: the shifts then have work to hide behind.
+  if (mode != braid::OverlapMode::Off) {
+    SmallVector<linalg::LinalgOp> consumers;
+    function->walk([&](linalg::LinalgOp op) { consumers.push_back(op); });
+    for (linalg::LinalgOp op : consumers) {
+      std::string why;
+      FailureOr<HaloInterior> match = overlap::matchHaloInterior(op, why);
+      if (failed(match)) {
+        if (!why.empty())
+          emitRemark(op.getLoc()) << "halo exchange not overlapped: " << why;
+        continue;
+      }
+      std::string name = nameOf(op);
+      Location loc = op.getLoc();
+      HaloInterior m = *match;
+      // Under auto, as the asynchronous form the shifts then take is
+      // judged: the interior's compute against the exchange, with the
+      // overlap's interference and the frame's extra kernels.
+      int64_t inside = 1, all = 1;
+      for (size_t i = 0; i < m.loops.size(); ++i) {
+        inside *= m.rows[i];
+        all *= m.extent[i];
+      }
+      // Each shift's asynchronous form is judged by its own transfer.
+      double exchange = 0;
+      for (ShiftOp shift : m.shifts)
+        exchange = std::max(
+            exchange, model->messageTime(tensorBytes(shift.getInput()),
+                                         model->link(shift, shift.getGridAttr(),
+                                                     shift.getAxes())));
+      double interior = model->computeTime(op, double(inside) / all);
+      const TargetDescription &target = model->getTarget();
+      double serial = interior + exchange;
+      double overlapped =
+          std::max(interior * (1 + target.overlapInterference), exchange) +
+          2.0 * m.loops.size() * target.launchOverhead;
+      if (mode != braid::OverlapMode::Force &&
+          serial - overlapped <= 0.01 * serial) {
+        emitRemark(loc) << "halo exchange not overlapped: the interior of '"
+                        << name << "' predicted " << us(overlapped)
+                        << " with the exchange overlapped (its extra kernels "
+                           "included) against "
+                        << us(serial) << " serial";
+        continue;
+      }
+      if (failed(overlap::splitHaloInterior(*rewriter, m))) {
+        emitError(loc) << "braid-overlap: the halo interior split failed";
+        return signalPassFailure();
+      }
+      std::string box, loops;
+      for (size_t i = 0; i < m.loops.size(); ++i) {
+        box += (i ? " x " : "") + std::to_string(m.first[i]) + ".." +
+               std::to_string(m.first[i] + m.rows[i]) + " of " +
+               std::to_string(m.extent[i]);
+        loops += (i ? ", " : "") + std::to_string(m.loops[i]);
+      }
+      emitRemark(loc) << "'" << name << "' computes iterations " << box
+                      << " along loop" << (m.loops.size() > 1 ? "s " : " ")
+                      << loops
+                      << " (which read no halo row) before the halo exchange "
+                         "completes, the other "
+                      << all - inside << " after it";
+    }
+  }
   for (size_t index = 0; index < collectives.size(); ++index) {
     CollectiveOpInterface op = collectives[index];
     // Taken by an earlier one's schedule (v's gather in ring attention).

@@ -6,6 +6,7 @@
 
 #include "braid/Dialect/Xfer/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/IRMapping.h"
@@ -72,9 +73,18 @@ struct OutlineKernelsPass
         getUsedValuesDefinedAbove(op->getRegions(), inputs);
 
         builder.setInsertionPoint(function);
+        // bf16 and f16 scalars travel as their i16 bits: as arguments the
+        // x86 calling convention would round them through f32 with a
+        // compiler-rt call (__truncsfbf2) that the library does not link.
+        auto narrow = [](Type t) { return t.isBF16() || t.isF16(); };
+        Type i16 = builder.getI16Type();
         auto type = builder.getFunctionType(
-            llvm::to_vector(
-                llvm::map_range(inputs, [](Value v) { return v.getType(); })),
+            llvm::to_vector(llvm::map_range(inputs,
+                                            [&](Value v) {
+                                              return narrow(v.getType())
+                                                         ? i16
+                                                         : v.getType();
+                                            })),
             {});
         // Named once it is known to be new.
         auto outlined =
@@ -82,9 +92,13 @@ struct OutlineKernelsPass
         outlined.setPrivate();
         Block *body = outlined.addEntryBlock();
         IRMapping mapping;
-        for (auto [value, arg] : llvm::zip(inputs, body->getArguments()))
-          mapping.map(value, arg);
         OpBuilder inner = OpBuilder::atBlockBegin(body);
+        for (auto [value, arg] : llvm::zip(inputs, body->getArguments()))
+          mapping.map(value, narrow(value.getType()) ? arith::BitcastOp::create(
+                                                           inner, op->getLoc(),
+                                                           value.getType(), arg)
+                                                           .getResult()
+                                                     : Value(arg));
         inner.clone(*op, mapping);
         func::ReturnOp::create(inner, op->getLoc());
 
@@ -101,8 +115,14 @@ struct OutlineKernelsPass
         }
 
         builder.setInsertionPoint(op);
-        func::CallOp::create(builder, op->getLoc(), it->second,
-                             inputs.getArrayRef());
+        SmallVector<Value> arguments;
+        for (Value value : inputs)
+          arguments.push_back(
+              narrow(value.getType())
+                  ? arith::BitcastOp::create(builder, op->getLoc(), i16, value)
+                        .getResult()
+                  : value);
+        func::CallOp::create(builder, op->getLoc(), it->second, arguments);
         op->erase();
       }
     }

@@ -163,6 +163,10 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
       picked whenever it applies; the report's `scores` gives the bytes a
       rank holds whole against per piece; `sub-chunks` sets the pieces of
       a block's keys scored at once, by default up to 512 keys);
+    - a halo exchange (the import's ring shifts of `update_halo`) before a
+      stencil or convolution: the box of its iterations that reads no halo
+      row runs from the tile before the exchange, between the shifts'
+      starts and waits, the frame around it after (a remark gives the box);
     - a collective after a computation it needs whole: micro-batches along
       a dimension nothing reduces over (`micro_batch`);
     - everything else: the asynchronous form, started right after its input

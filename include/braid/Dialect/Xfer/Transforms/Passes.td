@@ -147,7 +147,10 @@ def OutlineKernels : Pass<"braid-outline-kernels", "mlir::ModuleOp"> {
     attributes and constants on the same operand types, locations aside)
     share one function, wherever in the module they are. A program of
     identical layers carries the kernels of one layer, called once per
-    layer, and LLVM optimizes and generates each once.
+    layer, and LLVM optimizes and generates each once. bf16 and f16
+    scalars (a fill's value) are passed as their i16 bits and bitcast back
+    inside: as arguments, the x86 calling convention rounds them through
+    f32 with a compiler-rt call that Braid's libraries do not link.
 
     ```mlir
     linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x8xf32>)
@@ -156,7 +159,8 @@ def OutlineKernels : Pass<"braid-outline-kernels", "mlir::ModuleOp"> {
     call @main_kernel_3(%a, %b, %c) : (memref<8x16xf32>, ...) -> ()
     ```
   }];
-  let dependentDialects = ["::mlir::func::FuncDialect"];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect"];
   let statistics = [
     Statistic<"numKernels", "kernels", "Number of kernel functions made">,
     Statistic<"numSharedCalls", "shared-calls",
