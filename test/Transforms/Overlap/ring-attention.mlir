@@ -540,3 +540,103 @@ func.func @cp_axis_1(%q: tensor<2x4x8xf32>, %k: tensor<2x8x8xf32>, %v: tensor<2x
   return %out : tensor<2x4x8xf32>
 }
 
+
+// -----
+
+// GQA: one kv head for two q heads, repeated after the gathers (a
+// broadcast and a reshape, which the gathers keep after them: sinking
+// them would carry the repeated heads). The ring carries the kv head
+// and repeats each block.
+// CHECK-LABEL: func.func @gqa(
+// CHECK: dist.shift_start %{{.*}} on @g axes = [0] offset = 1 {dist.step = 0 : i64{{.*}} : tensor<1x4x8xf32> -> tensor<1x4x8xf32>
+// CHECK: dist.shift_start %{{.*}} on @g axes = [0] offset = 1 {dist.step = 0 : i64{{.*}} : tensor<1x4x8xf32> -> tensor<1x4x8xf32>
+// CHECK: tensor.collapse_shape %{{.*}} {{\[\[}}0, 1], [2], [3]] : tensor<1x2x4x8xf32> into tensor<2x4x8xf32>
+// CHECK-NOT: dist.all_gather
+// CHECK: return
+// REMARK: as ring_attention (4 chunks)
+#gqa = affine_map<(d0, d1, d2, d3) -> (d0, d2, d3)>
+#gqa1 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#gqa2 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+#gqa3 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#gqa4 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#gqa5 = affine_map<(d0, d1, d2) -> (d0, d1)>
+#gqa6 = affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>
+shard.grid @g(shape = 4)
+func.func @gqa(%arg0: tensor<2x4x8xf32>, %arg1: tensor<1x4x8xf32>, %arg2: tensor<1x4x8xf32>) -> tensor<2x4x8xf32> {
+  %cst = arith.constant -1.000000e+30 : f32
+  %c4 = arith.constant 4 : index
+  %cst_0 = arith.constant 0.353553385 : f32
+  %cst_1 = arith.constant 0.000000e+00 : f32
+  %cst_2 = arith.constant -3.000000e+38 : f32
+  %0 = dist.all_gather %arg1 on @g axes = [0] dim = 1 : tensor<1x4x8xf32> -> tensor<1x16x8xf32>
+  %1 = dist.all_gather %arg2 on @g axes = [0] dim = 1 : tensor<1x4x8xf32> -> tensor<1x16x8xf32>
+  %2 = tensor.empty() : tensor<1x2x16x8xf32>
+  %3 = linalg.generic {indexing_maps = [#gqa, #gqa1], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%0 : tensor<1x16x8xf32>) outs(%2 : tensor<1x2x16x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<1x2x16x8xf32>
+  %collapsed = tensor.collapse_shape %3 [[0, 1], [2], [3]] : tensor<1x2x16x8xf32> into tensor<2x16x8xf32>
+  %4 = tensor.empty() : tensor<1x2x16x8xf32>
+  %5 = linalg.generic {indexing_maps = [#gqa, #gqa1], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%1 : tensor<1x16x8xf32>) outs(%4 : tensor<1x2x16x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  } -> tensor<1x2x16x8xf32>
+  %collapsed_3 = tensor.collapse_shape %5 [[0, 1], [2], [3]] : tensor<1x2x16x8xf32> into tensor<2x16x8xf32>
+  %6 = tensor.empty() : tensor<2x4x16xf32>
+  %7 = linalg.fill ins(%cst_1 : f32) outs(%6 : tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %8 = linalg.generic {indexing_maps = [#gqa2, #gqa, #gqa3], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %collapsed : tensor<2x4x8xf32>, tensor<2x16x8xf32>) outs(%7 : tensor<2x4x16xf32>) {
+  ^bb0(%in: f32, %in_4: f32, %out: f32):
+    %25 = arith.mulf %in, %in_4 : f32
+    %26 = arith.addf %out, %25 : f32
+    linalg.yield %26 : f32
+  } -> tensor<2x4x16xf32>
+  %9 = tensor.empty() : tensor<2x4x16xf32>
+  %proc_linear_idx = shard.process_multi_index on @g axes = [0] : index
+  %10 = arith.muli %proc_linear_idx, %c4 : index
+  %11 = linalg.generic {indexing_maps = [#gqa4, #gqa4], iterator_types = ["parallel", "parallel", "parallel"]} ins(%8 : tensor<2x4x16xf32>) outs(%9 : tensor<2x4x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %25 = linalg.index 1 : index
+    %26 = linalg.index 2 : index
+    %27 = arith.addi %10, %25 : index
+    %28 = arith.cmpi ugt, %26, %27 : index
+    %29 = arith.mulf %in, %cst_0 : f32
+    %30 = arith.select %28, %cst, %29 : f32
+    linalg.yield %30 : f32
+  } -> tensor<2x4x16xf32>
+  %12 = tensor.empty() : tensor<2x4xf32>
+  %13 = tensor.empty() : tensor<2x4xf32>
+  %14 = linalg.fill ins(%cst_2 : f32) outs(%13 : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %15 = linalg.generic {indexing_maps = [#gqa4, #gqa5], iterator_types = ["parallel", "parallel", "reduction"]} ins(%11 : tensor<2x4x16xf32>) outs(%14 : tensor<2x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %25 = arith.maximumf %out, %in : f32
+    linalg.yield %25 : f32
+  } -> tensor<2x4xf32>
+  %16 = tensor.empty() : tensor<2x4x16xf32>
+  %17 = linalg.generic {indexing_maps = [#gqa4, #gqa5, #gqa4], iterator_types = ["parallel", "parallel", "parallel"]} ins(%11, %15 : tensor<2x4x16xf32>, tensor<2x4xf32>) outs(%16 : tensor<2x4x16xf32>) {
+  ^bb0(%in: f32, %in_4: f32, %out: f32):
+    %25 = arith.subf %in, %in_4 : f32
+    %26 = math.exp %25 : f32
+    linalg.yield %26 : f32
+  } -> tensor<2x4x16xf32>
+  %18 = linalg.fill ins(%cst_1 : f32) outs(%12 : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %19 = linalg.generic {indexing_maps = [#gqa4, #gqa5], iterator_types = ["parallel", "parallel", "reduction"]} ins(%17 : tensor<2x4x16xf32>) outs(%18 : tensor<2x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %25 = arith.addf %in, %out : f32
+    linalg.yield %25 : f32
+  } -> tensor<2x4xf32>
+  %20 = tensor.empty() : tensor<2x4x16xf32>
+  %21 = linalg.generic {indexing_maps = [#gqa4, #gqa5, #gqa4], iterator_types = ["parallel", "parallel", "parallel"]} ins(%17, %19 : tensor<2x4x16xf32>, tensor<2x4xf32>) outs(%20 : tensor<2x4x16xf32>) {
+  ^bb0(%in: f32, %in_4: f32, %out: f32):
+    %25 = arith.divf %in, %in_4 : f32
+    linalg.yield %25 : f32
+  } -> tensor<2x4x16xf32>
+  %22 = tensor.empty() : tensor<2x4x8xf32>
+  %23 = linalg.fill ins(%cst_1 : f32) outs(%22 : tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %24 = linalg.generic {indexing_maps = [#gqa2, #gqa6, #gqa3], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%21, %collapsed_3 : tensor<2x4x16xf32>, tensor<2x16x8xf32>) outs(%23 : tensor<2x4x8xf32>) {
+  ^bb0(%in: f32, %in_4: f32, %out: f32):
+    %25 = arith.mulf %in, %in_4 : f32
+    %26 = arith.addf %out, %25 : f32
+    linalg.yield %26 : f32
+  } -> tensor<2x4x8xf32>
+  return %24 : tensor<2x4x8xf32>
+}

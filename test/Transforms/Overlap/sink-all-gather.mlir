@@ -81,3 +81,35 @@ func.func @two_outputs(%x: tensor<1x4x64xf32>) -> (tensor<1x16x64xf32>, tensor<1
   } -> tensor<1x16x64xf32>
   return %g, %s : tensor<1x16x64xf32>, tensor<1x16x64xf32>
 }
+
+// -----
+
+shard.grid @tp(shape = 4)
+// A broadcast (GQA's repeat of the kv heads) and a widening cast would put
+// more bytes on the wire: they stay after the gather.
+// CHECK-LABEL: func.func @more_bytes
+// CHECK: %[[G:.*]] = dist.all_gather %{{.*}} : tensor<1x4x8xbf16> -> tensor<1x16x8xbf16>
+// CHECK: dist.all_gather_start %{{.*}} : tensor<4x8xbf16> -> tensor<16x8xbf16>
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%[[G]] : tensor<1x16x8xbf16>)
+// CHECK: %[[W:.*]] = dist.wait
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%[[W]] : tensor<16x8xbf16>)
+func.func @more_bytes(%k: tensor<1x4x8xbf16>, %x: tensor<4x8xbf16>) -> (tensor<1x2x16x8xbf16>, tensor<16x8xf32>) {
+  %g = dist.all_gather %k on @tp axes = [0] dim = 1 : tensor<1x4x8xbf16> -> tensor<1x16x8xbf16>
+  %e = tensor.empty() : tensor<1x2x16x8xbf16>
+  %b = linalg.generic {indexing_maps = [affine_map<(a, r, t, d) -> (a, t, d)>, affine_map<(a, r, t, d) -> (a, r, t, d)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%g : tensor<1x16x8xbf16>) outs(%e : tensor<1x2x16x8xbf16>) {
+  ^bb0(%v: bf16, %o: bf16):
+    linalg.yield %v : bf16
+  } -> tensor<1x2x16x8xbf16>
+  %w = dist.all_gather %x on @tp axes = [0] dim = 0 : tensor<4x8xbf16> -> tensor<16x8xbf16>
+  %we = tensor.empty() : tensor<16x8xf32>
+  %c = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%w : tensor<16x8xbf16>) outs(%we : tensor<16x8xf32>) {
+  ^bb0(%v: bf16, %o: f32):
+    %f = arith.extf %v : bf16 to f32
+    linalg.yield %f : f32
+  } -> tensor<16x8xf32>
+  return %b, %c : tensor<1x2x16x8xbf16>, tensor<16x8xf32>
+}

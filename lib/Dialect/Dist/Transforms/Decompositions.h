@@ -60,6 +60,16 @@ mlir::LogicalResult decomposeAllGatherMatmul(mlir::RewriterBase &rewriter,
 
 //===- Ring attention -----------------------------------------------------===//
 
+/// An op between a gather of k or v and the product reading it, which the
+/// ring applies to each block: a linalg op (its operand `operand`, its
+/// parallel `loop` over the keys) or a reshape; `dim` is the keys'
+/// dimension of its result.
+struct AttentionPrefix {
+  mlir::Operation *op = nullptr;
+  unsigned operand = 0, loop = 0;
+  int64_t dim = 0;
+};
+
 /// all_gather(k) and all_gather(v) along the sequence feeding
 /// softmax(s(q, k)) v: the scores' product, elementwise score ops (scale,
 /// masks), a row max, exp(s - max), its row sum, the division by it, an
@@ -67,6 +77,9 @@ mlir::LogicalResult decomposeAllGatherMatmul(mlir::RewriterBase &rewriter,
 /// only user of what it reads from the chain.
 struct RingAttention {
   AllGatherOp keys, values;
+  /// What reads each gather before the products (GQA's repeat of the kv
+  /// heads), applied to each block.
+  llvm::SmallVector<AttentionPrefix> keysPrefix, valuesPrefix;
   mlir::linalg::LinalgOp scores; ///< q against the gathered keys.
   unsigned keysOperand = 0, keyLoop = 0;
   int64_t keyDim = 0; ///< The scores' dimension over the keys.

@@ -140,18 +140,112 @@ AffineMap rowsInResult(linalg::LinalgOp op, unsigned operand,
 
 } // namespace
 
+/// The ops between a gather and the product reading it that keep each
+/// key separate (GQA's broadcast of k/v over the q heads and the reshape
+/// folding the copies into the heads; any op along a parallel loop): the
+/// ring applies them to each block instead, so that it carries the
+/// gathered tensor as it is. Returns the product's use and the dimension
+/// of its operand that the keys index.
+static std::pair<OpOperand *, int64_t>
+followPrefix(Value value, int64_t dim, SmallVectorImpl<AttentionPrefix> &out) {
+  while (value.hasOneUse()) {
+    OpOperand &use = *value.getUses().begin();
+    Operation *user = use.getOwner();
+    auto shape = [](Value v) {
+      return cast<RankedTensorType>(v.getType()).getShape();
+    };
+    if (auto generic = dyn_cast<linalg::GenericOp>(user);
+        generic && generic.getNumReductionLoops() == 0 &&
+        generic->getNumResults() == 1 && generic.isDpsInput(&use) &&
+        generic.hasPureTensorSemantics()) {
+      std::optional<unsigned> loop = loopOfOperandDim(generic, use, dim);
+      std::optional<int64_t> next =
+          loop ? resultDimOfLoop(generic, *loop) : std::nullopt;
+      if (!next)
+        break;
+      out.push_back({generic, use.getOperandNumber(), *loop, *next});
+      value = generic->getResult(0);
+      dim = *next;
+      continue;
+    }
+    if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(user)) {
+      // The keys' dimension folded only with unit dimensions.
+      std::optional<int64_t> next;
+      for (auto [g, group] :
+           llvm::enumerate(collapse.getReassociationIndices()))
+        if (llvm::is_contained(group, dim) &&
+            llvm::all_of(group, [&](int64_t d) {
+              return d == dim || shape(value)[d] == 1;
+            }))
+          next = g;
+      if (!next)
+        break;
+      out.push_back({collapse, 0, 0, *next});
+      value = collapse.getResult();
+      dim = *next;
+      continue;
+    }
+    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(user)) {
+      std::optional<int64_t> next;
+      ArrayRef<int64_t> result = shape(expand.getResult());
+      for (auto [g, group] : llvm::enumerate(expand.getReassociationIndices()))
+        if (static_cast<int64_t>(g) == dim) {
+          SmallVector<int64_t> wide;
+          for (int64_t d : group)
+            if (result[d] != 1)
+              wide.push_back(d);
+          if (wide.size() == 1)
+            next = wide.front();
+        }
+      if (!next)
+        break;
+      out.push_back({expand, 0, 0, *next});
+      value = expand.getResult();
+      dim = *next;
+      continue;
+    }
+    break;
+  }
+  if (!value.hasOneUse())
+    return {nullptr, dim};
+  return {&*value.getUses().begin(), dim};
+}
+
+/// The gather `value` is computed from through prefix ops, if any.
+static AllGatherOp gatherBehind(Value value) {
+  for (int hops = 0; hops < 8; ++hops) {
+    Operation *def = value.getDefiningOp();
+    if (!def)
+      return {};
+    if (auto gather = dyn_cast<AllGatherOp>(def))
+      return gather;
+    if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(def)) {
+      value = def->getOperand(0);
+      continue;
+    }
+    auto generic = dyn_cast<linalg::GenericOp>(def);
+    if (!generic || generic.getNumDpsInputs() != 1)
+      return {};
+    value = generic.getDpsInputOperand(0)->get();
+  }
+  return {};
+}
+
 FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
                                                      bool &looksLike,
                                                      std::string &reason) {
   looksLike = false;
-  Value gathered = op.getResult();
-  if (!gathered.hasOneUse())
+  SmallVector<AttentionPrefix> prefix;
+  auto [gatheredUse, gatheredDim] =
+      followPrefix(op.getResult(), op.getDim(), prefix);
+  if (!gatheredUse)
     return failure();
-  auto user = dyn_cast<linalg::LinalgOp>(*gathered.getUsers().begin());
-  if (!user || !user.isDpsInput(&*gathered.getUses().begin()))
+  Value gathered = gatheredUse->get();
+  auto user = dyn_cast<linalg::LinalgOp>(gatheredUse->getOwner());
+  if (!user || !user.isDpsInput(gatheredUse))
     return failure();
   std::optional<unsigned> loop =
-      loopOfOperandDim(user, *gathered.getUses().begin(), op.getDim());
+      loopOfOperandDim(user, *gatheredUse, gatheredDim);
   if (!loop)
     return failure();
 
@@ -169,7 +263,7 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
         if (!def || def.getNumDpsInputs() == 0)
           break;
         for (OpOperand *defInput : def.getDpsInputOperands())
-          if (auto keys = defInput->get().getDefiningOp<AllGatherOp>();
+          if (auto keys = gatherBehind(defInput->get());
               keys && keys != op && def.getNumReductionLoops() > 0) {
             FailureOr<RingAttention> match =
                 matchRingAttention(keys, looksLike, reason);
@@ -189,8 +283,9 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
   // From the keys: the scores' product.
   RingAttention m;
   m.keys = op;
+  m.keysPrefix = prefix;
   m.scores = user;
-  m.keysOperand = gathered.getUses().begin()->getOperandNumber();
+  m.keysOperand = gatheredUse->getOperandNumber();
   m.keyLoop = *loop;
   std::optional<int64_t> keyDim = resultDimOfLoop(user, *loop);
   if (!keyDim || user->getNumResults() != 1 || !user.hasPureTensorSemantics() ||
@@ -327,12 +422,16 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
   for (OpOperand *input : output.getDpsInputOperands()) {
     if (input == probsUse)
       continue;
-    auto values = input->get().getDefiningOp<AllGatherOp>();
-    if (!values)
+    auto values = gatherBehind(input->get());
+    SmallVector<AttentionPrefix> valuesPrefix;
+    auto [valuesUse, valuesDim] =
+        values ? followPrefix(values.getResult(), values.getDim(), valuesPrefix)
+               : std::pair<OpOperand *, int64_t>{nullptr, 0};
+    if (!values || valuesUse != input)
       return refuse("the probabilities multiply a value that is not an "
-                    "all-gather along the sequence");
-    std::optional<unsigned> along =
-        loopOfOperandDim(output, *input, values.getDim());
+                    "all-gather along the sequence read only there");
+    m.valuesPrefix = valuesPrefix;
+    std::optional<unsigned> along = loopOfOperandDim(output, *input, valuesDim);
     if (!along || *along != m.valueLoop)
       return refuse("v is gathered along another dimension than the keys' "
                     "the probabilities are summed over");
@@ -340,8 +439,7 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
         values.getAxes() != op.getAxes() ||
         values.getInput().getType().getDimSize(values.getDim()) != m.chunk)
       return refuse("k and v are gathered over different groups or blocks");
-    if (!values.getResult().hasOneUse())
-      return refuse("the gathered v is used besides the product");
+
     m.values = values;
     m.valuesOperand = input->getOperandNumber();
   }
@@ -470,6 +568,40 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
           return failure();
         return c->value;
       };
+      // What reads the gathered k and v before the products, on this
+      // piece (GQA: its kv heads repeated for the q heads).
+      auto through = [&](Value block,
+                         ArrayRef<AttentionPrefix> prefix) -> FailureOr<Value> {
+        for (const AttentionPrefix &p : prefix) {
+          if (auto linalgOp = dyn_cast<linalg::LinalgOp>(p.op)) {
+            FailureOr<Value> next =
+                chunk(linalgOp, p.loop, {{p.operand, block}}, Value());
+            if (failed(next))
+              return failure();
+            block = *next;
+            continue;
+          }
+          auto type = cast<RankedTensorType>(p.op->getResult(0).getType());
+          SmallVector<int64_t> shape(type.getShape());
+          shape[p.dim] = m.pieceSize;
+          auto pieceType = type.clone(shape);
+          if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(p.op))
+            block = tensor::CollapseShapeOp::create(
+                rewriter, loc, pieceType, block,
+                collapse.getReassociationIndices());
+          else
+            block = tensor::ExpandShapeOp::create(
+                rewriter, loc, pieceType, block,
+                cast<tensor::ExpandShapeOp>(p.op).getReassociationIndices());
+        }
+        return block;
+      };
+      FailureOr<Value> keysIn = through(keyPiece, m.keysPrefix);
+      FailureOr<Value> valuesIn = through(valuePiece, m.valuesPrefix);
+      if (failed(keysIn) || failed(valuesIn))
+        return failure();
+      keyPiece = *keysIn;
+      valuePiece = *valuesIn;
       FailureOr<Value> scores =
           chunk(m.scores, m.keyLoop, {{m.keysOperand, keyPiece}}, Value());
       if (failed(scores))
@@ -563,7 +695,12 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
   dead.append({m.div, m.sum, m.exp, m.max});
   for (linalg::GenericOp op : llvm::reverse(m.scoreOps))
     dead.push_back(op);
-  dead.append({m.scores, m.values, m.keys});
+  dead.push_back(m.scores);
+  for (const AttentionPrefix &p : llvm::reverse(m.keysPrefix))
+    dead.push_back(p.op);
+  for (const AttentionPrefix &p : llvm::reverse(m.valuesPrefix))
+    dead.push_back(p.op);
+  dead.append({m.values, m.keys});
   for (Operation *op : dead)
     if (op->use_empty())
       rewriter.eraseOp(op);

@@ -23,6 +23,8 @@
 
 #include "Decompositions.h"
 
+#include "braid/Dialect/Dist/Transforms/CostModel.h"
+
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
@@ -195,6 +197,10 @@ FailureOr<AllGatherOp> overlap::sinkAllGather(AllGatherOp gather,
   if (cut.size() != 1 || cut.front() == gather.getResult())
     return failure();
   Value out = cut.front();
+  // Never more bytes on the wire: a broadcast (GQA's k/v repeated over the
+  // q heads) or a widening cast stays after the gather.
+  if (tensorBytes(out) > tensorBytes(gather.getResult()))
+    return failure();
 
   IRRewriter rewriter(gather.getContext());
   IRMapping mapping;
