@@ -692,19 +692,24 @@ def pattern_ring_attention(cfg):
                  + body([("%x", dt), ("%o", dt)], [f"linalg.yield %x : {dt}"]) + f" -> {bt}")
             emit(f"%{src}r = tensor.collapse_shape %{src}b [[0, 1], [2], [3]] : {bt} into {tensor((heads, t, d), dt)}")
         kname, vname = "%kr", "%vr"
+    def contraction(name, maps, a, b, a_type, out_shape):
+        """name = sum over the last loop of a * b (in f32), as a generic."""
+        out_t = tensor(out_shape, f32)
+        emit(f"%{name}e = tensor.empty() : {out_t}")
+        emit(f"%{name}z = linalg.fill ins(%zero : f32) outs(%{name}e : {out_t}) -> {out_t}")
+        ops, x, y = [], "%a", "%b"
+        if dt != "f32":
+            ops, x, y = [f"%ae = {ext('%a')}", f"%be = {ext('%b')}"], "%ae", "%be"
+        ops += [f"%mul = arith.mulf {x}, {y} : f32", "%add = arith.addf %acc, %mul : f32",
+                "linalg.yield %add : f32"]
+        emit(f"%{name} = linalg.generic {{indexing_maps = [{', '.join(f'affine_map<{m}>' for m in maps)}], "
+             f"iterator_types = [\"parallel\", \"parallel\", \"parallel\", \"reduction\"]}} "
+             f"ins({a}, {b} : {a_type}, {tensor((heads, t, d), dt)}) outs(%{name}z : {out_t}) "
+             + body([("%a", dt), ("%b", dt), ("%acc", f32)], ops) + f" -> {out_t}")
+
     # scores[h, i, j] = sum_c q[h, i, c] k[h, j, c]
-    emit(f"%se = tensor.empty() : {tensor(ss, f32)}")
-    emit(f"%sz = linalg.fill ins(%zero : f32) outs(%se : {tensor(ss, f32)}) -> {tensor(ss, f32)}")
-    ops = []
-    qa, ka = "%a", "%b"
-    if dt != "f32":
-        ops += [f"%ae = {ext('%a')}", f"%be = {ext('%b')}"]
-        qa, ka = "%ae", "%be"
-    ops += [f"%mul = arith.mulf {qa}, {ka} : f32", "%add = arith.addf %acc, %mul : f32", "linalg.yield %add : f32"]
-    emit(f"%s = linalg.generic {{indexing_maps = [affine_map<(h, i, j, c) -> (h, i, c)>, affine_map<(h, i, j, c) -> (h, j, c)>, "
-         f"affine_map<(h, i, j, c) -> (h, i, j)>], iterator_types = [\"parallel\", \"parallel\", \"parallel\", \"reduction\"]}} "
-         f"ins(%q, {kname} : {tensor(qs, dt)}, {tensor((heads, t, d), dt)}) outs(%sz : {tensor(ss, f32)}) "
-         + body([("%a", dt), ("%b", dt), ("%acc", f32)], ops) + f" -> {tensor(ss, f32)}")
+    contraction("s", ["(h, i, j, c) -> (h, i, c)", "(h, i, j, c) -> (h, j, c)", "(h, i, j, c) -> (h, i, j)"],
+                "%q", kname, tensor(qs, dt), ss)
     ident3 = "affine_map<(h, i, j) -> (h, i, j)>"
     rows3 = "affine_map<(h, i, j) -> (h, i)>"
     par3 = '"parallel", "parallel", "parallel"'
@@ -772,18 +777,8 @@ def pattern_ring_attention(cfg):
              f"ins(%e, %sum : {tensor(ss, f32)}, {rt}) outs(%pe : {pt}) "
              + body([("%x", f32), ("%zz", f32), ("%o", dt)], div) + f" -> {pt}")
     # out[h, i, c] = sum_j p[h, i, j] v[h, j, c]
-    emit(f"%oe = tensor.empty() : {tensor(os_, f32)}")
-    emit(f"%oz = linalg.fill ins(%zero : f32) outs(%oe : {tensor(os_, f32)}) -> {tensor(os_, f32)}")
-    ops = []
-    pa, va = "%a", "%b"
-    if dt != "f32":
-        ops += [f"%ae = {ext('%a')}", f"%be = {ext('%b')}"]
-        pa, va = "%ae", "%be"
-    ops += [f"%mul = arith.mulf {pa}, {va} : f32", "%add = arith.addf %acc, %mul : f32", "linalg.yield %add : f32"]
-    emit(f"%out = linalg.generic {{indexing_maps = [affine_map<(h, i, c, j) -> (h, i, j)>, affine_map<(h, i, c, j) -> (h, j, c)>, "
-         f"affine_map<(h, i, c, j) -> (h, i, c)>], iterator_types = [\"parallel\", \"parallel\", \"parallel\", \"reduction\"]}} "
-         f"ins(%p, {vname} : {pt}, {tensor((heads, t, d), dt)}) outs(%oz : {tensor(os_, f32)}) "
-         + body([("%a", dt), ("%b", dt), ("%acc", f32)], ops) + f" -> {tensor(os_, f32)}")
+    contraction("out", ["(h, i, c, j) -> (h, i, j)", "(h, i, c, j) -> (h, j, c)", "(h, i, c, j) -> (h, i, c)"],
+                "%p", vname, pt, os_)
     args = f"%q: {tensor(qs, dt)}, %k: {tensor(ks, dt)}, %v: {tensor(ks, dt)}"
     specs = [(qs, dt), (ks, dt), (ks, dt)]
     if variant == "mask":
