@@ -655,8 +655,9 @@ def pattern_ring_attention(cfg):
     variant = cfg.variant or "causal"
     if variant not in ("causal", "full", "gqa", "mask", "softmax"):
         raise SystemExit(f"unknown variant {variant}")
-    heads, tl, d = 2, 4 * z, 8
-    kv_heads = 1 if variant == "gqa" else heads
+    # bench/cpu/ring_attention.py sets larger heads and head_dim.
+    heads, tl, d = getattr(cfg, "heads", 2), 4 * z, getattr(cfg, "head_dim", 8)
+    kv_heads = heads // 2 if variant == "gqa" else heads
     rep = heads // kv_heads
     t = n * tl
     causal = variant in ("causal", "gqa")

@@ -7,6 +7,15 @@
 // RUN: FileCheck %s < %t.json
 // RUN: braid-opt %s --braid-overlap="report=%t.whole.json sub-chunks=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=WHOLE-REMARK
 // RUN: FileCheck %s --check-prefix=WHOLE < %t.whole.json
+// At 4k tokens the whole scores (128 MiB) fit the 256 MiB a rank may hold
+// and the cpu preset predicts the ring slower (so does the measurement,
+// bench/cpu/ring_attention.py): auto keeps the gathers; force rings.
+// RUN: sed -e 's/16384/X16/g' -e 's/4096/1024/g' -e 's/X16/4096/g' %s > %t.4k.mlir
+// RUN: braid-opt %t.4k.mlir --braid-overlap -o /dev/null 2>&1 | FileCheck %s --check-prefix=FITS
+// RUN: braid-opt %t.4k.mlir --braid-overlap=mode=force -o /dev/null 2>&1 | FileCheck %s --check-prefix=FORCED
+// FITS: remark: not ring attention: predicted {{.*}} for the gathers and the whole rows, and the 128.0 MiB of scores a rank holds fit the 256.0 MiB budget
+// FITS-NOT: as ring_attention
+// FORCED: as ring_attention
 // An indivisible piece count is refused, with the reason.
 // RUN: braid-opt %s --braid-overlap="sub-chunks=3" -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNEVEN
 // CHECK: "strategy": "ring_attention"

@@ -745,6 +745,19 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       std::string why;
       attention = attentionCandidate(
           gather, model->link(op, op.getGridAttr(), op.getAxes()), why);
+      // Under auto it must be predicted faster, or save a rank from
+      // holding more scores than kScoreBudget; force always takes it.
+      constexpr double kScoreBudget = 256.0 * (1 << 20);
+      if (attention && mode != braid::OverlapMode::Force &&
+          attention->gain() <= 0.01 * attention->serial &&
+          attention->scoreBytes <= kScoreBudget) {
+        why = "predicted " + us(attention->overlapped) + " against " +
+              us(attention->serial) + " for the gathers and the whole rows, " +
+              "and the " + schedule::formatBytes(attention->scoreBytes) +
+              " of scores a rank holds fit the " +
+              schedule::formatBytes(kScoreBudget) + " budget";
+        attention.reset();
+      }
       if (!attention && !why.empty())
         emitRemark(op.getLoc()) << "not ring attention: " << why;
     }
@@ -889,14 +902,19 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     record.kernel = chosen->kernel;
     record.scoreBytes = chosen->scoreBytes;
     record.stepScoreBytes = chosen->stepScoreBytes;
-    record.reason = (chosen->always ? "applies (picked whenever it does); "
-                     : chosen->inKernel && fuseCollectives ==
-                                               braid::FuseCollectivesMode::Force
-                         ? "fuse-collectives=force; "
-                     : mode == braid::OverlapMode::Force ? "overlap=force; "
-                                                         : "") +
-                    std::string("predicted ") + us(chosen->serial) +
-                    " serial, " + us(chosen->overlapped) + " overlapped";
+    record.reason =
+        (chosen->always && mode == braid::OverlapMode::Force ? "overlap=force; "
+         : chosen->always ? (chosen->gain() > 0.01 * chosen->serial
+                                 ? "predicted faster; "
+                                 : "its scores exceed the budget a rank may "
+                                   "hold whole; ")
+         : chosen->inKernel &&
+                 fuseCollectives == braid::FuseCollectivesMode::Force
+             ? "fuse-collectives=force; "
+         : mode == braid::OverlapMode::Force ? "overlap=force; "
+                                             : "") +
+        std::string("predicted ") + us(chosen->serial) + " serial, " +
+        us(chosen->overlapped) + " overlapped";
     if (!chosen->inKernel && !whyNotInKernel.empty())
       record.reason += "; not in a kernel: " + whyNotInKernel;
     if (!whyFused.empty() && !chosen->fused)

@@ -160,9 +160,10 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
       tensor): one ring carrying both, with an online softmax (running row
       max and sum, rescaled output, one division at the end), so that a
       rank never holds its whole rows x sequence scores (`ring_attention`,
-      picked whenever it applies; the report's `scores` gives the bytes a
-      rank holds whole against per piece; `sub-chunks` sets the pieces of
-      a block's keys scored at once, by default up to 512 keys);
+      under auto when predicted faster or when those scores exceed 256 MiB
+      per rank, always under force; the report's `scores` gives the bytes
+      a rank holds whole against per piece; `sub-chunks` sets the pieces
+      of a block's keys scored at once, by default up to 512 keys);
     - a halo exchange (the import's ring shifts of `update_halo`) before a
       stencil or convolution: the box of its iterations that reads no halo
       row runs from the tile before the exchange, between the shifts'
