@@ -647,13 +647,14 @@ def pattern_ring_attention(cfg):
     positions, through linalg.index and the rank's position), `full` (no
     mask), `gqa` (causal, two q heads per k/v head: k and v are broadcast
     over the heads after the gather), `mask` (an additive mask input over
-    the whole sequence), `softmax` (linalg.softmax, non-causal). q/k/v are
+    the whole sequence), `softmax` (linalg.softmax, non-causal),
+    `transposed` (non-causal, k transposed after the gather). q/k/v are
     in the test's dtype, the softmax computes in f32, the probabilities are
     stored in the test's dtype for the second product, as frontends do."""
     n, dt = cfg.group, cfg.dtype
     z = cfg.scale
     variant = cfg.variant or "causal"
-    if variant not in ("causal", "full", "gqa", "mask", "softmax"):
+    if variant not in ("causal", "full", "gqa", "mask", "softmax", "transposed"):
         raise SystemExit(f"unknown variant {variant}")
     # bench/cpu/ring_attention.py sets larger heads and head_dim.
     heads, tl, d = getattr(cfg, "heads", 2), 4 * z, getattr(cfg, "head_dim", 8)
@@ -693,7 +694,7 @@ def pattern_ring_attention(cfg):
                  + body([("%x", dt), ("%o", dt)], [f"linalg.yield %x : {dt}"]) + f" -> {bt}")
             emit(f"%{src}r = tensor.collapse_shape %{src}b [[0, 1], [2], [3]] : {bt} into {tensor((heads, t, d), dt)}")
         kname, vname = "%kr", "%vr"
-    def contraction(name, maps, a, b, a_type, out_shape):
+    def contraction(name, maps, a, b, a_type, out_shape, b_type=None):
         """name = sum over the last loop of a * b (in f32), as a generic."""
         out_t = tensor(out_shape, f32)
         emit(f"%{name}e = tensor.empty() : {out_t}")
@@ -705,12 +706,19 @@ def pattern_ring_attention(cfg):
                 "linalg.yield %add : f32"]
         emit(f"%{name} = linalg.generic {{indexing_maps = [{', '.join(f'affine_map<{m}>' for m in maps)}], "
              f"iterator_types = [\"parallel\", \"parallel\", \"parallel\", \"reduction\"]}} "
-             f"ins({a}, {b} : {a_type}, {tensor((heads, t, d), dt)}) outs(%{name}z : {out_t}) "
+             f"ins({a}, {b} : {a_type}, {b_type or tensor((heads, t, d), dt)}) outs(%{name}z : {out_t}) "
              + body([("%a", dt), ("%b", dt), ("%acc", f32)], ops) + f" -> {out_t}")
 
-    # scores[h, i, j] = sum_c q[h, i, c] k[h, j, c]
-    contraction("s", ["(h, i, j, c) -> (h, i, c)", "(h, i, j, c) -> (h, j, c)", "(h, i, j, c) -> (h, i, j)"],
-                "%q", kname, tensor(qs, dt), ss)
+    # scores[h, i, j] = sum_c q[h, i, c] k[h, j, c]; variant `transposed`
+    # (non-causal): k transposed to [h, c, j] after the gather first.
+    key_map = "(h, i, j, c) -> (h, j, c)"
+    if variant == "transposed":
+        kt = tensor((heads, d, t), dt)
+        emit(f"%kte = tensor.empty() : {kt}")
+        emit(f"%kt = linalg.transpose ins({kname} : {tensor((heads, t, d), dt)}) outs(%kte : {kt}) permutation = [0, 2, 1]")
+        kname, key_map = "%kt", "(h, i, j, c) -> (h, c, j)"
+    contraction("s", ["(h, i, j, c) -> (h, i, c)", key_map, "(h, i, j, c) -> (h, i, j)"],
+                "%q", kname, tensor(qs, dt), ss, b_type=tensor((heads, d, t), dt) if variant == "transposed" else None)
     ident3 = "affine_map<(h, i, j) -> (h, i, j)>"
     rows3 = "affine_map<(h, i, j) -> (h, i)>"
     par3 = '"parallel", "parallel", "parallel"'

@@ -142,7 +142,8 @@ AffineMap rowsInResult(linalg::LinalgOp op, unsigned operand,
 
 /// The ops between a gather and the product reading it that keep each
 /// key separate (GQA's broadcast of k/v over the q heads and the reshape
-/// folding the copies into the heads; any op along a parallel loop): the
+/// folding the copies into the heads, a transpose of k; any linalg op
+/// whose loops are all parallel): the
 /// ring applies them to each block instead, so that it carries the
 /// gathered tensor as it is. Returns the product's use and the dimension
 /// of its operand that the keys index.
@@ -154,7 +155,7 @@ followPrefix(Value value, int64_t dim, SmallVectorImpl<AttentionPrefix> &out) {
     auto shape = [](Value v) {
       return cast<RankedTensorType>(v.getType()).getShape();
     };
-    if (auto generic = dyn_cast<linalg::GenericOp>(user);
+    if (auto generic = dyn_cast<linalg::LinalgOp>(user);
         generic && generic.getNumReductionLoops() == 0 &&
         generic->getNumResults() == 1 && generic.isDpsInput(&use) &&
         generic.hasPureTensorSemantics()) {
@@ -223,8 +224,9 @@ static AllGatherOp gatherBehind(Value value) {
       value = def->getOperand(0);
       continue;
     }
-    auto generic = dyn_cast<linalg::GenericOp>(def);
-    if (!generic || generic.getNumDpsInputs() != 1)
+    auto generic = dyn_cast<linalg::LinalgOp>(def);
+    if (!generic || generic.getNumDpsInputs() != 1 ||
+        generic.getNumReductionLoops() != 0)
       return {};
     value = generic.getDpsInputOperand(0)->get();
   }
