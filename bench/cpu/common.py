@@ -2,11 +2,27 @@
 
 time_program compiles MLIR text with braid-compile and runs it with
 braid-exec on `ranks` ranks (--warmup, --repeat), returning the median in
-milliseconds of the slowest rank.
+milliseconds of the slowest rank; report_records returns the overlap
+report's records of MLIR text compiled to dist.
 """
+import json
 import os
 import re
 import subprocess
+
+
+def report_records(bin_dir, tmp, name, text, flags=()):
+    """The `collectives` records of braid-overlap's report for `text`
+    compiled to dist with `flags`."""
+    source = os.path.join(tmp, f"{name}.mlir")
+    report = os.path.join(tmp, f"{name}-report.json")
+    with open(source, "w") as f:
+        f.write(text)
+    subprocess.run([os.path.join(bin_dir, "braid-compile"), source, "--emit=dist",
+                    *flags, f"--report={report}", "-o", os.devnull],
+                   check=True, stderr=subprocess.DEVNULL)
+    with open(report) as f:
+        return json.load(f)["collectives"]
 
 
 def gemm_program(ranks, m, n, k, dtype):

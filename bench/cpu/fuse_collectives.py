@@ -22,29 +22,19 @@ Usage: fuse_collectives.py [--bin build/bin] [--ranks 4] [--repeat 9]
                            [--tokens 1,8,64,512] [--hidden 4096]
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import collective_norm_program, time_program  # noqa: E402
+from common import collective_norm_program, report_records, time_program  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
 def auto_strategy(bin_dir, tmp, name, text):
-    source = os.path.join(tmp, f"{name}-strategy.mlir")
-    report = os.path.join(tmp, f"{name}-report.json")
-    with open(source, "w") as f:
-        f.write(text)
-    subprocess.run([os.path.join(bin_dir, "braid-compile"), source, "--emit=dist",
-                    f"--report={report}", "-o", os.devnull],
-                   check=True, stderr=subprocess.DEVNULL)
-    with open(report) as f:
-        records = json.load(f)["collectives"]
+    records = report_records(bin_dir, tmp, f"{name}-strategy", text)
     return records[0]["strategy"] or records[0]["decision"]
 
 

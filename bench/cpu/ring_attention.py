@@ -19,9 +19,7 @@ Usage: ring_attention.py [--bin build/bin] [--ranks 4] [--repeat 5]
                          [--tokens 1024,4096] [--heads 8] [--head-dim 64]
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -29,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "test", "lib"))
-from common import time_program  # noqa: E402
+from common import report_records, time_program  # noqa: E402
 import e2e  # noqa: E402
 
 
@@ -43,15 +41,7 @@ def program(ranks, tokens, heads, head_dim):
 
 
 def scores(bin_dir, tmp, text):
-    source = os.path.join(tmp, "scores.mlir")
-    report = os.path.join(tmp, "scores.json")
-    with open(source, "w") as f:
-        f.write(text)
-    subprocess.run([os.path.join(bin_dir, "braid-compile"), source, "--emit=dist",
-                    "--overlap=force", f"--report={report}", "-o", os.devnull],
-                   check=True, stderr=subprocess.DEVNULL)
-    with open(report) as f:
-        record = json.load(f)["collectives"][0]
+    record = report_records(bin_dir, tmp, "scores", text, ["--overlap=force"])[0]
     return record["strategy"], record.get("scores", {})
 
 

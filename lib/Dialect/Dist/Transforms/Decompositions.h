@@ -121,17 +121,25 @@ struct HaloInterior {
   mlir::linalg::LinalgOp consumer;
   /// The haloed tile, and the tile before the exchange's inserts.
   mlir::Value haloed, before;
+  /// A static box of the tile: [lo, lo + size) per dimension.
+  struct Box {
+    llvm::SmallVector<int64_t> lo, size;
+    bool intersects(const Box &other) const {
+      for (size_t d = 0; d < lo.size(); ++d)
+        if (lo[d] >= other.lo[d] + other.size[d] ||
+            other.lo[d] >= lo[d] + size[d])
+          return false;
+      return true;
+    }
+  };
   struct Read {
     unsigned operand; ///< Consumer input that is the tile or a slice of it.
-    llvm::SmallVector<int64_t> lo, size; ///< Its box in the tile.
+    Box box;          ///< What it is of the tile.
   };
   llvm::SmallVector<Read> reads;
-  struct Halo {
-    llvm::SmallVector<int64_t> lo, size;
-  };
   /// The exchange's inserts, first to last, and the rows each writes.
   llvm::SmallVector<mlir::tensor::InsertSliceOp> inserts;
-  llvm::SmallVector<Halo> halos;
+  llvm::SmallVector<Box> halos;
   llvm::SmallVector<ShiftOp> shifts;
   /// The first op that uses a received halo: the interior goes before it.
   mlir::Operation *at = nullptr;

@@ -25,17 +25,7 @@ using namespace braid::dist::schedule;
 
 namespace {
 
-/// A static box of a tensor: [offsets, offsets + sizes) per dimension.
-struct Box {
-  SmallVector<int64_t> lo, size;
-  bool intersects(const Box &other) const {
-    for (size_t d = 0; d < lo.size(); ++d)
-      if (lo[d] >= other.lo[d] + other.size[d] ||
-          other.lo[d] >= lo[d] + size[d])
-        return false;
-    return true;
-  }
-};
+using Box = HaloInterior::Box;
 
 /// The box a unit-stride slice with static offsets and sizes addresses.
 template <typename SliceOp> std::optional<Box> boxOf(SliceOp op) {
@@ -88,6 +78,13 @@ bool linearCoefficients(AffineExpr e, int64_t scale,
   return false;
 }
 
+/// Whether `value` is there at `at`: defined before it in its block, or
+/// outside that block.
+bool availableAt(Value value, Operation *at) {
+  Operation *def = value.getDefiningOp();
+  return !def || def->getBlock() != at->getBlock() || def->isBeforeInBlock(at);
+}
+
 } // namespace
 
 FailureOr<HaloInterior> overlap::matchHaloInterior(linalg::LinalgOp op,
@@ -124,17 +121,20 @@ FailureOr<HaloInterior> overlap::matchHaloInterior(linalg::LinalgOp op,
                 SmallVector<int64_t>(type.getShape())};
     }
     m.haloed = tile;
-    m.reads.push_back({input->getOperandNumber(), box->lo, box->size});
+    m.reads.push_back({input->getOperandNumber(), *box});
   }
   if (!m.haloed)
     return failure();
+  auto readsTile = [&](OpOperand &operand) {
+    return llvm::any_of(m.reads, [&](const HaloInterior::Read &r) {
+      return r.operand == operand.getOperandNumber();
+    });
+  };
   // Ops of the exchange itself (the select of received rows) read a
   // shift's result too.
   for (OpOperand *input : op.getDpsInputOperands()) {
     SmallVector<ShiftOp> shifts;
-    if (llvm::none_of(m.reads, [&](const HaloInterior::Read &r) {
-          return r.operand == input->getOperandNumber();
-        }))
+    if (!readsTile(*input))
       shiftsBehind(input->get(), 4, shifts);
     if (!shifts.empty())
       return failure();
@@ -148,7 +148,7 @@ FailureOr<HaloInterior> overlap::matchHaloInterior(linalg::LinalgOp op,
     std::optional<Box> box = boxOf(insert);
     if (shifts.empty() || !box)
       break;
-    m.halos.push_back({box->lo, box->size});
+    m.halos.push_back(*box);
     m.shifts.append(shifts.begin(), shifts.end());
     m.inserts.push_back(insert);
     tile = insert.getDest();
@@ -186,7 +186,7 @@ FailureOr<HaloInterior> overlap::matchHaloInterior(linalg::LinalgOp op,
   // others over their whole range) read no halo.
   auto clean = [&](ArrayRef<std::pair<unsigned, int64_t>> fixed) {
     for (auto [read, perDim] : llvm::zip(m.reads, coefficients)) {
-      Box box{read.lo, read.size};
+      Box box = read.box;
       for (auto [d, flat] : llvm::enumerate(perDim)) {
         int64_t low = flat.back(), high = flat.back();
         for (unsigned l = 0; l < numLoops; ++l) {
@@ -197,11 +197,11 @@ FailureOr<HaloInterior> overlap::matchHaloInterior(linalg::LinalgOp op,
           low += flat[l] * at;
           high += flat[l] * last;
         }
-        box.lo[d] = read.lo[d] + low;
+        box.lo[d] = read.box.lo[d] + low;
         box.size[d] = high - low + 1;
       }
-      for (const HaloInterior::Halo &halo : m.halos)
-        if (box.intersects(Box{halo.lo, halo.size}))
+      for (const Box &halo : m.halos)
+        if (box.intersects(halo))
           return false;
     }
     return true;
@@ -289,25 +289,16 @@ FailureOr<HaloInterior> overlap::matchHaloInterior(linalg::LinalgOp op,
     return failure();
   }
   Value init = op.getDpsInitOperand(0)->get();
+  auto available = [&](Value v) { return availableAt(v, m.at); };
   for (OpOperand &operand : op->getOpOperands()) {
-    bool fromTile = llvm::any_of(m.reads, [&](const HaloInterior::Read &r) {
-      return r.operand == operand.getOperandNumber();
-    });
-    if (fromTile || operand.get() == init)
+    if (readsTile(operand) || operand.get() == init || available(operand.get()))
       continue;
-    Operation *def = operand.get().getDefiningOp();
-    if (def && def->getBlock() == block && !def->isBeforeInBlock(m.at)) {
-      reason = "operand #" + std::to_string(operand.getOperandNumber()) +
-               " is computed after the halos arrive";
-      return failure();
-    }
+    reason = "operand #" + std::to_string(operand.getOperandNumber()) +
+             " is computed after the halos arrive";
+    return failure();
   }
   // An init made later is remade for the interior: a placeholder, or a
   // fill of one with a value there already (a convolution's zeros).
-  auto available = [&](Value v) {
-    Operation *def = v.getDefiningOp();
-    return !def || def->getBlock() != block || def->isBeforeInBlock(m.at);
-  };
   if (!available(init)) {
     auto fill = init.getDefiningOp<linalg::FillOp>();
     bool remade = init.getDefiningOp<tensor::EmptyOp>() ||
@@ -377,7 +368,7 @@ LogicalResult overlap::splitHaloInterior(RewriterBase &rewriter,
     // source must not touch the rows it reads.
     bool untouched = true, reached = false;
     for (auto [insert, halo] : llvm::zip(m.inserts, m.halos)) {
-      if (Box{halo.lo, halo.size}.intersects(*box))
+      if (halo.intersects(*box))
         untouched = false;
       if (insert.getResult() == slice.getSource()) {
         reached = true;
@@ -402,12 +393,11 @@ LogicalResult overlap::splitHaloInterior(RewriterBase &rewriter,
   rewriter.setInsertionPoint(m.at);
   Value init = op.getDpsInitOperand(0)->get();
   Value interiorInit = init;
-  if (Operation *def = init.getDefiningOp();
-      def && def->getBlock() == block && !def->isBeforeInBlock(m.at)) {
+  if (!availableAt(init, m.at)) {
     auto type = cast<RankedTensorType>(init.getType());
     interiorInit = tensor::EmptyOp::create(rewriter, loc, type.getShape(),
                                            type.getElementType());
-    if (auto fill = dyn_cast<linalg::FillOp>(def))
+    if (auto fill = init.getDefiningOp<linalg::FillOp>())
       interiorInit = linalg::FillOp::create(rewriter, fill.getLoc(),
                                             fill.getInputs(), interiorInit)
                          .getResult(0);

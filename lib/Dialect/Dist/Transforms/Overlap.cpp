@@ -156,6 +156,13 @@ private:
   /// The ring layouts to consider for a chunk of `chunkSize` rows.
   SmallVector<RingOptions> ringLayouts(int64_t chunkSize) const;
 
+  /// Compute and a transfer in flight at once: the longer of the two, the
+  /// compute slowed by the overlap's interference.
+  double asyncTime(double compute, double comm) const {
+    return std::max(compute * (1 + model->getTarget().overlapInterference),
+                    comm);
+  }
+
   /// Ring pipeline prediction: `pieceCompute` per piece, `pieces` pieces in
   /// all, `steps` transfer steps of `stepComm` each.
   double pipeline(double pieceCompute, int64_t pieces, double stepComm,
@@ -185,6 +192,10 @@ private:
                                              std::string &why) const;
 
   void processFunction(FunctionOpInterface function);
+  /// A stencil after a halo exchange computes its interior while the halos
+  /// travel (under auto when that is predicted faster): the shifts then
+  /// have work to hide behind, which their asynchronous form uses.
+  LogicalResult overlapHalos(FunctionOpInterface function);
   /// Whether the shifts of `chosen`'s schedule for `op` go one-sided, and
   /// why (for the remark and the report).
   bool chooseSymmetric(CollectiveOpInterface op, const Candidate &chosen,
@@ -514,12 +525,7 @@ void OverlapPass::addMicroBatchCandidates(CollectiveOpInterface op, double comm,
     c.chunks = parts;
     c.compute = compute;
     c.serial = compute + comm;
-    c.overlapped =
-        piece +
-        (parts - 1) *
-            std::max(piece * (1 + model->getTarget().overlapInterference),
-                     part) +
-        part;
+    c.overlapped = piece + (parts - 1) * asyncTime(piece, part) + part;
     MicroBatch m = *match;
     c.apply = [m, parts](RewriterBase &r) mutable {
       return splitMicroBatches(r, m, parts);
@@ -548,8 +554,7 @@ void OverlapPass::addAsyncCandidate(CollectiveOpInterface op, double comm,
   c.fused = false;
   c.compute = between;
   c.serial = between + comm;
-  c.overlapped =
-      std::max(between * (1 + model->getTarget().overlapInterference), comm);
+  c.overlapped = asyncTime(between, comm);
   c.chunks = 1;
   c.apply = [op, this](RewriterBase &) mutable {
     deferredAsync.push_back(op);
@@ -635,6 +640,69 @@ AllGatherOp OverlapPass::quantize(AllGatherOp gather) {
   return sent;
 }
 
+LogicalResult OverlapPass::overlapHalos(FunctionOpInterface function) {
+  SmallVector<linalg::LinalgOp> consumers;
+  function->walk([&](linalg::LinalgOp op) { consumers.push_back(op); });
+  for (linalg::LinalgOp op : consumers) {
+    std::string why;
+    FailureOr<HaloInterior> match = overlap::matchHaloInterior(op, why);
+    if (failed(match)) {
+      if (!why.empty())
+        emitRemark(op.getLoc()) << "halo exchange not overlapped: " << why;
+      continue;
+    }
+    std::string name = nameOf(op);
+    Location loc = op.getLoc();
+    HaloInterior m = *match;
+    // Under auto, as the asynchronous form the shifts then take is
+    // judged: the interior's compute against the exchange, with the
+    // overlap's interference and the frame's extra kernels.
+    int64_t inside = 1, all = 1;
+    for (size_t i = 0; i < m.loops.size(); ++i) {
+      inside *= m.rows[i];
+      all *= m.extent[i];
+    }
+    // Each shift's asynchronous form is judged by its own transfer.
+    double exchange = 0;
+    for (ShiftOp shift : m.shifts)
+      exchange = std::max(
+          exchange, model->messageTime(tensorBytes(shift.getInput()),
+                                       model->link(shift, shift.getGridAttr(),
+                                                   shift.getAxes())));
+    double interior = model->computeTime(op, double(inside) / all);
+    double serial = interior + exchange;
+    double overlapped =
+        asyncTime(interior, exchange) +
+        2.0 * m.loops.size() * model->getTarget().launchOverhead;
+    if (mode != braid::OverlapMode::Force &&
+        serial - overlapped <= 0.01 * serial) {
+      emitRemark(loc) << "halo exchange not overlapped: the interior of '"
+                      << name << "' predicted " << us(overlapped)
+                      << " with the exchange overlapped (its extra kernels "
+                         "included) against "
+                      << us(serial) << " serial";
+      continue;
+    }
+    if (failed(overlap::splitHaloInterior(*rewriter, m))) {
+      return emitError(loc) << "braid-overlap: the halo interior split failed";
+    }
+    std::string box, loops;
+    for (size_t i = 0; i < m.loops.size(); ++i) {
+      box += (i ? " x " : "") + std::to_string(m.first[i]) + ".." +
+             std::to_string(m.first[i] + m.rows[i]) + " of " +
+             std::to_string(m.extent[i]);
+      loops += (i ? ", " : "") + std::to_string(m.loops[i]);
+    }
+    emitRemark(loc) << "'" << name << "' computes iterations " << box
+                    << " along loop" << (m.loops.size() > 1 ? "s " : " ")
+                    << loops
+                    << " (which read no halo row) before the halo exchange "
+                       "completes, the other "
+                    << all - inside << " after it";
+  }
+  return success();
+}
+
 void OverlapPass::processFunction(FunctionOpInterface function) {
   SmallVector<CollectiveOpInterface> collectives;
   function->walk([&](CollectiveOpInterface op) {
@@ -662,71 +730,8 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
              "replicated): they run on 1/"
           << groupSizeOf(op) << " of the rows";
     }
-  // A stencil after a halo exchange computes its interior while the halos
-  // travel: the shifts then have work to hide behind.
-  if (mode != braid::OverlapMode::Off) {
-    SmallVector<linalg::LinalgOp> consumers;
-    function->walk([&](linalg::LinalgOp op) { consumers.push_back(op); });
-    for (linalg::LinalgOp op : consumers) {
-      std::string why;
-      FailureOr<HaloInterior> match = overlap::matchHaloInterior(op, why);
-      if (failed(match)) {
-        if (!why.empty())
-          emitRemark(op.getLoc()) << "halo exchange not overlapped: " << why;
-        continue;
-      }
-      std::string name = nameOf(op);
-      Location loc = op.getLoc();
-      HaloInterior m = *match;
-      // Under auto, as the asynchronous form the shifts then take is
-      // judged: the interior's compute against the exchange, with the
-      // overlap's interference and the frame's extra kernels.
-      int64_t inside = 1, all = 1;
-      for (size_t i = 0; i < m.loops.size(); ++i) {
-        inside *= m.rows[i];
-        all *= m.extent[i];
-      }
-      // Each shift's asynchronous form is judged by its own transfer.
-      double exchange = 0;
-      for (ShiftOp shift : m.shifts)
-        exchange = std::max(
-            exchange, model->messageTime(tensorBytes(shift.getInput()),
-                                         model->link(shift, shift.getGridAttr(),
-                                                     shift.getAxes())));
-      double interior = model->computeTime(op, double(inside) / all);
-      const TargetDescription &target = model->getTarget();
-      double serial = interior + exchange;
-      double overlapped =
-          std::max(interior * (1 + target.overlapInterference), exchange) +
-          2.0 * m.loops.size() * target.launchOverhead;
-      if (mode != braid::OverlapMode::Force &&
-          serial - overlapped <= 0.01 * serial) {
-        emitRemark(loc) << "halo exchange not overlapped: the interior of '"
-                        << name << "' predicted " << us(overlapped)
-                        << " with the exchange overlapped (its extra kernels "
-                           "included) against "
-                        << us(serial) << " serial";
-        continue;
-      }
-      if (failed(overlap::splitHaloInterior(*rewriter, m))) {
-        emitError(loc) << "braid-overlap: the halo interior split failed";
-        return signalPassFailure();
-      }
-      std::string box, loops;
-      for (size_t i = 0; i < m.loops.size(); ++i) {
-        box += (i ? " x " : "") + std::to_string(m.first[i]) + ".." +
-               std::to_string(m.first[i] + m.rows[i]) + " of " +
-               std::to_string(m.extent[i]);
-        loops += (i ? ", " : "") + std::to_string(m.loops[i]);
-      }
-      emitRemark(loc) << "'" << name << "' computes iterations " << box
-                      << " along loop" << (m.loops.size() > 1 ? "s " : " ")
-                      << loops
-                      << " (which read no halo row) before the halo exchange "
-                         "completes, the other "
-                      << all - inside << " after it";
-    }
-  }
+  if (mode != braid::OverlapMode::Off && failed(overlapHalos(function)))
+    return signalPassFailure();
   for (size_t index = 0; index < collectives.size(); ++index) {
     CollectiveOpInterface op = collectives[index];
     // Taken by an earlier one's schedule (v's gather in ring attention).

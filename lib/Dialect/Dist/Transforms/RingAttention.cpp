@@ -85,15 +85,11 @@ bool isZeroFill(Value value) {
   return fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
 }
 
-bool allParallel(linalg::LinalgOp op) {
-  return op.getNumLoops() == op.getNumParallelLoops();
-}
-
 /// A generic elementwise in `operand` (an identity map, like its result,
 /// every loop parallel), single-result, on tensors.
 bool isElementwiseOn(linalg::GenericOp op, unsigned operand) {
   if (!op || op->getNumResults() != 1 || !op.hasPureTensorSemantics() ||
-      !allParallel(op) || op.getNumDpsInits() != 1)
+      op.getNumParallelLoops() != op.getNumLoops() || op.getNumDpsInits() != 1)
     return false;
   return op.getIndexingMapsArray()[operand].isIdentity() &&
          op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isIdentity();
@@ -140,6 +136,36 @@ AffineMap rowsInResult(linalg::LinalgOp op, unsigned operand,
 
 } // namespace
 
+/// The keys' dimension after reshape `op` of a tensor whose keys'
+/// dimension is `dim`: a collapse folding it only with unit dimensions, or
+/// an expand keeping one non-unit dimension of its group; nullopt for any
+/// other op.
+static std::optional<int64_t> reshapedKeyDim(Operation *op, int64_t dim) {
+  auto shapeOf = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape();
+  };
+  if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op)) {
+    ArrayRef<int64_t> source = shapeOf(collapse.getSrc());
+    for (auto [g, group] : llvm::enumerate(collapse.getReassociationIndices()))
+      if (llvm::is_contained(group, dim))
+        return llvm::all_of(
+                   group, [&](int64_t d) { return d == dim || source[d] == 1; })
+                   ? std::optional<int64_t>(g)
+                   : std::nullopt;
+    return std::nullopt;
+  }
+  auto expand = dyn_cast<tensor::ExpandShapeOp>(op);
+  if (!expand ||
+      dim >= static_cast<int64_t>(expand.getReassociationIndices().size()))
+    return std::nullopt;
+  ArrayRef<int64_t> result = shapeOf(expand.getResult());
+  SmallVector<int64_t> wide;
+  for (int64_t d : expand.getReassociationIndices()[dim])
+    if (result[d] != 1)
+      wide.push_back(d);
+  return wide.size() == 1 ? std::optional<int64_t>(wide.front()) : std::nullopt;
+}
+
 /// The ops between a gather and the product reading it that keep each
 /// key separate (GQA's broadcast of k/v over the q heads and the reshape
 /// folding the copies into the heads, a transpose of k; any linalg op
@@ -152,9 +178,6 @@ followPrefix(Value value, int64_t dim, SmallVectorImpl<AttentionPrefix> &out) {
   while (value.hasOneUse()) {
     OpOperand &use = *value.getUses().begin();
     Operation *user = use.getOwner();
-    auto shape = [](Value v) {
-      return cast<RankedTensorType>(v.getType()).getShape();
-    };
     if (auto generic = dyn_cast<linalg::LinalgOp>(user);
         generic && generic.getNumReductionLoops() == 0 &&
         generic->getNumResults() == 1 && generic.isDpsInput(&use) &&
@@ -169,39 +192,9 @@ followPrefix(Value value, int64_t dim, SmallVectorImpl<AttentionPrefix> &out) {
       dim = *next;
       continue;
     }
-    if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(user)) {
-      // The keys' dimension folded only with unit dimensions.
-      std::optional<int64_t> next;
-      for (auto [g, group] :
-           llvm::enumerate(collapse.getReassociationIndices()))
-        if (llvm::is_contained(group, dim) &&
-            llvm::all_of(group, [&](int64_t d) {
-              return d == dim || shape(value)[d] == 1;
-            }))
-          next = g;
-      if (!next)
-        break;
-      out.push_back({collapse, 0, 0, *next});
-      value = collapse.getResult();
-      dim = *next;
-      continue;
-    }
-    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(user)) {
-      std::optional<int64_t> next;
-      ArrayRef<int64_t> result = shape(expand.getResult());
-      for (auto [g, group] : llvm::enumerate(expand.getReassociationIndices()))
-        if (static_cast<int64_t>(g) == dim) {
-          SmallVector<int64_t> wide;
-          for (int64_t d : group)
-            if (result[d] != 1)
-              wide.push_back(d);
-          if (wide.size() == 1)
-            next = wide.front();
-        }
-      if (!next)
-        break;
-      out.push_back({expand, 0, 0, *next});
-      value = expand.getResult();
+    if (std::optional<int64_t> next = reshapedKeyDim(user, dim)) {
+      out.push_back({user, 0, 0, *next});
+      value = user->getResult(0);
       dim = *next;
       continue;
     }
@@ -344,15 +337,14 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
   if (!maxValue.hasOneUse() || *maxValue.getUsers().begin() != exp)
     return refuse("the row max is used besides the exponentials");
   auto expOp = yielded<math::ExpOp>(exp);
+  auto diff =
+      expOp ? expOp.getOperand().getDefiningOp<arith::SubFOp>() : nullptr;
   m.exp = exp;
   m.expScores = expScores;
   m.expMax = maxValue.getUses().begin()->getOperandNumber();
   if (!isElementwiseOn(exp, expScores) ||
-      exp.getIndexingMapsArray()[m.expMax] != rows || !expOp ||
-      !expOp.getOperand().getDefiningOp<arith::SubFOp>())
-    return refuse("no exp(s - max) over the scores follows their row max");
-  auto diff = expOp.getOperand().getDefiningOp<arith::SubFOp>();
-  if (!isArg(diff.getLhs(), exp, expScores) ||
+      exp.getIndexingMapsArray()[m.expMax] != rows || !diff ||
+      !isArg(diff.getLhs(), exp, expScores) ||
       !isArg(diff.getRhs(), exp, m.expMax))
     return refuse("no exp(s - max) over the scores follows their row max");
 
@@ -526,6 +518,11 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
   unsigned rowRank =
       cast<RankedTensorType>(m.max->getResult(0).getType()).getRank();
   AffineMap sameRows = AffineMap::getMultiDimIdentityMap(rowRank, ctx);
+  // A tensor read whole by a generic over its own shape.
+  auto whole = [&](Value v) -> std::pair<Value, AffineMap> {
+    return {v, AffineMap::getMultiDimIdentityMap(
+                   cast<RankedTensorType>(v.getType()).getRank(), ctx)};
+  };
   Type probsElement =
       getElementTypeOrSelf(m.output->getOperand(m.probsOperand).getType());
   float lowest = -std::numeric_limits<float>::infinity();
@@ -648,30 +645,22 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
         return arith::MulFOp::create(b, at, args[0], args[1]);
       };
       Value sumInit;
-      if (!first) {
-        auto map = AffineMap::getMultiDimIdentityMap(rowRank, ctx);
+      if (!first)
         sumInit = rowwise(rewriter, loc, emptyLike(rewriter, loc, sums),
-                          {{sums, map}, {scale, sameRows}}, times);
-      }
+                          {{sums, sameRows}, {scale, sameRows}}, times);
       FailureOr<Value> newSums = chunk(m.sum, m.keyDim, {{0, *exps}}, sumInit);
       if (failed(newSums))
         return failure();
       Value probs = *exps;
-      if (getElementTypeOrSelf(probs.getType()) != probsElement) {
-        auto rank = cast<RankedTensorType>(probs.getType()).getRank();
+      if (getElementTypeOrSelf(probs.getType()) != probsElement)
         probs = rowwise(
             rewriter, loc, emptyLike(rewriter, loc, probs, probsElement),
-            {{probs, AffineMap::getMultiDimIdentityMap(rank, ctx)}},
+            {whole(probs)},
             [](OpBuilder &, Location, ValueRange args) { return args[0]; });
-      }
       Value outInit;
-      if (!first) {
-        auto rank = cast<RankedTensorType>(out.getType()).getRank();
+      if (!first)
         outInit = rowwise(rewriter, loc, emptyLike(rewriter, loc, out),
-                          {{out, AffineMap::getMultiDimIdentityMap(rank, ctx)},
-                           {scale, m.rowsInOutput}},
-                          times);
-      }
+                          {whole(out), {scale, m.rowsInOutput}}, times);
       FailureOr<Value> newOut = chunk(
           m.output, m.valueLoop,
           {{m.probsOperand, probs}, {m.valuesOperand, valuePiece}}, outInit);
@@ -682,11 +671,9 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
       out = *newOut;
     }
   }
-  auto rank = cast<RankedTensorType>(out.getType()).getRank();
   Value result =
       rowwise(rewriter, loc, emptyLike(rewriter, loc, out),
-              {{out, AffineMap::getMultiDimIdentityMap(rank, ctx)},
-               {sums, m.rowsInOutput}},
+              {whole(out), {sums, m.rowsInOutput}},
               [](OpBuilder &b, Location at, ValueRange args) -> Value {
                 return arith::DivFOp::create(b, at, args[0], args[1]);
               });

@@ -177,13 +177,18 @@ struct SymmetricTransfersPass
     SignalOp credit;
   };
 
+  /// A view of its first operand (a kernel's row tile, a piece).
+  static bool isView(Operation *op) {
+    return isa<memref::SubViewOp, memref::CastOp, memref::ExpandShapeOp,
+               memref::CollapseShapeOp>(op);
+  }
+
   /// Whether `use` only reads its buffer: a linalg input, the source of a
   /// copy, put or send, a load, or a view (a kernel's row tile) whose every
   /// use only reads.
   static bool readsOnly(OpOperand &use) {
     Operation *user = use.getOwner();
-    if (isa<memref::SubViewOp, memref::CastOp, memref::ExpandShapeOp,
-            memref::CollapseShapeOp>(user))
+    if (isView(user))
       return use.getOperandNumber() == 0 &&
              llvm::all_of(user->getResult(0).getUses(), [](OpOperand &viewUse) {
                return readsOnly(viewUse);
@@ -204,8 +209,7 @@ struct SymmetricTransfersPass
     Operation *top = block->findAncestorOpInBlock(*user);
     if (!top)
       return nullptr;
-    if (isa<memref::SubViewOp, memref::CastOp, memref::ExpandShapeOp,
-            memref::CollapseShapeOp>(user))
+    if (isView(user))
       for (OpOperand &viewUse : user->getResult(0).getUses()) {
         Operation *later = lastReader(viewUse, block);
         if (!later)
