@@ -319,3 +319,45 @@ func.func @shared_fill(%x: tensor<8x64xf32>, %y: tensor<8x64xf32>)
   } -> tensor<8xf32>
   return %s1, %s2 : tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// A chain inside host control flow (ring attention's skipped pieces put a
+// piece's chain in an scf.if) is fused there.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+// CHECK-LABEL: func.func @in_branch
+// CHECK: scf.if
+// CHECK-NEXT: scf.yield
+// CHECK-NEXT: } else {
+// CHECK-NOT: linalg.generic
+// CHECK: scf.forall
+// CHECK-COUNT-2: linalg.generic
+// CHECK-NOT: linalg.generic
+// CHECK: } {braid.kernel}
+// CHECK-NEXT: scf.yield
+// REMARK: remark: fused 3 ops into one kernel with 1 row reduction: moves 33024 bytes instead of 132096
+func.func @in_branch(%skip: i1, %x: tensor<64x128xf32>, %old: tensor<64xf32>) -> tensor<64xf32> {
+  %r = scf.if %skip -> tensor<64xf32> {
+    scf.yield %old : tensor<64xf32>
+  } else {
+    %zero = arith.constant 0.0 : f32
+    %e1 = tensor.empty() : tensor<64x128xf32>
+    %e = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%x : tensor<64x128xf32>) outs(%e1 : tensor<64x128xf32>) {
+    ^bb0(%a: f32, %o: f32):
+      %y = math.exp %a : f32
+      linalg.yield %y : f32
+    } -> tensor<64x128xf32>
+    %e0 = tensor.empty() : tensor<64xf32>
+    %s0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<64xf32>) -> tensor<64xf32>
+    %s = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+        ins(%e : tensor<64x128xf32>) outs(%s0 : tensor<64xf32>) {
+    ^bb0(%a: f32, %acc: f32):
+      %y = arith.addf %acc, %a : f32
+      linalg.yield %y : f32
+    } -> tensor<64xf32>
+    scf.yield %s : tensor<64xf32>
+  }
+  return %r : tensor<64xf32>
+}

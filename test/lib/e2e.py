@@ -602,7 +602,8 @@ def pattern_ring_attention(cfg):
     scale [+ mask]) v, written as frontends write it (separate max, exp,
     sum and divide generics). Variants: `causal` (a causal mask on global
     positions, through linalg.index and the rank's position), `full` (no
-    mask), `gqa` (causal, two q heads per k/v head: k and v are broadcast
+    mask), `keep` (the causal mask as a select of the kept scores, -inf
+    elsewhere), `gqa` (causal, two q heads per k/v head: k and v are broadcast
     over the heads after the gather), `mask` (an additive mask input over
     the whole sequence), `softmax` (linalg.softmax, non-causal),
     `transposed` (non-causal, k transposed after the gather). q/k/v are
@@ -611,14 +612,14 @@ def pattern_ring_attention(cfg):
     n, dt = cfg.group, cfg.dtype
     z = cfg.scale
     variant = cfg.variant or "causal"
-    if variant not in ("causal", "full", "gqa", "mask", "softmax", "transposed"):
+    if variant not in ("causal", "keep", "full", "gqa", "mask", "softmax", "transposed"):
         raise SystemExit(f"unknown variant {variant}")
     # bench/cpu/ring_attention.py sets larger heads and head_dim.
     heads, tl, d = getattr(cfg, "heads", 2), 4 * z, getattr(cfg, "head_dim", 8)
     kv_heads = heads // 2 if variant == "gqa" else heads
     rep = heads // kv_heads
     t = n * tl
-    causal = variant in ("causal", "gqa")
+    causal = variant in ("causal", "keep", "gqa")
     scale = 1.0 / np.sqrt(d)
     qs, ks, ss, os_ = (heads, tl, d), (kv_heads, tl, d), (heads, tl, t), (heads, tl, d)
     f32 = "f32"
@@ -685,14 +686,17 @@ def pattern_ring_attention(cfg):
         emit(f"%pos = shard.process_multi_index on @g axes = [{cfg.axis}] : index")
         emit(f"%tl = arith.constant {tl} : index")
         emit(f"%base = arith.muli %pos, %tl : index")
-        emit(f"%neg = arith.constant -1.0e+30 : f32")
+        emit(f"%neg = arith.constant {'0xFF800000' if variant == 'keep' else '-1.0e+30'} : f32")
         emit(f"%sm = linalg.generic {{indexing_maps = [{ident3}, {ident3}], iterator_types = [{par3}]}} "
              f"ins(%s : {tensor(ss, f32)}) outs(%me : {tensor(ss, f32)}) "
              + body([("%x", f32), ("%o", f32)],
                     ["%i = linalg.index 1 : index", "%j = linalg.index 2 : index",
-                     "%gi = arith.addi %base, %i : index", "%future = arith.cmpi ugt, %j, %gi : index",
-                     "%y = arith.mulf %x, %scale : f32", "%r = arith.select %future, %neg, %y : f32",
-                     "linalg.yield %r : f32"]) + f" -> {tensor(ss, f32)}")
+                     "%gi = arith.addi %base, %i : index"] +
+                    (["%past = arith.cmpi sle, %j, %gi : index", "%y = arith.mulf %x, %scale : f32",
+                      "%r = arith.select %past, %y, %neg : f32"] if variant == "keep" else
+                     ["%future = arith.cmpi ugt, %j, %gi : index", "%y = arith.mulf %x, %scale : f32",
+                      "%r = arith.select %future, %neg, %y : f32"]) +
+                    ["linalg.yield %r : f32"]) + f" -> {tensor(ss, f32)}")
     elif variant == "mask":
         emit(f"%sm = linalg.generic {{indexing_maps = [{ident3}, affine_map<(h, i, j) -> (i, j)>, {ident3}], iterator_types = [{par3}]}} "
              f"ins(%s, %mask : {tensor(ss, f32)}, {tensor((tl, t), f32)}) outs(%me : {tensor(ss, f32)}) "

@@ -50,6 +50,38 @@ namespace braid {
 using namespace mlir;
 using namespace braid::togpu;
 
+/// The allocation every buffer `value` can be comes from, through views
+/// and both sides of an scf.if or a select (ring attention's skipped
+/// blocks keep their running buffers): one of them when all are the same kind of
+/// allocation, else null.
+static Operation *commonAllocation(Value value, unsigned depth = 0) {
+  if (depth > 16)
+    return nullptr;
+  if (auto branch = value.getDefiningOp<scf::IfOp>()) {
+    unsigned result = cast<OpResult>(value).getResultNumber();
+    Operation *then =
+        commonAllocation(branch.thenYield().getOperand(result), depth + 1);
+    Operation *other =
+        commonAllocation(branch.elseYield().getOperand(result), depth + 1);
+    return then && other && then->getName() == other->getName() ? then
+                                                                 : nullptr;
+  }
+  if (auto select = value.getDefiningOp<arith::SelectOp>()) {
+    Operation *then = commonAllocation(select.getTrueValue(), depth + 1);
+    Operation *other = commonAllocation(select.getFalseValue(), depth + 1);
+    return then && other && then->getName() == other->getName() ? then
+                                                                 : nullptr;
+  }
+  if (Operation *allocation = allocationOf(value))
+    return allocation;
+  Operation *def = value.getDefiningOp();
+  if (auto metadata = dyn_cast_or_null<memref::ExtractStridedMetadataOp>(def))
+    return commonAllocation(metadata.getSource(), depth + 1);
+  if (auto view = dyn_cast_or_null<ViewLikeOpInterface>(def))
+    return commonAllocation(view.getViewSource(), depth + 1);
+  return nullptr;
+}
+
 namespace {
 
 // Grid-stride launches: enough blocks for a few waves of full occupancy
@@ -443,7 +475,7 @@ private:
     }
     SmallVector<memref::DeallocOp> deallocs;
     WalkResult untraced = function.walk([&](memref::DeallocOp dealloc) {
-      Operation *allocation = allocationOf(dealloc.getMemref());
+      Operation *allocation = commonAllocation(dealloc.getMemref());
       if (isa_and_nonnull<gpu::AllocOp>(allocation)) {
         deallocs.push_back(dealloc);
         return WalkResult::advance();

@@ -311,6 +311,36 @@ func.func @buffers(%x: memref<64xf32>) {
 
 // -----
 
+// A buffer chosen at run time between device allocations (ring
+// attention's skipped pieces keep their running buffers: an scf.if, which
+// canonicalization may make a select) is freed on the device.
+// CHECK-LABEL: func.func @chosen
+// CHECK: %[[A:.*]], %{{.*}} = gpu.alloc async
+// CHECK: %[[B:.*]], %{{.*}} = gpu.alloc async
+// CHECK: %[[C:.*]], %{{.*}} = gpu.alloc async
+// CHECK: %[[IF:.*]] = scf.if
+// CHECK: %[[S:.*]] = arith.select %{{.*}}, %[[IF]], %[[C]]
+// CHECK: gpu.dealloc async [%{{.*}}] %[[S]]
+// CHECK-NOT: memref.dealloc
+func.func @chosen(%c: i1, %d: i1, %x: memref<16xf32>) {
+  %a = memref.alloc() : memref<16xf32>
+  %b = memref.alloc() : memref<16xf32>
+  %e = memref.alloc() : memref<16xf32>
+  linalg.copy ins(%x : memref<16xf32>) outs(%a : memref<16xf32>)
+  linalg.copy ins(%x : memref<16xf32>) outs(%b : memref<16xf32>)
+  linalg.copy ins(%x : memref<16xf32>) outs(%e : memref<16xf32>)
+  %r = scf.if %d -> memref<16xf32> {
+    scf.yield %a : memref<16xf32>
+  } else {
+    scf.yield %b : memref<16xf32>
+  }
+  %s = arith.select %c, %r, %e : memref<16xf32>
+  memref.dealloc %s : memref<16xf32>
+  return
+}
+
+// -----
+
 // Elementwise work on a product that only it reads becomes cuBLASLt's
 // epilogue, written straight to its own output: bias + GELU (any spelling
 // of the tanh form) is epilogue 2, a ReLU spelled as a select is 5, a cast

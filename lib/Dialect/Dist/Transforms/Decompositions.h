@@ -70,6 +70,18 @@ struct AttentionPrefix {
   int64_t dim = 0;
 };
 
+/// A mask that fills whole blocks of scores (a causal one): the last score
+/// op yields a constant of at most -1e30 wherever e >= 0, with e an affine
+/// form in the op's loops and in index values defined outside it (the
+/// rank's position). A block of keys where e >= 0 at every point is then
+/// skipped.
+struct AttentionMask {
+  int64_t constant = 0;
+  llvm::SmallVector<int64_t> loops; ///< e's coefficient of each loop.
+  llvm::SmallVector<std::pair<mlir::Value, int64_t>> symbols;
+  llvm::SmallVector<int64_t> extents; ///< The op's loop ranges.
+};
+
 /// all_gather(k) and all_gather(v) along the sequence feeding
 /// softmax(s(q, k)) v: the scores' product, elementwise score ops (scale,
 /// masks), a row max, exp(s - max), its row sum, the division by it, an
@@ -94,6 +106,7 @@ struct RingAttention {
   int64_t chunk = 0; ///< Each rank's keys.
   /// Keys of a block whose scores are computed at once (divides chunk).
   int64_t pieceSize = 0;
+  std::optional<AttentionMask> mask;
   Ring ring;
 };
 /// Matches from either gather. `looksLike` says whether a softmax over

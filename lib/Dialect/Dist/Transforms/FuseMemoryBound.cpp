@@ -418,8 +418,19 @@ void FuseMemoryBoundPass::runOnOperation() {
       use.set(rewriter.clone(*fill)->getResult(0));
     }
   });
-  for (Block &block : function.getBody()) {
-    SmallVector<Group> groups = formGroups(block);
+  // The function's blocks and those of host control flow in it (ring
+  // attention's skipped blocks put a block's chain inside an scf.if).
+  SmallVector<Block *> blocks;
+  for (Block &block : function.getBody())
+    blocks.push_back(&block);
+  function.walk([&](Operation *op) {
+    if (isa<scf::IfOp, scf::ForOp>(op))
+      for (Region &region : op->getRegions())
+        for (Block &block : region)
+          blocks.push_back(&block);
+  });
+  for (Block *block : blocks) {
+    SmallVector<Group> groups = formGroups(*block);
     // A group that cannot be tiled stays as it was; fuse() says why.
     for (Group &group : groups)
       if (group.ops.size() > 1)

@@ -51,6 +51,8 @@ struct Candidate {
   /// score bytes a rank holds whole against per ring step.
   Operation *partner = nullptr;
   double scoreBytes = 0, stepScoreBytes = 0;
+  /// Ring attention: pieces its mask fills whole (causal) are skipped.
+  bool skipsMasked = false;
   double compute = 0, serial = 0, overlapped = 0;
   std::function<LogicalResult(RewriterBase &)> apply;
   double gain() const { return serial - overlapped; }
@@ -74,8 +76,10 @@ struct Record {
   /// fuse-collectives: computed inside the kernel `kernel` names.
   bool inKernel = false;
   std::string kernel;
-  /// ring_attention: the scores a rank would hold whole, and per step.
+  /// ring_attention: the scores a rank would hold whole, and per step;
+  /// whether pieces its mask fills whole are skipped.
   double scoreBytes = 0, stepScoreBytes = 0;
+  bool skipsMasked = false;
 };
 
 /// Collects the ring shifts a rewrite creates, to mark their transport.
@@ -353,6 +357,7 @@ OverlapPass::attentionCandidate(AllGatherOp gather, LinkFigures link,
       pipeline(c.compute / n, n, cost.messageTime(keys + values, link), n - 1);
   c.scoreBytes = tensorBytes(match->scores->getResult(0));
   c.stepScoreBytes = c.scoreBytes / (n * (match->chunk / match->pieceSize));
+  c.skipsMasked = match->mask.has_value();
   RingAttention m = *match;
   c.apply = [m](RewriterBase &r) { return decomposeRingAttention(r, m); };
   return c;
@@ -907,6 +912,7 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     record.kernel = chosen->kernel;
     record.scoreBytes = chosen->scoreBytes;
     record.stepScoreBytes = chosen->stepScoreBytes;
+    record.skipsMasked = chosen->skipsMasked;
     record.reason =
         (chosen->always && mode == braid::OverlapMode::Force ? "overlap=force; "
          : chosen->always ? (chosen->gain() > 0.01 * chosen->serial
@@ -946,7 +952,10 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
              << " in the same ring; a rank holds "
              << schedule::formatBytes(chosen->stepScoreBytes)
              << " of scores per step instead of "
-             << schedule::formatBytes(chosen->scoreBytes);
+             << schedule::formatBytes(chosen->scoreBytes)
+             << (chosen->skipsMasked
+                     ? "; skips the pieces its mask fills whole"
+                     : "");
     if (chosen->inKernel) {
       remark << "; " << chosen->saving;
     } else if (!whyNotInKernel.empty() && !chosen->partner) {
@@ -1176,6 +1185,7 @@ LogicalResult OverlapPass::writeReport() {
             json.attributeObject("scores", [&] {
               json.attribute("materialized_bytes", r.scoreBytes);
               json.attribute("per_step_bytes", r.stepScoreBytes);
+              json.attribute("skips_masked", r.skipsMasked);
             });
           json.attribute("transport", r.transport);
           if (r.inKernel) {

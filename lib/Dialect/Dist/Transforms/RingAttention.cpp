@@ -30,8 +30,10 @@
 #include "Decompositions.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 
@@ -132,6 +134,149 @@ AffineMap rowsInResult(linalg::LinalgOp op, unsigned operand,
     exprs.push_back(getAffineDimExpr(*at, ctx));
   }
   return AffineMap::get(resultMap.getNumResults(), 0, exprs, ctx);
+}
+
+/// An index value as an affine form: a constant, a coefficient per loop of
+/// the generic whose body computes it (through linalg.index) and per
+/// index value defined outside it; `nonNegative` when every term is.
+struct IndexForm {
+  int64_t constant = 0;
+  SmallVector<int64_t> loops;
+  SmallVector<std::pair<Value, int64_t>> symbols;
+  bool nonNegative = true;
+
+  void add(const IndexForm &other, int64_t times) {
+    constant += times * other.constant;
+    for (auto [mine, theirs] : llvm::zip(loops, other.loops))
+      mine += times * theirs;
+    for (auto [value, coefficient] : other.symbols) {
+      auto *at =
+          llvm::find_if(symbols, [&](auto &s) { return s.first == value; });
+      if (at == symbols.end())
+        symbols.push_back({value, times * coefficient});
+      else
+        at->second += times * coefficient;
+    }
+    nonNegative = nonNegative && other.nonNegative && times >= 0;
+  }
+};
+
+std::optional<IndexForm> indexForm(Value value, linalg::GenericOp op,
+                                   int depth = 0) {
+  IndexForm form;
+  form.loops.assign(op.getNumLoops(), 0);
+  if (depth > 16)
+    return std::nullopt;
+  Operation *def = value.getDefiningOp();
+  bool inside = def ? op->isProperAncestor(def)
+                    : cast<BlockArgument>(value).getOwner()->getParentOp() ==
+                          op.getOperation();
+  if (!def) {
+    if (inside)
+      return std::nullopt; // A scalar of the data.
+    form.symbols.push_back({value, 1});
+    form.nonNegative = false;
+    return form;
+  }
+  if (auto index = dyn_cast<linalg::IndexOp>(def)) {
+    if (index->getParentOp() != op.getOperation())
+      return std::nullopt;
+    form.loops[index.getDim()] = 1;
+    return form;
+  }
+  IntegerAttr constant;
+  if (matchPattern(value, m_Constant(&constant))) {
+    form.constant = constant.getValue().getSExtValue();
+    form.nonNegative = form.constant >= 0;
+    return form;
+  }
+  if (isa<arith::IndexCastOp, arith::IndexCastUIOp>(def))
+    return indexForm(def->getOperand(0), op, depth + 1);
+  if (isa<arith::AddIOp, arith::SubIOp>(def)) {
+    auto lhs = indexForm(def->getOperand(0), op, depth + 1);
+    auto rhs = indexForm(def->getOperand(1), op, depth + 1);
+    if (!lhs || !rhs)
+      return std::nullopt;
+    lhs->add(*rhs, isa<arith::AddIOp>(def) ? 1 : -1);
+    return lhs;
+  }
+  if (isa<arith::MulIOp>(def)) {
+    for (unsigned side = 0; side < 2; ++side) {
+      IntegerAttr factor;
+      if (!matchPattern(def->getOperand(side), m_Constant(&factor)))
+        continue;
+      auto other = indexForm(def->getOperand(1 - side), op, depth + 1);
+      if (!other)
+        return std::nullopt;
+      form.add(*other, factor.getValue().getSExtValue());
+      return form;
+    }
+  }
+  if (inside)
+    return std::nullopt;
+  // Defined outside: an opaque term, non-negative when it is a position.
+  form.symbols.push_back({value, 1});
+  form.nonNegative = isa<shard::ProcessMultiIndexOp>(def);
+  return form;
+}
+
+/// The mask `op` applies, when it yields a constant of at most -1e30 (or
+/// -inf) where an affine comparison of indices holds, and its score
+/// otherwise: masked iff e >= 0.
+std::optional<AttentionMask> blockMask(linalg::GenericOp op) {
+  auto yield = cast<linalg::YieldOp>(op.getBody()->getTerminator());
+  auto select =
+      throughCasts(yield.getValues()[0]).getDefiningOp<arith::SelectOp>();
+  if (!select)
+    return std::nullopt;
+  auto isFill = [](Value v) {
+    FloatAttr fill;
+    return matchPattern(v, m_Constant(&fill)) &&
+           fill.getValueAsDouble() <= -1e30;
+  };
+  bool whenTrue = isFill(select.getTrueValue());
+  if (!whenTrue && !isFill(select.getFalseValue()))
+    return std::nullopt;
+  auto cmp = select.getCondition().getDefiningOp<arith::CmpIOp>();
+  if (!cmp)
+    return std::nullopt;
+  auto lhs = indexForm(cmp.getLhs(), op), rhs = indexForm(cmp.getRhs(), op);
+  if (!lhs || !rhs)
+    return std::nullopt;
+  using P = arith::CmpIPredicate;
+  P pred = cmp.getPredicate();
+  bool isUnsigned =
+      pred == P::ugt || pred == P::uge || pred == P::ult || pred == P::ule;
+  if (isUnsigned && !(lhs->nonNegative && rhs->nonNegative))
+    return std::nullopt;
+  // The condition as e >= 0: a - b - 1 for a > b, a - b for a >= b, with
+  // the sides swapped for < and <=.
+  bool greater =
+      pred == P::sgt || pred == P::sge || pred == P::ugt || pred == P::uge;
+  bool strict =
+      pred == P::sgt || pred == P::slt || pred == P::ugt || pred == P::ult;
+  if (pred == P::eq || pred == P::ne)
+    return std::nullopt;
+  IndexForm e;
+  e.loops.assign(op.getNumLoops(), 0);
+  e.add(greater ? *lhs : *rhs, 1);
+  e.add(greater ? *rhs : *lhs, -1);
+  e.constant -= strict ? 1 : 0;
+  if (!whenTrue) { // Masked where the condition fails: -e - 1 >= 0.
+    IndexForm negated;
+    negated.loops.assign(op.getNumLoops(), 0);
+    negated.add(e, -1);
+    negated.constant -= 1;
+    e = negated;
+  }
+  AttentionMask mask;
+  mask.constant = e.constant;
+  mask.loops = e.loops;
+  mask.symbols = e.symbols;
+  mask.extents = op.getStaticLoopRanges();
+  if (llvm::any_of(mask.extents, ShapedType::isDynamic))
+    return std::nullopt;
+  return mask;
 }
 
 } // namespace
@@ -449,6 +594,8 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
         return o->getBlock() != output->getBlock();
       }))
     return refuse("the attention spans several blocks");
+  if (!m.scoreOps.empty())
+    m.mask = blockMask(m.scoreOps.back());
   return m;
 }
 
@@ -530,6 +677,42 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
   Value keys = m.keys.getInput(), values = m.values.getInput();
   std::pair<Value, Value> keysInFlight, valuesInFlight;
   Value runningMax, sums, out;
+  // The mask's e (masked iff e >= 0) bounded over a piece of keys from
+  // `start`: its least value over every point (a piece masked whole when
+  // >= 0), or with `rowsAtMost` its largest over the rows of its least
+  // over the keys (every row has a key left when < 0); `pred` compares
+  // it with 0.
+  Value covered;
+  auto maskBound = [&](Value start, bool rowsAtMost,
+                       arith::CmpIPredicate pred) -> Value {
+    const AttentionMask &mask = *m.mask;
+    auto index = [&](int64_t v) {
+      return arith::ConstantIndexOp::create(rewriter, loc, v).getResult();
+    };
+    auto plus = [&](Value a, Value b) {
+      return arith::AddIOp::create(rewriter, loc, a, b).getResult();
+    };
+    auto times = [&](Value a, int64_t c) {
+      return c == 1 ? a
+                    : arith::MulIOp::create(rewriter, loc, a, index(c))
+                          .getResult();
+    };
+    int64_t constant = mask.constant;
+    for (auto [loop, coefficient] : llvm::enumerate(mask.loops))
+      if (static_cast<int64_t>(loop) != m.keyDim &&
+          (coefficient > 0) == rowsAtMost)
+        constant += coefficient * (mask.extents[loop] - 1);
+    int64_t key = mask.loops[m.keyDim];
+    if (key < 0)
+      constant += key * (m.pieceSize - 1);
+    Value bound = index(constant);
+    if (key != 0)
+      bound = plus(bound, times(start, key));
+    for (auto [symbol, coefficient] : mask.symbols)
+      if (coefficient != 0)
+        bound = plus(bound, times(symbol, coefficient));
+    return arith::CmpIOp::create(rewriter, loc, pred, bound, index(0));
+  };
   for (int64_t step = 0; step < n; ++step) {
     if (step > 0) {
       keys = waitFor(rewriter, loc, keysInFlight);
@@ -549,6 +732,29 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
       bool first = step == 0 && piece == 0;
       OpFoldResult offset =
           affineIndex(rewriter, loc, owner, m.chunk, piece * m.pieceSize);
+      // Under a causal mask: whether the piece's keys are masked for every
+      // row, once the first piece gave every row a key that is not.
+      Value skip;
+      if (m.mask) {
+        Value start = getValueOrCreateConstantIndexOp(rewriter, loc, offset);
+        if (first)
+          covered =
+              maskBound(start, /*rowsAtMost=*/true, arith::CmpIPredicate::slt);
+        else
+          skip = arith::AndIOp::create(rewriter, loc, covered,
+                                       maskBound(start, /*rowsAtMost=*/false,
+                                                 arith::CmpIPredicate::sge));
+      }
+      scf::IfOp skipped;
+      if (skip) {
+        skipped = scf::IfOp::create(
+            rewriter, loc,
+            TypeRange{runningMax.getType(), sums.getType(), out.getType()},
+            skip, /*withElseRegion=*/true);
+        rewriter.setInsertionPointToStart(skipped.thenBlock());
+        scf::YieldOp::create(rewriter, loc, ValueRange{runningMax, sums, out});
+        rewriter.setInsertionPointToStart(skipped.elseBlock());
+      }
       Value keyPiece = keys, valuePiece = values;
       if (m.pieceSize != m.chunk) {
         keyPiece =
@@ -669,6 +875,13 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
       runningMax = *newMax;
       sums = *newSums;
       out = *newOut;
+      if (skipped) {
+        scf::YieldOp::create(rewriter, loc, ValueRange{runningMax, sums, out});
+        rewriter.setInsertionPointAfter(skipped);
+        runningMax = skipped.getResult(0);
+        sums = skipped.getResult(1);
+        out = skipped.getResult(2);
+      }
     }
   }
   Value result =

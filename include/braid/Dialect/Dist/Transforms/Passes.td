@@ -163,7 +163,9 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
       under auto when predicted faster or when those scores exceed 256 MiB
       per rank, always under force; the report's `scores` gives the bytes
       a rank holds whole against per piece; `sub-chunks` sets the pieces
-      of a block's keys scored at once, by default up to 512 keys);
+      of a block's keys scored at once, by default up to 512 keys; a piece
+      that a causal mask, an affine comparison of indices selecting at most
+      -1e30, fills whole is skipped at run time);
     - a halo exchange (the import's ring shifts of `update_halo`) before a
       stencil or convolution: the box of its iterations that reads no halo
       row runs from the tile before the exchange, between the shifts'
