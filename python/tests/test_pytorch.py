@@ -102,3 +102,76 @@ def test_plan_errors():
     with pytest.raises(braid.CompileError):
         bp.parallelize(GPTMLP(hidden=64, ffn=90), (x,),
                        {"up": "colwise", "down": "rowwise"}, ranks=4)
+
+
+class SDPA(nn.Module):
+    def forward(self, q, k, v, mask=None):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def _context_parallel(text, ranks, local, full):
+    """torch-mlir's export of attention over the whole sequence for k and v,
+    made context parallel: k and v (arguments 1 and 2) become this rank's
+    block of the sequence, all-gathered along it before use."""
+    import re
+    open_at = text.index("func.func @main(") + len("func.func @main(")
+    close_at = text.index(") -> ", open_at)
+    args = text[open_at:close_at]
+    for name in ("%arg1", "%arg2"):
+        args = args.replace(f"{name}: {full}", f"{name}: {local}")
+    start = text.index("{", close_at) + 1
+    body = re.sub(r"%arg([12])\b", r"%gathered\1", text[start:])
+    gathers = "".join(
+        f"\n    %gathered{i} = shard.all_gather %arg{i} on @cp grid_axes = [0] "
+        f"gather_axis = 2 : {local} -> {full}" for i in (1, 2))
+    prefix = text[:open_at] + args + text[close_at:start]
+    prefix = prefix.replace("module {", f"module {{\n  shard.grid @cp(shape = {ranks})", 1)
+    return prefix + gathers + body
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("masked,dtype", [(False, "f32"), (True, "f32"),
+                                          (True, "bf16")])
+def test_sdpa_context_parallel_is_ring_attention(ranks, masked, dtype):
+    """torch 2.x's scaled_dot_product_attention as torch-mlir exports it
+    (k transposed, each product a batch matmul between reshapes, exp(s -
+    max) as two ops, the safe softmax's -inf row flag and select), with k
+    and v gathered along the sequence: ring attention, against torch over
+    the whole sequence. The additive mask is causal with one row masked
+    whole, which the safe softmax gives zeros. bf16 runs torch's bf16
+    program and is compared with f32 attention of the same inputs."""
+    torch.manual_seed(ranks)
+    heads, tokens, dim = 2, 8 * ranks, 16
+    local = tokens // ranks
+    kind = torch.bfloat16 if dtype == "bf16" else torch.float32
+    q, k, v = (torch.randn(1, heads, tokens, dim).to(kind) for _ in range(3))
+    mask = None
+    if masked:
+        future = torch.arange(tokens)[None, :] > torch.arange(tokens)[:, None]
+        mask = torch.zeros(tokens, tokens).masked_fill(future, float("-inf"))
+        mask[3, :] = float("-inf")
+    args = (q[:, :, :local], k, v) + ((mask[:local],) if masked else ())
+    exported = bp.export(SDPA().eval(), args)
+    if masked:
+        args = args[:3] + (mask[:local].to(kind),)
+    full = f"tensor<1x{heads}x{tokens}x{dim}x{dtype}>"
+    block = f"tensor<1x{heads}x{local}x{dim}x{dtype}>"
+    text = _context_parallel(exported.text, ranks, block, full)
+    artifact = braid.compile(text, overlap="force", check_schedule=True)
+    strategies = [c.get("strategy") for c in artifact.report["collectives"]]
+    assert strategies == ["ring_attention", "ring_attention"], strategies
+    with torch.no_grad():
+        expected = F.scaled_dot_product_attention(q.float(), k.float(),
+                                                  v.float(), attn_mask=mask)
+    if masked:
+        assert torch.all(expected[:, :, 3] == 0)
+    blocks = lambda t: [t[:, :, r * local:(r + 1) * local].float().numpy()  # noqa: E731
+                        for r in range(ranks)]
+    inputs = [[qb, kb, vb] for qb, kb, vb in zip(blocks(q), blocks(k), blocks(v))]
+    if masked:
+        for r, row in enumerate(inputs):
+            row.append(mask[r * local:(r + 1) * local].numpy())
+    outputs = artifact.run(inputs)
+    got = torch.cat([torch.from_numpy(o[0]) for o in outputs], dim=2)
+    tolerance = 3e-2 if dtype == "bf16" else 1e-5
+    torch.testing.assert_close(got, expected, rtol=tolerance, atol=tolerance)

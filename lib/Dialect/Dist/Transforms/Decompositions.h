@@ -95,10 +95,24 @@ struct RingAttention {
   mlir::linalg::LinalgOp scores; ///< q against the gathered keys.
   unsigned keysOperand = 0, keyLoop = 0;
   int64_t keyDim = 0; ///< The scores' dimension over the keys.
-  llvm::SmallVector<mlir::linalg::GenericOp> scoreOps;
-  llvm::SmallVector<unsigned> scoreOperands; ///< Their chain operand.
+  /// The score ops after the product: elementwise generics along the keys
+  /// and reshapes keeping them apart (torch-mlir's expand_shape after a
+  /// batch matmul), applied to each piece.
+  llvm::SmallVector<AttentionPrefix> scoreOps;
   mlir::linalg::GenericOp max, exp, sum, div, convert;
+  /// exp(s - max) as two ops (torch-mlir's): `exp` the difference, this
+  /// the exponential of it.
+  mlir::linalg::GenericOp expThen;
+  /// torch's safe softmax: a test of each score against -inf, its
+  /// and-reduction over the keys, and the select of 0 for the rows where
+  /// it holds after the division.
+  mlir::linalg::GenericOp flagTest, flagAll, safeSelect;
   unsigned expScores = 0, expMax = 0, divExps = 0, divSum = 0;
+  /// A reshape of the probabilities before their product (torch-mlir's
+  /// collapse_shape of batch and heads), and its reassociation of the
+  /// rows' dims, which the row max and sum take to meet the output.
+  mlir::tensor::CollapseShapeOp probsCollapse;
+  llvm::SmallVector<mlir::ReassociationIndices> rowGroups;
   mlir::linalg::LinalgOp output; ///< The probabilities against v.
   unsigned probsOperand = 0, valuesOperand = 0, valueLoop = 0;
   /// From the output's dims to the row dims of the max and the sum.

@@ -339,7 +339,11 @@ OverlapPass::attentionCandidate(AllGatherOp gather, LinkFigures link,
   int64_t n = match->ring.groupSize;
   SmallVector<Operation *> ops{match->scores, match->max, match->exp,
                                match->sum,    match->div, match->output};
-  ops.append(match->scoreOps.begin(), match->scoreOps.end());
+  for (const AttentionPrefix &p : match->scoreOps)
+    if (isa<linalg::LinalgOp>(p.op))
+      ops.push_back(p.op);
+  if (match->expThen)
+    ops.push_back(match->expThen);
   Candidate c;
   c.strategy = "ring_attention";
   c.with = nameOf(match->output);
@@ -953,9 +957,8 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
              << schedule::formatBytes(chosen->stepScoreBytes)
              << " of scores per step instead of "
              << schedule::formatBytes(chosen->scoreBytes)
-             << (chosen->skipsMasked
-                     ? "; skips the pieces its mask fills whole"
-                     : "");
+             << (chosen->skipsMasked ? "; skips the pieces its mask fills whole"
+                                     : "");
     if (chosen->inKernel) {
       remark << "; " << chosen->saving;
     } else if (!whyNotInKernel.empty() && !chosen->partner) {

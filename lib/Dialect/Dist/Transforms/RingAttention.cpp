@@ -109,6 +109,55 @@ bool isRowReduction(linalg::GenericOp op, unsigned loop) {
               .isFunctionOfDim(loop);
 }
 
+/// A generic testing each element of its one input for -inf (torch's
+/// safe softmax, through float extensions).
+bool isMinusInfTest(linalg::GenericOp op) {
+  if (op.getNumDpsInputs() != 1 || !isElementwiseOn(op, 0) ||
+      !getElementTypeOrSelf(op->getResult(0).getType()).isInteger(1))
+    return false;
+  auto cmp = yielded<arith::CmpFOp>(op);
+  if (!cmp || cmp.getPredicate() != arith::CmpFPredicate::OEQ)
+    return false;
+  FloatAttr low;
+  for (unsigned side = 0; side < 2; ++side)
+    if (isArg(cmp->getOperand(side), op, 0) &&
+        matchPattern(cmp->getOperand(1 - side), m_Constant(&low)))
+      return low.getValue().isInfinity() && low.getValue().isNegative();
+  return false;
+}
+
+/// Whether `op` selects 0 where `flag` (a row tensor, read through
+/// `rows`) holds and its operand `probs` elsewhere.
+bool isSafeSelect(linalg::GenericOp op, unsigned probs, Value flag,
+                  AffineMap rows) {
+  if (!isElementwiseOn(op, probs) || op.getNumDpsInputs() > 3)
+    return false;
+  auto select = yielded<arith::SelectOp>(op);
+  if (!select || !isArg(select.getFalseValue(), op, probs))
+    return false;
+  Value zero = select.getTrueValue();
+  if (!matchPattern(zero, m_AnyZeroFloat())) {
+    auto arg = dyn_cast<BlockArgument>(zero);
+    if (!arg || arg.getOwner() != op.getBody() ||
+        arg.getArgNumber() >= op.getNumDpsInputs())
+      return false;
+    Value source = op.getDpsInputOperand(arg.getArgNumber())->get();
+    DenseElementsAttr constant;
+    auto splat =
+        matchPattern(source, m_Constant(&constant)) && constant.isSplat()
+            ? dyn_cast<FloatAttr>(constant.getSplatValue<Attribute>())
+            : FloatAttr();
+    if (!(splat && splat.getValue().isZero()) && !isZeroFill(source))
+      return false;
+  }
+  auto cond = dyn_cast<BlockArgument>(select.getCondition());
+  if (!cond || cond.getOwner() != op.getBody() ||
+      cond.getArgNumber() >= op.getNumDpsInputs())
+    return false;
+  OpOperand *flagUse = op.getDpsInputOperand(cond.getArgNumber());
+  return flagUse->get() == flag && op.getMatchingIndexingMap(flagUse) == rows;
+}
+
 /// The dimension of a row tensor each of `rowsMap`'s results indexes in
 /// the result of `op`, through `op`'s map of `operand` (an identity view
 /// of the score dims): the map from `op`'s result dims to the row dims, or
@@ -399,6 +448,14 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
       // Back through the cast, the division, the exponentials and the
       // score ops to the product whose operand is a gather.
       for (int hops = 0; hops < 16; ++hops) {
+        if (auto reshape = value.getDefiningOp<tensor::CollapseShapeOp>()) {
+          value = reshape.getSrc();
+          continue;
+        }
+        if (auto reshape = value.getDefiningOp<tensor::ExpandShapeOp>()) {
+          value = reshape.getSrc();
+          continue;
+        }
         auto def = value.getDefiningOp<linalg::LinalgOp>();
         if (!def || def.getNumDpsInputs() == 0)
           break;
@@ -439,18 +496,28 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
   while (scores.hasOneUse()) {
     OpOperand &use = *scores.getUses().begin();
     auto next = dyn_cast<linalg::GenericOp>(use.getOwner());
-    if (!next || !isElementwiseOn(next, use.getOperandNumber()))
+    if (next && isElementwiseOn(next, use.getOperandNumber())) {
+      m.scoreOps.push_back({next, use.getOperandNumber(),
+                            static_cast<unsigned>(m.keyDim), m.keyDim});
+    } else if (std::optional<int64_t> dim =
+                   reshapedKeyDim(use.getOwner(), m.keyDim)) {
+      m.scoreOps.push_back({use.getOwner(), 0, 0, *dim});
+      m.keyDim = *dim;
+    } else {
       return failure();
-    m.scoreOps.push_back(next);
-    m.scoreOperands.push_back(use.getOperandNumber());
-    scores = next->getResult(0);
+    }
+    scores = use.getOwner()->getResult(0);
   }
-  linalg::GenericOp max, exp;
+  linalg::GenericOp max, exp, flagTest;
   unsigned expScores = 0;
   for (OpOperand &use : scores.getUses()) {
     auto generic = dyn_cast<linalg::GenericOp>(use.getOwner());
-    if (generic && isRowReduction(generic, m.keyDim) && !max) {
+    if (generic && !max && isRowReduction(generic, m.keyDim) &&
+        (combinesArgs(yielded<arith::MaximumFOp>(generic), generic, 0, 1) ||
+         combinesArgs(yielded<arith::MaxNumFOp>(generic), generic, 0, 1))) {
       max = generic;
+    } else if (generic && !flagTest && isMinusInfTest(generic)) {
+      flagTest = generic;
     } else if (generic && !exp) {
       exp = generic;
       expScores = use.getOperandNumber();
@@ -458,10 +525,7 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
       return failure();
     }
   }
-  if (!max || !exp || !llvm::hasNItems(scores.getUses(), 2))
-    return failure();
-  if (!combinesArgs(yielded<arith::MaximumFOp>(max), max, 0, 1) &&
-      !combinesArgs(yielded<arith::MaxNumFOp>(max), max, 0, 1))
+  if (!max || !exp)
     return failure();
   // From here on it is a softmax over the keys: what refuses it says why.
   looksLike = true;
@@ -477,16 +541,54 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
   m.max = max;
   AffineMap rows = max.getMatchingIndexingMap(max.getDpsInitOperand(0));
 
-  // exp(s - max).
+  // torch's safe softmax: whether every score of a row is -inf, reduced
+  // over the keys with `and` from true.
+  if (flagTest) {
+    Value tested = flagTest->getResult(0);
+    auto all = tested.hasOneUse()
+                   ? dyn_cast<linalg::GenericOp>(*tested.getUsers().begin())
+                   : linalg::GenericOp();
+    BoolAttr start;
+    if (!all || !isRowReduction(all, m.keyDim) ||
+        !combinesArgs(yielded<arith::AndIOp>(all), all, 0, 1) ||
+        all.getMatchingIndexingMap(all.getDpsInitOperand(0)) != rows) {
+      looksLike = true;
+      return refuse("the scores' test against -inf is not and-reduced over "
+                    "the keys like the max");
+    }
+    auto fill = all.getDpsInitOperand(0)->get().getDefiningOp<linalg::FillOp>();
+    if (!fill || !matchPattern(fill.getInputs()[0], m_Constant(&start)) ||
+        !start.getValue()) {
+      looksLike = true;
+      return refuse("the and-reduction of the -inf test does not start "
+                    "from true");
+    }
+    m.flagTest = flagTest;
+    m.flagAll = all;
+  }
+
+  // exp(s - max), as one op or a difference and its exponential.
   Value maxValue = max->getResult(0);
   if (!maxValue.hasOneUse() || *maxValue.getUsers().begin() != exp)
     return refuse("the row max is used besides the exponentials");
-  auto expOp = yielded<math::ExpOp>(exp);
-  auto diff =
-      expOp ? expOp.getOperand().getDefiningOp<arith::SubFOp>() : nullptr;
   m.exp = exp;
   m.expScores = expScores;
   m.expMax = maxValue.getUses().begin()->getOperandNumber();
+  auto diff = yielded<arith::SubFOp>(exp);
+  if (auto expOp = yielded<math::ExpOp>(exp)) {
+    diff = expOp.getOperand().getDefiningOp<arith::SubFOp>();
+  } else if (Value d = exp->getResult(0); d.hasOneUse()) {
+    auto then = dyn_cast<linalg::GenericOp>(*d.getUsers().begin());
+    auto expOp = then && then.getNumDpsInputs() == 1 && isElementwiseOn(then, 0)
+                     ? yielded<math::ExpOp>(then)
+                     : math::ExpOp();
+    if (expOp && isArg(expOp.getOperand(), then, 0))
+      m.expThen = then;
+    else
+      diff = {};
+  } else {
+    diff = {};
+  }
   if (!isElementwiseOn(exp, expScores) ||
       exp.getIndexingMapsArray()[m.expMax] != rows || !diff ||
       !isArg(diff.getLhs(), exp, expScores) ||
@@ -494,7 +596,7 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
     return refuse("no exp(s - max) over the scores follows their row max");
 
   // Their row sum, and the division by it.
-  Value exps = exp->getResult(0);
+  Value exps = (m.expThen ? m.expThen : exp)->getResult(0);
   linalg::GenericOp sum, div;
   for (OpOperand &use : exps.getUses()) {
     auto generic = dyn_cast<linalg::GenericOp>(use.getOwner());
@@ -526,11 +628,29 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
       !isArg(quotient.getRhs(), div, m.divSum))
     return refuse("the exponentials are not divided by their row sum");
 
-  // An optional conversion, then the product with v along the keys.
+  // The safe softmax's select of 0 for the rows masked whole, an optional
+  // conversion, then the product with v along the keys.
   Value probs = div->getResult(0);
   if (!probs.hasOneUse())
     return refuse("the probabilities are used besides their product with v");
   OpOperand *probsUse = &*probs.getUses().begin();
+  if (m.flagAll) {
+    auto select = dyn_cast<linalg::GenericOp>(probsUse->getOwner());
+    if (!m.flagAll->hasOneUse())
+      return refuse("the rows' flag of scores all -inf is used besides the "
+                    "select of 0");
+    if (!select || !isSafeSelect(select, probsUse->getOperandNumber(),
+                                 m.flagAll->getResult(0), rows))
+      return refuse("the rows whose scores are all -inf are not given 0 "
+                    "after the division");
+    m.safeSelect = select;
+    probs = select->getResult(0);
+    if (!probs.hasOneUse())
+      return refuse("the probabilities are used besides their product with v");
+    probsUse = &*probs.getUses().begin();
+  } else if (flagTest) {
+    return refuse("the scores' test against -inf is used elsewhere");
+  }
   if (auto convert = dyn_cast<linalg::GenericOp>(probsUse->getOwner());
       convert && convert.getNumDpsInputs() == 1 &&
       isElementwiseOn(convert, 0) &&
@@ -543,6 +663,35 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
       return refuse("the probabilities are used besides their product with v");
     probsUse = &*probs.getUses().begin();
   }
+  // torch-mlir folds batch and heads before a batch matmul: the rows then
+  // fold alike.
+  int64_t probsKeyDim = m.keyDim;
+  AffineMap probsRows = rows;
+  if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(probsUse->getOwner())) {
+    std::optional<int64_t> dim = reshapedKeyDim(collapse, m.keyDim);
+    auto groups = collapse.getReassociationIndices();
+    AffineMap projection =
+        AffineMap::getMultiDimIdentityMap(rows.getNumDims(), rows.getContext())
+            .dropResult(m.keyDim);
+    if (!dim || groups[*dim].size() != 1 || rows != projection ||
+        !collapse->hasOneUse())
+      return refuse("the probabilities are reshaped before their product "
+                    "other than by folding dims apart from the keys");
+    for (const ReassociationIndices &group : groups) {
+      if (group.front() == m.keyDim)
+        continue;
+      ReassociationIndices rowGroup;
+      for (int64_t d : group)
+        rowGroup.push_back(d > m.keyDim ? d - 1 : d);
+      m.rowGroups.push_back(rowGroup);
+    }
+    m.probsCollapse = collapse;
+    probsKeyDim = *dim;
+    probsRows =
+        AffineMap::getMultiDimIdentityMap(groups.size(), rows.getContext())
+            .dropResult(probsKeyDim);
+    probsUse = &*collapse->getUses().begin();
+  }
   auto output = dyn_cast<linalg::LinalgOp>(probsUse->getOwner());
   if (!output || !linalg::isaContractionOpInterface(output) ||
       output->getNumResults() != 1 || !output.hasPureTensorSemantics())
@@ -550,7 +699,7 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
   m.output = output;
   m.probsOperand = probsUse->getOperandNumber();
   auto probsLoop = dyn_cast<AffineDimExpr>(
-      output.getIndexingMapsArray()[m.probsOperand].getResult(m.keyDim));
+      output.getIndexingMapsArray()[m.probsOperand].getResult(probsKeyDim));
   if (!probsLoop || output.getIteratorTypesArray()[probsLoop.getPosition()] !=
                         utils::IteratorType::reduction)
     return refuse(nameOf(output) + " does not sum the probabilities over "
@@ -584,18 +733,24 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
   }
   if (!m.values)
     return refuse(nameOf(output) + " reads no gathered v");
-  m.rowsInOutput = rowsInResult(output, m.probsOperand, rows);
+  m.rowsInOutput = rowsInResult(output, m.probsOperand, probsRows);
   if (!m.rowsInOutput)
     return refuse("a row of the scores does not reach the output");
   // The block ops are rebuilt where the product with v was.
-  SmallVector<Operation *> ops(m.scoreOps.begin(), m.scoreOps.end());
-  ops.append({user, max, exp, sum, div});
+  SmallVector<Operation *> ops{user, max, exp, sum, div};
+  for (const AttentionPrefix &p : m.scoreOps)
+    ops.push_back(p.op);
+  for (Operation *op : std::initializer_list<Operation *>{
+           m.expThen, m.flagTest, m.flagAll, m.safeSelect, m.probsCollapse})
+    if (op)
+      ops.push_back(op);
   if (llvm::any_of(ops, [&](Operation *o) {
         return o->getBlock() != output->getBlock();
       }))
     return refuse("the attention spans several blocks");
   if (!m.scoreOps.empty())
-    m.mask = blockMask(m.scoreOps.back());
+    if (auto last = dyn_cast<linalg::GenericOp>(m.scoreOps.back().op))
+      m.mask = blockMask(last);
   return m;
 }
 
@@ -672,6 +827,14 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
   };
   Type probsElement =
       getElementTypeOrSelf(m.output->getOperand(m.probsOperand).getType());
+  // A row tensor (max, sum) as the output's rows see it: folded like the
+  // probabilities before their product.
+  auto rowsOfOutput = [&](Value rowTensor) -> Value {
+    if (m.rowGroups.empty())
+      return rowTensor;
+    return tensor::CollapseShapeOp::create(rewriter, loc, rowTensor,
+                                           m.rowGroups);
+  };
   float lowest = -std::numeric_limits<float>::infinity();
 
   Value keys = m.keys.getInput(), values = m.values.getInput();
@@ -811,11 +974,9 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
           chunk(m.scores, m.keyLoop, {{m.keysOperand, keyPiece}}, Value());
       if (failed(scores))
         return failure();
-      for (auto [op, operand] : llvm::zip(m.scoreOps, m.scoreOperands)) {
-        scores = chunk(op, m.keyDim, {{operand, *scores}}, Value());
-        if (failed(scores))
-          return failure();
-      }
+      scores = through(*scores, m.scoreOps);
+      if (failed(scores))
+        return failure();
       FailureOr<Value> newMax =
           chunk(m.max, m.keyDim, {{0, *scores}}, runningMax);
       if (failed(newMax))
@@ -836,6 +997,8 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
       FailureOr<Value> exps =
           chunk(m.exp, m.keyDim, {{m.expScores, *scores}, {m.expMax, safeMax}},
                 Value());
+      if (succeeded(exps) && m.expThen)
+        exps = chunk(m.expThen, m.keyDim, {{0, *exps}}, Value());
       if (failed(exps))
         return failure();
       Value scale;
@@ -863,10 +1026,14 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
             rewriter, loc, emptyLike(rewriter, loc, probs, probsElement),
             {whole(probs)},
             [](OpBuilder &, Location, ValueRange args) { return args[0]; });
+      if (m.probsCollapse)
+        probs = tensor::CollapseShapeOp::create(
+            rewriter, loc, probs, m.probsCollapse.getReassociationIndices());
       Value outInit;
       if (!first)
-        outInit = rowwise(rewriter, loc, emptyLike(rewriter, loc, out),
-                          {whole(out), {scale, m.rowsInOutput}}, times);
+        outInit =
+            rowwise(rewriter, loc, emptyLike(rewriter, loc, out),
+                    {whole(out), {rowsOfOutput(scale), m.rowsInOutput}}, times);
       FailureOr<Value> newOut = chunk(
           m.output, m.valueLoop,
           {{m.probsOperand, probs}, {m.valuesOperand, valuePiece}}, outInit);
@@ -884,19 +1051,35 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
       }
     }
   }
-  Value result =
-      rowwise(rewriter, loc, emptyLike(rewriter, loc, out),
-              {whole(out), {sums, m.rowsInOutput}},
-              [](OpBuilder &b, Location at, ValueRange args) -> Value {
-                return arith::DivFOp::create(b, at, args[0], args[1]);
-              });
+  // Under torch's safe softmax a row whose scores are all -inf gives 0;
+  // its sum is then 0 (the others' is at least 1: their max's exp).
+  bool safe = static_cast<bool>(m.safeSelect);
+  Value result = rowwise(
+      rewriter, loc, emptyLike(rewriter, loc, out),
+      {whole(out), {rowsOfOutput(sums), m.rowsInOutput}},
+      [&](OpBuilder &b, Location at, ValueRange args) -> Value {
+        Value quotient = arith::DivFOp::create(b, at, args[0], args[1]);
+        if (!safe)
+          return quotient;
+        Value zero = arith::ConstantOp::create(b, at, b.getF32FloatAttr(0));
+        Value none = arith::CmpFOp::create(b, at, arith::CmpFPredicate::OEQ,
+                                           args[1], zero);
+        return arith::SelectOp::create(b, at, none, zero, quotient);
+      });
   rewriter.replaceOp(m.output, result);
   SmallVector<Operation *> dead;
+  if (m.probsCollapse)
+    dead.push_back(m.probsCollapse);
   if (m.convert)
     dead.push_back(m.convert);
-  dead.append({m.div, m.sum, m.exp, m.max});
-  for (linalg::GenericOp op : llvm::reverse(m.scoreOps))
-    dead.push_back(op);
+  if (m.safeSelect)
+    dead.append({m.safeSelect, m.flagAll, m.flagTest});
+  dead.append({m.div, m.sum});
+  if (m.expThen)
+    dead.push_back(m.expThen);
+  dead.append({m.exp, m.max});
+  for (const AttentionPrefix &p : llvm::reverse(m.scoreOps))
+    dead.push_back(p.op);
   dead.push_back(m.scores);
   for (const AttentionPrefix &p : llvm::reverse(m.keysPrefix))
     dead.push_back(p.op);

@@ -155,9 +155,10 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     - `all_gather`s of k and v along the sequence feeding
       `softmax(s(q, k)) v` (context parallelism; separate max, exp, sum and
       divide generics, the form `braid-prepare-import` gives
-      `linalg.softmax` and torch-mlir's attention; any elementwise score
-      ops in between: scale, masks through `linalg.index` or a mask
-      tensor): one ring carrying both, with an online softmax (running row
+      `linalg.softmax` and torch-mlir's attention, or torch 2.x's sdpa:
+      batch matmuls between reshapes, exp(s - max) as two ops, the safe
+      softmax's -inf row flag; any elementwise score ops in between:
+      scale, masks through `linalg.index` or a mask tensor): one ring carrying both, with an online softmax (running row
       max and sum, rescaled output, one division at the end), so that a
       rank never holds its whole rows x sequence scores (`ring_attention`,
       under auto when predicted faster or when those scores exceed 256 MiB
