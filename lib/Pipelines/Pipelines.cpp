@@ -233,6 +233,9 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(dist::createFuseMemoryBound(fuse));
   pm.addNestedPass<func::FuncOp>(dist::createLinearizeCollectives());
   pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
+  // One placeholder per use: shared ones tie every layer's results into
+  // one alias set, which One-Shot Bufferize analyses in quadratic time.
+  pm.addNestedPass<func::FuncOp>(createUnsharePlaceholders());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =

@@ -22,22 +22,29 @@ using namespace braid::dist::overlap;
 AsyncPlacement overlap::planAsync(CollectiveOpInterface op) {
   AsyncPlacement placement;
   Block *block = op->getBlock();
-  if (Operation *def = op.getInput().getDefiningOp())
-    placement.startAfter = block->findAncestorOpInBlock(*def);
+  // Walks from the collective only as far as its bounds (no op order
+  // queries, which every rewrite of the block invalidates: with one per
+  // collective they made the pass quadratic in the program).
+  Operation *def = op.getInput().getDefiningOp();
+  Operation *defined = def ? block->findAncestorOpInBlock(*def) : nullptr;
   // Collectives keep their relative order, which keeps traces and the
-  // runtime's posting order the same as in the input.
+  // runtime's posting order the same as in the input: the start goes after
+  // the input's definition or the previous collective, whichever is later.
   for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode())
-    if (isa<CollectiveOpInterface>(prev)) {
-      if (!placement.startAfter || placement.startAfter->isBeforeInBlock(prev))
-        placement.startAfter = prev;
+    if (prev == defined || isa<CollectiveOpInterface>(prev)) {
+      placement.startAfter = prev;
       break;
     }
-  for (Operation *user : op.getCollectiveResult().getUsers()) {
-    Operation *ancestor = block->findAncestorOpInBlock(*user);
-    if (ancestor && (!placement.waitBefore ||
-                     ancestor->isBeforeInBlock(placement.waitBefore)))
-      placement.waitBefore = ancestor;
-  }
+  llvm::SmallPtrSet<Operation *, 8> users;
+  for (Operation *user : op.getCollectiveResult().getUsers())
+    if (Operation *ancestor = block->findAncestorOpInBlock(*user))
+      users.insert(ancestor);
+  for (Operation *next = op->getNextNode(); next && !users.empty();
+       next = next->getNextNode())
+    if (users.contains(next)) {
+      placement.waitBefore = next;
+      break;
+    }
   if (!placement.waitBefore)
     placement.waitBefore = block->getTerminator();
   Operation *first = placement.startAfter ? placement.startAfter->getNextNode()
