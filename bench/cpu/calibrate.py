@@ -18,16 +18,13 @@ it times with braid-exec (median of --repeat runs, slowest rank):
 and prints each figure beside the preset's current one, and the C++ to
 paste into CostModel.cpp. Usage: calibrate.py [--bin build/bin] [--ranks 4]
 """
-import argparse
 import os
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import gemm_program, time_program  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(HERE))
+from common import gemm_program, rank_parser, time_program  # noqa: E402
 
 
 def timed(args, tmp, name, text):
@@ -56,10 +53,7 @@ func.func @main(%a: tensor<{rows}x{cols}xf32>) -> tensor<{rows * ranks}x{cols}xf
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
-    parser.add_argument("--ranks", type=int, default=4)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser = rank_parser(repeat=5)
     args = parser.parse_args()
     r = args.ranks
     with tempfile.TemporaryDirectory() as tmp:

@@ -3,12 +3,26 @@
 time_program compiles MLIR text with braid-compile and runs it with
 braid-exec on `ranks` ranks (--warmup, --repeat), returning the median in
 milliseconds of the slowest rank; report_records returns the overlap
-report's records of MLIR text compiled to dist.
+report's records of MLIR text compiled to dist; rank_parser is the
+command line the multi-rank benches share.
 """
+import argparse
 import json
 import os
 import re
 import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def rank_parser(repeat):
+    """--bin (the build's bin/), --ranks (default 4) and --repeat (default
+    `repeat`), which a bench adds its own options to."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=repeat)
+    return parser
 
 
 def report_records(bin_dir, tmp, name, text, flags=()):

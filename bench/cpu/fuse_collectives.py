@@ -21,16 +21,13 @@ library / auto.
 Usage: fuse_collectives.py [--bin build/bin] [--ranks 4] [--repeat 9]
                            [--tokens 1,8,64,512] [--hidden 4096]
 """
-import argparse
 import os
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import collective_norm_program, report_records, time_program  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(HERE))
+from common import collective_norm_program, rank_parser, report_records, time_program  # noqa: E402
 
 
 def auto_strategy(bin_dir, tmp, name, text):
@@ -39,10 +36,7 @@ def auto_strategy(bin_dir, tmp, name, text):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
-    parser.add_argument("--ranks", type=int, default=4)
-    parser.add_argument("--repeat", type=int, default=9)
+    parser = rank_parser(repeat=9)
     parser.add_argument("--tokens", default="1,8,64,512")
     parser.add_argument("--hidden", type=int, default=4096)
     args = parser.parse_args()

@@ -17,7 +17,6 @@ the larger of its compute and communication times).
 
 Usage: overlap.py [--bin build/bin] [--ranks 4] [--repeat 5]
 """
-import argparse
 import json
 import os
 import sys
@@ -26,9 +25,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from common import (ag_gemm_program, bf16_matmul, gemm_rs_program,  # noqa: E402
-                    time_program)
+                    rank_parser, time_program)
 
-ROOT = os.path.dirname(os.path.dirname(HERE))
 
 TOKENS, HIDDEN, FFN = 2048, 4096, 14336
 
@@ -63,10 +61,7 @@ def timed(args, tmp, name, text, overlap, report=None):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
-    parser.add_argument("--ranks", type=int, default=4)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser = rank_parser(repeat=5)
     args = parser.parse_args()
     print(f"{'pattern':<8} {'fused ms':>9} {'serial ms':>10} {'compute ms':>11} "
           f"{'comm ms':>8} {'R':>6} {'R serial':>9} {'model R':>8} "

@@ -23,7 +23,6 @@ report's `scores`).
 Usage: ring_attention.py [--bin build/bin] [--ranks 4] [--repeat 5]
                          [--tokens 1024,4096] [--heads 8] [--head-dim 64]
 """
-import argparse
 import os
 import sys
 import tempfile
@@ -32,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "test", "lib"))
-from common import report_records, time_program  # noqa: E402
+from common import rank_parser, report_records, time_program  # noqa: E402
 import e2e  # noqa: E402
 
 
@@ -65,10 +64,7 @@ def mib(b):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
-    parser.add_argument("--ranks", type=int, default=4)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser = rank_parser(repeat=5)
     parser.add_argument("--tokens", default="1024,4096")
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=64)

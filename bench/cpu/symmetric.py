@@ -22,16 +22,13 @@ reduce-scatter then an all-gather) and a bf16 all-gather of
 Usage: symmetric.py [--bin build/bin] [--ranks 4] [--repeat 7]
                     [--tokens 8,64,512,2048] [--hidden 1024]
 """
-import argparse
 import os
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import ag_gemm_program, gemm_rs_program, time_program  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(HERE))
+from common import ag_gemm_program, gemm_rs_program, rank_parser, time_program  # noqa: E402
 
 
 def programs(ranks, tokens, hidden):
@@ -52,10 +49,7 @@ def programs(ranks, tokens, hidden):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
-    parser.add_argument("--ranks", type=int, default=4)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser = rank_parser(repeat=7)
     parser.add_argument("--tokens", default="8,64,512,2048")
     parser.add_argument("--hidden", type=int, default=1024)
     args = parser.parse_args()
