@@ -52,28 +52,26 @@ using namespace braid::togpu;
 
 /// The allocation every buffer `value` can be comes from, through views
 /// and both sides of an scf.if or a select (ring attention's skipped
-/// blocks keep their running buffers): one of them when all are the same kind of
-/// allocation, else null.
+/// blocks keep their running buffers): one of them when all are the same
+/// kind of allocation, else null.
 static Operation *commonAllocation(Value value, unsigned depth = 0) {
   if (depth > 16)
     return nullptr;
+  auto either = [&](Value lhs, Value rhs) -> Operation * {
+    Operation *a = commonAllocation(lhs, depth + 1);
+    Operation *b = commonAllocation(rhs, depth + 1);
+    return a && b && a->getName() == b->getName() ? a : nullptr;
+  };
   if (auto branch = value.getDefiningOp<scf::IfOp>()) {
     unsigned result = cast<OpResult>(value).getResultNumber();
-    Operation *then =
-        commonAllocation(branch.thenYield().getOperand(result), depth + 1);
-    Operation *other =
-        commonAllocation(branch.elseYield().getOperand(result), depth + 1);
-    return then && other && then->getName() == other->getName() ? then
-                                                                 : nullptr;
+    return either(branch.thenYield().getOperand(result),
+                  branch.elseYield().getOperand(result));
   }
-  if (auto select = value.getDefiningOp<arith::SelectOp>()) {
-    Operation *then = commonAllocation(select.getTrueValue(), depth + 1);
-    Operation *other = commonAllocation(select.getFalseValue(), depth + 1);
-    return then && other && then->getName() == other->getName() ? then
-                                                                 : nullptr;
-  }
+  if (auto select = value.getDefiningOp<arith::SelectOp>())
+    return either(select.getTrueValue(), select.getFalseValue());
   if (Operation *allocation = allocationOf(value))
     return allocation;
+  // allocationOf stops at a branch below views: follow them to it.
   Operation *def = value.getDefiningOp();
   if (auto metadata = dyn_cast_or_null<memref::ExtractStridedMetadataOp>(def))
     return commonAllocation(metadata.getSource(), depth + 1);

@@ -448,12 +448,9 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
       // Back through the cast, the division, the exponentials and the
       // score ops to the product whose operand is a gather.
       for (int hops = 0; hops < 16; ++hops) {
-        if (auto reshape = value.getDefiningOp<tensor::CollapseShapeOp>()) {
-          value = reshape.getSrc();
-          continue;
-        }
-        if (auto reshape = value.getDefiningOp<tensor::ExpandShapeOp>()) {
-          value = reshape.getSrc();
+        if (isa_and_nonnull<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(
+                value.getDefiningOp())) {
+          value = value.getDefiningOp()->getOperand(0);
           continue;
         }
         auto def = value.getDefiningOp<linalg::LinalgOp>();
@@ -551,18 +548,14 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
     BoolAttr start;
     if (!all || !isRowReduction(all, m.keyDim) ||
         !combinesArgs(yielded<arith::AndIOp>(all), all, 0, 1) ||
-        all.getMatchingIndexingMap(all.getDpsInitOperand(0)) != rows) {
-      looksLike = true;
+        all.getMatchingIndexingMap(all.getDpsInitOperand(0)) != rows)
       return refuse("the scores' test against -inf is not and-reduced over "
                     "the keys like the max");
-    }
     auto fill = all.getDpsInitOperand(0)->get().getDefiningOp<linalg::FillOp>();
     if (!fill || !matchPattern(fill.getInputs()[0], m_Constant(&start)) ||
-        !start.getValue()) {
-      looksLike = true;
+        !start.getValue())
       return refuse("the and-reduction of the -inf test does not start "
                     "from true");
-    }
     m.flagTest = flagTest;
     m.flagAll = all;
   }
