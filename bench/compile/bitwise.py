@@ -9,6 +9,8 @@ a 4-layer bf16 transformer from gen_transformer.py, four sequence-parallel
 blocks in a residual stream, and any MLIR files given.
 
 Usage: bitwise.py --old OLD/build/bin --new NEW/build/bin [FILE.mlir:RANKS ...]
+       bitwise.py --old-options=--outline-layers=false [FILE.mlir:RANKS ...]
+(the second compares one build with itself under different options).
 """
 import argparse
 import filecmp
@@ -35,10 +37,16 @@ def run(tools, source, ranks, tmp, tag, options):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--old", required=True, help="bin/ of one build")
+    parser.add_argument("--old", help="bin/ of one build (default: --new)")
     parser.add_argument("--new", default=os.path.join(ROOT, "build", "bin"))
+    parser.add_argument("--old-options", default="",
+                        help="extra braid-compile options of the old side, "
+                             "space-separated")
     parser.add_argument("programs", nargs="*", help="FILE.mlir:RANKS")
     args = parser.parse_args()
+    args.old = args.old or args.new
+    if args.old == args.new and not args.old_options:
+        parser.error("give --old, --old-options or both")
     with tempfile.TemporaryDirectory() as tmp:
         layers = os.path.join(tmp, "layers.mlir")
         subprocess.run([sys.executable, os.path.join(ROOT, "bench",
@@ -57,7 +65,8 @@ def main():
         for path, ranks in programs:
             for overlap in ("off", "force"):
                 options = [f"--overlap={overlap}"]
-                old = run(args.old, path, ranks, tmp, "old", options)
+                old = run(args.old, path, ranks, tmp, "old",
+                          options + args.old_options.split())
                 new = run(args.new, path, ranks, tmp, "new", options)
                 same = all(filecmp.cmp(a, b, shallow=False)
                            for a, b in zip(old, new))

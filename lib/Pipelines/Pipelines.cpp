@@ -192,6 +192,10 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     // schedules chunk through TilingInterface.
     pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
     pm.addPass(createCanonicalizerPass());
+    // Before CSE, which would merge the layers' placeholders and fills
+    // across layer boundaries and so break their repetition.
+    if (options.outlineLayers)
+      pm.addPass(createOutlineLayers());
     // One collective per distinct value: partitioning reshards a value once
     // for each use that wants it resharded (q, k and v each gather the
     // normed activations).

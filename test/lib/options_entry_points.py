@@ -51,6 +51,7 @@ SETTINGS = [
     ({"entry": "mlp"}, {}),
     ({"O": "0", "cpu": "x86-64"}, {}),
     ({"timing": "true"}, {}),
+    ({"outline-layers": "false"}, {}),
 ]
 if CUDA:
     SETTINGS += [

@@ -134,6 +134,52 @@ def UnsharePlaceholders
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 
+def OutlineLayers : Pass<"braid-outline-layers", "mlir::ModuleOp"> {
+  let summary = "Outlines a program's repeated layers into one function, "
+                "called once per layer";
+  let description = [{
+    A model of L identical layers is, after import, one function whose body
+    repeats the same stretch of ops L times. Every later pass would then
+    handle, and the code generator compile, L copies of each layer. This
+    pass finds the longest such stretch of each function's body and turns it
+    into one private function, called once per layer, so that the rest of
+    the pipeline sees one layer.
+
+    The stretch is found from a structural hash of each op (its name,
+    attributes, result and operand types and nested regions; not which
+    values it reads): the period is a spacing at which hashes repeat, and
+    the stretch the longest run in which each op hashes like the op one
+    period later. Where the run could be cut into segments at several
+    places, the cut that leaves fewest values live across it (a layer
+    boundary carries the residual stream) is taken. The segments are then
+    checked op by op for equivalence, and for wiring: every value a segment
+    reads is either defined by the same op of its own segment, or defined
+    outside the segment in every segment, the same outside value wherever
+    the first segment reads one value. Values from outside become the
+    function's arguments, except those of operand-free pure ops (constants,
+    static `tensor.empty`), which are cloned into it so that later matchers
+    still see them; values a segment defines and anything after the segment
+    reads become its results. Only segments holding a collective are
+    outlined. Results are unchanged: the same ops run in the same order.
+
+    ```mlir
+    // before: two layers
+    %h1 = ... layer ops reading %x, %w0 ...
+    %h2 = ... the same ops reading %h1, %w1 ...
+    // after
+    %h1 = func.call @main_layer(%x, %w0) : (...) -> tensor<...>
+    %h2 = func.call @main_layer(%h1, %w1) : (...) -> tensor<...>
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+  let statistics = [
+    Statistic<"numFunctions", "layer-functions",
+              "Number of layer functions outlined">,
+    Statistic<"numCalls", "layer-calls",
+              "Number of layers replaced by a call">
+  ];
+}
+
 def ApplyParallelPlan : Pass<"braid-apply-parallel-plan", "mlir::ModuleOp"> {
   let summary = "Turns a per-weight tensor-parallel plan into shard annotations";
   let description = [{

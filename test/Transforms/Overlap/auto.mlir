@@ -44,6 +44,7 @@ func.func @tiny(%x: tensor<8x64xbf16>, %w: tensor<64x64xbf16>) -> tensor<64x64xf
 // JSON: "kind": "all_gather",
 // JSON-NEXT: "loc": "{{.*}}auto.mlir:{{[0-9]+}}:8",
 // JSON-NEXT: "function": "llama_up",
+// JSON-NEXT: "calls": 1,
 // JSON-NEXT: "decision": "fused",
 // JSON-NEXT: "with": "linalg.matmul",
 // JSON-NEXT: "strategy": "ring_ag_matmul{{(_bidir)?}}",
@@ -57,6 +58,7 @@ func.func @tiny(%x: tensor<8x64xbf16>, %w: tensor<64x64xbf16>) -> tensor<64x64xf
 // JSON-NEXT: "overlapped_us": {{[0-9]+\.[0-9]}}
 // JSON: "kind": "all_gather",
 // JSON: "function": "tiny",
+// JSON-NEXT: "calls": 1,
 // JSON-NEXT: "decision": "kept",
 // JSON-NEXT: "with": "linalg.matmul",
 // JSON-NEXT: "strategy": null,

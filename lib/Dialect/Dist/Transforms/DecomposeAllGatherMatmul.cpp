@@ -31,9 +31,13 @@ FailureOr<AllGatherMatmul> overlap::matchAllGatherMatmul(AllGatherOp op,
   Value gathered = op.getResult();
   linalg::LinalgOp consumer;
   OpOperand *use = nullptr;
+  // The first linalg reader in program order (use lists are in no
+  // particular order).
   for (OpOperand &candidate : gathered.getUses())
     if (auto linalgOp = dyn_cast<linalg::LinalgOp>(candidate.getOwner()))
-      if (linalgOp.isDpsInput(&candidate) && !consumer) {
+      if (linalgOp.isDpsInput(&candidate) &&
+          (!consumer || (linalgOp->getBlock() == consumer->getBlock() &&
+                         linalgOp->isBeforeInBlock(consumer)))) {
         consumer = linalgOp;
         use = &candidate;
       }

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Linalg/Utils/Utils.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
@@ -62,6 +63,9 @@ struct Candidate {
 /// it.
 struct Record {
   std::string function, kind, loc, decision, with, strategy, reason;
+  /// How often the function runs per run of the program: a layer function
+  /// (braid-outline-layers) once per call.
+  int64_t calls = 1;
   /// The format the collective sends in, when quantized; its bound on the
   /// relative error of each element.
   std::string quantized;
@@ -228,6 +232,13 @@ private:
   }
   ReplicationAnalysis replication;
   std::vector<Record> records;
+  /// Runs per program run of each function reached from a public one
+  /// through calls (a layer function: its number of calls).
+  DenseMap<Operation *, int64_t> runs;
+  void countRuns(ModuleOp module, ArrayRef<FunctionOpInterface> functions);
+  int64_t runsOf(FunctionOpInterface function) const {
+    return runs.lookup_or(function, 1);
+  }
   /// Collectives to make asynchronous once every fused rewrite is done, so
   /// that their waits land before the final first uses: those the model
   /// chose `async` for, and those the rewrites create (the all-gather after
@@ -748,6 +759,7 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       continue;
     Record record;
     record.function = function.getName().str();
+    record.calls = runsOf(function);
     record.kind = op.getCollectiveKind().str();
     record.loc = formatLoc(op.getLoc());
     // Ring attention takes both gathers whenever it applies; they are not
@@ -1180,6 +1192,7 @@ LogicalResult OverlapPass::writeReport() {
           json.attribute("kind", r.kind);
           json.attribute("loc", r.loc);
           json.attribute("function", r.function);
+          json.attribute("calls", r.calls);
           json.attribute("decision", r.decision);
           optional("with", r.with);
           optional("strategy", r.strategy);
@@ -1218,6 +1231,27 @@ LogicalResult OverlapPass::writeReport() {
   return success();
 }
 
+void OverlapPass::countRuns(ModuleOp module,
+                            ArrayRef<FunctionOpInterface> functions) {
+  // Callers before callees suffices for what braid-outline-layers makes
+  // (one level); deeper nesting is counted the same way, a recursion once.
+  std::function<int64_t(FunctionOpInterface, unsigned)> count =
+      [&](FunctionOpInterface function, unsigned depth) -> int64_t {
+    if (auto it = runs.find(function); it != runs.end())
+      return it->second;
+    if (!function.isPrivate() || depth > 16)
+      return 1;
+    int64_t total = 0;
+    if (auto uses = SymbolTable::getSymbolUses(function, module))
+      for (const SymbolTable::SymbolUse &use : *uses)
+        if (auto caller = use.getUser()->getParentOfType<FunctionOpInterface>())
+          total += count(caller, depth + 1);
+    return runs[function] = std::max<int64_t>(total, 1);
+  };
+  for (FunctionOpInterface function : functions)
+    count(function, 0);
+}
+
 void OverlapPass::runOnOperation() {
   ModuleOp module = getOperation();
   auto bad = [&](const Twine &what) {
@@ -1249,6 +1283,7 @@ void OverlapPass::runOnOperation() {
   rewriter = &rewriterInstance;
   SmallVector<FunctionOpInterface> functions;
   module.walk([&](FunctionOpInterface f) { functions.push_back(f); });
+  countRuns(module, functions);
   for (FunctionOpInterface function : functions)
     processFunction(function);
   if (failed(writeReport()))

@@ -12,6 +12,8 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
@@ -60,6 +62,7 @@ bool ReplicationAnalysis::isReplicatedAlong(Value value, FlatSymbolRefAttr grid,
   }
   auto remember = [&](bool result) {
     cache[key] = result;
+    cacheLog.push_back(key);
     return result;
   };
   if (depth > kMaxDepth) {
@@ -76,6 +79,8 @@ bool ReplicationAnalysis::isReplicatedAlong(Value value, FlatSymbolRefAttr grid,
               arg.getArgNumber(), DistDialect::getPlacementAttrName()))
         if (placement.getGrid() == grid && placement.isReplicatedAlong(axis))
           return remember(true);
+      if (function.isPrivate())
+        return isArgumentReplicated(arg, grid, axis, reason, depth);
       reason = describe(value) +
                " has no placement 'replicate' along grid "
                "axis " +
@@ -101,6 +106,9 @@ bool ReplicationAnalysis::isReplicatedAlong(Value value, FlatSymbolRefAttr grid,
   }
   if (replicatesAlong(op, grid, axis))
     return remember(true);
+  if (isa<CallOpInterface>(op))
+    return isCallResultReplicated(cast<OpResult>(value), grid, axis, reason,
+                                  depth);
   // The same for the asynchronous forms, through their wait.
   if (auto wait = dyn_cast<WaitOp>(op))
     if (CollectiveOpInterface start = wait.getStart())
@@ -154,4 +162,107 @@ bool ReplicationAnalysis::isReplicatedAlong(Value value, FlatSymbolRefAttr grid,
     }
   });
   return remember(capturesOk);
+}
+
+/// Runs `prove` as the query `key`, which may reach itself again: there it
+/// is assumed to hold; if it fails, what was cached under the assumption is
+/// dropped.
+template <typename Prove>
+static bool inductively(std::pair<Value, int64_t> key,
+                        llvm::DenseMap<std::pair<Value, int64_t>, bool> &cache,
+                        llvm::DenseSet<std::pair<Value, int64_t>> &inProgress,
+                        SmallVectorImpl<std::pair<Value, int64_t>> &log,
+                        Prove prove) {
+  if (inProgress.contains(key))
+    return true;
+  inProgress.insert(key);
+  size_t mark = log.size();
+  bool result = prove();
+  inProgress.erase(key);
+  if (!result) {
+    for (auto entry : ArrayRef(log).drop_front(mark))
+      cache.erase(entry);
+    log.truncate(mark);
+  }
+  cache[key] = result;
+  log.push_back(key);
+  return result;
+}
+
+bool ReplicationAnalysis::isArgumentReplicated(BlockArgument arg,
+                                               FlatSymbolRefAttr grid,
+                                               int16_t axis,
+                                               std::string &reason,
+                                               unsigned depth) {
+  Operation *function = arg.getOwner()->getParentOp();
+  auto [it, inserted] = calls.try_emplace(function);
+  if (inserted) {
+    Operation *scope =
+        SymbolTable::getNearestSymbolTable(function->getParentOp());
+    std::optional<SymbolTable::UseRange> uses;
+    if (scope)
+      uses = SymbolTable::getSymbolUses(function, scope);
+    bool onlyCalled = uses.has_value();
+    SmallVector<Operation *> found;
+    unsigned numArgs = cast<FunctionOpInterface>(function).getNumArguments();
+    for (const SymbolTable::SymbolUse &use :
+         uses ? *uses : SymbolTable::UseRange({})) {
+      auto call = dyn_cast<CallOpInterface>(use.getUser());
+      onlyCalled &= call && call.getArgOperands().size() == numArgs;
+      found.push_back(use.getUser());
+    }
+    if (onlyCalled)
+      it->second = std::move(found);
+  }
+  ArrayRef<Operation *> callers = calls[function];
+  if (callers.empty()) {
+    reason = describe(arg) +
+             " belongs to a function that is not only called, and has no "
+             "placement 'replicate' along grid axis " +
+             std::to_string(axis);
+    cache[{arg, axis}] = false;
+    cacheLog.push_back({arg, axis});
+    return false;
+  }
+  return inductively({arg, axis}, cache, inProgress, cacheLog, [&] {
+    for (Operation *caller : callers) {
+      Value operand =
+          cast<CallOpInterface>(caller).getArgOperands()[arg.getArgNumber()];
+      std::string inner;
+      if (!isReplicatedAlong(operand, grid, axis, inner, depth + 1)) {
+        reason = "argument #" + std::to_string(arg.getArgNumber()) +
+                 " of a call: " + inner;
+        return false;
+      }
+    }
+    return true;
+  });
+}
+
+bool ReplicationAnalysis::isCallResultReplicated(OpResult result,
+                                                 FlatSymbolRefAttr grid,
+                                                 int16_t axis,
+                                                 std::string &reason,
+                                                 unsigned depth) {
+  auto call = cast<CallOpInterface>(result.getOwner());
+  auto callee = dyn_cast_or_null<FunctionOpInterface>(call.resolveCallable());
+  Region *body = callee ? &callee.getFunctionBody() : nullptr;
+  if (!body || !body->hasOneBlock() ||
+      body->front().getTerminator()->getNumOperands() !=
+          call->getNumResults()) {
+    reason = "the result of a call to a function Braid cannot see into";
+    cache[{result, axis}] = false;
+    cacheLog.push_back({result, axis});
+    return false;
+  }
+  Value returned =
+      body->front().getTerminator()->getOperand(result.getResultNumber());
+  return inductively({result, axis}, cache, inProgress, cacheLog, [&] {
+    std::string inner;
+    if (isReplicatedAlong(returned, grid, axis, inner, depth + 1))
+      return true;
+    reason = "result #" + std::to_string(result.getResultNumber()) +
+             " of a call: " + inner;
+    return false;
+  });
 }

@@ -222,11 +222,14 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     record has `"in_kernel": true` and names the kernel.
 
     Every decision is a remark
-    at the collective; `report=FILE` writes them all as JSON:
+    at the collective; `report=FILE` writes them all as JSON, each with the
+    function it is in and how often that function runs per run of the
+    program (`calls`: a layer function of braid-outline-layers once per
+    layer, so a layer's collectives are listed once):
 
     ```json
     {"collectives": [{"kind": "all_gather", "loc": "mlp.mlir:12:9",
-      "decision": "fused", "with": "linalg.matmul",
+      "function": "main", "calls": 1, "decision": "fused", "with": "linalg.matmul",
       "strategy": "ring_ag_matmul", "chunks": 4, "reason": "...",
       "predicted": {"compute_us": 812.0, "comm_us": 401.5,
                     "serial_us": 1213.5, "overlapped_us": 861.2}}]}

@@ -18,6 +18,8 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
 
 #include <string>
 
@@ -32,14 +34,36 @@ public:
 
   /// Forgets what was proven: after IR changes, cached values may be gone
   /// (and their storage reused).
-  void invalidate() { cache.clear(); }
+  void invalidate() {
+    cache.clear();
+    calls.clear();
+  }
 
 private:
   /// Replicated along the single axis `axis`.
   bool isReplicatedAlong(mlir::Value value, mlir::FlatSymbolRefAttr grid,
                          int16_t axis, std::string &reason, unsigned depth);
 
+  /// Through calls: an argument of a private function is replicated when
+  /// the operand of every call is, a call's result when the callee's
+  /// returned value is.
+  bool isArgumentReplicated(mlir::BlockArgument arg,
+                            mlir::FlatSymbolRefAttr grid, int16_t axis,
+                            std::string &reason, unsigned depth);
+  bool isCallResultReplicated(mlir::OpResult result,
+                              mlir::FlatSymbolRefAttr grid, int16_t axis,
+                              std::string &reason, unsigned depth);
+
   llvm::DenseMap<std::pair<mlir::Value, int64_t>, bool> cache;
+  /// The calls of each private function (empty: not only called, or not
+  /// private).
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Operation *>> calls;
+  /// Queries under way. One reached again is assumed to hold: every value
+  /// a call reads was computed before the call, so the assumption is an
+  /// induction over the calls in program order. The cache entries a query
+  /// made under it are dropped if the query fails.
+  llvm::DenseSet<std::pair<mlir::Value, int64_t>> inProgress;
+  llvm::SmallVector<std::pair<mlir::Value, int64_t>> cacheLog;
 };
 
 } // namespace braid::dist
