@@ -60,11 +60,7 @@ bool ReplicationAnalysis::isReplicatedAlong(Value value, FlatSymbolRefAttr grid,
       reason = describe(value) + " is not known to be replicated";
     return it->second;
   }
-  auto remember = [&](bool result) {
-    cache[key] = result;
-    cacheLog.push_back(key);
-    return result;
-  };
+  auto remember = [&](bool result) { return record(key, result); };
   if (depth > kMaxDepth) {
     reason = "the proof is too deep";
     return false;
@@ -220,9 +216,7 @@ bool ReplicationAnalysis::isArgumentReplicated(BlockArgument arg,
              " belongs to a function that is not only called, and has no "
              "placement 'replicate' along grid axis " +
              std::to_string(axis);
-    cache[{arg, axis}] = false;
-    cacheLog.push_back({arg, axis});
-    return false;
+    return record({arg, axis}, false);
   }
   return inductively({arg, axis}, cache, inProgress, cacheLog, [&] {
     for (Operation *caller : callers) {
@@ -251,9 +245,7 @@ bool ReplicationAnalysis::isCallResultReplicated(OpResult result,
       body->front().getTerminator()->getNumOperands() !=
           call->getNumResults()) {
     reason = "the result of a call to a function Braid cannot see into";
-    cache[{result, axis}] = false;
-    cacheLog.push_back({result, axis});
-    return false;
+    return record({result, axis}, false);
   }
   Value returned =
       body->front().getTerminator()->getOperand(result.getResultNumber());

@@ -54,6 +54,13 @@ private:
                               mlir::FlatSymbolRefAttr grid, int16_t axis,
                               std::string &reason, unsigned depth);
 
+  /// Caches `result` for `key` (logged, see inProgress) and returns it.
+  bool record(std::pair<mlir::Value, int64_t> key, bool result) {
+    cache[key] = result;
+    cacheLog.push_back(key);
+    return result;
+  }
+
   llvm::DenseMap<std::pair<mlir::Value, int64_t>, bool> cache;
   /// The calls of each private function (empty: not only called, or not
   /// private).
