@@ -1233,8 +1233,8 @@ LogicalResult OverlapPass::writeReport() {
 
 void OverlapPass::countRuns(ModuleOp module,
                             ArrayRef<FunctionOpInterface> functions) {
-  // Callers before callees suffices for what braid-outline-layers makes
-  // (one level); deeper nesting is counted the same way, a recursion once.
+  // A public function runs once; a private one as often as all its callers'
+  // calls together (memoized; a recursion deeper than 16 counts once).
   std::function<int64_t(FunctionOpInterface, unsigned)> count =
       [&](FunctionOpInterface function, unsigned depth) -> int64_t {
     if (auto it = runs.find(function); it != runs.end())
