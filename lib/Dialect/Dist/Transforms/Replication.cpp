@@ -160,29 +160,20 @@ bool ReplicationAnalysis::isReplicatedAlong(Value value, FlatSymbolRefAttr grid,
   return remember(capturesOk);
 }
 
-/// Runs `prove` as the query `key`, which may reach itself again: there it
-/// is assumed to hold; if it fails, what was cached under the assumption is
-/// dropped.
-template <typename Prove>
-static bool inductively(std::pair<Value, int64_t> key,
-                        llvm::DenseMap<std::pair<Value, int64_t>, bool> &cache,
-                        llvm::DenseSet<std::pair<Value, int64_t>> &inProgress,
-                        SmallVectorImpl<std::pair<Value, int64_t>> &log,
-                        Prove prove) {
+bool ReplicationAnalysis::inductively(std::pair<Value, int64_t> key,
+                                      function_ref<bool()> prove) {
   if (inProgress.contains(key))
     return true;
   inProgress.insert(key);
-  size_t mark = log.size();
+  size_t mark = cacheLog.size();
   bool result = prove();
   inProgress.erase(key);
   if (!result) {
-    for (auto entry : ArrayRef(log).drop_front(mark))
+    for (auto entry : ArrayRef(cacheLog).drop_front(mark))
       cache.erase(entry);
-    log.truncate(mark);
+    cacheLog.truncate(mark);
   }
-  cache[key] = result;
-  log.push_back(key);
-  return result;
+  return record(key, result);
 }
 
 bool ReplicationAnalysis::isArgumentReplicated(BlockArgument arg,
@@ -218,7 +209,7 @@ bool ReplicationAnalysis::isArgumentReplicated(BlockArgument arg,
              std::to_string(axis);
     return record({arg, axis}, false);
   }
-  return inductively({arg, axis}, cache, inProgress, cacheLog, [&] {
+  return inductively({arg, axis}, [&] {
     for (Operation *caller : callers) {
       Value operand =
           cast<CallOpInterface>(caller).getArgOperands()[arg.getArgNumber()];
@@ -249,7 +240,7 @@ bool ReplicationAnalysis::isCallResultReplicated(OpResult result,
   }
   Value returned =
       body->front().getTerminator()->getOperand(result.getResultNumber());
-  return inductively({result, axis}, cache, inProgress, cacheLog, [&] {
+  return inductively({result, axis}, [&] {
     std::string inner;
     if (isReplicatedAlong(returned, grid, axis, inner, depth + 1))
       return true;

@@ -19,6 +19,7 @@
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <string>
@@ -53,6 +54,12 @@ private:
   bool isCallResultReplicated(mlir::OpResult result,
                               mlir::FlatSymbolRefAttr grid, int16_t axis,
                               std::string &reason, unsigned depth);
+
+  /// Runs `prove` as the query `key`, which may reach itself again: there
+  /// it is assumed to hold; if it fails, what was cached under the
+  /// assumption is dropped (see inProgress).
+  bool inductively(std::pair<mlir::Value, int64_t> key,
+                   llvm::function_ref<bool()> prove);
 
   /// Caches `result` for `key` (logged, see inProgress) and returns it.
   bool record(std::pair<mlir::Value, int64_t> key, bool result) {
