@@ -126,6 +126,21 @@ Engine &engine(int64_t step) {
   return *instance;
 }
 
+/// Whether oneDNN 2.6's bf16 matmuls run on this CPU: its bf16 kernels,
+/// and the conversions around its reference one, need AVX-512 (F, BW, VL
+/// and DQ: its avx512_core), checked at run time like every other ISA
+/// choice; elsewhere (and off x86-64) bf16 products are widened to f32.
+bool bf16MatmulsRun() {
+#if defined(__x86_64__)
+  static const bool supported =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return supported;
+#else
+  return false;
+#endif
+}
+
 /// The matmul for `shape`, or null where oneDNN has no implementation for
 /// its types on this CPU.
 Primitive *primitiveFor(Engine &state, const Shape &shape, int64_t step) {
@@ -272,9 +287,15 @@ void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
   auto *cData = reinterpret_cast<void *>(c);
   auto *biasData = hasBias ? reinterpret_cast<void *>(bias) : nullptr;
   // oneDNN 2.6 accepts f16 matmuls it then fails to execute on CPUs
-  // without AVX512-FP16: f16 always takes the widened path.
+  // without AVX512-FP16, and bf16 ones on CPUs without AVX-512 (its
+  // execute returns invalid arguments on an AVX2 machine): f16 always, and
+  // bf16 there, take the widened path.
   bool f16 = a_dtype == BRAID_RT_F16 || c_dtype == BRAID_RT_F16;
-  if (Primitive *primitive = f16 ? nullptr : primitiveFor(state, shape, step)) {
+  bool bf16 = a_dtype == BRAID_RT_BF16 || b_dtype == BRAID_RT_BF16 ||
+              c_dtype == BRAID_RT_BF16;
+  bool narrow = f16 || (bf16 && !bf16MatmulsRun());
+  if (Primitive *primitive =
+          narrow ? nullptr : primitiveFor(state, shape, step)) {
     run(state, *primitive, aData, bData, cData, biasData, step);
     return;
   }
