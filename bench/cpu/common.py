@@ -105,18 +105,21 @@ def gemm_rs_program(ranks, t, f, h):
             f"  return %r : tensor<{local}x{h}xf32>\n}}\n")
 
 
-def collective_norm_program(ranks, t, h, scatter=False):
+def collective_norm_program(ranks, t, h, scatter=False, replicated=False):
     """A bf16 partial p [t, h] all-reduced (or reduce-scattered along the
     rows), plus the residual, then RMSNorm over h (in f32, weight per
-    rank); returns the residual stream and the normed rows."""
+    rank, or with `replicated` the residual and the weight placed
+    replicated, as a tensor-parallel layer's are); returns the residual
+    stream and the normed rows."""
     rows = t // ranks if scatter else t
     act, part = f"tensor<{rows}x{h}xbf16>", f"tensor<{t}x{h}xbf16>"
+    rep = " {dist.placement = #dist.placement<@g, [replicate]>}" if replicated else ""
     collective = (f"  %r = shard.reduce_scatter %p on @g grid_axes = [0] scatter_axis = 0 : {part} -> {act}\n"
                   if scatter else
                   f"  %r = shard.all_reduce %p on @g grid_axes = [0] : {part} -> {act}\n")
     ij, i_, j_ = "affine_map<(i, j) -> (i, j)>", "affine_map<(i, j) -> (i)>", "affine_map<(i, j) -> (j)>"
     return (f"shard.grid @g(shape = {ranks})\n"
-            f"func.func @main(%p: {part}, %res: {act}, %gamma: tensor<{h}xf32>) -> ({act}, {act}) {{\n"
+            f"func.func @main(%p: {part}, %res: {act}{rep}, %gamma: tensor<{h}xf32>{rep}) -> ({act}, {act}) {{\n"
             f"  %zero = arith.constant 0.0 : f32\n" + collective +
             f"  %e = tensor.empty() : {act}\n"
             f"  %hs = linalg.generic {{indexing_maps = [{ij}, {ij}, {ij}], iterator_types = [\"parallel\", \"parallel\"]}} "

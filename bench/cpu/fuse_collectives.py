@@ -10,13 +10,19 @@ layer's attention or MLP output). For each size it times with braid-exec
 - library: --fuse-collectives=off --overlap=off --comm=two-sided, MPI's
   collective (MPI_Iallreduce / MPI_Ireduce_scatter), then the residual
   and the norm as one fused kernel;
-- in-kernel: --fuse-collectives=force, the partial put into the peers'
+- one-shot: --fuse-collectives=one-shot, the partial put into the peers'
   symmetric slots and summed inside that kernel (one_shot_ar,
   one_shot_rs);
+- two-shot (all-reduces): --fuse-collectives=two-shot, each peer's block
+  summed in the kernel of the residual and the norm on 1/n of the rows,
+  both results then put to every peer (two_shot_ar; `-` where it does
+  not apply: with one token the rows split along the hidden dimension,
+  so only the residual add moves);
 - auto: the defaults, whatever the cost model picks (its strategy shown);
 
-and prints library / in-kernel (> 1: the in-kernel form is faster) and
-library / auto.
+and prints library / each (> 1: that form is faster). The residual and
+the norm weight are placed replicated (as in a tensor-parallel layer), so
+that two shot applies.
 
 Usage: fuse_collectives.py [--bin build/bin] [--ranks 4] [--repeat 9]
                            [--tokens 1,8,64,512] [--hidden 4096]
@@ -30,8 +36,8 @@ sys.path.insert(0, HERE)
 from common import collective_norm_program, rank_parser, report_records, time_program  # noqa: E402
 
 
-def auto_strategy(bin_dir, tmp, name, text):
-    records = report_records(bin_dir, tmp, f"{name}-strategy", text)
+def strategy(bin_dir, tmp, name, text, flags=()):
+    records = report_records(bin_dir, tmp, f"{name}-strategy", text, flags)
     return records[0]["strategy"] or records[0]["decision"]
 
 
@@ -40,8 +46,8 @@ def main():
     parser.add_argument("--tokens", default="1,8,64,512")
     parser.add_argument("--hidden", type=int, default=4096)
     args = parser.parse_args()
-    print(f"{'collective':<15} {'tokens':>6} {'library ms':>11} {'in-kernel ms':>13} "
-          f"{'ratio':>6} {'auto ms':>8} {'ratio':>6}  auto picks")
+    print(f"{'collective':<15} {'tokens':>6} {'library ms':>11} {'one-shot':>9} "
+          f"{'ratio':>6} {'two-shot':>9} {'ratio':>6} {'auto ms':>8} {'ratio':>6}  auto picks")
     with tempfile.TemporaryDirectory() as tmp:
         for tokens in [int(t) for t in args.tokens.split(",")]:
             for scatter in (False, True):
@@ -49,21 +55,29 @@ def main():
                     continue
                 kind = "reduce_scatter" if scatter else "all_reduce"
                 name = f"{kind}-{tokens}"
-                text = collective_norm_program(args.ranks, tokens, args.hidden, scatter)
-                times = {}
-                for variant, flags in [
-                        ("library", ["--fuse-collectives=off", "--overlap=off",
-                                     "--comm=two-sided"]),
-                        ("in-kernel", ["--fuse-collectives=force"]),
-                        ("auto", [])]:
-                    times[variant] = time_program(args.bin, tmp, f"{name}-{variant}",
-                                                  text, args.ranks, args.repeat, flags)
-                picked = auto_strategy(args.bin, tmp, name, text)
-                print(f"{kind:<15} {tokens:>6} {times['library']:11.3f} "
-                      f"{times['in-kernel']:13.3f} "
-                      f"{times['library'] / times['in-kernel']:6.2f} "
-                      f"{times['auto']:8.3f} {times['library'] / times['auto']:6.2f}  {picked}",
-                      flush=True)
+                text = collective_norm_program(args.ranks, tokens, args.hidden, scatter,
+                                               replicated=not scatter)
+                variants = [("library", ["--fuse-collectives=off", "--overlap=off",
+                                         "--comm=two-sided"]),
+                            ("one-shot", ["--fuse-collectives=one-shot"])]
+                if not scatter:
+                    variants.append(("two-shot", ["--fuse-collectives=two-shot"]))
+                variants.append(("auto", []))
+                times = {variant: time_program(args.bin, tmp, f"{name}-{variant}", text,
+                                               args.ranks, args.repeat, flags)
+                         for variant, flags in variants}
+                picked = strategy(args.bin, tmp, name, text)
+                forms = {variant: strategy(args.bin, tmp, f"{name}-{variant}", text, flags)
+                         for variant, flags in variants if variant.endswith("-shot")}
+
+                def cell(variant):
+                    # The form did not apply (another schedule ran): `-`.
+                    if variant not in times or "_shot_" not in forms[variant]:
+                        return f"{'-':>9} {'-':>6}"
+                    return f"{times[variant]:9.3f} {times['library'] / times[variant]:6.2f}"
+                print(f"{kind:<15} {tokens:>6} {times['library']:11.3f} {cell('one-shot')} "
+                      f"{cell('two-shot')} {times['auto']:8.3f} "
+                      f"{times['library'] / times['auto']:6.2f}  {picked}", flush=True)
 
 
 if __name__ == "__main__":

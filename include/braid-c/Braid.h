@@ -50,7 +50,8 @@ MLIR_CAPI_EXPORTED const char *braidGetVersion(void);
 ///     cpu, h100, h200), fuse (auto, off), gemm (library, generated),
 ///     vector-bytes (0 to 1024; 0: scalar loops), quantize-all-gather (off,
 ///     bf16, fp8), sub-chunks, bidirectional (auto, on, off), comm (auto,
-///     two-sided, symmetric), fuse-collectives (auto, force, off),
+///     two-sided, symmetric), fuse-collectives (auto, force, one-shot,
+///     two-shot, off),
 ///     zero-copy, check-schedule, outline-layers, entry, report;
 ///   pipeline only: skip-import, stop-after (dist, xfer, llvm);
 ///   compile only: emit (dist, xfer, llvm-mlir, llvm-ir, obj, lib, ptx), O

@@ -174,23 +174,29 @@ def test_decoder_layer_symmetric(kind, ranks, layout, overlap):
 
 @pytest.mark.parametrize("ranks", [2, 4])
 @pytest.mark.parametrize("kind", ["Llama", "Qwen2"])
-@pytest.mark.parametrize("layout", ["replicate", "sequence"])
-def test_decoder_layer_in_kernel(kind, ranks, layout):
-    """fuse_collectives="force" on shipped plans: the all-reduces (tensor
-    parallel) or reduce-scatters (sequence parallel) before the residual
-    adds are summed inside the kernels of the residual and the next norm,
-    and the layer still computes what the module does."""
+@pytest.mark.parametrize("layout,form", [("replicate", "one-shot"),
+                                         ("replicate", "two-shot"),
+                                         ("sequence", "force")])
+def test_decoder_layer_in_kernel(kind, ranks, layout, form):
+    """fuse_collectives on shipped plans: the all-reduces (tensor parallel)
+    or reduce-scatters (sequence parallel) before the residual adds are
+    summed inside the kernels of the residual and the next norm, in one
+    shot or in two (each rank's block of the sequence, then the residual
+    stream and the normed rows put to every peer: the plan replicates the
+    norm weights and the residual stream), and the layer still computes
+    what the module does."""
     torch.manual_seed(6)
     c = config(kind, ranks)
     layer = decoder_layer(kind, c).eval()
-    x = torch.randn(1 if layout == "sequence" else 2, SEQ, 64)
+    # Two shot splits the first dimension that is not 1: the sequence.
+    x = torch.randn(2 if form == "one-shot" else 1, SEQ, 64)
     tp, _ = check(layer, (x,), {"position_embeddings": rotary(c, x)},
                   c.base_model_tp_plan, ranks, layout,
-                  fuse_collectives="force")
+                  fuse_collectives=form)
     records = tp.artifact.report["collectives"]
     fused = [r for r in records if r.get("in_kernel")]
-    want = "one_shot_rs" if layout == "sequence" else "one_shot_ar"
-    assert len(fused) == 2, records
+    want = {"sequence": "one_shot_rs"}.get(layout, form.replace("-", "_") + "_ar")
+    assert len(fused) == 2, "\n".join(r["strategy"] + ": " + r["reason"] for r in records)
     assert all(r["strategy"] == want and r["transport"] == "symmetric"
                for r in fused), fused
 

@@ -478,11 +478,15 @@ def pattern_ar_norm(cfg):
     # norm-rep / norm-own: RMSNorm, only the normed rows returned, its
     # weight replicated (placement) or each rank's own.
     norm_only = cfg.variant in ("norm-rep", "norm-own")
-    norm = "rms" if norm_only else cfg.variant[3:] if scatter else cfg.variant
+    # rms-rep / layer-rep: as rms / layer, every norm weight replicated
+    # (placement), so that the whole chain may run on a rank's rows.
+    weights_rep = cfg.variant in ("norm-rep", "rms-rep", "layer-rep")
+    base = cfg.variant[:-4] if cfg.variant in ("rms-rep", "layer-rep") else cfg.variant
+    norm = "rms" if norm_only else base[3:] if scatter else base
     layer = norm == "layer"
     if norm not in ("rms", "layer"):
-        raise SystemExit("e2e.py: ar_norm needs --variant rms, layer, sp-rms, "
-                         "sp-layer, norm-rep or norm-own")
+        raise SystemExit("e2e.py: ar_norm needs --variant rms, layer, rms-rep, "
+                         "layer-rep, sp-rms, sp-layer, norm-rep or norm-own")
     k, c = 16, 64
     full = 4 * cfg.scale * (n if scatter else 1)
     m = full // n if scatter else full
@@ -504,8 +508,8 @@ def pattern_ar_norm(cfg):
     ij, i_, j_ = "affine_map<(i, j) -> (i, j)>", "affine_map<(i, j) -> (i)>", "affine_map<(i, j) -> (j)>"
     text = header(cfg.grid)
     text += (f"func.func @main(%a: {tensor((full, k), 'f32')}, %w: {tensor((k, c), 'f32')}, "
-             f"%res: {t2}{res_attr}, %gamma: {t1}" + (rep if cfg.variant == "norm-rep" else "") +
-             (f", %bias: {t1}{rep}, %beta: {t1}" if layer else "") +
+             f"%res: {t2}{res_attr}, %gamma: {t1}" + (rep if weights_rep else "") +
+             (f", %bias: {t1}{rep}, %beta: {t1}" + (rep if weights_rep else "") if layer else "") +
              (f") -> {t2} {{\n" if norm_only else f") -> ({t2}, {t2}) {{\n") +
              f"  %zero = arith.constant 0.0 : f32\n" +
              matmul("y", "a", "w", tensor((full, k), "f32"), tensor((k, c), "f32"), (full, c), "f32"))
@@ -590,9 +594,10 @@ def pattern_ar_norm(cfg):
         return out
     specs = [((full, k), "f32"), ((k, c), "f32"),
              ((m, c), dt) if scatter else ((m, c), dt, "replicated"),
-             ((c,), "f32", "replicated") if cfg.variant == "norm-rep" else ((c,), "f32")]
+             ((c,), "f32", "replicated") if weights_rep else ((c,), "f32")]
     if layer:
-        specs += [((c,), "f32", "replicated"), ((c,), "f32")]
+        specs += [((c,), "f32", "replicated"),
+                  ((c,), "f32", "replicated") if weights_rep else ((c,), "f32")]
     return text, specs, [dt] if norm_only else [dt, dt], ref
 
 

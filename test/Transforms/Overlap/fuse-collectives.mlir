@@ -9,6 +9,9 @@
 // Auto: decode sizes sum in the kernel, prefill sizes keep the ring.
 // RUN: braid-opt %s -split-input-file --braid-overlap -o /dev/null 2>&1 | FileCheck %s --check-prefix=AUTO
 // RUN: braid-opt %s -split-input-file --braid-overlap="fuse-collectives=off" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OFF
+// One form only: one-shot and two-shot.
+// RUN: braid-opt %s -split-input-file --braid-overlap="fuse-collectives=one-shot comm=symmetric" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ONE
+// RUN: braid-opt %s -split-input-file --braid-overlap="fuse-collectives=two-shot comm=symmetric" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TWO
 // The report's record (the first function alone).
 // RUN: sed -n '1,/^\/\/ -----/p' %s > %t.rms.mlir
 // RUN: braid-opt %t.rms.mlir --braid-overlap="report=%t.json" -o /dev/null 2>/dev/null
@@ -213,10 +216,13 @@ func.func @collapsed(%y: tensor<16x2x8xf32>, %res: tensor<64xf32>) -> tensor<64x
 
 shard.grid @tp(shape = 4)
 
-// Declined, with the reason: a result used twice (its sum would be a
-// kernel of its own), and a contraction after the all-reduce.
-// REMARK: remark: all_reduce kept whole: {{.*}}; not in a kernel: its result has several uses, so its sum would be a kernel of its own
-// REMARK: remark: all_reduce kept whole: {{.*}}; not in a kernel: 'linalg.matmul' is not a memory-bound linalg op on static tensors that the sum could join
+// Declined in one shot, with the reason: a result used twice (its sum
+// would be a kernel of its own), and a contraction after the all-reduce.
+// Two shot takes the first (both values come back whole), not the second
+// (no row-wise work follows it).
+// REMARK: remark: all_reduce summed inside the kernel of 'linalg.add' at {{.*}} as two_shot_ar (9 puts)
+// REMARK: remark: all_reduce kept whole: {{.*}}; not in a kernel: one shot: 'linalg.matmul' is not a memory-bound linalg op on static tensors that the sum could join; two shot: no row-wise work on its rows follows it ('linalg.matmul' is not a memory-bound linalg op on tensors)
+// ONE: remark: all_reduce kept whole: {{.*}}; not in a kernel: one shot: its result has several uses, so its sum would be a kernel of its own; two shot: fuse-collectives=one-shot
 // CHECK-LABEL: func.func @declined
 func.func @declined(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
   %r = dist.all_reduce %x on @tp axes = [0] reduce = sum : tensor<8x8xf32> -> tensor<8x8xf32>
@@ -225,4 +231,80 @@ func.func @declined(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> (tensor<8x8xf32
   %r2 = dist.all_reduce %s on @tp axes = [0] reduce = sum : tensor<8x8xf32> -> tensor<8x8xf32>
   %m = linalg.matmul ins(%r2, %w : tensor<8x8xf32>, tensor<8x8xf32>) outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
   return %r, %m : tensor<8x8xf32>, tensor<8x8xf32>
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+
+// Two-shot (prefill: 128 KiB of partial, the 3-D activations frontends
+// emit): with the residual and the norm weight replicated, each rank sums
+// its block of the sequence (the peers' blocks arrive in its slots) in the
+// kernel of the residual add and the norm on 1/4 of the rows, then puts
+// both values the chain leaves to every peer.
+// REMARK: remark: all_reduce summed inside the kernel of 'linalg.add' at {{.*}} as two_shot_ar (9 puts): predicted {{.*}}; moves 288.0 KiB per rank to the peers (a ring all-reduce: 192.0 KiB), runs 3 ops of the chain on 1/4 of the rows and gathers back 2 of its values; transfers symmetric
+// CHECK-LABEL: func.func @two_shot
+// CHECK: %[[P:.*]] = linalg.matmul
+// CHECK: %[[P3:.*]] = tensor.expand_shape %[[P]] {{\[\[}}0, 1], [2]] output_shape [1, 256, 128]
+// CHECK: %[[B1:.*]] = tensor.extract_slice %[[P3]][0, %{{.*}}, 0] [1, 64, 128] [1, 1, 1]
+// CHECK: dist.shift_start %[[B1]] on @tp axes = [0] offset = 1 {dist.step = 0 : i64, dist.symmetric} : tensor<1x64x128xf32>
+// CHECK: dist.shift_start {{.*}} offset = 2
+// CHECK: dist.shift_start {{.*}} offset = 3
+// CHECK-COUNT-3: dist.wait
+// CHECK: %[[OWN:.*]] = tensor.extract_slice %[[P3]]
+// CHECK: %[[S1:.*]] = linalg.add ins(%[[OWN]], %{{.*}} :
+// CHECK: %[[S2:.*]] = linalg.add ins(%[[S1]], %{{.*}} :
+// CHECK: %[[S3:.*]] = linalg.add ins(%[[S2]], %{{.*}} :
+// CHECK: %[[RES:.*]] = tensor.extract_slice %arg2[0, %{{.*}}, 0] [1, 64, 128] [1, 1, 1]
+// CHECK: %[[H:.*]] = linalg.add ins(%[[S3]], %[[RES]] : tensor<1x64x128xf32>, tensor<1x64x128xf32>)
+// CHECK: %[[G:.*]] = tensor.extract_slice %arg3[0] [128] [1]
+// CHECK: %[[N:.*]] = linalg.generic {{.*}} ins(%[[H]], %{{.*}}, %[[G]] :
+// CHECK: dist.shift_start %[[H]] on @tp axes = [0] offset = 1 {dist.step = 0 : i64, dist.symmetric} : tensor<1x64x128xf32>
+// CHECK: dist.shift_start %[[H]] on @tp axes = [0] offset = 3
+// CHECK: dist.shift_start %[[N]] on @tp axes = [0] offset = 1
+// CHECK: dist.shift_start %[[N]] on @tp axes = [0] offset = 3
+// CHECK-NOT: dist.all_reduce
+// CHECK-NOT: dist.all_gather
+// CHECK: return
+// AUTO: remark: all_reduce summed inside the kernel of 'linalg.add' at {{.*}} as two_shot_ar (9 puts)
+// ONE: remark: all_reduce summed inside the kernel of 'linalg.add' at {{.*}} as one_shot_ar (3 puts): predicted {{.*}}; moves 384.0 KiB per rank
+// TWO: remark: all_reduce summed inside the kernel of 'linalg.add' at {{.*}} as two_shot_ar (9 puts)
+// The report says which form, and that it was forced.
+// RUN: echo 'shard.grid @tp(shape = 4)' > %t.two.mlir
+// RUN: sed -n '/^\/\/ Two-shot (prefill/,$p' %s >> %t.two.mlir
+// RUN: braid-opt %t.two.mlir --braid-overlap="fuse-collectives=two-shot report=%t.two.json" -o /dev/null 2>/dev/null
+// RUN: FileCheck %s --check-prefix=TWOREPORT < %t.two.json
+// TWOREPORT: "strategy": "two_shot_ar",
+// TWOREPORT-NEXT: "chunks": 9,
+// TWOREPORT: "in_kernel": true,
+// TWOREPORT: "reason": "fuse-collectives=two-shot; predicted
+func.func @two_shot(%a: tensor<256x16xf32>, %w: tensor<16x128xf32>, %res: tensor<1x256x128xf32> {dist.placement = #dist.placement<@tp, [replicate]>}, %gamma: tensor<128xf32> {dist.placement = #dist.placement<@tp, [replicate]>}) -> (tensor<1x256x128xf32>, tensor<1x256x128xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<256x128xf32>
+  %f0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<256x128xf32>) -> tensor<256x128xf32>
+  %y = linalg.matmul ins(%a, %w : tensor<256x16xf32>, tensor<16x128xf32>) outs(%f0 : tensor<256x128xf32>) -> tensor<256x128xf32>
+  %r = dist.all_reduce %y on @tp axes = [0] reduce = sum : tensor<256x128xf32> -> tensor<256x128xf32>
+  %r3 = tensor.expand_shape %r [[0, 1], [2]] output_shape [1, 256, 128] : tensor<256x128xf32> into tensor<1x256x128xf32>
+  %e3 = tensor.empty() : tensor<1x256x128xf32>
+  %h = linalg.add ins(%r3, %res : tensor<1x256x128xf32>, tensor<1x256x128xf32>) outs(%e3 : tensor<1x256x128xf32>) -> tensor<1x256x128xf32>
+  %e1 = tensor.empty() : tensor<1x256xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<1x256xf32>) -> tensor<1x256xf32>
+  %ss = linalg.generic {indexing_maps = [affine_map<(b, i, j) -> (b, i, j)>, affine_map<(b, i, j) -> (b, i)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h : tensor<1x256x128xf32>) outs(%f1 : tensor<1x256xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %sq = arith.mulf %x, %x : f32
+    %s = arith.addf %acc, %sq : f32
+    linalg.yield %s : f32
+  } -> tensor<1x256xf32>
+  %n = linalg.generic {indexing_maps = [affine_map<(b, i, j) -> (b, i, j)>, affine_map<(b, i, j) -> (b, i)>, affine_map<(b, i, j) -> (j)>, affine_map<(b, i, j) -> (b, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%h, %ss, %gamma : tensor<1x256x128xf32>, tensor<1x256xf32>, tensor<128xf32>) outs(%e3 : tensor<1x256x128xf32>) {
+  ^bb0(%x: f32, %s: f32, %g: f32, %o: f32):
+    %c = arith.constant 7.8125e-3 : f32
+    %eps = arith.constant 1.0e-5 : f32
+    %m = arith.mulf %s, %c : f32
+    %v = arith.addf %m, %eps : f32
+    %rs = math.rsqrt %v : f32
+    %t = arith.mulf %x, %rs : f32
+    %u = arith.mulf %t, %g : f32
+    linalg.yield %u : f32
+  } -> tensor<1x256x128xf32>
+  return %h, %n : tensor<1x256x128xf32>, tensor<1x256x128xf32>
 }

@@ -27,66 +27,30 @@ static std::string opName(Operation *op) {
   return "'" + op->getName().getStringRef().str() + "'";
 }
 
-FailureOr<MatmulAllReduce>
-overlap::matchMatmulAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
-                              std::string &reason) {
-  FailureOr<Ring> ring = matchRing(op, reason);
-  if (failed(ring))
-    return failure();
-  if (isBitwise(op.getReduction())) {
-    reason = "bitwise reductions are not decomposed";
-    return failure();
-  }
-  linalg::LinalgOp producer =
-      reducingProducer(op.getInput(), op->getBlock(), reason);
-  if (!producer)
-    return failure();
-  MatmulAllReduce match;
-  match.reduce = op;
-  match.producer = producer;
-  match.ring = *ring;
-  // Scatter along the first result dimension that is a parallel loop and
-  // divides by the group size; the leading one keeps blocks contiguous.
-  auto type = op.getInput().getType();
-  std::string why;
-  bool found = false;
-  for (int64_t dim = 0; dim < type.getRank() && !found; ++dim) {
-    if (type.getDimSize(dim) % ring->groupSize != 0)
-      continue;
-    if (std::optional<unsigned> loop = scatterLoop(producer, dim, why)) {
-      match.loop = *loop;
-      match.dim = dim;
-      match.blockSize = type.getDimSize(dim) / ring->groupSize;
-      found = true;
-    }
-  }
-  if (!found) {
-    reason = "no result dimension of " + opName(producer) +
-             " is a parallel loop divisible by the group size " +
-             std::to_string(ring->groupSize);
-    return failure();
-  }
-
+RowChain overlap::matchRowChain(AllReduceOp op, Value rows, int64_t dim,
+                                ReplicationAnalysis &replication,
+                                bool severalExits) {
+  RowChain match;
   // The row-wise work that may move across: every linalg op after the
   // all-reduce that reads its rows (or rows computed from them) row by
-  // row, in program order; then trimmed until one value of it is used
-  // after it.
+  // row, in program order; then trimmed until its values are used only
+  // after it (and, unless `severalExits`, only one of them).
   Block *block = op->getBlock();
   DenseMap<Value, int64_t> rowDim; // Value of the chain -> its rows' dim.
   // The last op of the block that uses a value of the chain: the scan
   // stops there, so that it stays linear in a program of many layers.
   Operation *horizon = op;
-  auto add = [&](Value value, int64_t dim) {
-    rowDim[value] = dim;
+  auto add = [&](Value value, int64_t d) {
+    rowDim[value] = d;
     for (Operation *user : value.getUsers())
       if (Operation *top = block->findAncestorOpInBlock(*user);
           top && horizon->isBeforeInBlock(top))
         horizon = top;
   };
-  add(op.getResult(), match.dim);
+  add(rows, dim);
   auto note = [&](const std::string &why) {
-    if (match.chainStop.empty())
-      match.chainStop = why;
+    if (match.stop.empty())
+      match.stop = why;
   };
   for (Operation *next = op->getNextNode();
        next && !horizon->isBeforeInBlock(next); next = next->getNextNode()) {
@@ -151,21 +115,21 @@ overlap::matchMatmulAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
       note(why);
       continue;
     }
-    match.chain.push_back(linalgOp);
-    match.chainLoops.push_back(*loop);
+    match.ops.push_back(linalgOp);
+    match.loops.push_back(*loop);
     add(next->getResult(0), *resultDim);
   }
 
-  // Trim from the end until one value is used after the chain, by ops
-  // that all come after its last op.
+  // Trim from the end until the values used after the chain (one, unless
+  // `severalExits`) are used only by ops that all come after its last op.
   while (true) {
     llvm::SmallPtrSet<Operation *, 8> inChain;
-    for (linalg::LinalgOp c : match.chain)
+    for (linalg::LinalgOp c : match.ops)
       inChain.insert(c);
     SmallVector<Value> exits;
     bool late = true;
     Operation *lastOp =
-        match.chain.empty() ? op.getOperation() : match.chain.back();
+        match.ops.empty() ? op.getOperation() : match.ops.back();
     auto consider = [&](Value v) {
       bool used = false;
       for (Operation *user : v.getUsers()) {
@@ -179,23 +143,97 @@ overlap::matchMatmulAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
       if (used)
         exits.push_back(v);
     };
-    consider(op.getResult());
-    for (linalg::LinalgOp c : match.chain)
+    consider(rows);
+    for (linalg::LinalgOp c : match.ops)
       consider(c->getResult(0));
-    bool reducedLeaves =
-        !match.chain.empty() && llvm::is_contained(exits, op.getResult());
-    if (match.chain.empty() || (exits.size() <= 1 && late && !reducedLeaves)) {
-      match.exit = exits.empty() ? Value(op.getResult()) : exits.front();
+    bool reducedLeaves = !match.ops.empty() && llvm::is_contained(exits, rows);
+    bool one = exits.size() <= 1 && !reducedLeaves;
+    if (match.ops.empty() || (late && (one || severalExits))) {
+      if (exits.empty())
+        exits.push_back(rows);
+      match.exits = exits;
+      for (Value exit : exits)
+        match.exitDims.push_back(rowDim.lookup(exit));
       break;
     }
-    note(exits.size() > 1 || reducedLeaves
+    note(!one && !severalExits
              ? "several values of the work after it are used later (only "
                "one is gathered back)"
              : "a use of the work after it comes before the work ends");
-    match.chain.pop_back();
-    match.chainLoops.pop_back();
+    match.ops.pop_back();
+    match.loops.pop_back();
   }
-  match.exitDim = rowDim.lookup(match.exit);
+  return match;
+}
+
+DenseMap<Value, Value> overlap::chainOnBlock(RewriterBase &rewriter,
+                                             Location loc,
+                                             const RowChain &chain, Value rows,
+                                             Value block, Value offset,
+                                             int64_t blockSize) {
+  DenseMap<Value, Value> blocks;
+  blocks[rows] = block;
+  for (auto [op, loop] : llvm::zip(chain.ops, chain.loops)) {
+    SmallVector<std::pair<unsigned, Value>> replacements;
+    for (OpOperand &use : op->getOpOperands())
+      if (Value b = blocks.lookup(use.get()))
+        replacements.push_back({use.getOperandNumber(), b});
+    FailureOr<Chunk> chunk =
+        computeChunk(rewriter, op, loop, offset, blockSize, replacements, {});
+    if (failed(chunk))
+      return {};
+    blocks[op->getResult(0)] = chunk->value;
+  }
+  return blocks;
+}
+
+FailureOr<MatmulAllReduce>
+overlap::matchMatmulAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
+                              std::string &reason) {
+  FailureOr<Ring> ring = matchRing(op, reason);
+  if (failed(ring))
+    return failure();
+  if (isBitwise(op.getReduction())) {
+    reason = "bitwise reductions are not decomposed";
+    return failure();
+  }
+  linalg::LinalgOp producer =
+      reducingProducer(op.getInput(), op->getBlock(), reason);
+  if (!producer)
+    return failure();
+  MatmulAllReduce match;
+  match.reduce = op;
+  match.producer = producer;
+  match.ring = *ring;
+  // Scatter along the first result dimension that is a parallel loop and
+  // divides by the group size; the leading one keeps blocks contiguous.
+  auto type = op.getInput().getType();
+  std::string why;
+  bool found = false;
+  for (int64_t dim = 0; dim < type.getRank() && !found; ++dim) {
+    if (type.getDimSize(dim) % ring->groupSize != 0)
+      continue;
+    if (std::optional<unsigned> loop = scatterLoop(producer, dim, why)) {
+      match.loop = *loop;
+      match.dim = dim;
+      match.blockSize = type.getDimSize(dim) / ring->groupSize;
+      found = true;
+    }
+  }
+  if (!found) {
+    reason = "no result dimension of " + opName(producer) +
+             " is a parallel loop divisible by the group size " +
+             std::to_string(ring->groupSize);
+    return failure();
+  }
+
+  RowChain chain = matchRowChain(op, op.getResult(), match.dim, replication,
+                                 /*severalExits=*/false);
+  match.chain = std::move(chain.ops);
+  match.chainLoops = std::move(chain.loops);
+  match.chainStop = std::move(chain.stop);
+  match.exit = chain.exits.front();
+  match.exitDim = chain.exitDims.front();
   return match;
 }
 
@@ -217,19 +255,12 @@ FailureOr<AllGatherOp> overlap::decomposeMatmulAllReduce(RewriterBase &rewriter,
   Value position =
       groupPosition(rewriter, loc, match.ring.grid, match.ring.axis);
   Value offset = affineIndex(rewriter, loc, position, match.blockSize, 0);
-  DenseMap<Value, Value> blocks;
-  blocks[match.reduce.getResult()] = *block;
-  for (auto [op, loop] : llvm::zip(match.chain, match.chainLoops)) {
-    SmallVector<std::pair<unsigned, Value>> replacements;
-    for (OpOperand &use : op->getOpOperands())
-      if (Value b = blocks.lookup(use.get()))
-        replacements.push_back({use.getOperandNumber(), b});
-    FailureOr<Chunk> chunk = computeChunk(rewriter, op, loop, offset,
-                                          match.blockSize, replacements, {});
-    if (failed(chunk))
-      return failure();
-    blocks[op->getResult(0)] = chunk->value;
-  }
+  RowChain chain{match.chain, match.chainLoops, {match.exit}, {}, {}};
+  DenseMap<Value, Value> blocks =
+      chainOnBlock(rewriter, loc, chain, match.reduce.getResult(), *block,
+                   offset, match.blockSize);
+  if (blocks.empty())
+    return failure();
 
   Value current = blocks.lookup(match.exit);
   auto blockType = cast<RankedTensorType>(current.getType());
@@ -245,4 +276,120 @@ FailureOr<AllGatherOp> overlap::decomposeMatmulAllReduce(RewriterBase &rewriter,
   rewriter.eraseOp(match.reduce);
   rewriter.eraseOp(match.producer);
   return gathered;
+}
+
+//===----------------------------------------------------------------------===//
+// Two-shot: a direct reduce-scatter, the chain on 1/n, direct all-gathers
+//===----------------------------------------------------------------------===//
+
+FailureOr<TwoShotAllReduce>
+overlap::matchTwoShotAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
+                               std::string &reason) {
+  FailureOr<Ring> ring = matchRing(op, reason);
+  if (failed(ring))
+    return failure();
+  if (isBitwise(op.getReduction())) {
+    reason = "bitwise reductions are not decomposed";
+    return failure();
+  }
+  // The rows the chain reads: the all-reduce's result, or the reshapes of
+  // it that hoistReshapes moves above it.
+  Value rows = op.getResult();
+  while (
+      rows.hasOneUse() &&
+      isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(*rows.user_begin()))
+    rows = rows.user_begin()->getResult(0);
+  auto type = cast<RankedTensorType>(rows.getType());
+  if (!type.hasStaticShape()) {
+    reason = "its rows are not statically shaped";
+    return failure();
+  }
+  // The first dimension that is not 1 is split, so that each rank's block
+  // is contiguous (the sequence, when the batch is 1).
+  int64_t n = ring->groupSize;
+  int64_t dim = 0;
+  while (dim + 1 < type.getRank() && type.getDimSize(dim) == 1)
+    ++dim;
+  if (type.getRank() == 0 || type.getDimSize(dim) % n != 0) {
+    reason =
+        "its leading rows do not split into " + std::to_string(n) + " blocks";
+    return failure();
+  }
+  TwoShotAllReduce match;
+  match.reduce = op;
+  match.ring = *ring;
+  match.dim = dim;
+  match.blockSize = type.getDimSize(dim) / n;
+  match.chain = matchRowChain(op, rows, dim, replication,
+                              /*severalExits=*/true);
+  if (match.chain.ops.empty()) {
+    reason = "no row-wise work on its rows follows it" +
+             (match.chain.stop.empty() ? std::string()
+                                       : " (" + match.chain.stop + ")");
+    return failure();
+  }
+  return match;
+}
+
+FailureOr<SmallVector<AllGatherOp>>
+overlap::decomposeTwoShotAllReduce(RewriterBase &rewriter, AllReduceOp reduce,
+                                   ReplicationAnalysis &analysis) {
+  // The reshapes move above the all-reduce first; the chain is then read
+  // off the rewritten IR.
+  auto hoisted = cast<AllReduceOp>(
+      hoistReshapes(rewriter, cast<CollectiveOpInterface>(*reduce))
+          .getOperation());
+  // The reshapes it erased may be in the analysis' cache.
+  analysis.invalidate();
+  std::string why;
+  FailureOr<TwoShotAllReduce> match =
+      matchTwoShotAllReduce(hoisted, analysis, why);
+  if (failed(match))
+    return failure();
+  const RowChain &chain = match->chain;
+  Ring ring = match->ring;
+  int64_t n = ring.groupSize;
+  Location loc = hoisted.getLoc();
+  rewriter.setInsertionPoint(chain.ops.back());
+  Value input = hoisted.getInput();
+  auto inputType = cast<RankedTensorType>(input.getType());
+  SmallVector<int64_t> blockShape(inputType.getShape());
+  blockShape[match->dim] = match->blockSize;
+  auto scatter = ReduceScatterOp::create(
+      rewriter, loc,
+      RankedTensorType::get(blockShape, inputType.getElementType()),
+      hoisted.getGridAttr(), hoisted.getAxesAttr(), input,
+      rewriter.getI64IntegerAttr(match->dim), hoisted.getReductionAttr());
+  Value position = groupPosition(rewriter, loc, ring.grid, ring.axis);
+  Value offset = affineIndex(rewriter, loc, position, match->blockSize, 0);
+  DenseMap<Value, Value> blocks =
+      chainOnBlock(rewriter, loc, chain, hoisted.getResult(),
+                   scatter.getResult(), offset, match->blockSize);
+  if (blocks.empty())
+    return failure();
+
+  // Each value used after the chain comes back whole, from every rank's
+  // block.
+  SmallVector<AllGatherOp> gathers;
+  for (auto [exit, exitDim] : llvm::zip(chain.exits, chain.exitDims)) {
+    Value current = blocks.lookup(exit);
+    auto blockType = cast<RankedTensorType>(current.getType());
+    SmallVector<int64_t> shape(blockType.getShape());
+    shape[exitDim] *= n;
+    auto gathered = AllGatherOp::create(
+        rewriter, loc, RankedTensorType::get(shape, blockType.getElementType()),
+        ring.grid, rewriter.getDenseI16ArrayAttr({ring.axis}), current,
+        rewriter.getI64IntegerAttr(exitDim));
+    rewriter.replaceAllUsesWith(exit, gathered);
+    gathers.push_back(gathered);
+  }
+  for (linalg::LinalgOp op : llvm::reverse(chain.ops))
+    rewriter.eraseOp(op);
+  rewriter.eraseOp(hoisted);
+
+  // The peers' partial blocks are summed in the chain's kernel (one shot
+  // of blocks).
+  if (failed(directExchange(rewriter, scatter, /*oneShot=*/true)))
+    return failure();
+  return gathers;
 }

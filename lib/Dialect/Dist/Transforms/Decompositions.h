@@ -232,6 +232,36 @@ std::optional<unsigned> scatterLoop(mlir::linalg::LinalgOp producer,
 //===- contraction -> AllReduce (-> elementwise)
 //---------------------------===//
 
+/// Row-wise work after an all-reduce that a rank may run on its block of
+/// the reduced rows (see "What moves between a reduce-scatter and its
+/// all-gather" in docs/Rationale.md).
+struct RowChain {
+  /// In program order; `loops` gives the loop of each that indexes the
+  /// scattered dimension.
+  llvm::SmallVector<mlir::linalg::LinalgOp> ops;
+  llvm::SmallVector<unsigned> loops;
+  /// The values of the chain (or the rows) used after it, and the
+  /// dimension of each that holds the rows.
+  llvm::SmallVector<mlir::Value> exits;
+  llvm::SmallVector<int64_t> exitDims;
+  /// Why the chain stops where it does (empty if nothing follows).
+  std::string stop;
+};
+/// The chain after `op` on `rows` (its result, or a reshape of it), split
+/// along `dim`: memory-bound linalg ops reading the rows row by row, whose
+/// other operands are proven replicated along `op`'s axes, trimmed from the
+/// end until its values are used only after it, and only one of them unless
+/// `severalExits`. Never empty of exits.
+RowChain matchRowChain(AllReduceOp op, mlir::Value rows, int64_t dim,
+                       ReplicationAnalysis &replication, bool severalExits);
+/// Clones `chain` on the block of `rows` at `offset` (`block` stands for
+/// it); maps each value of the chain, and `rows`, to its block. Empty on
+/// failure.
+llvm::DenseMap<mlir::Value, mlir::Value>
+chainOnBlock(mlir::RewriterBase &rewriter, mlir::Location loc,
+             const RowChain &chain, mlir::Value rows, mlir::Value block,
+             mlir::Value offset, int64_t blockSize);
+
 struct MatmulAllReduce {
   AllReduceOp reduce;
   mlir::linalg::LinalgOp producer;
@@ -260,6 +290,30 @@ matchMatmulAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
 mlir::FailureOr<AllGatherOp>
 decomposeMatmulAllReduce(mlir::RewriterBase &rewriter, MatmulAllReduce match,
                          RingOptions options);
+
+//===- AllReduce -> chain, two-shot --------------------------------------===//
+
+/// all_reduce -> row-wise chain, two-shot (strategy two_shot_ar): a direct
+/// reduce-scatter along the first dimension that is not 1, summed in the
+/// kernel of the chain on this rank's block, then every value the chain
+/// leaves gathered back by direct puts.
+struct TwoShotAllReduce {
+  AllReduceOp reduce;
+  Ring ring;
+  int64_t dim = 0, blockSize = 0;
+  RowChain chain;
+};
+mlir::FailureOr<TwoShotAllReduce>
+matchTwoShotAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
+                      std::string &reason);
+/// Moves the reshapes after `op` above it, matches again and rewrites.
+/// Returns the all-gathers that bring the chain's values back, still
+/// whole, so that replication proofs of later collectives can read them;
+/// the caller moves them by direct puts (directExchange) once those are
+/// done.
+mlir::FailureOr<llvm::SmallVector<AllGatherOp>>
+decomposeTwoShotAllReduce(mlir::RewriterBase &rewriter, AllReduceOp op,
+                          ReplicationAnalysis &replication);
 
 //===- Quantized all-gather -----------------------------------------------===//
 

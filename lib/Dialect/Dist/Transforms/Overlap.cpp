@@ -194,10 +194,26 @@ private:
   void addAsyncCandidate(CollectiveOpInterface op, double comm,
                          SmallVector<Candidate> &out, std::string &why);
   /// fuse-collectives: an all-reduce or reduce-scatter summed in the
-  /// kernel of the chain after it (one_shot_ar, one_shot_rs), or why not.
-  std::optional<Candidate> inKernelCandidate(CollectiveOpInterface op,
-                                             double libraryComm,
-                                             std::string &why) const;
+  /// kernel of the chain after it (one_shot_ar, one_shot_rs, two_shot_ar),
+  /// or why not (when none applies).
+  void addInKernelCandidates(CollectiveOpInterface op, double libraryComm,
+                             SmallVector<Candidate> &out, std::string &why);
+  /// one_shot_ar, one_shot_rs: the whole partial (a reduce-scatter: each
+  /// peer's block of it) to every peer, summed in the chain's kernel.
+  std::optional<Candidate> oneShotCandidate(CollectiveOpInterface op,
+                                            double libraryComm,
+                                            LinkFigures link,
+                                            std::string &why) const;
+  /// two_shot_ar: the peers' blocks summed in the kernel of the chain on
+  /// this rank's rows, whose results then go to every peer.
+  std::optional<Candidate> twoShotCandidate(AllReduceOp op, double libraryComm,
+                                            LinkFigures link, std::string &why);
+
+  /// fuse-collectives=force, one-shot or two-shot.
+  bool forcesInKernel() const {
+    return fuseCollectives != braid::FuseCollectivesMode::Auto &&
+           fuseCollectives != braid::FuseCollectivesMode::Off;
+  }
 
   void processFunction(FunctionOpInterface function);
   /// A stencil after a halo exchange computes its interior while the halos
@@ -244,40 +260,127 @@ private:
   /// chose `async` for, and those the rewrites create (the all-gather after
   /// a ring reduce-scatter), which are not reported separately.
   SmallVector<Operation *> deferredAsync;
+  /// The all-gathers of two_shot_ar, moved by direct puts once every
+  /// collective is decided (until then they prove their results
+  /// replicated for the collectives after them).
+  SmallVector<Operation *> deferredDirect;
   IRRewriter *rewriter = nullptr;
 };
 
-std::optional<Candidate>
-OverlapPass::inKernelCandidate(CollectiveOpInterface op, double libraryComm,
-                               std::string &why) const {
+void OverlapPass::addInKernelCandidates(CollectiveOpInterface op,
+                                        double libraryComm,
+                                        SmallVector<Candidate> &out,
+                                        std::string &why) {
   bool scatters = isa<ReduceScatterOp>(op.getOperation());
   if (!scatters && !isa<AllReduceOp>(op.getOperation()))
-    return std::nullopt;
+    return;
   if (fuseCollectives == braid::FuseCollectivesMode::Off) {
     why = "fuse-collectives=off";
-    return std::nullopt;
+    return;
   }
   if (comm == braid::CommMode::TwoSided) {
     why = "the kernel reads the partials from symmetric memory, and "
           "comm=two-sided";
-    return std::nullopt;
+    return;
   }
   if (!sharesMemory(op, why))
-    return std::nullopt;
+    return;
   const TargetDescription &target = model->getTarget();
-  if (comm == braid::CommMode::Auto &&
-      fuseCollectives == braid::FuseCollectivesMode::Auto &&
+  if (comm == braid::CommMode::Auto && !forcesInKernel() &&
       !target.oneSidedLink) {
     why = "preset '" + target.name +
           "' has no measured one-sided link (comm=symmetric or "
           "fuse-collectives=force use one)";
-    return std::nullopt;
+    return;
   }
   std::string reason;
   if (failed(overlap::matchDirectExchange(op, reason))) {
     why = "no symmetric form: " + reason;
-    return std::nullopt;
+    return;
   }
+  LinkFigures link = target.oneSidedLink
+                         ? *target.oneSidedLink
+                         : model->link(op, op.getGridAttr(), op.getAxes());
+  // fuse-collectives=one-shot or two-shot leaves an all-reduce only that
+  // form; a reduce-scatter has one.
+  std::string whyNotOne = "fuse-collectives=two-shot",
+              whyNotTwo = "fuse-collectives=one-shot";
+  if (scatters || fuseCollectives != braid::FuseCollectivesMode::TwoShot)
+    if (std::optional<Candidate> one =
+            oneShotCandidate(op, libraryComm, link, whyNotOne))
+      out.push_back(std::move(*one));
+  auto reduce = dyn_cast<AllReduceOp>(op.getOperation());
+  if (reduce && fuseCollectives != braid::FuseCollectivesMode::OneShot)
+    if (std::optional<Candidate> two =
+            twoShotCandidate(reduce, libraryComm, link, whyNotTwo))
+      out.push_back(std::move(*two));
+  if (out.empty())
+    why = scatters ? whyNotOne
+                   : "one shot: " + whyNotOne + "; two shot: " + whyNotTwo;
+}
+
+std::optional<Candidate> OverlapPass::twoShotCandidate(AllReduceOp op,
+                                                       double libraryComm,
+                                                       LinkFigures link,
+                                                       std::string &why) {
+  FailureOr<overlap::TwoShotAllReduce> match =
+      overlap::matchTwoShotAllReduce(op, replication, why);
+  if (failed(match))
+    return std::nullopt;
+  const CostModel &cost = *model;
+  int64_t n = match->ring.groupSize;
+  double bytes = tensorBytes(op.getInput());
+  double exits = 0;
+  for (Value exit : match->chain.exits)
+    exits += tensorBytes(exit);
+  double chainFull = 0, chainPart = 0;
+  for (linalg::LinalgOp e : match->chain.ops) {
+    chainFull += cost.computeTime(e);
+    chainPart += cost.computeTime(e, 1.0 / n);
+  }
+  // Each peer gets its block of the partial, then every block of each
+  // value the chain leaves.
+  double sent = (n - 1) * (bytes + exits) / n;
+  Operation *head = match->chain.ops.front();
+  Candidate c;
+  c.strategy = "two_shot_ar";
+  c.with = nameOf(head);
+  c.chunks = (n - 1) * (1 + static_cast<int64_t>(match->chain.exits.size()));
+  c.inKernel = true;
+  c.kernel =
+      "the kernel of '" + nameOf(head) + "' at " + formatLoc(head->getLoc());
+  c.saving = "moves " + schedule::formatBytes(sent) +
+             " per rank to the peers (a ring all-reduce: " +
+             schedule::formatBytes(2.0 * (n - 1) / n * bytes) + "), runs " +
+             std::to_string(match->chain.ops.size()) +
+             " ops of the chain on 1/" + std::to_string(n) +
+             " of the rows and gathers back " +
+             std::to_string(match->chain.exits.size()) + " of its values";
+  c.compute = chainFull;
+  c.serial = libraryComm + chainFull;
+  // Two rounds of puts; the kernel reads n partial blocks where the
+  // unfused chain reads one, runs on 1/n of the rows, and what arrives is
+  // assembled into the gathered values.
+  c.overlapped = 2 * link.latency + sent / link.bandwidth +
+                 cost.streamTime(std::max<double>(0, (n - 2) * bytes / n)) +
+                 chainPart + cost.streamTime(2 * exits * (n - 1) / n);
+  c.apply = [op, this](RewriterBase &rewriter) -> LogicalResult {
+    FailureOr<SmallVector<AllGatherOp>> gathers =
+        overlap::decomposeTwoShotAllReduce(rewriter, op, replication);
+    if (failed(gathers))
+      return failure();
+    for (AllGatherOp gather : *gathers)
+      deferredDirect.push_back(gather);
+    return success();
+  };
+  return c;
+}
+
+std::optional<Candidate> OverlapPass::oneShotCandidate(CollectiveOpInterface op,
+                                                       double libraryComm,
+                                                       LinkFigures link,
+                                                       std::string &why) const {
+  bool scatters = isa<ReduceScatterOp>(op.getOperation());
   // Reshapes in between (a frontend's 2-D matmul result back to its 3-D
   // activations) move above the collective.
   Operation *user = overlap::userAfterReshapes(op, why);
@@ -291,9 +394,6 @@ OverlapPass::inKernelCandidate(CollectiveOpInterface op, double libraryComm,
   }
   int64_t n = groupSizeOf(op);
   double bytes = tensorBytes(op.getInput());
-  LinkFigures link = target.oneSidedLink
-                         ? *target.oneSidedLink
-                         : model->link(op, op.getGridAttr(), op.getAxes());
   // An all-reduce sends the whole partial to every peer; a reduce-scatter
   // sends each peer its block, as its ring does.
   double sent = scatters ? (n - 1) * bytes / n : (n - 1) * bytes;
@@ -858,21 +958,22 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     }
     addAsyncCandidate(op, record.comm, async, whyAsync);
     std::string whyNotInKernel;
-    std::optional<Candidate> inKernel =
-        inKernelCandidate(op, record.comm, whyNotInKernel);
-    // fuse-collectives=force picks it; overlap=force forces the overlap
-    // schedules as before; auto weighs it against them by its gain.
     SmallVector<Candidate> inKernelList;
-    if (inKernel)
-      inKernelList.push_back(*inKernel);
+    addInKernelCandidates(op, record.comm, inKernelList, whyNotInKernel);
+    // fuse-collectives=force picks the in-kernel form with the best gain;
+    // overlap=force forces the overlap schedules as before; auto weighs
+    // them against those by their gain.
+    const Candidate *inKernel = nullptr;
+    for (const Candidate &c : inKernelList)
+      if (!inKernel || c.gain() > inKernel->gain())
+        inKernel = &c;
 
     const Candidate *chosen = nullptr;
     std::string declined;
     if (attention) {
       chosen = &*attention;
-    } else if (inKernel &&
-               fuseCollectives == braid::FuseCollectivesMode::Force) {
-      chosen = &inKernelList.front();
+    } else if (inKernel && forcesInKernel()) {
+      chosen = inKernel;
     } else if (mode == braid::OverlapMode::Force) {
       // The first layout of the first kind that applies: a fused schedule,
       // else micro-batches, else the asynchronous form.
@@ -935,9 +1036,9 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
                                  ? "predicted faster; "
                                  : "its scores exceed the budget a rank may "
                                    "hold whole; ")
-         : chosen->inKernel &&
-                 fuseCollectives == braid::FuseCollectivesMode::Force
-             ? "fuse-collectives=force; "
+         : chosen->inKernel && forcesInKernel()
+             ? std::string("fuse-collectives=") +
+                   braid::options::spelling(fuseCollectives.getValue()) + "; "
          : mode == braid::OverlapMode::Force ? "overlap=force; "
                                              : "") +
         std::string("predicted ") + us(chosen->serial) + " serial, " +
@@ -1045,6 +1146,14 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       makeAsync(*rewriter, collective, placement);
   }
   deferredAsync.clear();
+  for (Operation *op : deferredDirect)
+    if (failed(overlap::directExchange(*rewriter,
+                                       cast<CollectiveOpInterface>(op)))) {
+      op->emitError() << "braid-overlap: the direct exchange of this "
+                         "all_gather failed";
+      return signalPassFailure();
+    }
+  deferredDirect.clear();
 
   // comm=symmetric: every collective still whole, synchronous or started,
   // moves by direct puts where it has that form (the records said so).

@@ -217,9 +217,15 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     the kernel that memory-bound fusion makes of the chain: the reduced
     tensor is never written and read back, and the chain runs where the
     collective's result lives, so no operand of it needs to be replicated.
-    `auto` applies it when the model predicts it beats every other
-    schedule (decode sizes), `force` wherever it applies, `off` never. Its
-    record has `"in_kernel": true` and names the kernel.
+    Strategy `two_shot_ar` sends each peer its block of the partial
+    instead, sums the blocks in the kernel of the chain on this rank's
+    rows (the first dimension that is not 1), and puts every value the
+    chain leaves to every peer; it needs the chain's other operands proven
+    replicated, as the ring form `rs_ring_ew_ag` does. `auto` applies one
+    of them when the model predicts it beats every other schedule (one
+    shot at decode sizes, two shot at prefill), `force` the better of the
+    two wherever one applies, `off` never. Its record has
+    `"in_kernel": true` and names the kernel.
 
     Every decision is a remark
     at the collective; `report=FILE` writes them all as JSON, each with the
