@@ -7,8 +7,9 @@
 #   lib/   libBraidRuntimeCUDA.so and the MPI libraries it links (runs on
 #          the loopback transport never start MPI, but the loader wants them)
 #   e2e/   the end-to-end programs of e2e_configs.txt, overlap forced and off
-#   overlap/tp{8,4,2}/, fusion/   the benchmark programs (overlap.py for
-#          groups of 8, 4 and 2 ranks, fusion.py)
+#   overlap/tp{8,4,2}/, overlap/collectives/tp{8,2}/, fusion/   the
+#          benchmark programs (overlap.py for groups of 8, 4 and 2 ranks,
+#          collectives.py for 8 and 2, fusion.py)
 #
 # CUDA, cuBLASLt and NCCL themselves are not carried: run_all.sh finds the
 # GPU machine's own.
@@ -58,6 +59,7 @@ done < "$HERE/e2e_configs.txt"
 echo "prepare.sh: $n end-to-end configurations built"
 
 "$PYTHON" "$HERE/overlap.py" prepare "$BUNDLE" --bin "$BIN"
+"$PYTHON" "$HERE/collectives.py" prepare "$BUNDLE" --bin "$BIN"
 "$PYTHON" "$HERE/fusion.py" prepare "$BUNDLE" --bin "$BIN"
 
 size=$(du -sm "$BUNDLE" | cut -f1)

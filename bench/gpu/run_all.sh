@@ -17,9 +17,13 @@
 #   4. overlap    AllGather+GEMM and GEMM+ReduceScatter at Llama-70B TP8
 #                 shapes: loopback-only figures (copy-engine and SM copies),
 #                 and NCCL figures when there are 2 or more GPUs
-#   5. fusion     fused layernorm, RMSNorm, softmax, bias + GELU + residual
+#   5. collectives an all-reduce summed inside the residual + RMSNorm kernel
+#                 (one shot and two shot) against the library's all-reduce +
+#                 Braid's norm kernel, 1 to 4096 tokens x 8192 bf16: loopback,
+#                 and NCCL when there are 2 or more GPUs
+#   6. fusion     fused layernorm, RMSNorm, softmax, bias + GELU + residual
 #                 (checked against numpy, then timed)
-#   6. torch      the same patterns in PyTorch eager and torch.compile
+#   7. torch      the same patterns in PyTorch eager and torch.compile
 #
 # The whole script keeps one deadline (BRAID_GPU_DEADLINE, 460 s: it must end
 # within 8 minutes of a 15-minute device lease). Each step gets at most its
@@ -284,7 +288,7 @@ e2e() {
   ! grep -q '^failed' "$RESULTS/e2e.txt"
 }
 
-#--- 3.-6. benchmarks -------------------------------------------------------------
+#--- 3.-7. benchmarks -------------------------------------------------------------
 
 microbench() {
   timeout -k 5 "$(step_left)" "${BRAID_ENV[@]}" "$BUNDLE/bin/microbench" \
@@ -296,6 +300,13 @@ overlap() {
   budget=$(step_left)
   timeout -k 5 "$budget" "$PYTHON" "$HERE/overlap.py" run "$BUNDLE" "$RESULTS" \
     --gpus "$gpus" --budget $((budget - 5)) --timeout 40
+}
+
+collectives() {
+  local budget
+  budget=$(step_left)
+  timeout -k 5 "$budget" "$PYTHON" "$HERE/collectives.py" run "$BUNDLE" "$RESULTS" \
+    --gpus "$gpus" --budget $((budget - 5)) --timeout 25
 }
 
 fusion() {
@@ -317,12 +328,13 @@ if ((braid_ready)); then
   run_step "2. end-to-end suite" 150 e2e
   run_step "3. microbench" 45 microbench
   run_step "4. overlap" 120 overlap
-  run_step "5. memory-bound fusion" 60 fusion
+  run_step "5. collectives in kernels" 60 collectives
+  run_step "6. memory-bound fusion" 60 fusion
 else
   record "Braid's steps" "not run: libraries or bundle missing" 0
   status=1
 fi
-run_step "6. PyTorch eager and torch.compile" 150 torch
+run_step "7. PyTorch eager and torch.compile" 150 torch
 
 echo "== summary (${SECONDS} s)"
 timeout -k 2 "$RESERVE" "$PYTHON" "$HERE/summarize.py" "$RESULTS" || status=1

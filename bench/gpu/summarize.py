@@ -3,7 +3,7 @@
 step may be missing, partial or failed), prints one table, writes
 RESULTS/summary.json, and exits 1 when a target is missed or a figure is
 missing (a runtime self-test or end-to-end failure, R > 1.15, fused slower
-than serial, an epilogue > 1.05x bare GEMM, a fused kernel under 0.85 of
+than serial, a collectives-in-kernels figure missing, an epilogue > 1.05x bare GEMM, a fused kernel under 0.85 of
 copy bandwidth or slower than torch.compile, a step skipped or cut off).
 
 Usage: summarize.py RESULTS
@@ -111,6 +111,21 @@ def main():
             lines.append("  loopback-only rows: N ranks on one GPU; copy-engine copies run at HBM speed and take no")
             lines.append("  SMs, and the serial baseline already overlaps across ranks; SM copies are closer to NCCL.")
         summary["overlap"] = overlap
+
+    collectives = load(results, "collectives.json")
+    if collectives:
+        current = None
+        for row in collectives["rows"]:
+            if row["label"] != current:
+                current = row["label"]
+                lines.append(f"collectives, {current}: AR + residual + RMSNorm, [tokens, {row['hidden']}] bf16")
+            lines.append(f"{row['tokens']:>6} tokens: library {fmt(row['t_library_ms'], '.3f')} ms; "
+                         f"library / one-shot {fmt(row['library_over_one_shot'], '.2f')}, "
+                         f"library / two-shot {fmt(row['library_over_two_shot'], '.2f')}; "
+                         f"auto picks {row['auto_picks'] or '-'}")
+            for kind, why in row.get("errors", {}).items():
+                missed.append(f"collectives {row['tokens']} tokens ({row['label']}): {kind} not measured: {why}")
+        summary["collectives"] = collectives
 
     fusion = load(results, "torch_fusion.json")
     braid_times = load(results, "braid_times.json") or {}

@@ -2,7 +2,8 @@
 # Builds the bundle run-all-dry.test runs run_all.sh on: Braid's real
 # runner behind fake_runner.sh, the real runtime and self-test, the
 # end-to-end programs of CONFIGS built for real, the overlap programs built
-# for real, empty fusion programs (fake_runner.sh times them), and the fake
+# for real, empty collectives and fusion programs (fake_runner.sh times
+# them), and the fake
 # microbench, nvidia-smi and python.
 # Usage: make_bundle.sh BIN LIB CONFIGS BUNDLE
 set -euo pipefail
@@ -28,6 +29,7 @@ while read -r line; do
     --target cuda --build-only "$BUNDLE/e2e/$n" > /dev/null
 done < "$CONFIGS"
 /usr/bin/python3 "$ROOT/bench/gpu/overlap.py" prepare "$BUNDLE" --bin "$BIN" > /dev/null
+/usr/bin/python3 "$ROOT/bench/gpu/collectives.py" prepare "$BUNDLE" --placeholders > /dev/null
 for name in layernorm rmsnorm softmax bias_gelu_residual gemm_bias_gelu; do
   : > "$BUNDLE/fusion/small/$name.so"
   : > "$BUNDLE/fusion/full/$name.so"
