@@ -42,7 +42,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from overlap import Budget, label, time_program  # noqa: E402
+from overlap import Budget, fmt, label, time_program  # noqa: E402
 
 H = 8192
 TOKENS = (1, 16, 128, 4096)
@@ -120,10 +120,6 @@ def rows_of(args, times, errors, runs):
                                             and t["library"] is not None else None)
             rows.append(row)
     return rows
-
-
-def fmt(value, spec):
-    return "-" if value is None else format(value, spec)
 
 
 def print_rows(rows):

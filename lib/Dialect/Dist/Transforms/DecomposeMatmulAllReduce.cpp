@@ -27,6 +27,16 @@ static std::string opName(Operation *op) {
   return "'" + op->getName().getStringRef().str() + "'";
 }
 
+/// The ring of an all-reduce whose reduction the decompositions combine
+/// (not a bitwise one).
+static FailureOr<Ring> reducingRing(AllReduceOp op, std::string &reason) {
+  if (isBitwise(op.getReduction())) {
+    reason = "bitwise reductions are not decomposed";
+    return failure();
+  }
+  return matchRing(op, reason);
+}
+
 RowChain overlap::matchRowChain(AllReduceOp op, Value rows, int64_t dim,
                                 ReplicationAnalysis &replication,
                                 bool severalExits) {
@@ -190,13 +200,9 @@ DenseMap<Value, Value> overlap::chainOnBlock(RewriterBase &rewriter,
 FailureOr<MatmulAllReduce>
 overlap::matchMatmulAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
                               std::string &reason) {
-  FailureOr<Ring> ring = matchRing(op, reason);
+  FailureOr<Ring> ring = reducingRing(op, reason);
   if (failed(ring))
     return failure();
-  if (isBitwise(op.getReduction())) {
-    reason = "bitwise reductions are not decomposed";
-    return failure();
-  }
   linalg::LinalgOp producer =
       reducingProducer(op.getInput(), op->getBlock(), reason);
   if (!producer)
@@ -285,13 +291,9 @@ FailureOr<AllGatherOp> overlap::decomposeMatmulAllReduce(RewriterBase &rewriter,
 FailureOr<TwoShotAllReduce>
 overlap::matchTwoShotAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
                                std::string &reason) {
-  FailureOr<Ring> ring = matchRing(op, reason);
+  FailureOr<Ring> ring = reducingRing(op, reason);
   if (failed(ring))
     return failure();
-  if (isBitwise(op.getReduction())) {
-    reason = "bitwise reductions are not decomposed";
-    return failure();
-  }
   // The rows the chain reads: the all-reduce's result, or the reshapes of
   // it that hoistReshapes moves above it.
   Value rows = op.getResult();
