@@ -5,6 +5,8 @@
 // RUN: braid-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(braid-fuse-memory-bound{mode=off}))" | FileCheck %s --check-prefix=OFF
 // RUN: braid-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(braid-fuse-memory-bound{row-tile=4}))" | FileCheck %s --check-prefix=TILE
 // RUN: not braid-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(braid-fuse-memory-bound{mode=sometimes}))" 2>&1 | FileCheck %s --check-prefix=MODE
+// A kernel of one tile survives the canonicalizer (its loop is mapped).
+// RUN: braid-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(braid-fuse-memory-bound,canonicalize))" 2>/dev/null | FileCheck %s --check-prefix=ONE
 
 // MODE: for the --mode option: Cannot find option named 'sometimes'
 
@@ -20,7 +22,7 @@
 // CHECK: scf.forall (%{{.*}}) = (0) to (64) step (32)
 // CHECK-COUNT-4: linalg.generic
 // CHECK-NOT: linalg.generic
-// CHECK: } {braid.kernel}
+// CHECK: } {braid.kernel, mapping = [#gpu.block<linear_dim_0>]}
 // CHECK-NEXT: return
 // OFF-LABEL: func.func @softmax
 // OFF-NOT: scf.forall
@@ -76,7 +78,7 @@ func.func @softmax(%x: tensor<64x128xf32>) -> tensor<64x128xf32> {
 // CHECK-NOT: linalg.generic
 // CHECK: tensor.parallel_insert_slice
 // CHECK: tensor.parallel_insert_slice
-// CHECK: } {braid.kernel}
+// CHECK: } {braid.kernel, mapping = [#gpu.block<linear_dim_0>]}
 // CHECK-NEXT: return %[[K]]#0, %[[K]]#1
 func.func @addnorm(%x: tensor<16x64xf32>, %y: tensor<16x64xf32>, %b: tensor<64xf32>, %g: tensor<64xf32>) -> (tensor<16x64xf32>, tensor<16x64xf32>) {
   %zero = arith.constant 0.0 : f32
@@ -132,7 +134,7 @@ func.func @addnorm(%x: tensor<16x64xf32>, %y: tensor<16x64xf32>, %b: tensor<64xf
 // REMARK: remark: fused 3 ops into one kernel with 1 row reduction
 // CHECK-LABEL: func.func @rmsnorm
 // CHECK: scf.forall (%{{.*}}) = (0) to (32) step (16)
-// CHECK: } {braid.kernel}
+// CHECK: } {braid.kernel, mapping = [#gpu.block<linear_dim_0>]}
 func.func @rmsnorm(%x: tensor<32x1024xf16>, %g: tensor<1024xf16>) -> tensor<32x1024xf16> {
   %zero = arith.constant 0.0 : f32
   %n = arith.constant 1024.0 : f32
@@ -176,7 +178,7 @@ func.func @rmsnorm(%x: tensor<32x1024xf16>, %g: tensor<1024xf16>) -> tensor<32x1
 // CHECK-LABEL: func.func @shared_reduction
 // CHECK: scf.forall
 // CHECK: iterator_types = ["parallel", "reduction"]
-// CHECK: } {braid.kernel}
+// CHECK: } {braid.kernel, mapping = [#gpu.block<linear_dim_0>]}
 // CHECK-NOT: iterator_types = ["parallel", "reduction"]
 // CHECK-NOT: scf.forall
 // CHECK: return
@@ -219,7 +221,7 @@ func.func @shared_reduction(%x: tensor<16x64xf32>) -> (tensor<16x64xf32>, tensor
 // CHECK: linalg.fill
 // CHECK: linalg.matmul
 // CHECK: linalg.generic
-// CHECK: } {braid.kernel}
+// CHECK: } {braid.kernel, mapping = [#gpu.block<linear_dim_0>]}
 // The epilogue stops at a transpose.
 // CHECK: linalg.transpose
 // OFF-LABEL: func.func @epilogue
@@ -281,10 +283,10 @@ func.func @dynamic(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
 // CHECK-LABEL: func.func @shared_fill
 // CHECK: scf.forall {{.*}} shared_outs(%{{.*}} = %{{[^)]*}}) -> (tensor<8xf32>)
 // CHECK: linalg.fill
-// CHECK: } {braid.kernel}
+// CHECK: } {braid.kernel, mapping = [#gpu.block<linear_dim_0>]}
 // CHECK: scf.forall {{.*}} shared_outs(%{{.*}} = %{{[^)]*}}) -> (tensor<8xf32>)
 // CHECK: linalg.fill
-// CHECK: } {braid.kernel}
+// CHECK: } {braid.kernel, mapping = [#gpu.block<linear_dim_0>]}
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
 func.func @shared_fill(%x: tensor<8x64xf32>, %y: tensor<8x64xf32>)
@@ -334,7 +336,7 @@ func.func @shared_fill(%x: tensor<8x64xf32>, %y: tensor<8x64xf32>)
 // CHECK: scf.forall
 // CHECK-COUNT-2: linalg.generic
 // CHECK-NOT: linalg.generic
-// CHECK: } {braid.kernel}
+// CHECK: } {braid.kernel, mapping = [#gpu.block<linear_dim_0>]}
 // CHECK-NEXT: scf.yield
 // REMARK: remark: fused 3 ops into one kernel with 1 row reduction: moves 33024 bytes instead of 132096
 func.func @in_branch(%skip: i1, %x: tensor<64x128xf32>, %old: tensor<64xf32>) -> tensor<64xf32> {
@@ -360,4 +362,45 @@ func.func @in_branch(%skip: i1, %x: tensor<64x128xf32>, %old: tensor<64xf32>) ->
     scf.yield %s : tensor<64xf32>
   }
   return %r : tensor<64xf32>
+}
+
+// -----
+
+// A decode step's single row: residual add and RMSNorm in one kernel of
+// one block, which the canonicalizer keeps.
+// ONE-LABEL: func.func @one_row
+// ONE: scf.forall (%{{.*}}) in (1) shared_outs
+// ONE-COUNT-3: linalg.generic
+// ONE: } {braid.kernel, mapping = [#gpu.block<linear_dim_0>]}
+// ONE-NOT: linalg.generic
+// ONE: return
+func.func @one_row(%x: tensor<1x64xf32>, %res: tensor<1x64xf32>, %gamma: tensor<64xf32>) -> tensor<1x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %he = tensor.empty() : tensor<1x64xf32>
+  %h = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%x, %res : tensor<1x64xf32>, tensor<1x64xf32>) outs(%he : tensor<1x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<1x64xf32>
+  %se = tensor.empty() : tensor<1xf32>
+  %sz = linalg.fill ins(%zero : f32) outs(%se : tensor<1xf32>) -> tensor<1xf32>
+  %ss = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>], iterator_types = ["parallel", "reduction"]} ins(%h : tensor<1x64xf32>) outs(%sz : tensor<1xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %sq = arith.mulf %a, %a : f32
+    %s = arith.addf %acc, %sq : f32
+    linalg.yield %s : f32
+  } -> tensor<1xf32>
+  %ne = tensor.empty() : tensor<1x64xf32>
+  %n = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%h, %ss, %gamma : tensor<1x64xf32>, tensor<1xf32>, tensor<64xf32>) outs(%ne : tensor<1x64xf32>) {
+  ^bb0(%a: f32, %s: f32, %g: f32, %o: f32):
+    %inv = arith.constant 1.5625e-02 : f32
+    %eps = arith.constant 1.0e-5 : f32
+    %m = arith.mulf %s, %inv : f32
+    %v = arith.addf %m, %eps : f32
+    %rs = math.rsqrt %v : f32
+    %t = arith.mulf %a, %rs : f32
+    %u = arith.mulf %t, %g : f32
+    linalg.yield %u : f32
+  } -> tensor<1x64xf32>
+  return %n : tensor<1x64xf32>
 }

@@ -60,7 +60,7 @@ shard.grid @tp(shape = 4)
 // XFER-NEXT: memref.subview %{{[0-9]+}}[
 // XFER-NEXT: linalg.add
 // XFER: math.rsqrt
-// XFER: } {braid.kernel}
+// XFER: } {braid.kernel, mapping = [#gpu.block<linear_dim_0>]}
 // XFER-COUNT-3: xfer.signal %{{.*}} on @tp axes = [0] offset = -{{[123]}}
 func.func @rms(%a: tensor<4x16xf32>, %w: tensor<16x64xf32>, %res: tensor<4x64xf32>, %gamma: tensor<64xf32>) -> (tensor<4x64xf32>, tensor<4x64xf32>) {
   %zero = arith.constant 0.0 : f32

@@ -28,11 +28,13 @@
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Dominance.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/TilingInterface.h"
@@ -269,8 +271,22 @@ LogicalResult FuseMemoryBoundPass::fuse(Group &group, IRRewriter &rewriter) {
 
   OpBuilder b(root);
   scf::SCFTilingOptions tiling;
-  tiling.setTileSizes(tileSizes(root, b));
+  SmallVector<OpFoldResult> sizes = tileSizes(root, b);
+  tiling.setTileSizes(sizes);
   tiling.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp);
+  // Each tile is one block of the kernel. A mapped loop keeps its
+  // dimensions of one iteration (a decode step's single row), which the
+  // canonicalizer would otherwise fold away, and the kernel with them.
+  SmallVector<Attribute> mapping;
+  for (OpFoldResult size : sizes)
+    if (getConstantIntValue(size) != 0)
+      mapping.push_back(gpu::GPUBlockMappingAttr::get(
+          b.getContext(),
+          static_cast<gpu::MappingId>(
+              static_cast<uint64_t>(gpu::MappingId::LinearDim0) +
+              mapping.size())));
+  if (mapping.size() <= 10)
+    tiling.setMapping(mapping);
   rewriter.setInsertionPoint(root);
   FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
       rewriter, cast<TilingInterface>(root.getOperation()), tiling);

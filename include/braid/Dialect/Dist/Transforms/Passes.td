@@ -83,7 +83,11 @@ def FuseMemoryBound : Pass<"braid-fuse-memory-bound", "mlir::func::FuncOp"> {
     into one loop nest over row tiles marked `braid.kernel`: one kernel that
     reads each input of the chain once and writes its result once. Softmax,
     layernorm and RMSNorm each become one kernel; bias + GELU + residual
-    becomes one kernel, or part of the GEMM's.
+    becomes one kernel, or part of the GEMM's. The tile loop is an
+    `scf.forall` mapped to `#gpu.block<linear_dim_i>` (each tile is one
+    block of the kernel), so that a chain of a single tile (a decode step's
+    one row) stays a kernel: the canonicalizer folds unmapped loops of one
+    iteration away.
 
     Grouping never computes anything twice for different consumers: a
     producer joins a group only when every user of its result is in that
@@ -105,7 +109,8 @@ def FuseMemoryBound : Pass<"braid-fuse-memory-bound", "mlir::func::FuncOp"> {
     "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect",
     "::mlir::affine::AffineDialect",
-    "::mlir::arith::ArithDialect"
+    "::mlir::arith::ArithDialect",
+    "::mlir::gpu::GPUDialect"
   ];
   let options = [
     Option<"mode", "mode", "::braid::FuseMode",
