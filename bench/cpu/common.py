@@ -144,3 +144,44 @@ def collective_norm_program(ranks, t, h, scatter=False, replicated=False):
             f"    %t = arith.mulf %xf, %rs : f32\n    %u = arith.mulf %t, %g : f32\n"
             f"    %ut = arith.truncf %u : f32 to bf16\n    linalg.yield %ut : bf16\n  }} -> {act}\n"
             f"  return %hs, %n : {act}, {act}\n}}\n")
+
+
+def norm_gather_program(ranks, t, h, f):
+    """Sequence parallelism before a column-parallel matmul: this rank's
+    rows x [t / ranks, h] plus the residual, RMSNorm over h (in f32, weight
+    per rank), the normed rows all-gathered and multiplied by W [h, f]
+    (bf16, f32 accumulation); returns the residual stream and the
+    product."""
+    local = t // ranks
+    act = f"tensor<{local}x{h}xbf16>"
+    ij, i_, j_ = "affine_map<(i, j) -> (i, j)>", "affine_map<(i, j) -> (i)>", "affine_map<(i, j) -> (j)>"
+    return (f"shard.grid @g(shape = {ranks})\n"
+            f"func.func @main(%x: {act}, %res: {act}, %gamma: tensor<{h}xf32>, "
+            f"%w: tensor<{h}x{f}xbf16>) -> ({act}, tensor<{t}x{f}xf32>) {{\n"
+            f"  %cz = arith.constant 0.0 : f32\n"
+            f"  %e = tensor.empty() : {act}\n"
+            f"  %hs = linalg.generic {{indexing_maps = [{ij}, {ij}, {ij}], iterator_types = [\"parallel\", \"parallel\"]}} "
+            f"ins(%x, %res : {act}, {act}) outs(%e : {act}) {{\n"
+            f"  ^bb0(%a: bf16, %q: bf16, %o: bf16):\n"
+            f"    %af = arith.extf %a : bf16 to f32\n    %qf = arith.extf %q : bf16 to f32\n"
+            f"    %s = arith.addf %af, %qf : f32\n    %st = arith.truncf %s : f32 to bf16\n"
+            f"    linalg.yield %st : bf16\n  }} -> {act}\n"
+            f"  %se = tensor.empty() : tensor<{local}xf32>\n"
+            f"  %sz = linalg.fill ins(%cz : f32) outs(%se : tensor<{local}xf32>) -> tensor<{local}xf32>\n"
+            f"  %ss = linalg.generic {{indexing_maps = [{ij}, {i_}], iterator_types = [\"parallel\", \"reduction\"]}} "
+            f"ins(%hs : {act}) outs(%sz : tensor<{local}xf32>) {{\n"
+            f"  ^bb0(%a: bf16, %acc: f32):\n    %af = arith.extf %a : bf16 to f32\n"
+            f"    %sq = arith.mulf %af, %af : f32\n    %s = arith.addf %acc, %sq : f32\n"
+            f"    linalg.yield %s : f32\n  }} -> tensor<{local}xf32>\n"
+            f"  %ne = tensor.empty() : {act}\n"
+            f"  %n = linalg.generic {{indexing_maps = [{ij}, {i_}, {j_}, {ij}], iterator_types = [\"parallel\", \"parallel\"]}} "
+            f"ins(%hs, %ss, %gamma : {act}, tensor<{local}xf32>, tensor<{h}xf32>) outs(%ne : {act}) {{\n"
+            f"  ^bb0(%a: bf16, %s: f32, %g: f32, %o: bf16):\n"
+            f"    %inv = arith.constant {1.0 / h:.10e} : f32\n    %eps = arith.constant 1.0e-5 : f32\n"
+            f"    %af = arith.extf %a : bf16 to f32\n    %m = arith.mulf %s, %inv : f32\n"
+            f"    %v = arith.addf %m, %eps : f32\n    %rs = math.rsqrt %v : f32\n"
+            f"    %t = arith.mulf %af, %rs : f32\n    %u = arith.mulf %t, %g : f32\n"
+            f"    %ut = arith.truncf %u : f32 to bf16\n    linalg.yield %ut : bf16\n  }} -> {act}\n"
+            f"  %gn = shard.all_gather %n on @g grid_axes = [0] gather_axis = 0 : {act} -> tensor<{t}x{h}xbf16>\n"
+            + bf16_matmul("%gn", "%w", t, h, f) +
+            f"  return %hs, %mm : {act}, tensor<{t}x{f}xf32>\n}}\n")

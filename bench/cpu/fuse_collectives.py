@@ -24,8 +24,24 @@ and prints library / each (> 1: that form is faster). The residual and
 the norm weight are placed replicated (as in a tensor-parallel layer), so
 that two shot applies.
 
+A second table gathers instead (sequence parallelism before a column-
+parallel matmul): this rank's rows plus the residual, RMSNorm-ed, then
+all-gathered into x @ W [hidden, --out]:
+
+- library: MPI's all-gather (MPI_Iallgather), then the matmul;
+- ring: --overlap=force --fuse-collectives=off, ring_ag_matmul (the
+  transport as comm=auto decides);
+- push: --fuse-collectives=force, push_ag_matmul (the chunk put to every
+  peer in one round, the matmul on each as it lands), the norm's kernel
+  storing into the peers' slots;
+- push, puts: the same with --fuse-puts=false (the kernel writes its own
+  buffer and a put copies it to each peer);
+- auto.
+
 Usage: fuse_collectives.py [--bin build/bin] [--ranks 4] [--repeat 9]
                            [--tokens 1,8,64,512] [--hidden 4096]
+                           [--gather-tokens 4,16,64,512] [--out 1024]
+(an empty list skips its table)
 """
 import os
 import sys
@@ -33,7 +49,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import collective_norm_program, rank_parser, report_records, time_program  # noqa: E402
+from common import (collective_norm_program, norm_gather_program, rank_parser,  # noqa: E402
+                    report_records, time_program)
 
 
 def strategy(bin_dir, tmp, name, text, flags=()):
@@ -45,11 +62,13 @@ def main():
     parser = rank_parser(repeat=9)
     parser.add_argument("--tokens", default="1,8,64,512")
     parser.add_argument("--hidden", type=int, default=4096)
+    parser.add_argument("--gather-tokens", default="4,16,64,512")
+    parser.add_argument("--out", type=int, default=1024)
     args = parser.parse_args()
     print(f"{'collective':<15} {'tokens':>6} {'library ms':>11} {'one-shot':>9} "
           f"{'ratio':>6} {'two-shot':>9} {'ratio':>6} {'auto ms':>8} {'ratio':>6}  auto picks")
     with tempfile.TemporaryDirectory() as tmp:
-        for tokens in [int(t) for t in args.tokens.split(",")]:
+        for tokens in [int(t) for t in args.tokens.split(",") if t]:
             for scatter in (False, True):
                 if scatter and tokens % args.ranks:
                     continue
@@ -78,6 +97,31 @@ def main():
                 print(f"{kind:<15} {tokens:>6} {times['library']:11.3f} {cell('one-shot')} "
                       f"{cell('two-shot')} {times['auto']:8.3f} "
                       f"{times['library'] / times['auto']:6.2f}  {picked}", flush=True)
+        gather_table(args, tmp)
+
+
+def gather_table(args, tmp):
+    """The all-gather into a matmul: library, ring, push (with and
+    without the kernel's stores), auto."""
+    print(f"\n{'all_gather':<10} {'tokens':>6} {'library ms':>11} {'ring':>8} {'ratio':>6} "
+          f"{'push':>8} {'ratio':>6} {'puts':>8} {'ratio':>6} {'auto ms':>8} {'ratio':>6}  auto picks")
+    variants = [("library", ["--fuse-collectives=off", "--overlap=off", "--comm=two-sided"]),
+                ("ring", ["--fuse-collectives=off", "--overlap=force"]),
+                ("push", ["--fuse-collectives=force"]),
+                ("puts", ["--fuse-collectives=force", "--fuse-puts=false"]),
+                ("auto", [])]
+    for tokens in [int(t) for t in args.gather_tokens.split(",") if t]:
+        if tokens % args.ranks:
+            continue
+        name = f"all_gather-{tokens}"
+        text = norm_gather_program(args.ranks, tokens, args.hidden, args.out)
+        times = {variant: time_program(args.bin, tmp, f"{name}-{variant}", text,
+                                       args.ranks, args.repeat, flags)
+                 for variant, flags in variants}
+        picked = strategy(args.bin, tmp, name, text)
+        cells = " ".join(f"{times[v]:8.3f} {times['library'] / times[v]:6.2f}"
+                         for v in ("ring", "push", "puts", "auto"))
+        print(f"{'':<10} {tokens:>6} {times['library']:11.3f} {cells}  {picked}", flush=True)
 
 
 if __name__ == "__main__":

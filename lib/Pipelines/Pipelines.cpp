@@ -272,6 +272,10 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
   xfer::SymmetricTransfersOptions symmetric;
   symmetric.zeroCopySlots = options.zeroCopy;
   pm.addPass(xfer::createSymmetricTransfers(symmetric));
+  // Puts whose source a fused kernel has just written: the kernel stores
+  // into the peer's slot itself.
+  if (options.fusePuts)
+    pm.addNestedPass<func::FuncOp>(xfer::createFusePuts());
   // Again, for the signal protocol of what the rewrite made one-sided.
   if (options.checkSchedule)
     pm.addNestedPass<func::FuncOp>(xfer::createCheckSchedule());

@@ -48,6 +48,7 @@ SETTINGS = [
     ({"comm": "two-sided"}, {}),
     ({"fuse-collectives": "force", "comm": "symmetric"}, {}),
     ({"fuse-collectives": "off"}, {}),
+    ({"fuse-collectives": "force", "fuse-puts": "false"}, {}),
     ({"entry": "mlp"}, {}),
     ({"O": "0", "cpu": "x86-64"}, {}),
     ({"timing": "true"}, {}),

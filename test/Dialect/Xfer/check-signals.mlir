@@ -2,7 +2,10 @@
 // (puts, signals, signal waits on symmetric flags) and catches a planted
 // bug for each of its rules: waits that no raise reaches, unbalanced
 // flags, reads before the data flag, puts without a credit, raises that
-// announce other data, and writes into a slot that peers put into.
+// announce other data, and writes into a slot that peers put into; for
+// stores through a peer view announced by a signal (braid-fuse-puts):
+// stores with no credit, stores no signal announces, a signal announcing
+// nothing, and loads through a peer view.
 // RUN: braid-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(braid-check-schedule))' -verify-diagnostics -o /dev/null
 // What braid-symmetric-transfers writes passes: symmetric-transfers.mlir.
 
@@ -306,5 +309,106 @@ func.func @put_source_race(%a: memref<8xf32>, %b: memref<8xf32>) {
   xfer.signal_wait %flags[%c0] slack = 0 step = 17 : memref<2xi32>
   memref.copy %s, %b : memref<8xf32> to memref<8xf32>
   xfer.signal %flags[%c1] on @tp axes = [0] offset = -1 step = 17 : memref<2xi32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+
+// A kernel stores into the peer's slot and a signal for the slot announces
+// it, as braid-fuse-puts writes; the credit comes before the kernel.
+// Passes.
+func.func @stores(%a: memref<8xf32>, %b: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %flags = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  %s = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<8xf32>
+  xfer.signal_wait %flags[%c1] slack = 1 step = 18 : memref<2xi32>
+  %peer = xfer.peer_view %s on @tp axes = [0] offset = 1 : memref<8xf32>
+  scf.forall (%i) in (8) {
+    %t = memref.subview %a[%i] [1] [1] : memref<8xf32> to memref<1xf32, strided<[1], offset: ?>>
+    %pt = memref.subview %peer[%i] [1] [1] : memref<8xf32> to memref<1xf32, strided<[1], offset: ?>>
+    memref.copy %t, %pt : memref<1xf32, strided<[1], offset: ?>> to memref<1xf32, strided<[1], offset: ?>>
+  } {braid.kernel}
+  xfer.signal %flags[%c0] on @tp axes = [0] offset = 1 for %s step = 18 : memref<2xi32>, memref<8xf32>
+  xfer.signal_wait %flags[%c0] slack = 0 step = 18 : memref<2xi32>
+  memref.copy %s, %b : memref<8xf32> to memref<8xf32>
+  xfer.signal %flags[%c1] on @tp axes = [0] offset = -1 step = 18 : memref<2xi32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+
+// The credit is waited after the kernel has stored into the peer's slot.
+func.func @stores_without_credit(%a: memref<8xf32>, %b: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %flags = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  %s = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<8xf32>
+  %peer = xfer.peer_view %s on @tp axes = [0] offset = 1 : memref<8xf32>
+  // expected-error @+1 {{race: the stores of step 19 into symmetric buffer site 1 (memref<8xf32>) of rank r+1 may land before rank r+1 has read what the previous delivery left there: no earlier signal_wait of rank r covers a flag that rank r+1 raises after that read (a credit)}}
+  scf.forall (%i) in (8) {
+    %t = memref.subview %a[%i] [1] [1] : memref<8xf32> to memref<1xf32, strided<[1], offset: ?>>
+    %pt = memref.subview %peer[%i] [1] [1] : memref<8xf32> to memref<1xf32, strided<[1], offset: ?>>
+    memref.copy %t, %pt : memref<1xf32, strided<[1], offset: ?>> to memref<1xf32, strided<[1], offset: ?>>
+  } {braid.kernel}
+  xfer.signal_wait %flags[%c1] slack = 1 step = 19 : memref<2xi32>
+  xfer.signal %flags[%c0] on @tp axes = [0] offset = 1 for %s step = 19 : memref<2xi32>, memref<8xf32>
+  xfer.signal_wait %flags[%c0] slack = 0 step = 19 : memref<2xi32>
+  memref.copy %s, %b : memref<8xf32> to memref<8xf32>
+  xfer.signal %flags[%c1] on @tp axes = [0] offset = -1 step = 19 : memref<2xi32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+
+// Stores into the peer's slot that no signal announces.
+func.func @stores_unannounced(%a: memref<8xf32>) {
+  %c1 = arith.constant 1 : index
+  %flags = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  %s = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<8xf32>
+  xfer.signal_wait %flags[%c1] slack = 1 step = 20 : memref<2xi32>
+  %peer = xfer.peer_view %s on @tp axes = [0] offset = 1 : memref<8xf32>
+  // expected-error @+1 {{stores into the copy of symmetric buffer site 1 (memref<8xf32>) that rank r+1 holds, but no 'xfer.signal' for it at that peer offset follows: nothing tells rank r+1 when the data has landed}}
+  memref.copy %a, %peer : memref<8xf32> to memref<8xf32>
+  xfer.signal %flags[%c1] on @tp axes = [0] offset = -1 step = 20 : memref<2xi32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+
+// A signal for a slot that this rank stored nothing into.
+func.func @announces_nothing(%b: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %flags = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  %s = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<8xf32>
+  xfer.signal_wait %flags[%c1] slack = 1 step = 21 : memref<2xi32>
+  // expected-error @+1 {{step 21: announces data in symmetric buffer site 1 (memref<8xf32>) of rank r+1, but rank r stored nothing into that copy since the last announcement}}
+  xfer.signal %flags[%c0] on @tp axes = [0] offset = 1 for %s step = 21 : memref<2xi32>, memref<8xf32>
+  xfer.signal_wait %flags[%c0] slack = 0 step = 21 : memref<2xi32>
+  memref.copy %s, %b : memref<8xf32> to memref<8xf32>
+  xfer.signal %flags[%c1] on @tp axes = [0] offset = -1 step = 21 : memref<2xi32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+
+// Loads from a peer's copy (a pull) are not modeled.
+func.func @peer_load(%b: memref<8xf32>) {
+  %flags = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  %s = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<8xf32>
+  %peer = xfer.peer_view %s on @tp axes = [0] offset = 1 : memref<8xf32>
+  // expected-error @+1 {{the signal protocol cannot be checked: 'memref.copy' loads from a peer's copy of a buffer, which is modeled only for stores into a symmetric buffer that a signal announces (pass --check-schedule=false to skip the check)}}
+  memref.copy %peer, %b : memref<8xf32> to memref<8xf32>
   return
 }

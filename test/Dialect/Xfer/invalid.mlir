@@ -244,6 +244,29 @@ func.func @signal_amount() {
 // -----
 
 shard.grid @tp(shape = 4)
+func.func @signal_data_amount(%x: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %f = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  %s = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<8xf32>
+  // expected-error @+1 {{announces one delivery into its data buffer, so it raises its flag by 1, not 2}}
+  xfer.signal %f[%c0] on @tp axes = [0] offset = 1 add = 2 for %s step = 0 : memref<2xi32>, memref<8xf32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @signal_data_private(%x: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %f = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  // expected-error @+1 {{data buffer must be a symmetric buffer}}
+  xfer.signal %f[%c0] on @tp axes = [0] offset = 1 for %x step = 0 : memref<2xi32>, memref<8xf32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
 func.func @wait_never_raised() {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index

@@ -50,7 +50,7 @@ func.func @tiny(%x: tensor<8x64xbf16>, %w: tensor<64x64xbf16>) -> tensor<64x64xf
 // JSON-NEXT: "strategy": "ring_ag_matmul{{(_bidir)?}}",
 // JSON-NEXT: "chunks": {{[0-9]+}},
 // JSON-NEXT: "transport": "two-sided",
-// JSON-NEXT: "reason": "predicted {{.*}} serial, {{.*}} overlapped; transport two-sided: preset 'h100' has no measured one-sided link (comm=symmetric forces them)",
+// JSON-NEXT: "reason": "predicted {{.*}} serial, {{.*}} overlapped; not in a kernel: preset 'h100' has no measured one-sided link (comm=symmetric or fuse-collectives=force use one); transport two-sided: preset 'h100' has no measured one-sided link (comm=symmetric forces them)",
 // JSON-NEXT: "predicted": {
 // JSON-NEXT: "compute_us": {{[0-9]+\.[0-9]}},
 // JSON-NEXT: "comm_us": {{[0-9]+\.[0-9]}},

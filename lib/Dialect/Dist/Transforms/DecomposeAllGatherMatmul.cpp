@@ -12,6 +12,12 @@
 // `A` in `A @ B`: each chunk yields a block of the result) or its reduction
 // loop (the columns of `A`: each chunk adds a partial product).
 //
+// The direct form (push_ag_matmul) sends the local chunk to every peer at
+// once, one shift per peer offset, and computes on each peer's chunk as it
+// arrives, nearest first: one round of transfers instead of n - 1, each
+// from the chunk its producer just wrote (braid-fuse-puts then has that
+// producer's kernel store it into the peers' slots itself).
+//
 //===----------------------------------------------------------------------===//
 
 #include "Decompositions.h"
@@ -106,6 +112,9 @@ LogicalResult overlap::decomposeAllGatherMatmul(RewriterBase &rewriter,
   int64_t n = ring.groupSize, pieces = options.pieces();
   if (match.chunkSize % pieces != 0)
     return rewriter.notifyMatchFailure(match.gather, "chunk not divisible");
+  if (options.direct && pieces != 1)
+    return rewriter.notifyMatchFailure(
+        match.gather, "a direct all-gather sends whole chunks");
   int64_t pieceSize = match.chunkSize / pieces;
   int64_t dim = match.gather.getDim();
   linalg::LinalgOp consumer = match.consumer;
@@ -143,14 +152,21 @@ LogicalResult overlap::decomposeAllGatherMatmul(RewriterBase &rewriter,
                                  rewriter.getIndexAttr(q * pieceSize),
                                  pieceSize));
   SmallVector<std::pair<Value, Value>> inFlight(pieces);
+  // Direct: the chunk of the rank `k` back arrives by the shift of offset k.
+  SmallVector<std::pair<Value, Value>> direct;
+  if (options.direct)
+    for (int64_t k = 1; k < n; ++k)
+      direct.push_back(
+          startShift(rewriter, loc, local, ring.grid, ring.axis, k, k - 1));
   for (int64_t step = 0; step < n; ++step) {
     for (int64_t p = 0; p < options.subChunks; ++p) {
       for (int64_t d = 0; d < options.directions(); ++d) {
         int64_t direction = d == 0 ? 1 : -1;
         int64_t q = d * options.subChunks + p;
         if (step > 0)
-          current[q] = waitFor(rewriter, loc, inFlight[q]);
-        if (step < n - 1)
+          current[q] = waitFor(rewriter, loc,
+                               options.direct ? direct[step - 1] : inFlight[q]);
+        if (step < n - 1 && !options.direct)
           inFlight[q] = startShift(rewriter, loc, current[q], ring.grid,
                                    ring.axis, direction, step);
         // The chunk held at this step came from `direction * step` ranks

@@ -195,7 +195,8 @@ private:
                          SmallVector<Candidate> &out, std::string &why);
   /// fuse-collectives: an all-reduce or reduce-scatter summed in the
   /// kernel of the chain after it (one_shot_ar, one_shot_rs, two_shot_ar),
-  /// or why not (when none applies).
+  /// or an all-gather written into the peers' buffers by the kernel of the
+  /// chain before it (push_ag_matmul); or why not (when none applies).
   void addInKernelCandidates(CollectiveOpInterface op, double libraryComm,
                              SmallVector<Candidate> &out, std::string &why);
   /// one_shot_ar, one_shot_rs: the whole partial (a reduce-scatter: each
@@ -204,6 +205,12 @@ private:
                                             double libraryComm,
                                             LinkFigures link,
                                             std::string &why) const;
+  /// push_ag_matmul: the kernel that computes the gathered chunk stores it
+  /// into every peer's buffer; the contraction takes each chunk as it
+  /// lands.
+  std::optional<Candidate> pushCandidate(AllGatherOp op, double libraryComm,
+                                         LinkFigures link,
+                                         std::string &why) const;
   /// two_shot_ar: the peers' blocks summed in the kernel of the chain on
   /// this rank's rows, whose results then go to every peer.
   std::optional<Candidate> twoShotCandidate(AllReduceOp op, double libraryComm,
@@ -272,15 +279,18 @@ void OverlapPass::addInKernelCandidates(CollectiveOpInterface op,
                                         SmallVector<Candidate> &out,
                                         std::string &why) {
   bool scatters = isa<ReduceScatterOp>(op.getOperation());
-  if (!scatters && !isa<AllReduceOp>(op.getOperation()))
+  auto gather = dyn_cast<AllGatherOp>(op.getOperation());
+  if (!scatters && !gather && !isa<AllReduceOp>(op.getOperation()))
     return;
   if (fuseCollectives == braid::FuseCollectivesMode::Off) {
     why = "fuse-collectives=off";
     return;
   }
   if (comm == braid::CommMode::TwoSided) {
-    why = "the kernel reads the partials from symmetric memory, and "
-          "comm=two-sided";
+    why = gather ? "the kernel stores into the peers' symmetric memory, and "
+                   "comm=two-sided"
+                 : "the kernel reads the partials from symmetric memory, and "
+                   "comm=two-sided";
     return;
   }
   if (!sharesMemory(op, why))
@@ -301,6 +311,13 @@ void OverlapPass::addInKernelCandidates(CollectiveOpInterface op,
   LinkFigures link = target.oneSidedLink
                          ? *target.oneSidedLink
                          : model->link(op, op.getGridAttr(), op.getAxes());
+  // An all-gather has one form, which every fuse-collectives mode keeps.
+  if (gather) {
+    if (std::optional<Candidate> push =
+            pushCandidate(gather, libraryComm, link, why))
+      out.push_back(std::move(*push));
+    return;
+  }
   // fuse-collectives=one-shot or two-shot leaves an all-reduce only that
   // form; a reduce-scatter has one.
   std::string whyNotOne = "fuse-collectives=two-shot",
@@ -317,6 +334,51 @@ void OverlapPass::addInKernelCandidates(CollectiveOpInterface op,
   if (out.empty())
     why = scatters ? whyNotOne
                    : "one shot: " + whyNotOne + "; two shot: " + whyNotTwo;
+}
+
+std::optional<Candidate> OverlapPass::pushCandidate(AllGatherOp op,
+                                                    double libraryComm,
+                                                    LinkFigures link,
+                                                    std::string &why) const {
+  FailureOr<AllGatherMatmul> match = overlap::matchAllGatherMatmul(op, why);
+  if (failed(match))
+    return std::nullopt;
+  Operation *producer = op.getInput().getDefiningOp();
+  if (!producer || producer->getBlock() != op->getBlock() ||
+      !schedule::isMemoryBound(producer)) {
+    why = "its input is not computed by a memory-bound linalg op in its "
+          "block, whose kernel could store it into the peers' buffers";
+    return std::nullopt;
+  }
+  const CostModel &cost = *model;
+  int64_t n = match->ring.groupSize;
+  double chunk = tensorBytes(op.getInput());
+  Candidate c;
+  c.strategy = "push_ag_matmul";
+  c.with = nameOf(match->consumer);
+  c.chunks = n - 1;
+  c.inKernel = true;
+  c.kernel = "the kernel of '" + nameOf(producer) + "' at " +
+             formatLoc(producer->getLoc());
+  c.saving = "stores " + schedule::formatBytes((n - 1) * chunk) +
+             " per rank straight into the peers' gather buffers in one round "
+             "(a ring forwards the same bytes in " +
+             std::to_string(n - 1) + " steps, copying what it received)";
+  c.compute = cost.computeTime(match->consumer);
+  c.serial = c.compute + libraryComm;
+  // Every peer's chunk travels at once, one latency; the contraction's
+  // own chunk runs meanwhile and each other chunk as it lands.
+  c.overlapped =
+      std::max(c.compute * (1 + cost.getTarget().overlapInterference),
+               link.latency + (n - 1) * chunk / link.bandwidth +
+                   cost.computeTime(match->consumer, 1.0 / n));
+  AllGatherMatmul m = *match;
+  c.apply = [m](RewriterBase &rewriter) {
+    RingOptions direct;
+    direct.direct = true;
+    return overlap::decomposeAllGatherMatmul(rewriter, m, direct);
+  };
+  return c;
 }
 
 std::optional<Candidate> OverlapPass::twoShotCandidate(AllReduceOp op,
@@ -1049,10 +1111,13 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       record.reason += "; not fused: " + whyFused;
     std::string text;
     llvm::raw_string_ostream remark(text);
+    bool gathers = isa<AllGatherOp>(op.getOperation());
     if (chosen->inKernel)
-      remark << op.getCollectiveKind() << " summed inside " << chosen->kernel
-             << " as " << chosen->strategy << " (" << chosen->chunks
-             << " puts): ";
+      remark << op.getCollectiveKind()
+             << (gathers ? " written into every peer's buffer by "
+                         : " summed inside ")
+             << chosen->kernel << " as " << chosen->strategy << " ("
+             << chosen->chunks << " puts): ";
     else if (chosen->fused)
       remark << op.getCollectiveKind() << " fused with '" << chosen->with
              << "' as " << chosen->strategy << " (" << chosen->chunks
@@ -1080,9 +1145,11 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     // Decided before the rewrite erases the collective; applies only if
     // the schedule has ring shifts.
     std::string whyTransport =
-        chosen->inKernel ? "the kernel sums the partials the peers put into "
-                           "this rank's symmetric slots"
-                         : "";
+        !chosen->inKernel ? ""
+        : gathers         ? "the kernel stores its rows into the peers' "
+                            "symmetric slots"
+                          : "the kernel sums the partials the peers put into "
+                            "this rank's symmetric slots";
     bool symmetric =
         chosen->inKernel || chooseSymmetric(op, *chosen, whyTransport);
     // The asynchronous form keeps the collective whole.

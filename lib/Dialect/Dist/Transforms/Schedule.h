@@ -24,10 +24,13 @@
 namespace braid::dist::schedule {
 
 /// How a ring schedule is cut: `subChunks` pieces per peer chunk, and one
-/// ring or two rings in opposite directions (each carrying half).
+/// ring or two rings in opposite directions (each carrying half). A
+/// `direct` all-gather sends the local chunk to every peer at once instead
+/// of forwarding chunks around a ring (one piece per chunk).
 struct RingOptions {
   int64_t subChunks = 1;
   bool bidirectional = false;
+  bool direct = false;
 
   int64_t directions() const { return bidirectional ? 2 : 1; }
   /// Pieces each peer chunk is cut into.

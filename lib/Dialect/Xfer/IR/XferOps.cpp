@@ -382,7 +382,16 @@ LogicalResult SignalOp::verify() {
   if (static_cast<int64_t>(getAdd()) < 1)
     return emitOpError() << "raises flags by a positive amount, not "
                          << static_cast<int64_t>(getAdd());
-  return verifySymmetricOperand(*this, "flag buffer", getFlags(), getGridAttr(),
+  if (failed(verifySymmetricOperand(*this, "flag buffer", getFlags(),
+                                    getGridAttr(), getAxes())))
+    return failure();
+  if (!getData())
+    return success();
+  if (getAdd() != 1)
+    return emitOpError() << "announces one delivery into its data buffer, so "
+                            "it raises its flag by 1, not "
+                         << static_cast<int64_t>(getAdd());
+  return verifySymmetricOperand(*this, "data buffer", getData(), getGridAttr(),
                                 getAxes());
 }
 LogicalResult SignalOp::verifySymbolUses(SymbolTableCollection &table) {

@@ -328,14 +328,15 @@ public:
   LogicalResult check(FunctionOpInterface function) {
     SmallVector<Operation *> ops;
     function.walk([&](Operation *op) {
-      if (isa<PutOp, SignalOp, SignalWaitOp>(op))
+      if (isa<PutOp, SignalOp, SignalWaitOp, PeerViewOp>(op))
         ops.push_back(op);
     });
     if (ops.empty())
       return success();
     Region &body = function.getFunctionBody();
     for (Operation *op : ops)
-      if (op->getBlock() != &body.front() || !body.hasOneBlock())
+      if (!isa<PeerViewOp>(op) &&
+          (op->getBlock() != &body.front() || !body.hasOneBlock()))
         return op->emitError()
                << "the signal protocol cannot be checked: signals and puts "
                   "inside loops, branches or other blocks are not modeled "
@@ -347,8 +348,8 @@ public:
         failed(checkBalance()))
       return failure();
     for (auto &[alloc, slot] : slots)
-      for (auto [j, put] : llvm::enumerate(slot.puts))
-        if (failed(checkCredit(put, j + 1, slot)))
+      for (auto [j, writer] : llvm::enumerate(slot.writers))
+        if (failed(checkCredit(writer, j + 1, alloc, slot)))
           return failure();
     return success();
   }
@@ -367,9 +368,19 @@ private:
     SmallVector<std::pair<SignalWaitOp, int64_t>> waits; ///< With epochs.
     Operation *slot = nullptr; ///< The symmetric buffer whose puts raise it.
   };
+  /// A delivery into a peer's copy of a slot: a put, or the stores of an
+  /// op through a peer view (a kernel, braid-fuse-puts) that a signal
+  /// `for` the slot announces.
+  struct Writer {
+    Operation *op;  ///< The put, or the first op storing.
+    int64_t offset; ///< The peer's offset, as written.
+    int64_t step;
+    /// An op that names the writer's group (the put, or the peer view).
+    Operation *grouped;
+  };
   /// A symmetric buffer that peers put into.
   struct Slot {
-    SmallVector<PutOp> puts;
+    SmallVector<Writer> writers;
     std::optional<Flag> data;
     /// The last position reading each delivery (1-based, within a call).
     DenseMap<int64_t, size_t> lastRead;
@@ -413,7 +424,7 @@ private:
       if (auto put = dyn_cast<PutOp>(op)) {
         Operation *dest = getSymmetricAlloc(put.getDest());
         Slot &slot = slots[dest];
-        slot.puts.push_back(put);
+        slot.writers.push_back({put, put.getOffset(), put.getStep(), put});
         if (!put.getFlags())
           continue;
         FailureOr<Flag> flag = flagOf(put, put.getFlags(), put.getIndex());
@@ -439,6 +450,11 @@ private:
         if (failed(flag))
           return failure();
         FlagEvents &events = flags[*flag];
+        if (signal.getData()) {
+          if (failed(announce(signal, *flag, pos)))
+            return failure();
+          continue;
+        }
         if (events.slot)
           return signal.emitError()
                  << "step " << signal.getStep() << ": " << flagText(*flag)
@@ -466,8 +482,77 @@ private:
                     "the same program and wait here too";
         events.waits.push_back({wait, epoch});
         waitEpoch[wait] = {*flag, epoch};
+      } else if (failed(collectPeerStores(op))) {
+        return failure();
       }
     }
+    if (!stores.empty()) {
+      auto &[key, store] = stores.front();
+      return store.first->emitError()
+             << "stores into the copy of " << symmetricText(key.first)
+             << " that " << peer(key.second)
+             << " holds, but no 'xfer.signal' for it at that peer offset "
+                "follows: nothing tells "
+             << peer(key.second) << " when the data has landed";
+    }
+    return success();
+  }
+
+  /// Stores of `op` (or of ops nested in it) through a peer view of a
+  /// symmetric buffer: pending until a signal for that buffer announces
+  /// them. Loads through a peer view are not modeled.
+  LogicalResult collectPeerStores(Operation &op) {
+    SmallVector<Value> reads, writes;
+    op.walk([&](Operation *nested) { accesses(*nested, reads, writes); });
+    for (auto [values, writing] : {std::pair(&reads, false), {&writes, true}})
+      for (Value value : *values) {
+        auto view = getRootBuffer(value).getDefiningOp<PeerViewOp>();
+        if (!view)
+          continue;
+        SymmetricAllocOp alloc = getSymmetricAlloc(view.getBuffer());
+        if (!writing || !alloc)
+          return op.emitError()
+                 << "the signal protocol cannot be checked: '" << op.getName()
+                 << "' " << (writing ? "stores into" : "loads from")
+                 << " a peer's copy of a buffer, which is modeled only for "
+                    "stores into a symmetric buffer that a signal announces "
+                    "(pass --check-schedule=false to skip the check)";
+        int64_t offset = normalizedOffset(view, view.getOffset());
+        stores.try_emplace({alloc.getOperation(), offset}, &op, view);
+      }
+    return success();
+  }
+
+  /// A signal for a slot: the delivery of the stores into the copy of it
+  /// that the signalled peer holds, as a put with that signal would be.
+  LogicalResult announce(SignalOp signal, Flag flag, size_t pos) {
+    Operation *dest = getSymmetricAlloc(signal.getData());
+    int64_t offset = normalizedOffset(signal, signal.getOffset());
+    auto it = stores.find({dest, offset});
+    if (it == stores.end())
+      return signal.emitError()
+             << "step " << signal.getStep() << ": announces data in "
+             << symmetricText(dest) << " of " << peer(signal.getOffset())
+             << ", but rank r stored nothing into that copy since the last "
+                "announcement";
+    auto [writer, view] = it->second;
+    stores.erase(it);
+    Slot &slot = slots[dest];
+    FlagEvents &events = flags[flag];
+    if ((slot.data && *slot.data != flag) ||
+        (events.slot && events.slot != dest) ||
+        (!events.slot && !events.raises.empty()))
+      return signal.emitError()
+             << "step " << signal.getStep() << ": the delivery into "
+             << symmetricText(dest) << " raises " << flagText(flag)
+             << ", which other ops raise too; a reader cannot tell which "
+                "data has landed";
+    slot.data = flag;
+    events.slot = dest;
+    slot.writers.push_back({writer, view.getOffset(),
+                            static_cast<int64_t>(signal.getStep()), view});
+    events.raises.push_back({signal, pos, offset, 1});
+    ++events.raised;
     return success();
   }
 
@@ -505,32 +590,31 @@ private:
         auto it = slots.find(getSymmetricAlloc(written));
         if (it == slots.end())
           continue;
-        PutOp put = it->second.puts.front();
+        const Writer &put = it->second.writers.front();
         return op.emitError() << "race: '" << op.getName() << "' writes "
                               << symmetricText(it->first) << ", which "
-                              << peer(-put.getOffset()) << " puts into at step "
-                              << put.getStep() << "; only puts may write it";
+                              << peer(-put.offset) << " puts into at step "
+                              << put.step << "; only puts may write it";
       }
       for (Value read : reads) {
         auto it = slots.find(getSymmetricAlloc(read));
         if (it == slots.end())
           continue;
         Slot &slot = it->second;
-        PutOp put = slot.puts.front();
+        const Writer &put = slot.writers.front();
         if (!slot.data)
           return op.emitError()
                  << "'" << op.getName() << "' reads "
                  << symmetricText(it->first) << ", but the put of step "
-                 << put.getStep() << " from " << peer(-put.getOffset())
+                 << put.step << " from " << peer(-put.offset)
                  << " into it raises no flag: nothing tells rank r when the "
                     "data has landed";
         int64_t epoch = delivered.lookup(it->first);
         if (epoch <= 0)
           return op.emitError()
                  << "race: '" << op.getName() << "' reads "
-                 << symmetricText(it->first) << ", which "
-                 << peer(-put.getOffset()) << " puts into at step "
-                 << put.getStep() << ", before waiting for "
+                 << symmetricText(it->first) << ", which " << peer(-put.offset)
+                 << " puts into at step " << put.step << ", before waiting for "
                  << flagText(*slot.data) << " that announces the data";
         size_t &last = slot.lastRead[epoch];
         last = std::max(last, until);
@@ -563,8 +647,9 @@ private:
   /// previous one delivered. Some earlier wait of the writer must cover a
   /// raise that the reader makes after its last read of that delivery, the
   /// previous call's last delivery for the first put (a credit).
-  LogicalResult checkCredit(PutOp put, int64_t j, Slot &slot) {
-    int64_t puts = slot.puts.size();
+  LogicalResult checkCredit(const Writer &put, int64_t j, Operation *alloc,
+                            Slot &slot) {
+    int64_t puts = slot.writers.size();
     // Events of earlier calls are one call back per period.
     auto locate = [](int64_t k, int64_t period) {
       int64_t call = k >= 1 ? (k - 1) / period : -((period - k) / period);
@@ -574,8 +659,8 @@ private:
     auto read = slot.lastRead.find(delivery);
     if (read == slot.lastRead.end())
       return success(); // Nothing reads what this put overwrites.
-    size_t putPos = position.lookup(put);
-    int64_t toWriter = normalizedOffset(put, -put.getOffset());
+    size_t putPos = position.lookup(put.op);
+    int64_t toWriter = normalizedOffset(put.grouped, -put.offset);
     for (auto &[flag, events] : flags) {
       if (events.raised <= 0 || events.raises.size() != size_t(events.raised))
         continue;
@@ -590,20 +675,26 @@ private:
           return success();
       }
     }
-    return put.emitError()
-           << "race: the put of step " << put.getStep() << " into "
-           << symmetricText(getSymmetricAlloc(put.getDest())) << " of "
-           << peer(put.getOffset()) << " may land before "
-           << peer(put.getOffset())
-           << " has read what the previous put left there: no earlier "
+    bool isPut = isa<PutOp>(put.op);
+    return put.op->emitError()
+           << "race: the " << (isPut ? "put" : "stores") << " of step "
+           << put.step << " into " << symmetricText(alloc) << " of "
+           << peer(put.offset) << " may land before " << peer(put.offset)
+           << " has read what the previous " << (isPut ? "put" : "delivery")
+           << " left there: no earlier "
               "signal_wait of rank r covers a flag that "
-           << peer(put.getOffset()) << " raises after that read (a credit)";
+           << peer(put.offset) << " raises after that read (a credit)";
   }
 
   DenseMap<Operation *, size_t> position;
   DenseMap<Operation *, std::pair<Flag, int64_t>> waitEpoch;
   llvm::MapVector<Flag, FlagEvents> flags;
   llvm::MapVector<Operation *, Slot> slots;
+  /// Stores through peer views not announced yet, by slot and normalized
+  /// peer offset: the first op storing, and its view.
+  llvm::MapVector<std::pair<Operation *, int64_t>,
+                  std::pair<Operation *, PeerViewOp>>
+      stores;
 };
 
 struct CheckSchedulePass

@@ -292,7 +292,7 @@ struct SymmetricTransfersPass
     // The producer is the peer this receive named.
     auto signal = SignalOp::create(b, loc, flags, credit, recv.getGridAttr(),
                                    recv.getAxesAttr(), recv.getOffsetAttr(),
-                                   b.getI64IntegerAttr(1), step);
+                                   b.getI64IntegerAttr(1), Value(), step);
     last = signal;
     if (zeroCopySlots)
       copyOuts.push_back({copy, signal});

@@ -226,11 +226,16 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     instead, sums the blocks in the kernel of the chain on this rank's
     rows (the first dimension that is not 1), and puts every value the
     chain leaves to every peer; it needs the chain's other operands proven
-    replicated, as the ring form `rs_ring_ew_ag` does. `auto` applies one
-    of them when the model predicts it beats every other schedule (one
-    shot at decode sizes, two shot at prefill), `force` the better of the
-    two wherever one applies, `off` never. Its record has
-    `"in_kernel": true` and names the kernel.
+    replicated, as the ring form `rs_ring_ew_ag` does. An all-gather whose
+    input a memory-bound op computes in its block and whose result feeds a
+    contraction becomes `push_ag_matmul`: the local chunk goes to every
+    peer at once (one marked shift per peer offset) and the contraction
+    takes each chunk as it lands, its own first; braid-fuse-puts then has
+    the producing kernel store the chunk into the peers' slots itself.
+    `auto` applies one of them when the model predicts it beats every other
+    schedule (one shot at decode sizes, two shot at prefill), `force` the
+    better of the two wherever one applies (an all-gather's one form), `off`
+    never. Its record has `"in_kernel": true` and names the kernel.
 
     Every decision is a remark
     at the collective; `report=FILE` writes them all as JSON, each with the

@@ -297,18 +297,29 @@ def Xfer_SignalOp : Xfer_Op<"signal", [
     a rank whose `xfer.signal_wait` sees the new value. Flags count: their
     value is the number of raises so far (the epoch), and never goes back.
 
+    With `for %slot` (a symmetric buffer), the signal announces data: this
+    rank has stored into the peer's copy of `%slot` through an
+    `xfer.peer_view` (a kernel writing its result there, braid-fuse-puts),
+    and the raise tells the peer that it has landed, as a put's signal
+    does. `braid-check-schedule` treats those stores and the signal as one
+    delivery into the slot.
+
     ```mlir
     xfer.signal %flags[%c4] on @tp axes = [0] offset = -1 step = 2
         : memref<8xi32>
+    xfer.signal %flags[%c0] on @tp axes = [0] offset = 1 for %slot step = 0
+        : memref<8xi32>, memref<128x1024xbf16>
     ```
   }];
   let arguments = (ins MemRefRankOf<[I32], [1]>:$flags, Index:$index,
                        FlatSymbolRefAttr:$grid, DenseI16ArrayAttr:$axes,
                        I64Attr:$offset,
-                       DefaultValuedAttr<I64Attr, "1">:$add, I64Attr:$step);
+                       DefaultValuedAttr<I64Attr, "1">:$add,
+                       Optional<AnyStaticShapeMemRef>:$data, I64Attr:$step);
   let assemblyFormat = [{
     $flags `[` $index `]` `on` $grid `axes` `=` $axes `offset` `=` $offset
-    (`add` `=` $add^)? `step` `=` $step attr-dict `:` type($flags)
+    (`add` `=` $add^)? (`for` $data^)? `step` `=` $step attr-dict
+    `:` type($flags) (`,` type($data)^)?
   }];
   let hasVerifier = 1;
 }

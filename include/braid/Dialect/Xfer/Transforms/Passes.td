@@ -129,6 +129,69 @@ def SymmetricTransfers
   ];
 }
 
+def FusePuts
+    : InterfacePass<"braid-fuse-puts", "mlir::FunctionOpInterface"> {
+  let summary = "Fused kernels store their results into the peers' slots";
+  let description = [{
+    A put copies its source into a peer's symmetric slot once the source is
+    written. Where a fused kernel (`scf.forall {braid.kernel}`) or an
+    elementwise op has just written the whole source, it stores its result
+    into the peer's slot as well, through an `xfer.peer_view`, as it
+    computes it, and the put becomes an `xfer.signal` of the peer's data
+    flag that names the slot (`for %slot`). The credit wait that preceded
+    the put moves before the kernel:
+    the peer's slot is written from there on. The consumer is unchanged
+    (it waits on the data flag where it did). On the cuda target each
+    block stores its rows to the peer over NVLink, and the signal is
+    ordered after the kernel on the stream.
+
+    This is the producer side of an all-gather whose input a memory-bound
+    chain computes (`push_ag_matmul`: the chain's kernel writes its rows
+    into every peer's gather buffer) and of the second round of a two-shot
+    all-reduce (`two_shot_ar`: the kernel that normalizes this rank's rows
+    pushes them to every peer).
+
+    A put qualifies when it raises a flag, its credit wait (slack 1)
+    precedes it, its slot is a whole `xfer.symmetric_alloc` shaped like its
+    source (which may be a view: a rank's block of the gathered result),
+    and, going back from it in its block, the first op that may write the
+    source's buffer is either such a kernel, whose iterations each write
+    one tile of the source (its loops cut the source into blocks of their
+    steps) whole, or an elementwise `linalg.generic` writing the source
+    whole. The op that completes each tile (or the elementwise op itself)
+    gets the peer's slot as one more output yielding the same value; where
+    a copy completes the tile, the iteration copies it into the peer's
+    once complete. Others stay puts. `braid-check-schedule` proves the result: stores
+    through a peer view followed by a signal at the same peer offset are a
+    delivery into that slot, with the credit rule of a put.
+
+    ```mlir
+    scf.forall (%i) in (4) {
+      %t = memref.subview %out[%i, 0] [1, 64] [1, 1] : ...
+      linalg.generic ... outs(%t : ...)
+    } {braid.kernel}
+    xfer.signal_wait %flags[%c1] slack = 1 step = 0 : memref<2xi32>
+    %p = xfer.put %out, %slot on @tp axes = [0] offset = 1 signal %flags[%c0] step = 0 : ...
+    xfer.wait %p : !xfer.request
+    // becomes
+    xfer.signal_wait %flags[%c1] slack = 1 step = 0 : memref<2xi32>
+    %peer = xfer.peer_view %slot on @tp axes = [0] offset = 1 : memref<4x64xf32>
+    scf.forall (%i) in (4) {
+      %t = memref.subview %out[%i, 0] [1, 64] [1, 1] : ...
+      %pt = memref.subview %peer[%i, 0] [1, 64] [1, 1] : ...
+      linalg.generic ... outs(%t, %pt : ...)  // yields its value twice
+    } {braid.kernel}
+    xfer.signal %flags[%c0] on @tp axes = [0] offset = 1 for %slot step = 0
+        : memref<2xi32>, memref<4x64xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"numFused", "fused-puts",
+              "Puts whose source kernel stores into the peer's slot">
+  ];
+}
+
 def OutlineKernels : Pass<"braid-outline-kernels", "mlir::ModuleOp"> {
   let summary = "Moves each computation on buffers into a function of its own";
   let description = [{
