@@ -193,11 +193,8 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
     pm.addPass(createCanonicalizerPass());
     // Before CSE, which would merge the layers' placeholders and fills
-    // across layer boundaries and so break their repetition. Not on the
-    // cuda target yet: braid-map-to-gpu places buffers one function at a
-    // time and cannot tell the side of a buffer that crosses a call
-    // (docs/Rationale.md).
-    if (options.outlineLayers && !options.cuda())
+    // across layer boundaries and so break their repetition.
+    if (options.outlineLayers)
       pm.addPass(createOutlineLayers());
     // One collective per distinct value: partitioning reshards a value once
     // for each use that wants it resharded (q, k and v each gather the

@@ -427,6 +427,11 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
       (`gpu.alloc`, stream-ordered on the rank's compute stream); the small
       host buffers that buffer deallocation keeps its bookkeeping in stay on
       the host. Host code that reads or writes a device buffer is an error.
+      Buffers are placed once every function's compute is mapped: a buffer
+      handed to a function of the module (a layer function of
+      braid-outline-layers) takes the side that function's argument needs,
+      and a buffer a call returns is freed on the side its callee
+      allocated it on.
 
     Every contraction gets a remark saying whether it runs on cuBLASLt (and
     with which beta and epilogue) or as a generated kernel, and why.

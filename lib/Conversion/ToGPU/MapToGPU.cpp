@@ -36,8 +36,10 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <optional>
@@ -50,22 +52,47 @@ namespace braid {
 using namespace mlir;
 using namespace braid::togpu;
 
-/// The allocation every buffer `value` can be comes from, through views
-/// and both sides of an scf.if or a select (ring attention's skipped
-/// blocks keep their running buffers): one of them when all are the same
-/// kind of allocation, else null.
+/// The function a call in the module calls, when it has a body.
+static func::FuncOp definedCallee(func::CallOp call) {
+  auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+      call, call.getCalleeAttr());
+  return callee && !callee.isExternal() ? callee : func::FuncOp();
+}
+
+/// The allocation every buffer `value` can be comes from, through views,
+/// both sides of an scf.if or a select (ring attention's skipped blocks
+/// keep their running buffers) and the values a called function returns
+/// (a layer function's results): one of them when all are the same kind
+/// of allocation, else null.
 static Operation *commonAllocation(Value value, unsigned depth = 0) {
   if (depth > 16)
     return nullptr;
-  auto either = [&](Value lhs, Value rhs) -> Operation * {
-    Operation *a = commonAllocation(lhs, depth + 1);
-    Operation *b = commonAllocation(rhs, depth + 1);
-    return a && b && a->getName() == b->getName() ? a : nullptr;
+  auto common = [&](ValueRange values) -> Operation * {
+    Operation *first = nullptr;
+    for (Value v : values) {
+      Operation *a = commonAllocation(v, depth + 1);
+      if (!a || (first && a->getName() != first->getName()))
+        return nullptr;
+      first = first ? first : a;
+    }
+    return first;
   };
+  auto either = [&](Value lhs, Value rhs) { return common({lhs, rhs}); };
   if (auto branch = value.getDefiningOp<scf::IfOp>()) {
     unsigned result = cast<OpResult>(value).getResultNumber();
     return either(branch.thenYield().getOperand(result),
                   branch.elseYield().getOperand(result));
+  }
+  if (auto call = value.getDefiningOp<func::CallOp>()) {
+    func::FuncOp callee = definedCallee(call);
+    if (!callee)
+      return nullptr;
+    unsigned result = cast<OpResult>(value).getResultNumber();
+    SmallVector<Value> returned;
+    callee.walk([&](func::ReturnOp ret) {
+      returned.push_back(ret.getOperand(result));
+    });
+    return returned.empty() ? nullptr : common(returned);
   }
   if (auto select = value.getDefiningOp<arith::SelectOp>())
     return either(select.getTrueValue(), select.getFalseValue());
@@ -113,10 +140,20 @@ struct MapToGPUPass : public braid::impl::MapToGPUBase<MapToGPUPass> {
     }
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                     UnitAttr::get(&getContext()));
-    for (auto function : module.getOps<func::FuncOp>()) {
-      if (function.isExternal())
-        continue;
+    SmallVector<func::FuncOp> functions;
+    for (auto function : module.getOps<func::FuncOp>())
+      if (!function.isExternal())
+        functions.push_back(function);
+    for (func::FuncOp function : functions)
       if (failed(mapFunction(function)))
+        return signalPassFailure();
+    // Buffers once every function's device work is known: a buffer handed
+    // to a function (a layer's) takes the side that function gives it, and
+    // a buffer it returns is freed on the side it was allocated.
+    for (func::FuncOp function : functions)
+      placeAllocations(function);
+    for (func::FuncOp function : functions) {
+      if (failed(placeBuffers(function)))
         return signalPassFailure();
       // What stays on the host is the schedule: launches, GEMM calls,
       // transfers and waits (generated without optimization, as on CPUs).
@@ -164,8 +201,7 @@ private:
       for (linalg::LinalgOp op : hostOps(contractions))
         if (failed(mapHostOp(op)))
           return failure();
-
-    return placeBuffers(function);
+    return success();
   }
 
   Value index(OpBuilder &b, Location loc, int64_t value) {
@@ -393,24 +429,42 @@ private:
   }
 
   /// Whether `value`, a buffer, is only ever used by host code that keeps
-  /// bookkeeping in it (loads, stores, deallocation, calls).
-  static bool onlyHostBookkeeping(Value value) {
-    for (Operation *user : value.getUsers()) {
+  /// bookkeeping in it (loads, stores, deallocation, the runtime's calls);
+  /// a function of the module it is handed to must use the argument that
+  /// way too. `visiting` stops recursion through calls.
+  static bool onlyHostBookkeeping(Value value,
+                                  llvm::SmallPtrSetImpl<Value> &visiting) {
+    if (!visiting.insert(value).second)
+      return true;
+    for (OpOperand &use : value.getUses()) {
+      Operation *user = use.getOwner();
       if (inDeviceCode(user))
         return false;
       if (auto cast = dyn_cast<memref::CastOp>(user)) {
-        if (!onlyHostBookkeeping(cast.getResult()))
+        if (!onlyHostBookkeeping(cast.getResult(), visiting))
+          return false;
+        continue;
+      }
+      if (auto call = dyn_cast<func::CallOp>(user)) {
+        func::FuncOp callee = definedCallee(call);
+        if (callee && !onlyHostBookkeeping(
+                          callee.getArgument(use.getOperandNumber()), visiting))
           return false;
         continue;
       }
       if (!isa<memref::LoadOp, memref::StoreOp, memref::DeallocOp,
-               memref::DimOp, func::CallOp>(user))
+               memref::DimOp>(user))
         return false;
     }
     return true;
   }
+  static bool onlyHostBookkeeping(Value value) {
+    llvm::SmallPtrSet<Value, 8> visiting;
+    return onlyHostBookkeeping(value, visiting);
+  }
 
-  LogicalResult placeBuffers(func::FuncOp function) {
+  /// Allocations that device work or the runtime uses go on the device.
+  void placeAllocations(func::FuncOp function) {
     MLIRContext *context = &getContext();
     auto tokenType = gpu::AsyncTokenType::get(context);
     SmallVector<memref::AllocOp> allocs;
@@ -432,6 +486,14 @@ private:
       alloc.getResult().replaceAllUsesWith(device.getMemref());
       alloc.erase();
     }
+  }
+
+  /// Constants for the device, deallocations on the allocation's side, and
+  /// no host access to device buffers.
+  LogicalResult placeBuffers(func::FuncOp function) {
+    MLIRContext *context = &getContext();
+    auto tokenType = gpu::AsyncTokenType::get(context);
+    OpBuilder b(context);
     // Constants (memref.get_global, host memory) that device code or the
     // runtime reads get a device copy for the function's run.
     SmallVector<memref::GetGlobalOp> globals;

@@ -9,7 +9,8 @@
 // RUN: braid-opt %s -split-input-file --braid-overlap="fuse-collectives=force comm=symmetric" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
 // Every pinned form keeps the all-gather's one form.
 // RUN: braid-opt %s -split-input-file --braid-overlap="fuse-collectives=two-shot comm=symmetric" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
-// Declined: fuse-collectives=off and comm=two-sided keep the ring.
+// Declined, with the reason: fuse-collectives=off (overlap forced: the
+// ring) and comm=two-sided.
 // RUN: braid-opt %s -split-input-file --braid-overlap="mode=force fuse-collectives=off" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OFF
 // RUN: braid-opt %s -split-input-file --braid-overlap="fuse-collectives=force comm=two-sided" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TWOSIDED
 // Auto on the cpu preset: a decode step's gather is pushed.
@@ -43,7 +44,7 @@ shard.grid @tp(shape = 4)
 // CHECK-NOT: dist.all_gather
 // REMARK: push-all-gather.mlir:{{[0-9]+}}:8: remark: all_gather written into every peer's buffer by the kernel of 'linalg.generic' at {{.*}}push-all-gather.mlir:{{[0-9]+}}:8 as push_ag_matmul (3 puts): predicted {{.*}}; stores 768.0 B per rank straight into the peers' gather buffers in one round (a ring forwards the same bytes in 3 steps, copying what it received); transfers symmetric (the kernel stores its rows into the peers' symmetric slots)
 // OFF: remark: all_gather fused with 'linalg.matmul' as ring_ag_matmul{{.*}}; not in a kernel: fuse-collectives=off
-// TWOSIDED: remark: all_gather fused with 'linalg.matmul' as ring_ag_matmul{{.*}}; not in a kernel: the kernel stores into the peers' symmetric memory, and comm=two-sided
+// TWOSIDED: remark: all_gather {{.*}}; not in a kernel: the kernel stores into the peers' symmetric memory, and comm=two-sided
 // AUTO: remark: all_gather written into every peer's buffer by the kernel of 'linalg.generic' at {{.*}} as push_ag_matmul (3 puts)
 // REPORT: "kind": "all_gather",
 // REPORT: "strategy": "push_ag_matmul",
@@ -99,12 +100,13 @@ func.func @norm(%x: tensor<1x64xf32>, %gamma: tensor<64xf32>, %w: tensor<64x48xf
 
 shard.grid @tp(shape = 4)
 
-// The gathered value is an argument: no kernel computes it, so the ring
-// stays, with the reason.
+// The gathered value is an argument: no kernel computes it, so it is not
+// pushed (it goes whole and asynchronous here), with the reason.
 // CHECK-LABEL: func.func @argument
-// CHECK: dist.shift_start %{{.*}} on @tp axes = [0] offset = {{-?}}1
-// CHECK-NOT: offset = 2
-// REMARK: remark: all_gather fused with 'linalg.matmul' as ring_ag_matmul{{.*}}; not in a kernel: its input is not computed by a memory-bound linalg op in its block, whose kernel could store it into the peers' buffers
+// CHECK: linalg.matmul
+// CHECK-NOT: linalg.matmul
+// CHECK: return
+// REMARK: remark: all_gather made asynchronous: {{.*}}; not in a kernel: its input is not computed by a memory-bound linalg op in its block, whose kernel could store it into the peers' buffers
 func.func @argument(%x: tensor<2x64xf32>, %w: tensor<64x48xf32>) -> tensor<8x48xf32> {
   %zero = arith.constant 0.0 : f32
   %g = dist.all_gather %x on @tp axes = [0] dim = 0 : tensor<2x64xf32> -> tensor<8x64xf32>

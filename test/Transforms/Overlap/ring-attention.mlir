@@ -132,9 +132,11 @@ shard.grid @cp(shape = 4)
 #id = affine_map<(h, i, j) -> (h, i, j)>
 #row = affine_map<(h, i, j) -> (h, i)>
 
-// The probabilities are returned: they must exist whole.
+// The probabilities are returned: they must exist whole. The gathers then
+// go as any other (at these sizes, whole and asynchronous: a ring's chunks
+// would each read all of q).
 // REMARK: not ring attention: the probabilities are used besides their product with v
-// REMARK: all_gather fused with 'linalg.generic' as ring_ag_matmul
+// REMARK: all_gather made asynchronous
 func.func @probs_returned(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x16xf32>) {
   %zero = arith.constant 0.0 : f32
   %low = arith.constant -3.0e+38 : f32

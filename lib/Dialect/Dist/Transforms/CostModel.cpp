@@ -104,14 +104,26 @@ static double contractionFlops(linalg::LinalgOp op) {
   return 2 * points;
 }
 
-double CostModel::computeTime(Operation *op, double fraction) const {
+double CostModel::computeTime(Operation *op, double fraction,
+                              std::optional<unsigned> loop) const {
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  // The bytes a chunk moves: all of an operand the chunked loop does not
+  // index, its share of the others.
+  auto share = [&](OpOperand &operand) {
+    if (!loop || !linalgOp || operand.getOwner() != op)
+      return fraction;
+    AffineMap map = linalgOp.getMatchingIndexingMap(&operand);
+    return map.isFunctionOfDim(*loop) ? fraction : 1.0;
+  };
   double bytes = 0;
-  for (Value operand : op->getOperands())
-    bytes += tensorBytes(operand);
-  for (Value result : op->getResults())
-    bytes += tensorBytes(result);
-  double memory = streamTime(bytes * fraction);
+  for (OpOperand &operand : op->getOpOperands())
+    bytes += tensorBytes(operand.get()) * share(operand);
+  for (OpResult result : op->getResults())
+    bytes += tensorBytes(result) *
+             (linalgOp && loop
+                  ? share(*linalgOp.getDpsInitOperand(result.getResultNumber()))
+                  : fraction);
+  double memory = streamTime(bytes);
   if (!linalgOp || linalgOp.getNumReductionLoops() == 0)
     return memory + target.launchOverhead;
   // Matmul-like: FLOPs at the operands' width, derated for GEMMs too small

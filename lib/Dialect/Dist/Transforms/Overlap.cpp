@@ -367,11 +367,12 @@ std::optional<Candidate> OverlapPass::pushCandidate(AllGatherOp op,
   c.compute = cost.computeTime(match->consumer);
   c.serial = c.compute + libraryComm;
   // Every peer's chunk travels at once, one latency; the contraction's
-  // own chunk runs meanwhile and each other chunk as it lands.
+  // own chunk runs meanwhile and each other chunk as it lands (each chunk
+  // reading the whole of what the gathered loop does not index).
+  double piece = cost.computeTime(match->consumer, 1.0 / n, match->loop);
   c.overlapped =
-      std::max(c.compute * (1 + cost.getTarget().overlapInterference),
-               link.latency + (n - 1) * chunk / link.bandwidth +
-                   cost.computeTime(match->consumer, 1.0 / n));
+      std::max(n * piece * (1 + cost.getTarget().overlapInterference),
+               link.latency + (n - 1) * chunk / link.bandwidth + piece);
   AllGatherMatmul m = *match;
   c.apply = [m](RewriterBase &rewriter) {
     RingOptions direct;
@@ -565,14 +566,14 @@ void OverlapPass::addFusedCandidates(CollectiveOpInterface op, double comm,
   const CostModel &cost = *model;
   Operation *raw = op.getOperation();
   int64_t n = groupSizeOf(op);
-  // A ring of n steps over n * pieces pieces of `computeOp`'s work, each
-  // step moving a piece of a `chunkBytes` chunk; reducing rings also add
-  // what arrives to each piece (read two, write one).
+  // A ring of n steps over n * pieces pieces of `computeOp`'s work along
+  // its `loop`, each step moving a piece of a `chunkBytes` chunk; reducing
+  // rings also add what arrives to each piece (read two, write one).
   auto ring = [&](StringRef base, RingOptions options, Operation *computeOp,
-                  double chunkBytes, bool reduces) {
+                  unsigned loop, double chunkBytes, bool reduces) {
     int64_t pieces = options.pieces();
     double pieceBytes = chunkBytes / pieces;
-    double piece = cost.computeTime(computeOp, 1.0 / (n * pieces));
+    double piece = cost.computeTime(computeOp, 1.0 / (n * pieces), loop);
     if (reduces)
       piece += cost.streamTime(3 * pieceBytes);
     double step = options.subChunks * cost.messageTime(pieceBytes, link);
@@ -592,8 +593,8 @@ void OverlapPass::addFusedCandidates(CollectiveOpInterface op, double comm,
       return;
     double chunkBytes = tensorBytes(gather.getInput());
     for (RingOptions options : ringLayouts(match->chunkSize)) {
-      Candidate c = ring("ring_ag_matmul", options, match->consumer, chunkBytes,
-                         /*reduces=*/false);
+      Candidate c = ring("ring_ag_matmul", options, match->consumer,
+                         match->loop, chunkBytes, /*reduces=*/false);
       AllGatherMatmul m = *match;
       c.apply = [m, options](RewriterBase &r) mutable {
         return decomposeAllGatherMatmul(r, m, options);
@@ -613,8 +614,8 @@ void OverlapPass::addFusedCandidates(CollectiveOpInterface op, double comm,
       return;
     double blockBytes = tensorBytes(scatter.getResult());
     for (RingOptions options : ringLayouts(match->blockSize)) {
-      Candidate c = ring("ring_matmul_rs", options, match->producer, blockBytes,
-                         /*reduces=*/true);
+      Candidate c = ring("ring_matmul_rs", options, match->producer,
+                         match->loop, blockBytes, /*reduces=*/true);
       MatmulReduceScatter m = *match;
       c.apply = [m, options](RewriterBase &r) mutable {
         return decomposeMatmulReduceScatter(r, m, options);
@@ -644,7 +645,7 @@ void OverlapPass::addFusedCandidates(CollectiveOpInterface op, double comm,
       // The reduce-scatter ring, then the chain on 1/n, then the gather.
       Candidate c =
           ring(match->chain.empty() ? "rs_ring_ag" : "rs_ring_ew_ag", options,
-               match->producer, blockBytes, /*reduces=*/true);
+               match->producer, match->loop, blockBytes, /*reduces=*/true);
       c.compute += chainFull;
       c.serial = c.compute + comm;
       c.overlapped = c.overlapped + chainPart + gather;
@@ -667,7 +668,7 @@ void OverlapPass::addFusedCandidates(CollectiveOpInterface op, double comm,
     if (failed(match))
       return;
     double compute = cost.computeTime(match->compute);
-    double piece = cost.computeTime(match->compute, 1.0 / n);
+    double piece = cost.computeTime(match->compute, 1.0 / n, match->loop);
     Candidate c;
     c.strategy = match->dispatch ? "a2a_dispatch" : "a2a_combine";
     c.with = nameOf(match->compute);
@@ -698,7 +699,8 @@ void OverlapPass::addMicroBatchCandidates(CollectiveOpInterface op, double comm,
     if (failed(match))
       continue;
     double compute = model->computeTime(match->producer);
-    double piece = model->computeTime(match->producer, 1.0 / parts);
+    double piece =
+        model->computeTime(match->producer, 1.0 / parts, match->loop);
     double part = model->collectiveTime(op.getCollectiveKind(),
                                         commBytes(op) / parts, n, link);
     Candidate c;

@@ -77,8 +77,11 @@ public:
 
   /// Time of `op` on the whole of its operands: matmul-like linalg ops by
   /// FLOPs, everything else by bytes moved. `fraction` scales the work (a
-  /// chunk of 1/n of it).
-  double computeTime(mlir::Operation *op, double fraction = 1.0) const;
+  /// chunk of 1/n of it). With `loop`, the chunk is that fraction of the
+  /// loop's iterations: an operand the loop does not index is read whole
+  /// by every chunk (a GEMM's weight, when its rows are chunked).
+  double computeTime(mlir::Operation *op, double fraction = 1.0,
+                     std::optional<unsigned> loop = std::nullopt) const;
 
   /// Time of a ring collective of `kind` moving `bytes` (the input of a
   /// reduction, the result of a gather) over `groupSize` ranks on `link`.
