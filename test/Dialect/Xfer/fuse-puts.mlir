@@ -277,6 +277,48 @@ func.func @view_block(%x: memref<4x16xf32>, %pos: index) -> memref<8x16xf32> {
 
 shard.grid @tp(shape = 2)
 
+// The put sends a reshape of what the kernel wrote (torch-mlir's 3-D
+// activations flattened for the matmul): the peer's slot is reshaped back
+// and the kernel writes it through the same tiles.
+// CHECK-LABEL: func.func @reshaped
+// CHECK: %[[OUT:.*]] = memref.alloc() : memref<1x4x16xf32>
+// CHECK: %[[PEER:.*]] = xfer.peer_view %{{.*}} : memref<4x16xf32>
+// CHECK: %[[PEER3:.*]] = memref.expand_shape %[[PEER]] {{\[\[}}0, 1], [2]] output_shape [1, 4, 16] : memref<4x16xf32> into memref<1x4x16xf32>
+// CHECK: scf.forall (%[[I:.*]]) in (4) {
+// CHECK: %[[T:.*]] = memref.subview %[[OUT]][0, %[[I]], 0] [1, 1, 16] [1, 1, 1]
+// CHECK: %[[PT:.*]] = memref.subview %[[PEER3]][0, %[[I]], 0] [1, 1, 16] [1, 1, 1]
+// CHECK: linalg.generic {{.*}} outs(%[[T]], %[[PT]] :
+// CHECK: xfer.signal {{.*}} for
+func.func @reshaped(%x: memref<1x4x16xf32>) -> memref<4x16xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %flags = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  %s = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<4x16xf32>
+  %out = memref.alloc() : memref<1x4x16xf32>
+  scf.forall (%i) in (4) {
+    %in = memref.subview %x[0, %i, 0] [1, 1, 16] [1, 1, 1] : memref<1x4x16xf32> to memref<1x1x16xf32, strided<[64, 16, 1], offset: ?>>
+    %t = memref.subview %out[0, %i, 0] [1, 1, 16] [1, 1, 1] : memref<1x4x16xf32> to memref<1x1x16xf32, strided<[64, 16, 1], offset: ?>>
+    linalg.generic {indexing_maps = [affine_map<(b, i, j) -> (b, i, j)>, affine_map<(b, i, j) -> (b, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%in : memref<1x1x16xf32, strided<[64, 16, 1], offset: ?>>) outs(%t : memref<1x1x16xf32, strided<[64, 16, 1], offset: ?>>) {
+    ^bb0(%a: f32, %o: f32):
+      %m = arith.mulf %a, %a : f32
+      linalg.yield %m : f32
+    }
+  } {braid.kernel}
+  %flat = memref.collapse_shape %out [[0, 1], [2]] : memref<1x4x16xf32> into memref<4x16xf32>
+  xfer.signal_wait %flags[%c1] slack = 1 step = 0 : memref<2xi32>
+  %p = xfer.put %flat, %s on @tp axes = [0] offset = 1 signal %flags[%c0] step = 0 : memref<4x16xf32>, memref<4x16xf32>, memref<2xi32>
+  xfer.wait %p : !xfer.request
+  xfer.signal_wait %flags[%c0] slack = 0 step = 0 : memref<2xi32>
+  %r = memref.alloc() : memref<4x16xf32>
+  memref.copy %s, %r : memref<4x16xf32> to memref<4x16xf32>
+  xfer.signal %flags[%c1] on @tp axes = [0] offset = -1 step = 0 : memref<2xi32>
+  return %r : memref<4x16xf32>
+}
+
+// -----
+
+shard.grid @tp(shape = 2)
+
 // The source is written again after the kernel: the put stays.
 // CHECK-LABEL: func.func @written_after
 // CHECK-NOT: xfer.peer_view

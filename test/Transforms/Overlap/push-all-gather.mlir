@@ -142,3 +142,28 @@ func.func @reduction(%x: tensor<8x32xbf16>, %w: tensor<64x16xbf16>) -> tensor<8x
   %y = linalg.matmul ins(%g, %w : tensor<8x64xbf16>, tensor<64x16xbf16>) outs(%yz : tensor<8x16xf32>) -> tensor<8x16xf32>
   return %y : tensor<8x16xf32>
 }
+
+// -----
+
+shard.grid @tp(shape = 2)
+
+// torch-mlir's 3-D activations: the kernel's [1, 2, 64] rows are
+// collapsed to [2, 64] before the gather; the push looks through it.
+// CHECK-LABEL: func.func @collapsed
+// CHECK: dist.shift_start %{{.*}} on @tp axes = [0] offset = 1 {dist.step = 0 : i64, dist.symmetric} : tensor<2x64xf32>
+// REMARK: remark: all_gather written into every peer's buffer by the kernel of 'linalg.generic' at {{.*}} as push_ag_matmul (1 puts)
+func.func @collapsed(%x: tensor<1x2x64xf32>, %w: tensor<64x16xf32>) -> tensor<4x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ee = tensor.empty() : tensor<1x2x64xf32>
+  %e = linalg.generic {indexing_maps = [affine_map<(b, i, j) -> (b, i, j)>, affine_map<(b, i, j) -> (b, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%x : tensor<1x2x64xf32>) outs(%ee : tensor<1x2x64xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.mulf %a, %a : f32
+    linalg.yield %m : f32
+  } -> tensor<1x2x64xf32>
+  %flat = tensor.collapse_shape %e [[0, 1], [2]] : tensor<1x2x64xf32> into tensor<2x64xf32>
+  %g = dist.all_gather %flat on @tp axes = [0] dim = 0 : tensor<2x64xf32> -> tensor<4x64xf32>
+  %ye = tensor.empty() : tensor<4x16xf32>
+  %yz = linalg.fill ins(%zero : f32) outs(%ye : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %y = linalg.matmul ins(%g, %w : tensor<4x64xf32>, tensor<64x16xf32>) outs(%yz : tensor<4x16xf32>) -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}

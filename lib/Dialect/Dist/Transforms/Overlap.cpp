@@ -343,7 +343,13 @@ std::optional<Candidate> OverlapPass::pushCandidate(AllGatherOp op,
   FailureOr<AllGatherMatmul> match = overlap::matchAllGatherMatmul(op, why);
   if (failed(match))
     return std::nullopt;
-  Operation *producer = op.getInput().getDefiningOp();
+  // Through reshapes (torch-mlir's 3-D activations flattened for the
+  // matmul): they leave a contiguous buffer's bytes in place.
+  Value input = op.getInput();
+  while (isa_and_nonnull<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(
+      input.getDefiningOp()))
+    input = input.getDefiningOp()->getOperand(0);
+  Operation *producer = input.getDefiningOp();
   if (!producer || producer->getBlock() != op->getBlock() ||
       !schedule::isMemoryBound(producer)) {
     why = "its input is not computed by a memory-bound linalg op in its "

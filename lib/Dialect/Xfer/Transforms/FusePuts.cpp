@@ -260,6 +260,19 @@ struct FusePutsPass : public braid::xfer::impl::FusePutsBase<FusePutsPass> {
     if (!credit || credit.getFlags() != put.getFlags() ||
         credit.getSlack() != 1)
       return false;
+    // A reshape of a contiguous buffer leaves its bytes in place: the
+    // buffer reshaped is what its writer writes, and the peer's slot is
+    // reshaped back to it (the inverse reshapes, innermost last).
+    SmallVector<Operation *> reshapes;
+    while (Operation *def = source.getDefiningOp()) {
+      if (!isa<memref::CollapseShapeOp, memref::ExpandShapeOp>(def))
+        break;
+      auto from = cast<MemRefType>(def->getOperand(0).getType());
+      if (!from.getLayout().isIdentity())
+        return false;
+      reshapes.push_back(def);
+      source = def->getOperand(0);
+    }
     // The op that last wrote the source, with nothing writing it since.
     Block *block = put->getBlock();
     Operation *writer =
@@ -286,6 +299,17 @@ struct FusePutsPass : public braid::xfer::impl::FusePutsBase<FusePutsPass> {
                                     put.getGridAttr(), put.getAxesAttr(),
                                     put.getOffsetAttr())
                      .getView();
+    for (Operation *reshape : reshapes) {
+      auto to = cast<MemRefType>(reshape->getOperand(0).getType());
+      if (auto collapse = dyn_cast<memref::CollapseShapeOp>(reshape))
+        peer =
+            memref::ExpandShapeOp::create(b, put.getLoc(), to.getShape(), peer,
+                                          collapse.getReassociationIndices());
+      else
+        peer = memref::CollapseShapeOp::create(
+            b, put.getLoc(), peer,
+            cast<memref::ExpandShapeOp>(reshape).getReassociationIndices());
+    }
     if (!kernel) {
       addOutput(b, cast<linalg::GenericOp>(writer), initIndex, peer);
     } else {
@@ -296,8 +320,8 @@ struct FusePutsPass : public braid::xfer::impl::FusePutsBase<FusePutsPass> {
       if (tile != source) {
         auto view = tile.getDefiningOp<memref::SubViewOp>();
         peerTile = memref::SubViewOp::create(
-            b, put.getLoc(), peer, view.getMixedOffsets(),
-            view.getMixedSizes(), view.getMixedStrides());
+            b, put.getLoc(), peer, view.getMixedOffsets(), view.getMixedSizes(),
+            view.getMixedStrides());
       }
       // The op that completes the tile stores it into the peer's as well,
       // or, where it cannot, the iteration copies the tile once complete.
