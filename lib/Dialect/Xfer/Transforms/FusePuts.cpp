@@ -6,11 +6,14 @@
 //
 // A put copies a buffer into a peer's symmetric slot once the buffer is
 // written. When a fused kernel (scf.forall {braid.kernel}) has just written
-// the whole buffer, tile by tile, the kernel can store each tile into the
-// peer's slot as well, through a peer view, while the tile is at hand; the
-// put then only has to raise the peer's data flag. This is the producer
-// side of an all-gather fused into the kernel before it (push_ag_matmul),
-// and of the second round of a two-shot all-reduce.
+// the whole buffer, tile by tile, or an elementwise op has, that op can
+// store its result into the peer's slot as well, through a peer view, as
+// it computes it (one more output of the op that completes each tile; a
+// copy of the finished tile where a copy completes it); the put then only
+// has to raise the peer's data flag. A reshape between the buffer and the
+// put is undone on the peer's slot. This is the producer side of an
+// all-gather fused into the kernel before it (push_ag_matmul), and of the
+// second round of a two-shot all-reduce.
 //
 //===----------------------------------------------------------------------===//
 
