@@ -523,6 +523,9 @@ private:
           .getResult();
     };
     Value result = op.getDestination();
+    // The dimension exchanged before this one (one at most), whose halos the
+    // rows sent now carry as their corners.
+    std::optional<Split> done;
     for (const Split &sp : llvm::reverse(splits)) {
       int64_t extent = type.getDimSize(sp.dim);
       int64_t n = grid.getShape()[sp.axis];
@@ -530,11 +533,20 @@ private:
           shard::ProcessMultiIndexOp::create(rewriter, loc, grid.getSymName(),
                                              ArrayRef<shard::GridAxis>{sp.axis})
               .getResult()[0];
-      auto exchange = [&](int64_t size, int64_t sendAt, int64_t recvAt,
-                          int64_t offset, int64_t edge) {
-        if (size == 0)
+      // One shift of `size` rows of `from` at `sendAt`, into `recvAt` of the
+      // result (kept at the group's edge), over the columns [at, at + width)
+      // of the dimension exchanged before (all of them without one).
+      auto shiftPiece = [&](Value from, int64_t size, int64_t sendAt,
+                            int64_t recvAt, int64_t offset, int64_t edge,
+                            int64_t at, int64_t width) {
+        if (done && width == 0)
           return;
-        Value sent = slice(result, sp.dim, sendAt, size);
+        SmallVector<int64_t> savedOffsets(offsets), savedSizes(sizes);
+        if (done) {
+          offsets[done->dim] = at;
+          sizes[done->dim] = width;
+        }
+        Value sent = slice(from, sp.dim, sendAt, size);
         Value got =
             ShiftOp::create(rewriter, loc, sent.getType(), op.getGridAttr(),
                             rewriter.getDenseI16ArrayAttr({sp.axis}), sent,
@@ -545,14 +557,116 @@ private:
             arith::ConstantIndexOp::create(rewriter, loc, edge));
         Value kept = arith::SelectOp::create(rewriter, loc, atEdge, old, got);
         result = insert(kept, result, sp.dim, recvAt);
+        offsets = savedOffsets;
+        sizes = savedSizes;
       };
-      // The upper halo from the upper neighbour's first interior rows.
-      exchange(sp.hi, sp.lo, extent - sp.hi, /*offset=*/-1, /*edge=*/n - 1);
-      // The lower halo from the lower neighbour's last interior rows.
-      exchange(sp.lo, extent - sp.hi - sp.lo, 0, /*offset=*/1, /*edge=*/0);
-      // Later (lower) dimensions carry this one's halos too.
+      // After another dimension's exchange, the rows' columns inside that
+      // dimension's interior go as a piece of their own, read from the tile
+      // before any exchange (the earlier exchanges wrote only halos, so the
+      // values are the same): nothing orders it after them, so it can
+      // travel while they do, and while the interior is computed
+      // (braid-overlap). Only the corners wait for the exchange before.
+      // Both directions' interior pieces go first: shifts keep their order
+      // when made asynchronous, so a corner before them would hold them
+      // back.
+      // The upper halo from the upper neighbour's first interior rows, the
+      // lower halo from the lower neighbour's last interior rows.
+      struct Direction {
+        int64_t size, sendAt, recvAt, offset, edge;
+      };
+      Direction directions[] = {
+          {sp.hi, sp.lo, extent - sp.hi, /*offset=*/-1, /*edge=*/n - 1},
+          {sp.lo, extent - sp.hi - sp.lo, 0, /*offset=*/1, /*edge=*/0}};
+      for (const Direction &d : directions) {
+        if (d.size == 0)
+          continue;
+        if (!done) {
+          shiftPiece(result, d.size, d.sendAt, d.recvAt, d.offset, d.edge, 0,
+                     0);
+          continue;
+        }
+        int64_t across = type.getDimSize(done->dim);
+        shiftPiece(op.getDestination(), d.size, d.sendAt, d.recvAt, d.offset,
+                   d.edge, done->lo, across - done->lo - done->hi);
+      }
+      // The two corners of a direction travel packed side by side in one
+      // message: they are latency, not bandwidth.
+      for (const Direction &d : directions) {
+        if (d.size == 0 || !done || done->lo + done->hi == 0)
+          continue;
+        int64_t across = type.getDimSize(done->dim);
+        SmallVector<std::pair<int64_t, int64_t>> corners;
+        if (done->lo)
+          corners.push_back({0, done->lo});
+        if (done->hi)
+          corners.push_back({across - done->hi, done->hi});
+        // The corners of `from` at `row` along this dimension, packed.
+        auto pack = [&](Value from, int64_t row) {
+          SmallVector<int64_t> shape(sizes);
+          shape[sp.dim] = d.size;
+          shape[done->dim] = done->lo + done->hi;
+          Value packed = tensor::EmptyOp::create(rewriter, loc, shape,
+                                                 type.getElementType());
+          SmallVector<int64_t> savedOffsets(offsets), savedSizes(sizes);
+          int64_t at = 0;
+          for (auto [begin, width] : corners) {
+            offsets[done->dim] = begin;
+            sizes[done->dim] = width;
+            Value corner = slice(from, sp.dim, row, d.size);
+            SmallVector<int64_t> o(shape.size(), 0);
+            o[done->dim] = at;
+            SmallVector<int64_t> z(shape);
+            z[done->dim] = width;
+            MLIRContext *ctx = rewriter.getContext();
+            packed = tensor::InsertSliceOp::create(
+                rewriter, loc, corner, packed, getAsIndexOpFoldResult(ctx, o),
+                getAsIndexOpFoldResult(ctx, z),
+                getAsIndexOpFoldResult(ctx, SmallVector<int64_t>(rank, 1)));
+            at += width;
+          }
+          offsets = savedOffsets;
+          sizes = savedSizes;
+          return packed;
+        };
+        Value sent = pack(result, d.sendAt);
+        Value got =
+            ShiftOp::create(rewriter, loc, sent.getType(), op.getGridAttr(),
+                            rewriter.getDenseI16ArrayAttr({sp.axis}), sent,
+                            rewriter.getI64IntegerAttr(d.offset));
+        Value old = pack(result, d.recvAt);
+        Value atEdge = arith::CmpIOp::create(
+            rewriter, loc, arith::CmpIPredicate::eq, position,
+            arith::ConstantIndexOp::create(rewriter, loc, d.edge));
+        Value kept = arith::SelectOp::create(rewriter, loc, atEdge, old, got);
+        // Each corner back into its place.
+        int64_t at = 0;
+        for (auto [begin, width] : corners) {
+          auto keptType = cast<RankedTensorType>(kept.getType());
+          SmallVector<int64_t> o(keptType.getRank(), 0), z(keptType.getShape());
+          o[done->dim] = at;
+          z[done->dim] = width;
+          MLIRContext *ctx = rewriter.getContext();
+          Value corner = tensor::ExtractSliceOp::create(
+              rewriter, loc, kept, getAsIndexOpFoldResult(ctx, o),
+              getAsIndexOpFoldResult(ctx, z),
+              getAsIndexOpFoldResult(ctx, SmallVector<int64_t>(rank, 1)));
+          SmallVector<int64_t> savedOffsets(offsets), savedSizes(sizes);
+          offsets[done->dim] = begin;
+          sizes[done->dim] = width;
+          result = insert(corner, result, sp.dim, d.recvAt);
+          offsets = savedOffsets;
+          sizes = savedSizes;
+          at += width;
+        }
+      }
+      // Later (lower) dimensions carry this one's halos too: in pieces
+      // after the first such dimension, whole after more.
       offsets[sp.dim] = 0;
       sizes[sp.dim] = extent;
+      if (!done && sp.lo + sp.hi > 0)
+        done = sp;
+      else if (done)
+        done.reset();
     }
     rewriter.replaceOp(op, result);
     return success();

@@ -32,15 +32,25 @@ shard.grid @g(shape = 2x2)
 
 // Both dimensions: the columns (the last split dimension) first over
 // interior rows only, then the rows over whole columns, halos included, so
-// that the corners arrive. Uneven halos: 2 below and none above in rows.
+// that the corners arrive. The rows go in two messages: their interior
+// columns straight from the tile before any exchange (which then waits
+// for nothing), and both corners, packed side by side, from the tile the
+// column exchange filled. Uneven halos: 2 below and none above in rows.
 // CHECK-LABEL: func.func @tile
 // CHECK: tensor.extract_slice %arg0[2, 1] [4, 1] [1, 1] : tensor<6x6xbf16> to tensor<4x1xbf16>
 // CHECK: dist.shift %{{.*}} on @g axes = [1] offset = -1
 // CHECK: tensor.extract_slice %{{.*}}[2, 4] [4, 1] [1, 1]
-// CHECK: dist.shift %{{.*}} on @g axes = [1] offset = 1
-// CHECK: tensor.extract_slice %{{.*}}[4, 0] [2, 6] [1, 1] : tensor<6x6xbf16> to tensor<2x6xbf16>
-// CHECK: dist.shift %{{.*}} on @g axes = [0] offset = 1
-// CHECK: tensor.insert_slice %{{.*}}[0, 0] [2, 6] [1, 1]
+// CHECK: %[[COLS:.*]] = tensor.insert_slice %{{.*}}[2, 0] [4, 1] [1, 1]
+// CHECK: %[[CORE:.*]] = tensor.extract_slice %arg0[4, 1] [2, 4] [1, 1] : tensor<6x6xbf16> to tensor<2x4xbf16>
+// CHECK: dist.shift %[[CORE]] on @g axes = [0] offset = 1
+// CHECK: %[[R1:.*]] = tensor.insert_slice %{{.*}} into %[[COLS]][0, 1] [2, 4] [1, 1]
+// CHECK: %[[LEFT:.*]] = tensor.extract_slice %[[R1]][4, 0] [2, 1] [1, 1]
+// CHECK: %[[P1:.*]] = tensor.insert_slice %[[LEFT]] into %{{.*}}[0, 0] [2, 1] [1, 1] : tensor<2x1xbf16> into tensor<2x2xbf16>
+// CHECK: %[[RIGHT:.*]] = tensor.extract_slice %[[R1]][4, 5] [2, 1] [1, 1]
+// CHECK: %[[P2:.*]] = tensor.insert_slice %[[RIGHT]] into %[[P1]][0, 1] [2, 1] [1, 1]
+// CHECK: dist.shift %[[P2]] on @g axes = [0] offset = 1 : tensor<2x2xbf16>
+// CHECK: %[[R2:.*]] = tensor.insert_slice %{{.*}} into %[[R1]][0, 0] [2, 1] [1, 1]
+// CHECK: tensor.insert_slice %{{.*}} into %[[R2]][0, 5] [2, 1] [1, 1]
 // CHECK-NOT: dist.shift
 func.func @tile(%d: tensor<6x6xbf16>) -> tensor<6x6xbf16> {
   %h = shard.update_halo %d on @g split_axes = [[0], [1]] halo_sizes = [2, 0, 1, 1] : tensor<6x6xbf16>

@@ -17,9 +17,9 @@ shard.grid @g(shape = 4)
 // CHECK-LABEL: func.func @stencil
 // CHECK-SAME: %[[X:[^:]*]]: tensor<4xf32>
 // CHECK: %[[D:.*]] = tensor.insert_slice %[[X]] into
-// CHECK-DAG: %[[UP:.*]] = tensor.extract_slice %[[D]][1] [1] [1]
-// CHECK-DAG: %[[DOWN:.*]] = tensor.extract_slice %[[D]][4] [1] [1]
+// CHECK: %[[UP:.*]] = tensor.extract_slice %[[D]][1] [1] [1]
 // CHECK: dist.shift_start %[[UP]] on @g axes = [0] offset = -1
+// CHECK: %[[DOWN:.*]] = tensor.extract_slice %[[D]][4] [1] [1]
 // CHECK: dist.shift_start %[[DOWN]] on @g axes = [0] offset = 1
 // The interior: output rows 1..3 from the tile before the exchange.
 // CHECK: %[[IN:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>)

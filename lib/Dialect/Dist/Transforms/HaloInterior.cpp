@@ -359,11 +359,32 @@ LogicalResult overlap::splitHaloInterior(RewriterBase &rewriter,
   // before the exchange, right after it, so that every shift can start
   // before the interior is computed.
   Operation *beforeDef = m.before.getDefiningOp();
+  auto placeEarly = [&] {
+    if (beforeDef && beforeDef->getBlock() == block)
+      rewriter.setInsertionPointAfter(beforeDef);
+    else
+      rewriter.setInsertionPointToStart(block);
+  };
   for (ShiftOp shift : m.shifts) {
     auto slice = shift.getInput().getDefiningOp<tensor::ExtractSliceOp>();
     std::optional<Box> box = slice ? boxOf(slice) : std::nullopt;
-    if (!box || slice.getSource() == m.before)
+    if (!box)
       continue;
+    // Already of the tile before the exchange (the interior columns of a
+    // second dimension's rows, as the import sends them): only placed
+    // early, where it can start.
+    if (slice.getSource() == m.before) {
+      if (slice->getBlock() == block &&
+          llvm::all_of(slice->getOperands(), [&](Value v) {
+            return v == m.before || v.getDefiningOp<arith::ConstantOp>() ||
+                   !v.getDefiningOp();
+          })) {
+        placeEarly();
+        rewriter.moveOpBefore(slice, rewriter.getInsertionBlock(),
+                              rewriter.getInsertionPoint());
+      }
+      continue;
+    }
     // The inserts between the tile before the exchange and this slice's
     // source must not touch the rows it reads.
     bool untouched = true, reached = false;
@@ -377,10 +398,7 @@ LogicalResult overlap::splitHaloInterior(RewriterBase &rewriter,
     }
     if (!untouched || !reached)
       continue;
-    if (beforeDef && beforeDef->getBlock() == block)
-      rewriter.setInsertionPointAfter(beforeDef);
-    else
-      rewriter.setInsertionPointToStart(block);
+    placeEarly();
     auto early = tensor::ExtractSliceOp::create(
         rewriter, slice.getLoc(), slice.getType(), m.before,
         slice.getMixedOffsets(), slice.getMixedSizes(),
