@@ -916,6 +916,62 @@ def pattern_layers(cfg):
     return text, specs, [dt], ref
 
 
+def pattern_global_index(cfg):
+    """Global view (shard.shard annotations, partitioned by upstream
+    propagation): an elementwise op that reads its loop indices
+    (linalg.index, as iotas, masks and positions do) on a tensor split
+    across ranks. Each rank must see the indices of its own block. Variant
+    `rows`: [8 * scale, 6] split along the rows over the grid's first axis;
+    `both` (2-D grids): rows over the first axis and columns over the
+    second; `axes` (2-D grids): the rows split over both axes at once. The
+    op adds 100 * row + column to the input."""
+    variant = cfg.variant or "rows"
+    m, c = 8 * cfg.scale, 6 * cfg.grid[-1]
+    if variant == "rows":
+        split, blocks = f"[[{cfg.axis}]]", (cfg.grid[cfg.axis], 1)
+    elif variant == "both" and len(cfg.grid) == 2:
+        split, blocks = "[[0], [1]]", (cfg.grid[0], cfg.grid[1])
+    elif variant == "axes" and len(cfg.grid) == 2:
+        split, blocks = "[[0, 1]]", (cfg.grid[0] * cfg.grid[1], 1)
+    else:
+        raise SystemExit("e2e.py: global_index needs --variant rows, or both "
+                         "or axes on a 2-D grid")
+    local = (m // blocks[0], c // blocks[1])
+    t = tensor((m, c), "f32")
+    text = header(cfg.grid) + (
+        f"func.func @main(%x: {t}) -> {t} {{\n"
+        f"  %s = shard.sharding @g split_axes = {split} : !shard.sharding\n"
+        f"  %xs = shard.shard %x to %s : {t}\n"
+        f"  %e = tensor.empty() : {t}\n"
+        f"  %y = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], "
+        f"iterator_types = [\"parallel\", \"parallel\"]}} ins(%xs : {t}) outs(%e : {t}) {{\n"
+        f"  ^bb0(%a: f32, %o: f32):\n"
+        f"    %i = linalg.index 0 : index\n    %j = linalg.index 1 : index\n"
+        f"    %c100 = arith.constant 100 : index\n"
+        f"    %r = arith.muli %i, %c100 : index\n    %p = arith.addi %r, %j : index\n"
+        f"    %pi = arith.index_cast %p : index to i32\n    %pf = arith.sitofp %pi : i32 to f32\n"
+        f"    %v = arith.addf %a, %pf : f32\n    linalg.yield %v : f32\n"
+        f"  }} -> {t}\n"
+        f"  %ys = shard.shard %y to %s annotate_for_users : {t}\n"
+        f"  return %ys : {t}\n}}\n")
+
+    def ref(grid, ins):
+        out = []
+        for rank in range(grid.size):
+            coords = grid.coords(rank)
+            if variant == "rows":
+                bi, bj = coords[cfg.axis], 0
+            elif variant == "both":
+                bi, bj = coords[0], coords[1]
+            else:
+                bi, bj = coords[0] * cfg.grid[1] + coords[1], 0
+            rows = np.arange(bi * local[0], (bi + 1) * local[0])[:, None]
+            cols = np.arange(bj * local[1], (bj + 1) * local[1])[None, :]
+            out.append([ins[0][rank] + 100 * rows + cols])
+        return out
+    return text, [(local, "f32")], ["f32"], ref
+
+
 def pattern_pipeline(cfg):
     """Pipeline parallelism through upstream's point-to-point ops: the
     group along --axis is the stages, each rank's weights its stage's
@@ -1027,6 +1083,7 @@ def pattern_pipeline(cfg):
 PATTERNS = {
     "pipeline": pattern_pipeline,
     "layers": pattern_layers,
+    "global_index": pattern_global_index,
     "ring_attention": pattern_ring_attention,
     "ar_norm": pattern_ar_norm,
     "norm_ag": pattern_norm_ag,

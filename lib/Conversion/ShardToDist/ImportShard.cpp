@@ -1185,6 +1185,131 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
     return failure(result.wasInterrupted());
   }
 
+  /// The attributes recordIndexSplits leaves on a linalg.generic whose body
+  /// reads its loop indices: per loop the grid axes that split it, and the
+  /// loops' extents before partitioning.
+  static constexpr StringLiteral kIndexAxes = "braid.index_axes";
+  static constexpr StringLiteral kIndexExtents = "braid.index_extents";
+  static constexpr StringLiteral kIndexGrid = "braid.index_grid";
+
+  /// Upstream partitioning clones a linalg.generic onto its local blocks as
+  /// it is, so `linalg.index` then counts from 0 on every rank, where the
+  /// unpartitioned op counted from the rank's block: an iota, a causal
+  /// mask or RoPE's positions silently wrong on every rank but the first.
+  /// Before partitioning, such an op records which grid axes split each
+  /// loop (from the shardings propagation annotated its operands and
+  /// results with) and its loops' global extents.
+  static void recordIndexSplits(func::FuncOp func) {
+    func.walk([&](linalg::GenericOp op) {
+      if (op.getBody()->getOps<linalg::IndexOp>().empty())
+        return;
+      SmallVector<SmallVector<int16_t>> axes(op.getNumLoops());
+      FlatSymbolRefAttr grid;
+      auto note = [&](Value sharding, AffineMap map) {
+        auto shardingOp =
+            sharding ? sharding.getDefiningOp<shard::ShardingOp>() : nullptr;
+        if (!shardingOp || !map.isProjectedPermutation())
+          return;
+        grid = shardingOp.getGridAttr();
+        for (auto [dim, split] :
+             llvm::enumerate(shardingOp.getSplitAxes().getAxes())) {
+          if (dim >= map.getNumResults() || split.empty())
+            continue;
+          SmallVector<int16_t> &loopAxes = axes[map.getDimPosition(dim)];
+          if (loopAxes.empty())
+            loopAxes.assign(split.asArrayRef().begin(),
+                            split.asArrayRef().end());
+        }
+      };
+      for (OpOperand &operand : op->getOpOperands())
+        if (auto shardOp = operand.get().getDefiningOp<shard::ShardOp>();
+            shardOp && shardOp.getAnnotateForUsers())
+          note(shardOp.getSharding(), op.getMatchingIndexingMap(&operand));
+      for (OpResult result : op->getResults())
+        for (Operation *user : result.getUsers())
+          if (auto shardOp = dyn_cast<shard::ShardOp>(user);
+              shardOp && !shardOp.getAnnotateForUsers())
+            note(shardOp.getSharding(),
+                 op.getIndexingMapMatchingResult(result));
+      if (!grid || llvm::all_of(axes, [](auto &a) { return a.empty(); }))
+        return;
+      Builder b(op.getContext());
+      SmallVector<Attribute> perLoop;
+      for (ArrayRef<int16_t> loopAxes : axes)
+        perLoop.push_back(b.getDenseI16ArrayAttr(loopAxes));
+      op->setAttr(kIndexAxes, b.getArrayAttr(perLoop));
+      op->setAttr(kIndexExtents,
+                  b.getDenseI64ArrayAttr(op.getStaticLoopRanges()));
+      op->setAttr(kIndexGrid, grid);
+    });
+  }
+
+  /// After partitioning: each `linalg.index` of a loop that the partition
+  /// split counts from the rank's block, its position in the group over
+  /// the loop's axes (row-major over them, as shardings number blocks)
+  /// times the block's extent.
+  static LogicalResult offsetIndices(func::FuncOp func) {
+    WalkResult result = func.walk([&](linalg::GenericOp op) {
+      auto axesAttr = op->getAttrOfType<ArrayAttr>(kIndexAxes);
+      auto extents = op->getAttrOfType<DenseI64ArrayAttr>(kIndexExtents);
+      auto gridAttr = op->getAttrOfType<FlatSymbolRefAttr>(kIndexGrid);
+      if (!axesAttr || !extents || !gridAttr)
+        return WalkResult::advance();
+      op->removeAttr(kIndexAxes);
+      op->removeAttr(kIndexExtents);
+      op->removeAttr(kIndexGrid);
+      shard::GridOp grid = lookupGrid(op, gridAttr);
+      SmallVector<int64_t> local = op.getStaticLoopRanges();
+      if (!grid || local.size() != axesAttr.size())
+        return WalkResult::advance();
+      OpBuilder b(op);
+      Location loc = op.getLoc();
+      for (auto [loop, attr] : llvm::enumerate(axesAttr)) {
+        ArrayRef<int16_t> loopAxes = cast<DenseI16ArrayAttr>(attr).asArrayRef();
+        int64_t global = extents[loop];
+        if (loopAxes.empty() || local[loop] == global)
+          continue;
+        if (ShapedType::isDynamic(local[loop]) ||
+            ShapedType::isDynamic(global) || local[loop] <= 0 ||
+            global % local[loop] != 0) {
+          op.emitError() << "loop " << loop
+                         << " reads its index (linalg.index) and is split "
+                            "unevenly by partitioning ("
+                         << global << " iterations into blocks of "
+                         << local[loop]
+                         << "): its indices on each rank cannot be told";
+          return WalkResult::interrupt();
+        }
+        b.setInsertionPoint(op);
+        SmallVector<shard::GridAxis> gridAxes(loopAxes.begin(), loopAxes.end());
+        ValueRange coords = shard::ProcessMultiIndexOp::create(
+                                b, loc, grid.getSymName(), gridAxes)
+                                .getResult();
+        Value position = coords[0];
+        for (size_t i = 1; i < coords.size(); ++i) {
+          Value size = arith::ConstantIndexOp::create(
+              b, loc, grid.getShape()[loopAxes[i]]);
+          position = arith::AddIOp::create(
+              b, loc, arith::MulIOp::create(b, loc, position, size), coords[i]);
+        }
+        Value offset = arith::MulIOp::create(
+            b, loc, position,
+            arith::ConstantIndexOp::create(b, loc, local[loop]));
+        for (linalg::IndexOp index : llvm::make_early_inc_range(
+                 op.getBody()->getOps<linalg::IndexOp>())) {
+          if (index.getDim() != loop)
+            continue;
+          b.setInsertionPointAfter(index);
+          Value shifted = arith::AddIOp::create(b, loc, index, offset);
+          index.getResult().replaceAllUsesExcept(shifted,
+                                                 shifted.getDefiningOp());
+        }
+      }
+      return WalkResult::advance();
+    });
+    return failure(result.wasInterrupted());
+  }
+
   /// Runs upstream propagation and partitioning on a copy of the module, one
   /// function at a time inside a crash-recovery context: upstream aborts or
   /// crashes on some inputs, which must become a diagnostic here.
@@ -1206,7 +1331,10 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
       if (failed(propagate.run(func)))
         return failure();
       completeAnnotations(func);
-      return partition.run(func);
+      recordIndexSplits(func);
+      if (failed(partition.run(func)))
+        return failure();
+      return offsetIndices(func);
     };
 
     llvm::CrashRecoveryContext::Enable();

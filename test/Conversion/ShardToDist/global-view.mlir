@@ -36,3 +36,35 @@ func.func @megatron(%x: tensor<64x128xf32>, %w1: tensor<128x512xf32>, %w2: tenso
   %ya = shard.shard %y to %s_rep : tensor<64x128xf32>
   return %ya : tensor<64x128xf32>
 }
+
+// -----
+
+shard.grid @g(shape = 2x2)
+
+// An op reading its loop indices on a tensor split over both axes at once:
+// partitioning leaves it counting from 0, the import adds the rank's block
+// (its position over axes 0 and 1, row-major, times the 2 rows of a block).
+// CHECK-LABEL: func.func @iota
+// CHECK: %[[P:.*]]:2 = shard.process_multi_index on @g axes = [0, 1] : index, index
+// CHECK: %[[R:.*]] = arith.muli %[[P]]#0, %c2
+// CHECK: %[[L:.*]] = arith.addi %[[R]], %[[P]]#1
+// CHECK: %[[OFF:.*]] = arith.muli %[[L]], %c2
+// CHECK: linalg.generic
+// CHECK: %[[I:.*]] = linalg.index 0 : index
+// CHECK-NEXT: arith.addi %[[I]], %[[OFF]] : index
+// CHECK-NOT: braid.index
+func.func @iota(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %s = shard.sharding @g split_axes = [[0, 1]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8xf32>
+  %e = tensor.empty() : tensor<8xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]} ins(%xs : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %i = linalg.index 0 : index
+    %ii = arith.index_cast %i : index to i32
+    %f = arith.sitofp %ii : i32 to f32
+    %r = arith.addf %a, %f : f32
+    linalg.yield %r : f32
+  } -> tensor<8xf32>
+  %ys = shard.shard %y to %s annotate_for_users : tensor<8xf32>
+  return %ys : tensor<8xf32>
+}
