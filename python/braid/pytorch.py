@@ -38,7 +38,10 @@ HuggingFace's replicated styles, and the layouts "replicate" or "sequence"
 (sequence parallelism: activations split along the sequence dimension,
 all-gathered before the colwise layer and reduce-scattered after the
 rowwise one). PyTorch's ColwiseParallel and RowwiseParallel objects are
-accepted too.
+accepted too. An empty plan with the "sequence" layout is context
+parallelism: the weights replicated, each rank's block of the sequence
+attending to the whole sequence (partitioning gathers what the k and v
+projections read).
 
 Needs torch and torch-mlir (scripts/setup-frontends.sh installs both, and
 transformers).

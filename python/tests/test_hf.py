@@ -114,6 +114,28 @@ def test_decoder_layer(kind, ranks, layout):
         assert strategies == TP_ALL_REDUCES
 
 
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("kind,dtype", [("Llama", torch.float32),
+                                        ("Qwen2", torch.float32),
+                                        ("Llama", torch.bfloat16)])
+def test_context_parallel(kind, ranks, dtype):
+    """Context parallelism through the front door: every weight replicated
+    (an empty plan) and the activations split along the sequence
+    (input_layout="sequence"). Upstream propagation gathers the rows the
+    k and v projections read, each rank attends its own queries to the
+    whole sequence, with the causal mask (built from an iota, whose
+    indices must count from each rank's block) and the rotary tables
+    sliced to its rows; the gather runs as a ring under the projections."""
+    torch.manual_seed(7)
+    c = config(kind, ranks)
+    layer = decoder_layer(kind, c).eval().to(dtype)
+    x = torch.randn(1, 4 * ranks, 64, dtype=dtype)
+    _, strategies = check(layer, (x,), {"position_embeddings": rotary(c, x)},
+                          {}, ranks, "sequence",
+                          tolerance=1e-4 if dtype == torch.float32 else 4e-2)
+    assert ("all_gather", "ring_ag_matmul") in strategies, strategies
+
+
 @pytest.mark.parametrize("layout", ["replicate", "sequence"])
 def test_llama_layer_eager_attention(layout):
     torch.manual_seed(1)

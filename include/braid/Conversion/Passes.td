@@ -90,7 +90,12 @@ def PrepareImport : Pass<"braid-prepare-import", "mlir::ModuleOp"> {
       again on the local shapes;
     - `math.fpowi` with a constant exponent becomes multiplications;
     - `linalg.softmax`, which no lowering takes, becomes its max, exp, sum
-      and divide generics (what the ring attention schedule matches).
+      and divide generics (what the ring attention schedule matches);
+    - a value that one op reads through two different indexing maps (a
+      causal mask comparing an iota with itself transposed), when it is
+      generated from nothing (an input-free generic, a constant): the
+      second read gets a copy of the generator, since upstream
+      partitioning gives both reads one sharding.
 
     ```mlir
     %s = linalg.generic {indexing_maps = [(d0, d1, d2) -> (d0, d1, d2),

@@ -26,6 +26,9 @@
 //  - linalg.softmax, which neither upstream's partitioning nor any lowering
 //    takes: its decomposition into max, exp, sum and divide generics (the
 //    form the ring attention rewrite matches).
+//  - one value read by an op through two indexing maps (an iota as a causal
+//    mask's row and column index): the second read takes a copy of the
+//    generator, since partitioning gives both reads one sharding.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +43,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -441,6 +445,52 @@ struct PrepareImportPass
     tensor::ExpandShapeOp::getCanonicalizationPatterns(patterns, &getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
+    splitTwiceReadGenerators();
+  }
+
+  /// An op that reads one tensor through two operands with different
+  /// indexing maps (a causal mask comparing an iota as its row index with
+  /// the same iota as its column index) needs two shardings of one value
+  /// when its loops split differently, and upstream partitioning gives
+  /// both operands the first one (a shape error, or wrong values). Where
+  /// the value is generated from nothing (an iota: a generic with no
+  /// inputs, into placeholders; a constant), the second operand reads a
+  /// copy of the generator, which takes its own sharding.
+  void splitTwiceReadGenerators() {
+    SmallVector<linalg::LinalgOp> ops;
+    getOperation()->walk([&](linalg::LinalgOp op) { ops.push_back(op); });
+    for (linalg::LinalgOp op : ops) {
+      SmallVector<OpOperand *> inputs = op.getDpsInputOperands();
+      for (size_t j = 1; j < inputs.size(); ++j) {
+        Value value = inputs[j]->get();
+        bool earlier = llvm::any_of(
+            ArrayRef<OpOperand *>(inputs).take_front(j), [&](OpOperand *i) {
+              return i->get() == value &&
+                     op.getMatchingIndexingMap(i) !=
+                         op.getMatchingIndexingMap(inputs[j]);
+            });
+        Operation *def = value.getDefiningOp();
+        if (!earlier || !def)
+          continue;
+        auto generator = dyn_cast<linalg::LinalgOp>(def);
+        bool fromNothing =
+            isa<arith::ConstantOp>(def) ||
+            (generator && generator.getNumDpsInputs() == 0 &&
+             llvm::all_of(generator.getDpsInits(), [](Value init) {
+               return init.getDefiningOp<tensor::EmptyOp>();
+             }));
+        if (!fromNothing)
+          continue;
+        OpBuilder b(op);
+        IRMapping mapping;
+        if (generator)
+          for (Value init : generator.getDpsInits())
+            mapping.map(init, b.clone(*init.getDefiningOp())->getResult(0));
+        Operation *copy = b.clone(*def, mapping);
+        inputs[j]->set(
+            copy->getResult(cast<OpResult>(value).getResultNumber()));
+      }
+    }
   }
 };
 

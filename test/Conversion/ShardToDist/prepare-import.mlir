@@ -195,3 +195,29 @@ func.func @softmax(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
   %p = linalg.softmax dimension(2) ins(%x : tensor<2x4x16xf32>) outs(%e : tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
   return %p : tensor<2x4x16xf32>
 }
+
+// -----
+
+// A causal mask compares an iota with itself transposed: one value read
+// through two maps. The second read gets a copy of the generator, so that
+// each can take its own sharding.
+// CHECK-LABEL: func.func @mask
+// CHECK: %[[IOTA:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<16xi64>)
+// CHECK: %[[COPY:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<16xi64>)
+// CHECK: linalg.generic {{.*}} ins(%[[IOTA]], %[[COPY]] : tensor<16xi64>, tensor<16xi64>)
+func.func @mask() -> tensor<16x16xi1> {
+  %e = tensor.empty() : tensor<16xi64>
+  %iota = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>], iterator_types = ["parallel"]} outs(%e : tensor<16xi64>) {
+  ^bb0(%o: i64):
+    %i = linalg.index 0 : index
+    %v = arith.index_cast %i : index to i64
+    linalg.yield %v : i64
+  } -> tensor<16xi64>
+  %m = tensor.empty() : tensor<16x16xi1>
+  %mask = linalg.generic {indexing_maps = [affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%iota, %iota : tensor<16xi64>, tensor<16xi64>) outs(%m : tensor<16x16xi1>) {
+  ^bb0(%col: i64, %row: i64, %o: i1):
+    %le = arith.cmpi sle, %col, %row : i64
+    linalg.yield %le : i1
+  } -> tensor<16x16xi1>
+  return %mask : tensor<16x16xi1>
+}
