@@ -500,28 +500,6 @@ private:
       offsets[sp.dim] = sp.lo;
       sizes[sp.dim] = type.getDimSize(sp.dim) - sp.lo - sp.hi;
     }
-    auto slice = [&](Value from, int64_t dim, int64_t offset, int64_t size) {
-      SmallVector<int64_t> o(offsets), z(sizes);
-      o[dim] = offset;
-      z[dim] = size;
-      MLIRContext *ctx = rewriter.getContext();
-      return tensor::ExtractSliceOp::create(
-                 rewriter, loc, from, getAsIndexOpFoldResult(ctx, o),
-                 getAsIndexOpFoldResult(ctx, z),
-                 getAsIndexOpFoldResult(ctx, SmallVector<int64_t>(rank, 1)))
-          .getResult();
-    };
-    auto insert = [&](Value piece, Value into, int64_t dim, int64_t offset) {
-      SmallVector<int64_t> o(offsets), z(sizes);
-      o[dim] = offset;
-      z[dim] = cast<RankedTensorType>(piece.getType()).getDimSize(dim);
-      MLIRContext *ctx = rewriter.getContext();
-      return tensor::InsertSliceOp::create(
-                 rewriter, loc, piece, into, getAsIndexOpFoldResult(ctx, o),
-                 getAsIndexOpFoldResult(ctx, z),
-                 getAsIndexOpFoldResult(ctx, SmallVector<int64_t>(rank, 1)))
-          .getResult();
-    };
     Value result = op.getDestination();
     // The dimension exchanged before this one (one at most), whose halos the
     // rows sent now carry as their corners.
@@ -533,42 +511,6 @@ private:
           shard::ProcessMultiIndexOp::create(rewriter, loc, grid.getSymName(),
                                              ArrayRef<shard::GridAxis>{sp.axis})
               .getResult()[0];
-      // One shift of `size` rows of `from` at `sendAt`, into `recvAt` of the
-      // result (kept at the group's edge), over the columns [at, at + width)
-      // of the dimension exchanged before (all of them without one).
-      auto shiftPiece = [&](Value from, int64_t size, int64_t sendAt,
-                            int64_t recvAt, int64_t offset, int64_t edge,
-                            int64_t at, int64_t width) {
-        if (done && width == 0)
-          return;
-        SmallVector<int64_t> savedOffsets(offsets), savedSizes(sizes);
-        if (done) {
-          offsets[done->dim] = at;
-          sizes[done->dim] = width;
-        }
-        Value sent = slice(from, sp.dim, sendAt, size);
-        Value got =
-            ShiftOp::create(rewriter, loc, sent.getType(), op.getGridAttr(),
-                            rewriter.getDenseI16ArrayAttr({sp.axis}), sent,
-                            rewriter.getI64IntegerAttr(offset));
-        Value old = slice(result, sp.dim, recvAt, size);
-        Value atEdge = arith::CmpIOp::create(
-            rewriter, loc, arith::CmpIPredicate::eq, position,
-            arith::ConstantIndexOp::create(rewriter, loc, edge));
-        Value kept = arith::SelectOp::create(rewriter, loc, atEdge, old, got);
-        result = insert(kept, result, sp.dim, recvAt);
-        offsets = savedOffsets;
-        sizes = savedSizes;
-      };
-      // After another dimension's exchange, the rows' columns inside that
-      // dimension's interior go as a piece of their own, read from the tile
-      // before any exchange (the earlier exchanges wrote only halos, so the
-      // values are the same): nothing orders it after them, so it can
-      // travel while they do, and while the interior is computed
-      // (braid-overlap). Only the corners wait for the exchange before.
-      // Both directions' interior pieces go first: shifts keep their order
-      // when made asynchronous, so a corner before them would hold them
-      // back.
       // The upper halo from the upper neighbour's first interior rows, the
       // lower halo from the lower neighbour's last interior rows.
       struct Direction {
@@ -577,88 +519,113 @@ private:
       Direction directions[] = {
           {sp.hi, sp.lo, extent - sp.hi, /*offset=*/-1, /*edge=*/n - 1},
           {sp.lo, extent - sp.hi - sp.lo, 0, /*offset=*/1, /*edge=*/0}};
-      for (const Direction &d : directions) {
-        if (d.size == 0)
-          continue;
-        if (!done) {
-          shiftPiece(result, d.size, d.sendAt, d.recvAt, d.offset, d.edge, 0,
-                     0);
-          continue;
+      // Columns [begin, begin + width) of the dimension exchanged before;
+      // none: every column the box has.
+      using Columns = std::optional<std::pair<int64_t, int64_t>>;
+      MLIRContext *ctx = rewriter.getContext();
+      auto ones = getAsIndexOpFoldResult(ctx, SmallVector<int64_t>(rank, 1));
+      // The box of `rows` rows at `row` of this dimension over `cols`.
+      auto boxOf = [&](int64_t row, int64_t rows, Columns cols) {
+        SmallVector<int64_t> o(offsets), z(sizes);
+        o[sp.dim] = row;
+        z[sp.dim] = rows;
+        if (cols) {
+          o[done->dim] = cols->first;
+          z[done->dim] = cols->second;
         }
-        int64_t across = type.getDimSize(done->dim);
-        shiftPiece(op.getDestination(), d.size, d.sendAt, d.recvAt, d.offset,
-                   d.edge, done->lo, across - done->lo - done->hi);
-      }
-      // The two corners of a direction travel packed side by side in one
-      // message: they are latency, not bandwidth.
-      for (const Direction &d : directions) {
-        if (d.size == 0 || !done || done->lo + done->hi == 0)
-          continue;
-        int64_t across = type.getDimSize(done->dim);
-        SmallVector<std::pair<int64_t, int64_t>> corners;
-        if (done->lo)
-          corners.push_back({0, done->lo});
-        if (done->hi)
-          corners.push_back({across - done->hi, done->hi});
-        // The corners of `from` at `row` along this dimension, packed.
-        auto pack = [&](Value from, int64_t row) {
-          SmallVector<int64_t> shape(sizes);
-          shape[sp.dim] = d.size;
-          shape[done->dim] = done->lo + done->hi;
-          Value packed = tensor::EmptyOp::create(rewriter, loc, shape,
-                                                 type.getElementType());
-          SmallVector<int64_t> savedOffsets(offsets), savedSizes(sizes);
-          int64_t at = 0;
-          for (auto [begin, width] : corners) {
-            offsets[done->dim] = begin;
-            sizes[done->dim] = width;
-            Value corner = slice(from, sp.dim, row, d.size);
-            SmallVector<int64_t> o(shape.size(), 0);
-            o[done->dim] = at;
-            SmallVector<int64_t> z(shape);
-            z[done->dim] = width;
-            MLIRContext *ctx = rewriter.getContext();
-            packed = tensor::InsertSliceOp::create(
-                rewriter, loc, corner, packed, getAsIndexOpFoldResult(ctx, o),
-                getAsIndexOpFoldResult(ctx, z),
-                getAsIndexOpFoldResult(ctx, SmallVector<int64_t>(rank, 1)));
-            at += width;
-          }
-          offsets = savedOffsets;
-          sizes = savedSizes;
-          return packed;
+        return std::make_pair(o, z);
+      };
+      // The boxes of `from` over each of `cols`, side by side along the
+      // dimension exchanged before (one box as it is).
+      auto pack = [&](Value from, int64_t row, int64_t rows,
+                      ArrayRef<Columns> cols) -> Value {
+        auto extract = [&](Columns c) -> Value {
+          auto [o, z] = boxOf(row, rows, c);
+          return tensor::ExtractSliceOp::create(
+              rewriter, loc, from, getAsIndexOpFoldResult(ctx, o),
+              getAsIndexOpFoldResult(ctx, z), ones);
         };
-        Value sent = pack(result, d.sendAt);
+        if (cols.size() == 1)
+          return extract(cols[0]);
+        SmallVector<int64_t> shape = boxOf(row, rows, std::nullopt).second;
+        shape[done->dim] = 0;
+        for (Columns c : cols)
+          shape[done->dim] += c->second;
+        Value packed = tensor::EmptyOp::create(rewriter, loc, shape,
+                                               type.getElementType());
+        int64_t at = 0;
+        for (Columns c : cols) {
+          SmallVector<int64_t> o(rank, 0), z(shape);
+          o[done->dim] = at;
+          z[done->dim] = c->second;
+          packed = tensor::InsertSliceOp::create(
+              rewriter, loc, extract(c), packed, getAsIndexOpFoldResult(ctx, o),
+              getAsIndexOpFoldResult(ctx, z), ones);
+          at += c->second;
+        }
+        return packed;
+      };
+      // One message: the rows of `from` over `cols` (packed) to the peer,
+      // what arrives into the same boxes of the result (kept at the
+      // group's edge).
+      auto exchange = [&](Value from, const Direction &d,
+                          ArrayRef<Columns> cols) {
+        Value sent = pack(from, d.sendAt, d.size, cols);
         Value got =
             ShiftOp::create(rewriter, loc, sent.getType(), op.getGridAttr(),
                             rewriter.getDenseI16ArrayAttr({sp.axis}), sent,
                             rewriter.getI64IntegerAttr(d.offset));
-        Value old = pack(result, d.recvAt);
+        Value old = pack(result, d.recvAt, d.size, cols);
         Value atEdge = arith::CmpIOp::create(
             rewriter, loc, arith::CmpIPredicate::eq, position,
             arith::ConstantIndexOp::create(rewriter, loc, d.edge));
         Value kept = arith::SelectOp::create(rewriter, loc, atEdge, old, got);
-        // Each corner back into its place.
         int64_t at = 0;
-        for (auto [begin, width] : corners) {
-          auto keptType = cast<RankedTensorType>(kept.getType());
-          SmallVector<int64_t> o(keptType.getRank(), 0), z(keptType.getShape());
-          o[done->dim] = at;
-          z[done->dim] = width;
-          MLIRContext *ctx = rewriter.getContext();
-          Value corner = tensor::ExtractSliceOp::create(
-              rewriter, loc, kept, getAsIndexOpFoldResult(ctx, o),
-              getAsIndexOpFoldResult(ctx, z),
-              getAsIndexOpFoldResult(ctx, SmallVector<int64_t>(rank, 1)));
-          SmallVector<int64_t> savedOffsets(offsets), savedSizes(sizes);
-          offsets[done->dim] = begin;
-          sizes[done->dim] = width;
-          result = insert(corner, result, sp.dim, d.recvAt);
-          offsets = savedOffsets;
-          sizes = savedSizes;
-          at += width;
+        for (Columns c : cols) {
+          Value piece = kept;
+          if (cols.size() > 1) {
+            auto keptType = cast<RankedTensorType>(kept.getType());
+            SmallVector<int64_t> o(rank, 0), z(keptType.getShape());
+            o[done->dim] = at;
+            z[done->dim] = c->second;
+            piece = tensor::ExtractSliceOp::create(
+                rewriter, loc, kept, getAsIndexOpFoldResult(ctx, o),
+                getAsIndexOpFoldResult(ctx, z), ones);
+            at += c->second;
+          }
+          auto [o, z] = boxOf(d.recvAt, d.size, c);
+          result = tensor::InsertSliceOp::create(
+              rewriter, loc, piece, result, getAsIndexOpFoldResult(ctx, o),
+              getAsIndexOpFoldResult(ctx, z), ones);
         }
+      };
+      // After another dimension's exchange, the rows' columns inside that
+      // dimension's interior go as a message of their own, read from the
+      // tile before any exchange (the earlier exchanges wrote only halos,
+      // so the values are the same): nothing orders it after them, so it
+      // can travel while they do, and while the interior is computed
+      // (braid-overlap). Only the corners wait for the exchange before,
+      // the two of a direction packed in one message (they are latency,
+      // not bandwidth). Both directions' interior pieces go first: shifts
+      // keep their order when made asynchronous, so a corner before them
+      // would hold them back.
+      int64_t across = done ? type.getDimSize(done->dim) : 0;
+      for (const Direction &d : directions) {
+        if (d.size == 0)
+          continue;
+        if (!done)
+          exchange(result, d, {Columns()});
+        else if (int64_t width = across - done->lo - done->hi)
+          exchange(op.getDestination(), d, {Columns({done->lo, width})});
       }
+      SmallVector<Columns> corners;
+      if (done && done->lo)
+        corners.push_back(Columns({0, done->lo}));
+      if (done && done->hi)
+        corners.push_back(Columns({across - done->hi, done->hi}));
+      for (const Direction &d : directions)
+        if (d.size && !corners.empty())
+          exchange(result, d, corners);
       // Later (lower) dimensions carry this one's halos too: in pieces
       // after the first such dimension, whole after more.
       offsets[sp.dim] = 0;

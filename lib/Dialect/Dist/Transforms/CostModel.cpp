@@ -110,7 +110,7 @@ double CostModel::computeTime(Operation *op, double fraction,
   // The bytes a chunk moves: all of an operand the chunked loop does not
   // index, its share of the others.
   auto share = [&](OpOperand &operand) {
-    if (!loop || !linalgOp || operand.getOwner() != op)
+    if (!loop || !linalgOp)
       return fraction;
     AffineMap map = linalgOp.getMatchingIndexingMap(&operand);
     return map.isFunctionOfDim(*loop) ? fraction : 1.0;

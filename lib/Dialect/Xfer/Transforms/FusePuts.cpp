@@ -89,17 +89,25 @@ bool sameView(Value a, Value b) {
 
 /// Whether an op of `kernel`'s body writes `view` whole: a linalg op with
 /// it as an init that its indexing map covers, or a copy into it.
+/// The init of `op` that is `view` and that `op` writes whole (its
+/// indexing map a permutation), or null.
+OpOperand *wholeInit(linalg::LinalgOp op, Value view) {
+  for (OpOperand &init : op.getDpsInitsMutable())
+    if (sameView(init.get(), view) &&
+        op.getMatchingIndexingMap(&init).isPermutation())
+      return &init;
+  return nullptr;
+}
+
 bool writtenWhole(scf::ForallOp kernel, Value view) {
   for (Operation &op : kernel.getBody()->without_terminator()) {
     if (auto copy = dyn_cast<memref::CopyOp>(op);
         copy && sameView(copy.getTarget(), view) &&
         copy.getSource() != copy.getTarget())
       return true;
-    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
-      for (OpOperand &init : linalgOp.getDpsInitsMutable())
-        if (sameView(init.get(), view) &&
-            linalgOp.getMatchingIndexingMap(&init).isPermutation())
-          return true;
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+        linalgOp && wholeInit(linalgOp, view))
+      return true;
   }
   return false;
 }
@@ -184,13 +192,11 @@ linalg::GenericOp elementwiseWriter(Operation *op, Value view,
   if (!generic || !generic.hasPureBufferSemantics() ||
       generic.getNumReductionLoops() != 0)
     return {};
-  for (OpOperand &init : generic.getDpsInitsMutable())
-    if (sameView(init.get(), view) &&
-        generic.getMatchingIndexingMap(&init).isPermutation()) {
-      initIndex = init.getOperandNumber() - generic.getNumDpsInputs();
-      return generic;
-    }
-  return {};
+  OpOperand *init = wholeInit(generic, view);
+  if (!init)
+    return {};
+  initIndex = init->getOperandNumber() - generic.getNumDpsInputs();
+  return generic;
 }
 
 /// `op` with one more init, `extra`, written like init `initIndex`: the
