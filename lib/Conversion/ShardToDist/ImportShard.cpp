@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -1009,6 +1010,64 @@ static void completeAnnotations(func::FuncOp func) {
   }
 }
 
+/// Upstream partitioning clones an op's regions as they are, with the
+/// values they capture from above mapped to their local blocks: a body
+/// that reads a captured tensor at computed indices (`tensor.extract` in a
+/// linalg.generic, as HF's mask code does with positions) then reads the
+/// rank's block at global indices, out of bounds or the wrong element,
+/// silently. After propagation every captured tensor is read through an
+/// annotation asking for it replicated, which partitioning turns into a
+/// gather of it when propagation split it, and into nothing otherwise.
+static void replicateCapturedTensors(func::FuncOp func) {
+  FlatSymbolRefAttr grid;
+  func.walk([&](shard::ShardingOp op) {
+    grid = op.getGridAttr();
+    return WalkResult::interrupt();
+  });
+  if (!grid)
+    return;
+  SmallVector<Operation *> holders;
+  func.walk([&](Operation *op) {
+    if (op->getNumRegions() != 0 && op != func &&
+        op->getParentOp() == func.getOperation())
+      holders.push_back(op);
+  });
+  for (Operation *holder : holders) {
+    llvm::SetVector<Value> captured;
+    getUsedValuesDefinedAbove(holder->getRegions(), captured);
+    for (Value value : captured) {
+      if (!isa<RankedTensorType>(value.getType()) ||
+          value.getParentBlock() != holder->getBlock())
+        continue;
+      // The value as its producer's annotation gives it, when it has one.
+      Value annotated = value;
+      if (auto shardOp = value.getDefiningOp<shard::ShardOp>()) {
+        if (shardOp.getAnnotateForUsers())
+          annotated = shardOp.getSrc();
+      } else {
+        for (Operation *user : value.getUsers())
+          if (auto shardOp = dyn_cast<shard::ShardOp>(user);
+              shardOp && !shardOp.getAnnotateForUsers())
+            annotated = shardOp.getResult();
+      }
+      OpBuilder b(holder);
+      Value replicated =
+          shard::ShardingOp::create(
+              b, holder->getLoc(), grid,
+              ArrayRef<shard::GridAxesAttr>{
+                  shard::GridAxesAttr::get(b.getContext(), {})})
+              .getResult();
+      auto read = shard::ShardOp::create(b, holder->getLoc(), annotated,
+                                         replicated,
+                                         /*annotate_for_users=*/true);
+      replaceAllUsesInRegionWith(value, read.getResult(),
+                                 holder->getRegion(0));
+      for (Region &region : llvm::drop_begin(holder->getRegions()))
+        replaceAllUsesInRegionWith(value, read.getResult(), region);
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // The pass
 //===----------------------------------------------------------------------===//
@@ -1298,6 +1357,7 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
       if (failed(propagate.run(func)))
         return failure();
       completeAnnotations(func);
+      replicateCapturedTensors(func);
       recordIndexSplits(func);
       if (failed(partition.run(func)))
         return failure();

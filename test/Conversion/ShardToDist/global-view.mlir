@@ -68,3 +68,38 @@ func.func @iota(%x: tensor<8xf32>) -> tensor<8xf32> {
   %ys = shard.shard %y to %s annotate_for_users : tensor<8xf32>
   return %ys : tensor<8xf32>
 }
+
+// -----
+
+// A body reading a tensor it captures at computed indices (tensor.extract:
+// HF's causal-mask code reads positions so). Partitioning would clone the
+// body onto the local block and read 2 rows at indices up to 7; the import
+// asks for the captured tensor replicated, so it is gathered first.
+// CHECK-LABEL: func.func @captured
+// CHECK: %[[Y:.*]] = linalg.generic
+// CHECK: } -> tensor<2x3xf32>
+// CHECK: %[[G:.*]] = dist.all_gather %[[Y]] on @tp axes = [0] dim = 0 : tensor<2x3xf32> -> tensor<8x3xf32>
+// CHECK: linalg.generic
+// CHECK: linalg.index 0
+// CHECK: tensor.extract %[[G]][%{{.*}}, %{{.*}}] : tensor<8x3xf32>
+func.func @captured(%x: tensor<8x3xf32>) -> tensor<8x3xf32> {
+  %s = shard.sharding @tp split_axes = [[0]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8x3xf32>
+  %e = tensor.empty() : tensor<8x3xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%xs : tensor<8x3xf32>) outs(%e : tensor<8x3xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %d = arith.addf %a, %a : f32
+    linalg.yield %d : f32
+  } -> tensor<8x3xf32>
+  %z = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} outs(%e : tensor<8x3xf32>) {
+  ^bb0(%o: f32):
+    %i = linalg.index 0 : index
+    %j = linalg.index 1 : index
+    %c7 = arith.constant 7 : index
+    %r = arith.subi %c7, %i : index
+    %v = tensor.extract %y[%r, %j] : tensor<8x3xf32>
+    linalg.yield %v : f32
+  } -> tensor<8x3xf32>
+  %zs = shard.shard %z to %s annotate_for_users : tensor<8x3xf32>
+  return %zs : tensor<8x3xf32>
+}
