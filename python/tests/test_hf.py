@@ -115,25 +115,40 @@ def test_decoder_layer(kind, ranks, layout):
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
-@pytest.mark.parametrize("kind,dtype", [("Llama", torch.float32),
-                                        ("Qwen2", torch.float32),
-                                        ("Llama", torch.bfloat16)])
-def test_context_parallel(kind, ranks, dtype):
+@pytest.mark.parametrize("kind,dtype,extra", [
+    ("Llama", torch.float32, {}),
+    ("Qwen2", torch.float32, {}),
+    ("Llama", torch.bfloat16, {}),
+    # q and k normed per head before the rotary embedding.
+    ("Qwen3", torch.float32, {}),
+    # q, k and v from one packed projection, split by slices.
+    ("Phi3", torch.float32, {}),
+    ("Mistral", torch.bfloat16, {}),
+    # No GQA: k and v together are twice the rows' bytes, gathered for
+    # the projections' work they save.
+    ("Llama", torch.float32, {"mha": True}),
+])
+def test_context_parallel(kind, ranks, dtype, extra):
     """Context parallelism through the front door: every weight replicated
     (an empty plan) and the activations split along the sequence
     (input_layout="sequence"). Upstream propagation gathers the rows the
-    k and v projections read, each rank attends its own queries to the
-    whole sequence, with the causal mask (built from an iota, whose
-    indices must count from each rank's block) and the rotary tables
-    sliced to its rows; the gather runs as a ring under the projections."""
+    k and v projections read; braid-overlap moves the projections and the
+    rotary embedding (its tables sliced to the rank's rows) before the
+    gather, gathers k and v instead, and runs them as one ring of
+    blockwise attention with the online softmax (ring attention), the
+    causal mask built from an iota whose indices count from each rank's
+    block."""
     torch.manual_seed(7)
-    c = config(kind, ranks)
+    extra = dict(extra)
+    if extra.pop("mha", False):
+        extra["num_key_value_heads"] = 4 if ranks <= 2 else 8
+    c = config(kind, ranks, **extra)
     layer = decoder_layer(kind, c).eval().to(dtype)
     x = torch.randn(1, 4 * ranks, 64, dtype=dtype)
     _, strategies = check(layer, (x,), {"position_embeddings": rotary(c, x)},
                           {}, ranks, "sequence",
                           tolerance=1e-4 if dtype == torch.float32 else 4e-2)
-    assert ("all_gather", "ring_ag_matmul") in strategies, strategies
+    assert strategies == [("all_gather", "ring_attention")] * 2, strategies
 
 
 @pytest.mark.parametrize("layout", ["replicate", "sequence"])
@@ -249,6 +264,23 @@ def test_llama_model(inputs, layout, ranks):
     # layers stays split under sequence parallelism.
     assert strategies == (TP_ALL_REDUCES if layout == "replicate"
                           else SP_RINGS) * 2
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_llama_model_context_parallel(ranks, dtype):
+    """A 2-layer LlamaModel context parallel: the model builds its positions,
+    rotary tables and causal mask itself (HF's mask code reads positions
+    with computed indices, which partitioning split: the import gathers
+    them for it). Each layer's k and v go around a ring of attention."""
+    torch.manual_seed(4)
+    c = config("Llama", ranks)
+    model = transformers.LlamaModel(c).eval().to(dtype)
+    kwargs = {"inputs_embeds": torch.randn(1, 4 * ranks, 64, dtype=dtype),
+              "use_cache": False}
+    _, strategies = check(model, (), kwargs, {}, ranks, "sequence",
+                          tolerance=1e-4 if dtype == torch.float32 else 4e-2)
+    assert strategies.count(("all_gather", "ring_attention")) == 4, strategies
 
 
 def test_plan_relative_keys():

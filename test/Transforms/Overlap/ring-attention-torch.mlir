@@ -18,14 +18,16 @@
 #map1 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
 shard.grid @g(shape = 4)
 
+// k transposed, scaled and collapsed once, on this rank's block, before
+// the ring (the gather's row-local work moved before it); v collapsed.
 // CHECK-LABEL: func.func @sdpa(
 // CHECK-NOT: dist.all_gather
-// CHECK: dist.shift_start %arg1 {{.*}}dist.step = 0
-// CHECK: dist.shift_start
-// Each piece: the block's k transposed, scaled and collapsed, its scores
-// a batch matmul, expanded back for the softmax.
-// CHECK: linalg.transpose
-// CHECK: tensor.collapse_shape %{{.*}} {{\[\[}}0, 1], [2], [3]] : tensor<1x2x8x4xf32> into tensor<2x8x4xf32>
+// CHECK: linalg.transpose ins(%arg1 : tensor<1x2x4x8xf32>)
+// CHECK: %[[K:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1], [2], [3]] : tensor<1x2x8x4xf32> into tensor<2x8x4xf32>
+// CHECK: %[[V:.*]] = tensor.collapse_shape %arg2 {{\[\[}}0, 1], [2], [3]] : tensor<1x2x4x8xf32> into tensor<2x4x8xf32>
+// CHECK: dist.shift_start %[[K]] {{.*}}dist.step = 0
+// CHECK: dist.shift_start %[[V]] {{.*}}dist.step = 0
+// Each piece: its scores a batch matmul, expanded back for the softmax.
 // CHECK: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : tensor<2x4x8xf32>, tensor<2x8x4xf32>) outs(%{{.*}} : tensor<2x4x4xf32>)
 // CHECK: tensor.expand_shape %{{.*}} {{\[\[}}0, 1], [2], [3]] output_shape [1, 2, 4, 4]
 // CHECK: math.exp

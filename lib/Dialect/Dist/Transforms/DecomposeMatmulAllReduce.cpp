@@ -191,7 +191,7 @@ DenseMap<Value, Value> overlap::chainOnBlock(RewriterBase &rewriter,
     FailureOr<Chunk> chunk =
         computeChunk(rewriter, op, loop, offset, blockSize, replacements, {});
     if (failed(chunk))
-      return {};
+      return DenseMap<Value, Value>();
     blocks[op->getResult(0)] = chunk->value;
   }
   return blocks;

@@ -25,6 +25,10 @@
 
 #include <string>
 
+namespace braid::dist {
+class CostModel;
+} // namespace braid::dist
+
 namespace braid::dist::overlap {
 
 using schedule::Ring;
@@ -34,14 +38,18 @@ using schedule::RingOptions;
 //--------------------------------------------===//
 
 /// Moves the row-local work downstream of `gather` (elementwise ops,
-/// reductions along other dimensions, reshapes; their other operands
-/// replicated and constant along the gathered dimension) before it, when
-/// exactly one of its values is used afterwards: the gather then carries
-/// that value. Returns the new gather and in `moved` how many ops moved,
-/// or failure when nothing moves.
-mlir::FailureOr<AllGatherOp> sinkAllGather(AllGatherOp gather,
-                                           ReplicationAnalysis &replication,
-                                           int64_t &moved);
+/// reductions along other dimensions, reshapes, slices and concatenations
+/// of other dimensions, contractions with replicated weights; their other
+/// operands replicated, and constant along the gathered dimension or read
+/// at the row's position, then sliced to this rank's block) before it. The
+/// values used afterwards are each gathered instead, when together they
+/// are no more bytes than the gather moved, or, with a `cost` model, when
+/// the work moved saves more time than the extra bytes are predicted to
+/// cost. Returns the new gathers in block order and in `moved` how many ops
+/// moved, or failure when nothing moves.
+mlir::FailureOr<llvm::SmallVector<AllGatherOp>>
+sinkAllGather(AllGatherOp gather, ReplicationAnalysis &replication,
+              const CostModel *cost, int64_t &moved);
 
 struct AllGatherMatmul {
   AllGatherOp gather;

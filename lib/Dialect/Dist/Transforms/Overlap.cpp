@@ -902,24 +902,38 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
   // Row-local work after an all-gather (a norm, its weight, a reshape)
   // runs before it, on 1/n of the data, so that the gather feeds the
   // matmul. Every gather first: ring attention matches both of k and v.
-  if (mode != braid::OverlapMode::Off)
+  if (mode != braid::OverlapMode::Off) {
+    SmallVector<CollectiveOpInterface> added;
     for (CollectiveOpInterface &op : collectives) {
       auto gather = dyn_cast<AllGatherOp>(op.getOperation());
       if (!gather)
         continue;
       int64_t moved = 0;
-      FailureOr<AllGatherOp> sunk =
-          overlap::sinkAllGather(gather, replication, moved);
+      double before = tensorBytes(gather.getResult());
+      FailureOr<SmallVector<AllGatherOp>> sunk = overlap::sinkAllGather(
+          gather, replication, model ? &*model : nullptr, moved);
       if (failed(sunk))
         continue;
       replication.invalidate();
-      op = *sunk;
-      op->emitRemark()
-          << "all_gather moved after the " << moved
-          << " row-local ops that followed it (their other operands are "
-             "replicated): they run on 1/"
-          << groupSizeOf(op) << " of the rows";
+      op = sunk->front();
+      llvm::append_range(added, llvm::drop_begin(*sunk));
+      InFlightDiagnostic remark = op->emitRemark();
+      remark << "all_gather moved after the " << moved
+             << " row-local ops that followed it (their other operands are "
+                "replicated): they run on 1/"
+             << groupSizeOf(op) << " of the rows";
+      if (sunk->size() > 1) {
+        double after = 0;
+        for (AllGatherOp value : *sunk)
+          after += tensorBytes(value.getResult());
+        remark << "; " << sunk->size()
+               << " values are gathered after them instead of one ("
+               << schedule::formatBytes(after) << " instead of "
+               << schedule::formatBytes(before) << ")";
+      }
     }
+    llvm::append_range(collectives, added);
+  }
   if (mode != braid::OverlapMode::Off && failed(overlapHalos(function)))
     return signalPassFailure();
   for (size_t index = 0; index < collectives.size(); ++index) {

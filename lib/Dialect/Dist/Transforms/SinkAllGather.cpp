@@ -27,6 +27,7 @@
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 
 using namespace mlir;
@@ -64,10 +65,58 @@ struct SinkRegion {
   /// The gathered dimension of each value of the region (the gather's
   /// result included).
   DenseMap<Value, int64_t> dims;
+  /// Replicated operands that a region op reads along the gathered loop
+  /// (rotary tables, per-position biases), by op: operand number and the
+  /// operand's dimension that loop indexes. Before the gather they are
+  /// read as this rank's block of that dimension.
+  DenseMap<Operation *, SmallVector<std::pair<unsigned, int64_t>>> slices;
 
   /// The gathered dimension of `op`'s result if `op` can join, else none.
   std::optional<int64_t> join(Operation *op, ReplicationAnalysis &replication);
+
+private:
+  std::optional<int64_t> joinLinalg(linalg::LinalgOp op,
+                                    ReplicationAnalysis &replication);
+  /// Whether `value` is computed from the gather's result or from a later
+  /// collective's.
+  bool reachedByGather(Value value);
+  llvm::SmallPtrSet<Operation *, 32> reached;
+  bool reachedComputed = false;
 };
+
+bool SinkRegion::reachedByGather(Value value) {
+  // Once, forward through the block: the ops after the gather that read,
+  // directly or inside their regions, its result or a reached op's. The
+  // results of later collectives count as reached too: slicing one (an
+  // all-reduced value, to add to the rows) would take its elementwise
+  // work out of that collective's own schedule.
+  if (!reachedComputed) {
+    reachedComputed = true;
+    reached.insert(gather);
+    for (Operation *op = gather->getNextNode(); op; op = op->getNextNode()) {
+      if (isa<CollectiveOpInterface>(op)) {
+        reached.insert(op);
+        continue;
+      }
+      llvm::SetVector<Value> used(llvm::from_range, op->getOperands());
+      getUsedValuesDefinedAbove(op->getRegions(), used);
+      if (llvm::any_of(used, [&](Value v) {
+            Operation *def = v.getDefiningOp();
+            return def && reached.contains(def);
+          }))
+        reached.insert(op);
+    }
+  }
+  Operation *def = value.getDefiningOp();
+  return def && reached.contains(def);
+}
+
+/// Whether all of `values` are static in the sense of `getConstantIntValue`.
+bool allConstant(ArrayRef<OpFoldResult> values) {
+  return llvm::all_of(values, [](OpFoldResult value) {
+    return getConstantIntValue(value).has_value();
+  });
+}
 
 std::optional<int64_t> SinkRegion::join(Operation *op,
                                         ReplicationAnalysis &replication) {
@@ -105,42 +154,113 @@ std::optional<int64_t> SinkRegion::join(Operation *op,
                                                : std::nullopt;
     return std::nullopt;
   }
-  auto generic = dyn_cast<linalg::GenericOp>(op);
-  if (!generic || !generic.hasPureTensorSemantics() ||
-      generic.getNumDpsInits() != 1)
+  // A static slice of other dimensions (the halves rotary embedding
+  // rotates), whole along the gathered one.
+  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
+    auto it = dims.find(slice.getSource());
+    if (it == dims.end() ||
+        slice.getResultType().getRank() != slice.getSourceType().getRank())
+      return std::nullopt;
+    SmallVector<OpFoldResult> offsets = slice.getMixedOffsets(),
+                              sizes = slice.getMixedSizes(),
+                              strides = slice.getMixedStrides();
+    if (!allConstant(offsets) || !allConstant(sizes) || !allConstant(strides))
+      return std::nullopt;
+    int64_t d = it->second;
+    if (*getConstantIntValue(offsets[d]) != 0 ||
+        *getConstantIntValue(strides[d]) != 1 ||
+        *getConstantIntValue(sizes[d]) != slice.getSourceType().getDimSize(d))
+      return std::nullopt;
+    return d;
+  }
+  // Pieces joined along another dimension, every one of them gathered.
+  if (auto concat = dyn_cast<tensor::ConcatOp>(op)) {
+    std::optional<int64_t> d;
+    for (Value input : concat.getInputs()) {
+      auto it = dims.find(input);
+      if (it == dims.end() || (d && *d != it->second))
+        return std::nullopt;
+      d = it->second;
+    }
+    if (!d || static_cast<int64_t>(concat.getDim()) == *d)
+      return std::nullopt;
+    return d;
+  }
+  if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
+    return joinLinalg(linalgOp, replication);
+  return std::nullopt;
+}
+
+std::optional<int64_t>
+SinkRegion::joinLinalg(linalg::LinalgOp op, ReplicationAnalysis &replication) {
+  if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1)
     return std::nullopt;
   std::optional<unsigned> loop;
+  int64_t extent = 0;
   for (OpOperand &operand : op->getOpOperands()) {
     auto it = dims.find(operand.get());
     if (it == dims.end())
       continue;
-    AffineMap map = generic.getMatchingIndexingMap(&operand);
+    AffineMap map = op.getMatchingIndexingMap(&operand);
     auto dim = dyn_cast<AffineDimExpr>(map.getResult(it->second));
     if (!dim || (loop && *loop != dim.getPosition()))
       return std::nullopt;
     loop = dim.getPosition();
+    extent = cast<RankedTensorType>(operand.get().getType())
+                 .getDimSize(it->second);
   }
   if (!loop ||
-      generic.getIteratorTypesArray()[*loop] != utils::IteratorType::parallel)
+      op.getIteratorTypesArray()[*loop] != utils::IteratorType::parallel)
+    return std::nullopt;
+  // Before the gather the loop counts this rank's rows from 0.
+  bool readsIndex = false;
+  op->walk([&](linalg::IndexOp index) {
+    readsIndex |= index.getDim() == *loop;
+  });
+  if (readsIndex)
     return std::nullopt;
   std::string why;
-  for (OpOperand *input : generic.getDpsInputOperands()) {
+  SmallVector<std::pair<unsigned, int64_t>> sliced;
+  for (OpOperand *input : op.getDpsInputOperands()) {
     if (dims.count(input->get()))
       continue;
-    // Other inputs: the same on every rank, and for every row.
-    if (generic.getMatchingIndexingMap(input).isFunctionOfDim(*loop) ||
-        !replication.isReplicated(input->get(), gather.getGridAttr(),
+    // Other inputs: the same on every rank, and either the same for every
+    // row or read at the row's own position along one of their dimensions
+    // spanning all rows (then sliced to this rank's block).
+    if (!replication.isReplicated(input->get(), gather.getGridAttr(),
                                   gather.getAxes(), why))
       return std::nullopt;
+    AffineMap map = op.getMatchingIndexingMap(input);
+    if (!map.isFunctionOfDim(*loop))
+      continue;
+    std::optional<int64_t> at;
+    for (auto [index, expr] : llvm::enumerate(map.getResults())) {
+      if (!expr.isFunctionOfDim(*loop))
+        continue;
+      auto dim = dyn_cast<AffineDimExpr>(expr);
+      if (!dim || at)
+        return std::nullopt;
+      at = index;
+    }
+    // Not a value the gather's result reaches, which would have to be
+    // gathered whole first.
+    auto type = dyn_cast<RankedTensorType>(input->get().getType());
+    if (gather.getAxes().size() != 1 || !type || !type.hasStaticShape() ||
+        type.getDimSize(*at) != extent || reachedByGather(input->get()))
+      return std::nullopt;
+    sliced.emplace_back(input->getOperandNumber(), *at);
   }
-  OpOperand *init = generic.getDpsInitOperand(0);
+  OpOperand *init = op.getDpsInitOperand(0);
   if (!dims.count(init->get()) && !isPlaceholder(init->get()))
     return std::nullopt;
-  AffineMap initMap = generic.getMatchingIndexingMap(init);
+  AffineMap initMap = op.getMatchingIndexingMap(init);
   for (auto [index, expr] : llvm::enumerate(initMap.getResults()))
     if (auto dim = dyn_cast<AffineDimExpr>(expr);
-        dim && dim.getPosition() == *loop)
+        dim && dim.getPosition() == *loop) {
+      if (!sliced.empty())
+        slices[op] = std::move(sliced);
       return static_cast<int64_t>(index);
+    }
   return std::nullopt;
 }
 
@@ -153,26 +273,31 @@ RankedTensorType localType(RankedTensorType type, int64_t dim, int64_t group) {
 
 } // namespace
 
-FailureOr<AllGatherOp> overlap::sinkAllGather(AllGatherOp gather,
-                                              ReplicationAnalysis &replication,
-                                              int64_t &moved) {
+FailureOr<SmallVector<AllGatherOp>>
+overlap::sinkAllGather(AllGatherOp gather, ReplicationAnalysis &replication,
+                       const CostModel *cost, int64_t &moved) {
   moved = 0;
   auto gathered = cast<RankedTensorType>(gather.getResult().getType());
   auto input = cast<RankedTensorType>(gather.getInput().getType());
   if (!gathered.hasStaticShape() || !input.hasStaticShape())
     return failure();
-  SinkRegion region{gather,
-                    gathered.getDimSize(gather.getDim()) /
-                        std::max<int64_t>(1, input.getDimSize(gather.getDim())),
-                    {},
-                    {}};
+  SinkRegion region;
+  region.gather = gather;
+  region.group = gathered.getDimSize(gather.getDim()) /
+                 std::max<int64_t>(1, input.getDimSize(gather.getDim()));
   region.dims[gather.getResult()] = gather.getDim();
 
-  // Grow the region in block order from the gather.
+  // Grow the region in block order from the gather. An op that makes more
+  // bytes than it reads from the region (a broadcast, such as GQA's repeat
+  // of k and v over the q heads, or a widening cast) stays after the
+  // gather, and so does everything that reads it: gathering its operands
+  // instead moves fewer bytes.
   for (Operation *op = gather->getNextNode(); op; op = op->getNextNode()) {
-    bool reads = llvm::any_of(op->getOperands(),
-                              [&](Value v) { return region.dims.count(v); });
-    if (!reads)
+    llvm::SetVector<Value> inside;
+    for (Value operand : op->getOperands())
+      if (region.dims.count(operand))
+        inside.insert(operand);
+    if (inside.empty())
       continue;
     std::optional<int64_t> dim = region.join(op, replication);
     if (!dim)
@@ -181,38 +306,65 @@ FailureOr<AllGatherOp> overlap::sinkAllGather(AllGatherOp gather,
     if (!type || !type.hasStaticShape() ||
         type.getDimSize(*dim) % region.group != 0)
       continue;
+    double read = 0;
+    for (Value value : inside)
+      read += tensorBytes(value);
+    if (tensorBytes(op->getResult(0)) > read)
+      continue;
     region.ops.insert(op);
     region.dims[op->getResult(0)] = *dim;
   }
 
-  // The values used outside the region: exactly one, which the gather
-  // then carries.
+  // The values used outside the region, in block order: each is gathered
+  // afterwards. Never more bytes on the wire than the gather moved.
   SmallVector<Value> cut;
-  for (auto &[value, dim] : region.dims)
-    for (Operation *user : value.getUsers())
-      if (!region.ops.contains(user)) {
-        cut.push_back(value);
-        break;
-      }
-  if (cut.size() != 1 || cut.front() == gather.getResult())
+  auto usedOutside = [&](Value value) {
+    return llvm::any_of(value.getUsers(), [&](Operation *user) {
+      return !region.ops.contains(user);
+    });
+  };
+  if (usedOutside(gather.getResult()))
     return failure();
-  Value out = cut.front();
-  // Never more bytes on the wire: a broadcast (GQA's k/v repeated over the
-  // q heads) or a widening cast stays after the gather.
-  if (tensorBytes(out) > tensorBytes(gather.getResult()))
+  double cutBytes = 0;
+  for (Operation *op : region.ops)
+    if (usedOutside(op->getResult(0))) {
+      cut.push_back(op->getResult(0));
+      cutBytes += tensorBytes(cut.back());
+    }
+  if (cut.empty())
     return failure();
+  // More bytes only for less time: when the work moved (contractions with
+  // replicated weights, such as k and v projected from gathered rows
+  // without GQA) saves more than the extra transfer is predicted to cost.
+  double gatherBytes = tensorBytes(gather.getResult());
+  if (cutBytes > gatherBytes) {
+    if (!cost)
+      return failure();
+    LinkFigures link =
+        cost->link(gather, gather.getGridAttr(), gather.getAxes());
+    double extra =
+        cost->collectiveTime("all_gather", cutBytes, region.group, link) -
+        cost->collectiveTime("all_gather", gatherBytes, region.group, link);
+    // Each op still runs (and pays its launch), on 1/n of the rows.
+    double saved = 0;
+    for (Operation *op : region.ops)
+      saved += cost->computeTime(op) -
+               cost->computeTime(op, 1.0 / static_cast<double>(region.group));
+    if (saved <= extra)
+      return failure();
+  }
 
   IRRewriter rewriter(gather.getContext());
   IRMapping mapping;
   mapping.map(gather.getResult(), gather.getInput());
   for (Operation *op : region.ops) {
     rewriter.setInsertionPoint(op);
+    int64_t dim = region.dims.lookup(op->getResult(0));
     // Placeholder inits of local shape.
-    if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
-      Value init = generic.getDpsInits()[0];
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
+      Value init = linalgOp.getDpsInits()[0];
       if (!region.dims.count(init)) {
         auto type = cast<RankedTensorType>(init.getType());
-        int64_t dim = region.dims.lookup(op->getResult(0));
         RankedTensorType local = localType(type, dim, region.group);
         Value empty = tensor::EmptyOp::create(
             rewriter, op->getLoc(), local.getShape(), local.getElementType());
@@ -225,33 +377,63 @@ FailureOr<AllGatherOp> overlap::sinkAllGather(AllGatherOp gather,
         mapping.map(init, empty);
       }
     }
+    // Replicated operands read along the rows: this rank's block of them.
+    SmallVector<std::pair<Value, Value>> restore;
+    for (auto [number, operandDim] : region.slices.lookup(op)) {
+      Value whole = op->getOperand(number);
+      int64_t size =
+          cast<RankedTensorType>(whole.getType()).getDimSize(operandDim) /
+          region.group;
+      Value position = schedule::groupPosition(
+          rewriter, op->getLoc(), gather.getGridAttr(), gather.getAxes()[0]);
+      Value offset = schedule::affineIndex(rewriter, op->getLoc(), position,
+                                           size, 0);
+      restore.emplace_back(whole, mapping.lookupOrNull(whole));
+      mapping.map(whole, schedule::sliceAlong(rewriter, op->getLoc(), whole,
+                                              operandDim, offset, size));
+    }
     auto type = cast<RankedTensorType>(op->getResult(0).getType());
-    RankedTensorType local =
-        localType(type, region.dims.lookup(op->getResult(0)), region.group);
+    RankedTensorType local = localType(type, dim, region.group);
     Operation *clone;
-    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op))
+    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op)) {
       clone = tensor::ExpandShapeOp::create(rewriter, op->getLoc(), local,
                                             mapping.lookup(expand.getSrc()),
                                             expand.getReassociationIndices());
-    else if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op))
+    } else if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op)) {
       clone = tensor::CollapseShapeOp::create(
           rewriter, op->getLoc(), local, mapping.lookup(collapse.getSrc()),
           collapse.getReassociationIndices());
-    else {
+    } else if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
+      SmallVector<OpFoldResult> sizes = slice.getMixedSizes();
+      sizes[dim] = rewriter.getIndexAttr(local.getDimSize(dim));
+      clone = tensor::ExtractSliceOp::create(
+          rewriter, op->getLoc(), local, mapping.lookup(slice.getSource()),
+          slice.getMixedOffsets(), sizes, slice.getMixedStrides());
+    } else {
       clone = rewriter.clone(*op, mapping);
       clone->getResult(0).setType(local);
+    }
+    for (auto [whole, previous] : restore) {
+      if (previous)
+        mapping.map(whole, previous);
+      else
+        mapping.erase(whole);
     }
     mapping.map(op->getResult(0), clone->getResult(0));
     ++moved;
   }
-  Operation *last = mapping.lookup(out).getDefiningOp();
-  rewriter.setInsertionPointAfter(last);
-  auto sunk = AllGatherOp::create(
-      rewriter, gather.getLoc(), out.getType(), gather.getGridAttr(),
-      gather.getAxesAttr(), mapping.lookup(out),
-      rewriter.getI64IntegerAttr(region.dims.lookup(out)));
-  sunk->setDiscardableAttrs(gather->getDiscardableAttrDictionary());
-  rewriter.replaceAllUsesWith(out, sunk.getResult());
+  SmallVector<AllGatherOp> sunk;
+  for (Value out : cut) {
+    Operation *last = mapping.lookup(out).getDefiningOp();
+    rewriter.setInsertionPointAfter(last);
+    auto after = AllGatherOp::create(
+        rewriter, gather.getLoc(), out.getType(), gather.getGridAttr(),
+        gather.getAxesAttr(), mapping.lookup(out),
+        rewriter.getI64IntegerAttr(region.dims.lookup(out)));
+    after->setDiscardableAttrs(gather->getDiscardableAttrDictionary());
+    rewriter.replaceAllUsesWith(out, after.getResult());
+    sunk.push_back(after);
+  }
   for (Operation *op : llvm::reverse(region.ops))
     if (op->use_empty())
       rewriter.eraseOp(op);

@@ -181,6 +181,18 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     - everything else: the asynchronous form, started right after its input
       and waited right before its first use (`async`).
 
+    Before deciding any schedule, row-local work after each `all_gather`
+    moves before it, on this rank's rows only: elementwise ops, reductions
+    along other dimensions, reshapes, slices and concatenations of other
+    dimensions, contractions with replicated weights (the k and v
+    projections under context parallelism), with their other operands
+    replicated and either constant along the rows or read at each row's
+    position (rotary tables, sliced to this rank's block). Each value used
+    afterwards is gathered instead, when together they are no more bytes
+    than the gather moved, or when the work moved saves more time than the
+    extra bytes cost; a broadcast or a widening cast, and what reads it,
+    stays after the gather. A remark gives the ops moved and the bytes.
+
     `mode=force` applies the first schedule that matches regardless of the
     model (for tests); `mode=off` changes nothing.
 
