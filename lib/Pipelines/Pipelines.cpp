@@ -63,9 +63,11 @@ namespace {
 /// C runtime of our Debian toolchain lacks the bf16 helpers. The same on
 /// the host and in kernels.
 void addNarrowFloatEmulation(OpPassManager &pm) {
-  math::MathExtendToSupportedTypesOptions extend;
-  extend.extraTypeStrs = {"f16", "bf16"};
-  pm.addPass(math::createMathExtendToSupportedTypes(extend));
+  // Math ops too (f32 and f64 are the supported types): left on bf16, the
+  // polynomial approximations that run later compute them in f32 and
+  // truncate back after the expansion below, which an x86 link cannot
+  // resolve (__truncsfbf2).
+  pm.addPass(math::createMathExtendToSupportedTypes());
   arith::ArithEmulateUnsupportedFloatsOptions emulate;
   emulate.sourceTypeStrs = {"f16", "bf16"};
   emulate.targetTypeStr = "f32";

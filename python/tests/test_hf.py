@@ -124,6 +124,8 @@ def test_decoder_layer(kind, ranks, layout):
     # q, k and v from one packed projection, split by slices.
     ("Phi3", torch.float32, {}),
     ("Mistral", torch.bfloat16, {}),
+    # GELU's tanh approximation in bf16.
+    ("Gemma", torch.bfloat16, {}),
     # No GQA: k and v together are twice the rows' bytes, gathered for
     # the projections' work they save.
     ("Llama", torch.float32, {"mha": True}),
@@ -149,6 +151,20 @@ def test_context_parallel(kind, ranks, dtype, extra):
                           {}, ranks, "sequence",
                           tolerance=1e-4 if dtype == torch.float32 else 4e-2)
     assert strategies == [("all_gather", "ring_attention")] * 2, strategies
+
+
+@pytest.mark.parametrize("layout", ["replicate", "sequence"])
+def test_gemma_layer_bf16(layout):
+    """Gemma's MLP (gelu_pytorch_tanh) in bf16: its tanh once left a bf16
+    truncation to a libgcc helper Debian's lacks, and the program did not
+    load."""
+    torch.manual_seed(3)
+    c = config("Gemma", 2)
+    layer = decoder_layer("Gemma", c).eval().to(torch.bfloat16)
+    x = torch.randn(1 if layout == "sequence" else 2, SEQ, 64,
+                    dtype=torch.bfloat16)
+    check(layer, (x,), {"position_embeddings": rotary(c, x)},
+          c.base_model_tp_plan, 2, layout, tolerance=3e-2)
 
 
 @pytest.mark.parametrize("layout", ["replicate", "sequence"])
