@@ -153,6 +153,23 @@ def test_context_parallel(kind, ranks, dtype, extra):
     assert strategies == [("all_gather", "ring_attention")] * 2, strategies
 
 
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_context_parallel_batch(ranks):
+    """Context parallel with two sequences: the projections read [batch *
+    seq, hidden], whose rows fold the split sequence inside the batch.
+    The work moves before the gathers all the same (the MLP's gather, whose
+    result partitioning sliced back to the rank's rows, disappears); only
+    k and v travel. Upstream computes the attention of every row on each
+    rank here (it gathers q's rows too), so there is no ring of it."""
+    torch.manual_seed(7)
+    c = config("Llama", ranks)
+    layer = decoder_layer("Llama", c).eval()
+    x = torch.randn(2, 4 * ranks, 64)
+    _, strategies = check(layer, (x,), {"position_embeddings": rotary(c, x)},
+                          {}, ranks, "sequence")
+    assert len(strategies) == 2, strategies
+
+
 @pytest.mark.parametrize("layout", ["replicate", "sequence"])
 def test_gemma_layer_bf16(layout):
     """Gemma's MLP (gelu_pytorch_tanh) in bf16: its tanh once left a bf16

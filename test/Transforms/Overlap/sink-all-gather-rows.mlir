@@ -146,3 +146,103 @@ func.func @two_values_more_bytes(
   } -> tensor<16x32xf32>
   return %a, %b : tensor<16x32xf32>, tensor<16x32xf32>
 }
+
+// -----
+
+#id3 = affine_map<(b, s, h) -> (b, s, h)>
+#col3 = affine_map<(b, s, h) -> (h)>
+shard.grid @cp(shape = 4)
+// A batch of two: the projection reads [batch * seq, hidden], whose rows
+// fold the gathered sequence inside the batch. The local rows are no
+// block of the whole, but the projection treats rows alike, and the
+// expand that separates the sequence again gives k gathered along it.
+// CHECK-LABEL: func.func @batch_folded
+// CHECK-NOT: dist.all_gather
+// CHECK: tensor.collapse_shape %{{.*}} : tensor<2x4x64xf32> into tensor<8x64xf32>
+// CHECK: linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<8x64xf32>, tensor<64x32xf32>)
+// CHECK: tensor.expand_shape %{{.*}} output_shape [2, 4, 2, 16] : tensor<8x32xf32> into tensor<2x4x2x16xf32>
+// CHECK: linalg.transpose ins(%{{.*}} : tensor<2x4x2x16xf32>) outs(%{{.*}} : tensor<2x2x4x16xf32>)
+// CHECK: dist.all_gather{{(_start)?}} %{{.*}} dim = 2 : tensor<2x2x4x16xf32> -> tensor<2x2x16x16xf32>
+// REMARK: sink-all-gather-rows.mlir:{{[0-9]+}}:8: remark: all_gather moved after the 4 row-local ops
+func.func @batch_folded(
+    %x: tensor<2x4x64xf32> {dist.placement = #dist.placement<@cp, [shard<1>]>},
+    %wk: tensor<64x32xf32> {dist.placement = #dist.placement<@cp, [replicate]>})
+    -> tensor<2x2x16x16xf32> {
+  %g = dist.all_gather %x on @cp axes = [0] dim = 1 : tensor<2x4x64xf32> -> tensor<2x16x64xf32>
+  %c = tensor.collapse_shape %g [[0, 1], [2]] : tensor<2x16x64xf32> into tensor<32x64xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %k = linalg.matmul ins(%c, %wk : tensor<32x64xf32>, tensor<64x32xf32>) outs(%f : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %kx = tensor.expand_shape %k [[0, 1], [2, 3]] output_shape [2, 16, 2, 16] : tensor<32x32xf32> into tensor<2x16x2x16xf32>
+  %et = tensor.empty() : tensor<2x2x16x16xf32>
+  %kt = linalg.transpose ins(%kx : tensor<2x16x2x16xf32>) outs(%et : tensor<2x2x16x16xf32>) permutation = [0, 2, 1, 3]
+  return %kt : tensor<2x2x16x16xf32>
+}
+
+// -----
+
+#id3 = affine_map<(b, s, h) -> (b, s, h)>
+#col3 = affine_map<(b, s, h) -> (h)>
+shard.grid @cp(shape = 4)
+// The folded rows used as they are (a matmul whose weight may differ per
+// rank reads them): no gather could assemble them, so the collapse stays
+// after the gather and the norm weight's multiply alone moves.
+// CHECK-LABEL: func.func @batch_folded_used
+// CHECK: %[[W:.*]] = linalg.generic
+// CHECK-SAME: ins(%{{.*}}, %{{.*}} : tensor<64xf32>, tensor<2x4x64xf32>)
+// CHECK: %[[G:.*]] = dist.all_gather{{(_start)?}} %[[W]] {{.*}}dim = 1 : tensor<2x4x64xf32> -> tensor<2x16x64xf32>
+// CHECK: tensor.collapse_shape %{{.*}} : tensor<2x16x64xf32> into tensor<32x64xf32>
+// REMARK: sink-all-gather-rows.mlir:{{[0-9]+}}:8: remark: all_gather moved after the 1 row-local ops
+func.func @batch_folded_used(
+    %x: tensor<2x4x64xf32> {dist.placement = #dist.placement<@cp, [shard<1>]>},
+    %w: tensor<64xf32> {dist.placement = #dist.placement<@cp, [replicate]>},
+    %wq: tensor<64x32xf32>) -> tensor<32x32xf32> {
+  %g = dist.all_gather %x on @cp axes = [0] dim = 1 : tensor<2x4x64xf32> -> tensor<2x16x64xf32>
+  %e3 = tensor.empty() : tensor<2x16x64xf32>
+  %n = linalg.generic {indexing_maps = [#col3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%w, %g : tensor<64xf32>, tensor<2x16x64xf32>) outs(%e3 : tensor<2x16x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<2x16x64xf32>
+  %c = tensor.collapse_shape %n [[0, 1], [2]] : tensor<2x16x64xf32> into tensor<32x64xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %q = linalg.matmul ins(%c, %wq : tensor<32x64xf32>, tensor<64x32xf32>) outs(%f : tensor<32x32xf32>) -> tensor<32x32xf32>
+  return %q : tensor<32x32xf32>
+}
+
+// -----
+
+#rows = affine_map<(i, j) -> (i, j)>
+shard.grid @cp(shape = 4)
+// Partitioning computed the work on every row and took this rank's block
+// back afterwards (an MLP between two sequence-split residual adds): once
+// the work moves before the gather, the slice reads the local value and
+// the gather is gone.
+// CHECK-LABEL: func.func @own_block
+// CHECK-NOT: dist.all_gather
+// CHECK: %[[Y:.*]] = linalg.generic
+// CHECK-SAME: ins(%arg0 : tensor<4x32xf32>)
+// CHECK-NOT: dist.all_gather
+// CHECK: return %[[Y]] : tensor<4x32xf32>
+// REMARK: sink-all-gather-rows.mlir:{{[0-9]+}}:8: remark: all_gather removed: the 1 row-local ops after it moved before it, and what followed them read only this rank's block
+func.func @own_block(
+    %x: tensor<4x32xf32> {dist.placement = #dist.placement<@cp, [shard<0>]>})
+    -> tensor<4x32xf32> {
+  %g = dist.all_gather %x on @cp axes = [0] dim = 0 : tensor<4x32xf32> -> tensor<16x32xf32>
+  %e = tensor.empty() : tensor<16x32xf32>
+  %y = linalg.generic {indexing_maps = [#rows, #rows], iterator_types = ["parallel", "parallel"]}
+      ins(%g : tensor<16x32xf32>) outs(%e : tensor<16x32xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %m = arith.mulf %v, %v : f32
+    linalg.yield %m : f32
+  } -> tensor<16x32xf32>
+  %p = shard.process_multi_index on @cp axes = [0] : index
+  %c4 = arith.constant 4 : index
+  %off = arith.muli %p, %c4 : index
+  %s = tensor.extract_slice %y[%off, 0] [4, 32] [1, 1] : tensor<16x32xf32> to tensor<4x32xf32>
+  return %s : tensor<4x32xf32>
+}

@@ -910,14 +910,23 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
         continue;
       int64_t moved = 0;
       double before = tensorBytes(gather.getResult());
+      Location loc = gather.getLoc();
       FailureOr<SmallVector<AllGatherOp>> sunk = overlap::sinkAllGather(
           gather, replication, model ? &*model : nullptr, moved);
       if (failed(sunk))
         continue;
       replication.invalidate();
+      if (sunk->empty()) {
+        // Everything after it took this rank's block back.
+        op = nullptr;
+        emitRemark(loc) << "all_gather removed: the " << moved
+                        << " row-local ops after it moved before it, and "
+                           "what followed them read only this rank's block";
+        continue;
+      }
       op = sunk->front();
       llvm::append_range(added, llvm::drop_begin(*sunk));
-      InFlightDiagnostic remark = op->emitRemark();
+      InFlightDiagnostic remark = emitRemark(loc);
       remark << "all_gather moved after the " << moved
              << " row-local ops that followed it (their other operands are "
                 "replicated): they run on 1/"

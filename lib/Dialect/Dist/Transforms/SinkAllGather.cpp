@@ -70,13 +70,36 @@ struct SinkRegion {
   /// operand's dimension that loop indexes. Before the gather they are
   /// read as this rank's block of that dimension.
   DenseMap<Operation *, SmallVector<std::pair<unsigned, int64_t>>> slices;
+  /// A gathered dimension folded with others by a collapse ([batch, seq,
+  /// ...] into [batch * seq * ...], as projections read activations): of
+  /// `outer * full * inner` elements, the gathered `full` in between. Its
+  /// local rows are not one block of the whole, but every op that treats
+  /// rows independently computes them all the same, and an expand that
+  /// separates `full` again gives a plain gathered dimension.
+  struct Fold {
+    int64_t outer = 1, full = 1, inner = 1;
+    bool operator==(const Fold &other) const {
+      return outer == other.outer && full == other.full &&
+             inner == other.inner;
+    }
+    bool operator!=(const Fold &other) const { return !(*this == other); }
+  };
+  DenseMap<Value, Fold> folds;
 
-  /// The gathered dimension of `op`'s result if `op` can join, else none.
-  std::optional<int64_t> join(Operation *op, ReplicationAnalysis &replication);
+  /// The gathered dimension of `op`'s result if `op` can join, else none;
+  /// in `fold` whether that dimension is folded, and how.
+  std::optional<int64_t> join(Operation *op, ReplicationAnalysis &replication,
+                              std::optional<Fold> &fold);
 
 private:
   std::optional<int64_t> joinLinalg(linalg::LinalgOp op,
-                                    ReplicationAnalysis &replication);
+                                    ReplicationAnalysis &replication,
+                                    std::optional<Fold> &fold);
+  /// The fold of region value `value`, if it is folded.
+  std::optional<Fold> foldOf(Value value) const {
+    auto it = folds.find(value);
+    return it == folds.end() ? std::nullopt : std::optional<Fold>(it->second);
+  }
   /// Whether `value` is computed from the gather's result or from a later
   /// collective's.
   bool reachedByGather(Value value);
@@ -119,26 +142,35 @@ bool allConstant(ArrayRef<OpFoldResult> values) {
 }
 
 std::optional<int64_t> SinkRegion::join(Operation *op,
-                                        ReplicationAnalysis &replication) {
+                                        ReplicationAnalysis &replication,
+                                        std::optional<Fold> &fold) {
+  fold.reset();
   if (op->getBlock() != gather->getBlock() || op->getNumResults() != 1)
     return std::nullopt;
   if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op)) {
     auto it = dims.find(collapse.getSrc());
-    if (it == dims.end())
+    if (it == dims.end() || foldOf(collapse.getSrc()))
       return std::nullopt;
     RankedTensorType type = collapse.getSrcType();
     for (auto [index, group] :
          llvm::enumerate(collapse.getReassociationIndices())) {
       if (!llvm::is_contained(group, it->second))
         continue;
-      // The gathered dimension must be the outermost one of its group that
-      // varies: then the collapsed dimension is gathered blockwise too.
+      // When the gathered dimension is the outermost one of its group that
+      // varies, the collapsed dimension is gathered blockwise too; else it
+      // is folded.
+      Fold folded;
+      folded.full = type.getDimSize(it->second);
+      bool before = true;
       for (int64_t d : group) {
         if (d == it->second)
-          return static_cast<int64_t>(index);
-        if (type.getDimSize(d) != 1)
-          return std::nullopt;
+          before = false;
+        else
+          (before ? folded.outer : folded.inner) *= type.getDimSize(d);
       }
+      if (folded.outer != 1)
+        fold = folded;
+      return static_cast<int64_t>(index);
     }
     return std::nullopt;
   }
@@ -148,6 +180,21 @@ std::optional<int64_t> SinkRegion::join(Operation *op,
       return std::nullopt;
     RankedTensorType type = expand.getResultType();
     ReassociationIndices indices = expand.getReassociationIndices()[it->second];
+    if (std::optional<Fold> folded = foldOf(expand.getSrc())) {
+      // Plain again where one dimension of the group is the gathered one,
+      // with the folded outer and inner extents on either side of it.
+      int64_t outer = 1;
+      for (auto [position, d] : llvm::enumerate(indices)) {
+        int64_t inner = 1;
+        for (int64_t e : ArrayRef<int64_t>(indices).drop_front(position + 1))
+          inner *= type.getDimSize(e);
+        if (outer == folded->outer && type.getDimSize(d) == folded->full &&
+            inner == folded->inner)
+          return d;
+        outer *= type.getDimSize(d);
+      }
+      return std::nullopt;
+    }
     for (int64_t d : indices)
       if (type.getDimSize(d) != 1)
         return type.getDimSize(d) % group == 0 ? std::optional<int64_t>(d)
@@ -171,6 +218,7 @@ std::optional<int64_t> SinkRegion::join(Operation *op,
         *getConstantIntValue(strides[d]) != 1 ||
         *getConstantIntValue(sizes[d]) != slice.getSourceType().getDimSize(d))
       return std::nullopt;
+    fold = foldOf(slice.getSource());
     return d;
   }
   // Pieces joined along another dimension, every one of them gathered.
@@ -178,25 +226,29 @@ std::optional<int64_t> SinkRegion::join(Operation *op,
     std::optional<int64_t> d;
     for (Value input : concat.getInputs()) {
       auto it = dims.find(input);
-      if (it == dims.end() || (d && *d != it->second))
+      if (it == dims.end() || (d && *d != it->second) ||
+          foldOf(input) != foldOf(concat.getInputs().front()))
         return std::nullopt;
       d = it->second;
     }
     if (!d || static_cast<int64_t>(concat.getDim()) == *d)
       return std::nullopt;
+    fold = foldOf(concat.getInputs().front());
     return d;
   }
   if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
-    return joinLinalg(linalgOp, replication);
+    return joinLinalg(linalgOp, replication, fold);
   return std::nullopt;
 }
 
 std::optional<int64_t>
-SinkRegion::joinLinalg(linalg::LinalgOp op, ReplicationAnalysis &replication) {
+SinkRegion::joinLinalg(linalg::LinalgOp op, ReplicationAnalysis &replication,
+                       std::optional<Fold> &fold) {
   if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1)
     return std::nullopt;
   std::optional<unsigned> loop;
   int64_t extent = 0;
+  bool first = true;
   for (OpOperand &operand : op->getOpOperands()) {
     auto it = dims.find(operand.get());
     if (it == dims.end())
@@ -205,6 +257,11 @@ SinkRegion::joinLinalg(linalg::LinalgOp op, ReplicationAnalysis &replication) {
     auto dim = dyn_cast<AffineDimExpr>(map.getResult(it->second));
     if (!dim || (loop && *loop != dim.getPosition()))
       return std::nullopt;
+    // Every gathered operand folded alike, or none.
+    if (!first && foldOf(operand.get()) != fold)
+      return std::nullopt;
+    fold = foldOf(operand.get());
+    first = false;
     loop = dim.getPosition();
     extent = cast<RankedTensorType>(operand.get().getType())
                  .getDimSize(it->second);
@@ -245,8 +302,9 @@ SinkRegion::joinLinalg(linalg::LinalgOp op, ReplicationAnalysis &replication) {
     // Not a value the gather's result reaches, which would have to be
     // gathered whole first.
     auto type = dyn_cast<RankedTensorType>(input->get().getType());
-    if (gather.getAxes().size() != 1 || !type || !type.hasStaticShape() ||
-        type.getDimSize(*at) != extent || reachedByGather(input->get()))
+    if (fold || gather.getAxes().size() != 1 || !type ||
+        !type.hasStaticShape() || type.getDimSize(*at) != extent ||
+        reachedByGather(input->get()))
       return std::nullopt;
     sliced.emplace_back(input->getOperandNumber(), *at);
   }
@@ -264,6 +322,38 @@ SinkRegion::joinLinalg(linalg::LinalgOp op, ReplicationAnalysis &replication) {
   return std::nullopt;
 }
 
+/// Whether `slice` takes, from `gather`'s result, exactly this rank's block
+/// (what the gather's input holds): the block along the gathered dimension
+/// at the rank's position along the gather's one axis times the block,
+/// every other dimension whole. Partitioning writes such slices after a
+/// value it computed whole.
+bool isOwnBlock(tensor::ExtractSliceOp slice, AllGatherOp gather) {
+  auto local = cast<RankedTensorType>(gather.getInput().getType());
+  int64_t dim = gather.getDim();
+  if (gather.getAxes().size() != 1 || slice.getResultType() != local ||
+      !slice.hasUnitStride())
+    return false;
+  SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
+  for (auto [d, offset] : llvm::enumerate(offsets))
+    if (static_cast<int64_t>(d) != dim && !isConstantIntValue(offset, 0))
+      return false;
+  auto product = dyn_cast_if_present<Value>(offsets[dim]);
+  auto muli = product ? product.getDefiningOp<arith::MulIOp>() : nullptr;
+  if (!muli)
+    return false;
+  for (unsigned side = 0; side < 2; ++side) {
+    auto index =
+        muli->getOperand(side).getDefiningOp<shard::ProcessMultiIndexOp>();
+    std::optional<int64_t> block =
+        getConstantIntValue(muli->getOperand(1 - side));
+    if (index && block && *block == local.getDimSize(dim) &&
+        index.getGrid() == gather.getGridAttr().getValue() &&
+        ArrayRef<int16_t>(index.getAxes()) == gather.getAxes())
+      return true;
+  }
+  return false;
+}
+
 /// `type` with dimension `dim` divided by `group`.
 RankedTensorType localType(RankedTensorType type, int64_t dim, int64_t group) {
   SmallVector<int64_t> shape(type.getShape());
@@ -273,25 +363,20 @@ RankedTensorType localType(RankedTensorType type, int64_t dim, int64_t group) {
 
 } // namespace
 
-FailureOr<SmallVector<AllGatherOp>>
-overlap::sinkAllGather(AllGatherOp gather, ReplicationAnalysis &replication,
-                       const CostModel *cost, int64_t &moved) {
-  moved = 0;
-  auto gathered = cast<RankedTensorType>(gather.getResult().getType());
-  auto input = cast<RankedTensorType>(gather.getInput().getType());
-  if (!gathered.hasStaticShape() || !input.hasStaticShape())
-    return failure();
-  SinkRegion region;
-  region.gather = gather;
-  region.group = gathered.getDimSize(gather.getDim()) /
-                 std::max<int64_t>(1, input.getDimSize(gather.getDim()));
+/// Grows `region` from its gather in block order and returns the values
+/// used after it, each to be gathered, or failure when nothing can move.
+/// An op that makes more bytes than it reads from the region (a broadcast,
+/// such as GQA's repeat of k and v over the q heads, or a widening cast)
+/// stays after the gather, and so does everything that reads it: gathering
+/// its operands instead moves fewer bytes. Contractions are exempt with
+/// `widen` (an FFN's up projection makes more than it reads, and its down
+/// projection less again), and the values' total decides.
+static FailureOr<SmallVector<Value>> growRegion(SinkRegion &region,
+                                                ReplicationAnalysis &replication,
+                                                const CostModel *cost,
+                                                bool widen) {
+  AllGatherOp gather = region.gather;
   region.dims[gather.getResult()] = gather.getDim();
-
-  // Grow the region in block order from the gather. An op that makes more
-  // bytes than it reads from the region (a broadcast, such as GQA's repeat
-  // of k and v over the q heads, or a widening cast) stays after the
-  // gather, and so does everything that reads it: gathering its operands
-  // instead moves fewer bytes.
   for (Operation *op = gather->getNextNode(); op; op = op->getNextNode()) {
     llvm::SetVector<Value> inside;
     for (Value operand : op->getOperands())
@@ -299,7 +384,8 @@ overlap::sinkAllGather(AllGatherOp gather, ReplicationAnalysis &replication,
         inside.insert(operand);
     if (inside.empty())
       continue;
-    std::optional<int64_t> dim = region.join(op, replication);
+    std::optional<SinkRegion::Fold> fold;
+    std::optional<int64_t> dim = region.join(op, replication, fold);
     if (!dim)
       continue;
     auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
@@ -309,14 +395,19 @@ overlap::sinkAllGather(AllGatherOp gather, ReplicationAnalysis &replication,
     double read = 0;
     for (Value value : inside)
       read += tensorBytes(value);
-    if (tensorBytes(op->getResult(0)) > read)
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+    bool contraction =
+        linalgOp && linalg::isaContractionOpInterface(linalgOp);
+    if (tensorBytes(op->getResult(0)) > read && !(widen && contraction))
       continue;
     region.ops.insert(op);
     region.dims[op->getResult(0)] = *dim;
+    if (fold)
+      region.folds[op->getResult(0)] = *fold;
   }
 
   // The values used outside the region, in block order: each is gathered
-  // afterwards. Never more bytes on the wire than the gather moved.
+  // afterwards.
   SmallVector<Value> cut;
   auto usedOutside = [&](Value value) {
     return llvm::any_of(value.getUsers(), [&](Operation *user) {
@@ -324,6 +415,32 @@ overlap::sinkAllGather(AllGatherOp gather, ReplicationAnalysis &replication,
     });
   };
   if (usedOutside(gather.getResult()))
+    return failure();
+  // A folded value is not one block per rank, so no gather assembles it:
+  // the op making one that is used afterwards stays after the gather, and
+  // so does what reads it.
+  for (bool pruned = true; pruned;) {
+    pruned = false;
+    for (Operation *op : region.ops) {
+      if (!region.folds.count(op->getResult(0)) ||
+          !usedOutside(op->getResult(0)))
+        continue;
+      llvm::SmallPtrSet<Operation *, 8> dropped{op};
+      for (Operation *later : region.ops)
+        if (llvm::any_of(later->getOperands(), [&](Value v) {
+              return v.getDefiningOp() && dropped.contains(v.getDefiningOp());
+            }))
+          dropped.insert(later);
+      region.ops.remove_if([&](Operation *o) { return dropped.contains(o); });
+      for (Operation *o : dropped) {
+        region.dims.erase(o->getResult(0));
+        region.folds.erase(o->getResult(0));
+      }
+      pruned = true;
+      break;
+    }
+  }
+  if (region.ops.empty() || usedOutside(gather.getResult()))
     return failure();
   double cutBytes = 0;
   for (Operation *op : region.ops)
@@ -333,9 +450,10 @@ overlap::sinkAllGather(AllGatherOp gather, ReplicationAnalysis &replication,
     }
   if (cut.empty())
     return failure();
-  // More bytes only for less time: when the work moved (contractions with
-  // replicated weights, such as k and v projected from gathered rows
-  // without GQA) saves more than the extra transfer is predicted to cost.
+  // Never more bytes on the wire than the gather moved, unless for less
+  // time: when the work moved (contractions with replicated weights, such
+  // as k and v projected from gathered rows without GQA) saves more than
+  // the extra transfer is predicted to cost.
   double gatherBytes = tensorBytes(gather.getResult());
   if (cutBytes > gatherBytes) {
     if (!cost)
@@ -353,6 +471,38 @@ overlap::sinkAllGather(AllGatherOp gather, ReplicationAnalysis &replication,
     if (saved <= extra)
       return failure();
   }
+  return cut;
+}
+
+FailureOr<SmallVector<AllGatherOp>>
+overlap::sinkAllGather(AllGatherOp gather, ReplicationAnalysis &replication,
+                       const CostModel *cost, int64_t &moved) {
+  moved = 0;
+  auto gathered = cast<RankedTensorType>(gather.getResult().getType());
+  auto input = cast<RankedTensorType>(gather.getInput().getType());
+  if (!gathered.hasStaticShape() || !input.hasStaticShape())
+    return failure();
+  int64_t group = gathered.getDimSize(gather.getDim()) /
+                  std::max<int64_t>(1, input.getDimSize(gather.getDim()));
+  // Widening contractions first; without them when that moves too many
+  // bytes.
+  std::optional<SinkRegion> chosen;
+  SmallVector<Value> cut;
+  for (bool widen : {true, false}) {
+    chosen.emplace();
+    chosen->gather = gather;
+    chosen->group = group;
+    FailureOr<SmallVector<Value>> values =
+        growRegion(*chosen, replication, cost, widen);
+    if (succeeded(values)) {
+      cut = std::move(*values);
+      break;
+    }
+    chosen.reset();
+  }
+  if (!chosen)
+    return failure();
+  SinkRegion &region = *chosen;
 
   IRRewriter rewriter(gather.getContext());
   IRMapping mapping;
@@ -432,7 +582,15 @@ overlap::sinkAllGather(AllGatherOp gather, ReplicationAnalysis &replication,
         rewriter.getI64IntegerAttr(region.dims.lookup(out)));
     after->setDiscardableAttrs(gather->getDiscardableAttrDictionary());
     rewriter.replaceAllUsesWith(out, after.getResult());
-    sunk.push_back(after);
+    // What only took this rank's block back reads the local value.
+    for (OpOperand &use : llvm::make_early_inc_range(after->getUses()))
+      if (auto slice = dyn_cast<tensor::ExtractSliceOp>(use.getOwner());
+          slice && isOwnBlock(slice, after))
+        rewriter.replaceOp(slice, after.getInput());
+    if (after->use_empty())
+      rewriter.eraseOp(after);
+    else
+      sunk.push_back(after);
   }
   for (Operation *op : llvm::reverse(region.ops))
     if (op->use_empty())

@@ -191,7 +191,11 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     afterwards is gathered instead, when together they are no more bytes
     than the gather moved, or when the work moved saves more time than the
     extra bytes cost; a broadcast or a widening cast, and what reads it,
-    stays after the gather. A remark gives the ops moved and the bytes.
+    stays after the gather. Rows folded with a batch by a collapse move
+    too, until an expand separates the sequence again. A slice of a new
+    gather that takes back this rank's block reads the local value, and a
+    gather left unused is erased. A remark gives the ops moved and the
+    bytes.
 
     `mode=force` applies the first schedule that matches regardless of the
     model (for tests); `mode=off` changes nothing.
