@@ -126,6 +126,10 @@ def test_decoder_layer(kind, ranks, layout):
     ("Mistral", torch.bfloat16, {}),
     # GELU's tanh approximation in bf16.
     ("Gemma", torch.bfloat16, {}),
+    # Partial, interleaved rotary: tables partitioning split and gathered.
+    ("Glm", torch.float32, {}),
+    # k upcast to f32 for its rotary embedding (a widening cast).
+    ("Cohere", torch.bfloat16, {}),
     # No GQA: k and v together are twice the rows' bytes, gathered for
     # the projections' work they save.
     ("Llama", torch.float32, {"mha": True}),

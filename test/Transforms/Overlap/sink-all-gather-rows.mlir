@@ -246,3 +246,27 @@ func.func @own_block(
   %s = tensor.extract_slice %y[%off, 0] [4, 32] [1, 1] : tensor<16x32xf32> to tensor<4x32xf32>
   return %s : tensor<4x32xf32>
 }
+
+// -----
+
+#rows = affine_map<(i, j) -> (i, j)>
+shard.grid @cp(shape = 4)
+// A widening cast alone: on an H200 the extra bytes cost more than the
+// cast saves, and it stays after the gather.
+// H200-LABEL: func.func @widening_cast
+// H200: %[[G:.*]] = dist.all_gather %{{.*}} : tensor<4x32xbf16> -> tensor<16x32xbf16>
+// H200: linalg.generic
+// H200-SAME: ins(%[[G]] : tensor<16x32xbf16>)
+func.func @widening_cast(
+    %x: tensor<4x32xbf16> {dist.placement = #dist.placement<@cp, [shard<0>]>})
+    -> tensor<16x32xf32> {
+  %g = dist.all_gather %x on @cp axes = [0] dim = 0 : tensor<4x32xbf16> -> tensor<16x32xbf16>
+  %e = tensor.empty() : tensor<16x32xf32>
+  %c = linalg.generic {indexing_maps = [#rows, #rows], iterator_types = ["parallel", "parallel"]}
+      ins(%g : tensor<16x32xbf16>) outs(%e : tensor<16x32xf32>) {
+  ^bb0(%v: bf16, %o: f32):
+    %f = arith.extf %v : bf16 to f32
+    linalg.yield %f : f32
+  } -> tensor<16x32xf32>
+  return %c : tensor<16x32xf32>
+}

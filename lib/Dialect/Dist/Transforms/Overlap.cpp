@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
@@ -942,6 +943,33 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       }
     }
     llvm::append_range(collectives, added);
+    // Gathers whose every reader moved before another gather (rotary
+    // tables partitioning gathered back for the rows they were read at):
+    // every rank drops the same ones.
+    // Ops left without effect and unused, users first (not collectives,
+    // which the list holds).
+    std::function<void(Operation *)> eraseDeadUsers = [&](Operation *op) {
+      for (Operation *user : llvm::make_early_inc_range(op->getUsers())) {
+        if (isa<CollectiveOpInterface>(user))
+          continue;
+        eraseDeadUsers(user);
+        if (isOpTriviallyDead(user))
+          user->erase();
+      }
+    };
+    for (CollectiveOpInterface &op : collectives) {
+      auto gather =
+          dyn_cast_if_present<AllGatherOp>(op ? op.getOperation() : nullptr);
+      if (!gather)
+        continue;
+      eraseDeadUsers(gather);
+      if (!gather->use_empty())
+        continue;
+      emitRemark(gather.getLoc())
+          << "all_gather removed: nothing reads its result any more";
+      gather->erase();
+      op = nullptr;
+    }
   }
   if (mode != braid::OverlapMode::Off && failed(overlapHalos(function)))
     return signalPassFailure();

@@ -134,6 +134,80 @@ bool SinkRegion::reachedByGather(Value value) {
   return def && reached.contains(def);
 }
 
+/// When `value` is an all-gather along dimension `dim` over the same group
+/// as `gather`, seen through reshapes that keep that dimension whole and
+/// outermost in its group (a rotary table partitioning split and gathered
+/// back), the reshapes from the gather outwards, each with the dimension
+/// its input gathers along; else nothing.
+std::optional<SmallVector<std::pair<Operation *, int64_t>>>
+blockGatherChain(Value value, int64_t dim, AllGatherOp gather) {
+  SmallVector<std::pair<Operation *, int64_t>> chain;
+  while (Operation *def = value.getDefiningOp()) {
+    if (auto other = dyn_cast<AllGatherOp>(def)) {
+      if (other == gather || static_cast<int64_t>(other.getDim()) != dim ||
+          other.getGridAttr() != gather.getGridAttr() ||
+          other.getAxes() != gather.getAxes())
+        return std::nullopt;
+      std::reverse(chain.begin(), chain.end());
+      return chain;
+    }
+    // The source dimension `dim` comes from, when the dimensions grouped
+    // with it before it are all of size 1.
+    std::optional<int64_t> from;
+    if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
+      for (int64_t d : collapse.getReassociationIndices()[dim]) {
+        if (collapse.getSrcType().getDimSize(d) != 1) {
+          from = d;
+          break;
+        }
+      }
+    } else if (auto expand = dyn_cast<tensor::ExpandShapeOp>(def)) {
+      for (auto [src, group] :
+           llvm::enumerate(expand.getReassociationIndices())) {
+        if (!llvm::is_contained(group, dim))
+          continue;
+        for (int64_t d : group) {
+          if (d == dim)
+            from = src;
+          if (d == dim || expand.getResultType().getDimSize(d) != 1)
+            break;
+        }
+      }
+    }
+    if (!from)
+      return std::nullopt;
+    chain.emplace_back(def, dim);
+    value = def->getOperand(0);
+    dim = *from;
+  }
+  return std::nullopt;
+}
+
+/// This rank's block of `value` (see blockGatherChain): the gather's input
+/// through the same reshapes on local shapes.
+Value blockGatherInput(OpBuilder &b, Location loc,
+                       ArrayRef<std::pair<Operation *, int64_t>> chain,
+                       Value value, int64_t group) {
+  Operation *first = chain.empty() ? value.getDefiningOp()
+                                   : chain.front().first->getOperand(0)
+                                         .getDefiningOp();
+  Value block = cast<AllGatherOp>(first).getInput();
+  for (auto [op, dim] : chain) {
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[dim] /= group;
+    auto local = RankedTensorType::get(shape, type.getElementType());
+    if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op))
+      block = tensor::CollapseShapeOp::create(
+          b, loc, local, block, collapse.getReassociationIndices());
+    else
+      block = tensor::ExpandShapeOp::create(
+          b, loc, local, block,
+          cast<tensor::ExpandShapeOp>(op).getReassociationIndices());
+  }
+  return block;
+}
+
 /// Whether all of `values` are static in the sense of `getConstantIntValue`.
 bool allConstant(ArrayRef<OpFoldResult> values) {
   return llvm::all_of(values, [](OpFoldResult value) {
@@ -304,7 +378,8 @@ SinkRegion::joinLinalg(linalg::LinalgOp op, ReplicationAnalysis &replication,
     auto type = dyn_cast<RankedTensorType>(input->get().getType());
     if (fold || gather.getAxes().size() != 1 || !type ||
         !type.hasStaticShape() || type.getDimSize(*at) != extent ||
-        reachedByGather(input->get()))
+        (reachedByGather(input->get()) &&
+         !blockGatherChain(input->get(), *at, gather)))
       return std::nullopt;
     sliced.emplace_back(input->getOperandNumber(), *at);
   }
@@ -368,9 +443,10 @@ RankedTensorType localType(RankedTensorType type, int64_t dim, int64_t group) {
 /// An op that makes more bytes than it reads from the region (a broadcast,
 /// such as GQA's repeat of k and v over the q heads, or a widening cast)
 /// stays after the gather, and so does everything that reads it: gathering
-/// its operands instead moves fewer bytes. Contractions are exempt with
-/// `widen` (an FFN's up projection makes more than it reads, and its down
-/// projection less again), and the values' total decides.
+/// its operands instead moves fewer bytes. Contractions and casts are
+/// exempt with `widen` (an FFN's up projection makes more than it reads,
+/// and its down projection less again; a value upcast for some work is
+/// often rounded back), and the values' total decides.
 static FailureOr<SmallVector<Value>> growRegion(SinkRegion &region,
                                                 ReplicationAnalysis &replication,
                                                 const CostModel *cost,
@@ -393,12 +469,20 @@ static FailureOr<SmallVector<Value>> growRegion(SinkRegion &region,
         type.getDimSize(*dim) % region.group != 0)
       continue;
     double read = 0;
-    for (Value value : inside)
+    int64_t readElements = 0;
+    for (Value value : inside) {
       read += tensorBytes(value);
+      readElements = std::max<int64_t>(
+          readElements, cast<ShapedType>(value.getType()).getNumElements());
+    }
     auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
     bool contraction =
         linalgOp && linalg::isaContractionOpInterface(linalgOp);
-    if (tensorBytes(op->getResult(0)) > read && !(widen && contraction))
+    // A widening cast (k upcast for its rotary embedding, then rounded
+    // back) makes no more elements than it reads; a broadcast does.
+    bool cast = type.getNumElements() <= readElements;
+    if (tensorBytes(op->getResult(0)) > read &&
+        !(widen && (contraction || cast)))
       continue;
     region.ops.insert(op);
     region.dims[op->getResult(0)] = *dim;
@@ -539,8 +623,12 @@ overlap::sinkAllGather(AllGatherOp gather, ReplicationAnalysis &replication,
       Value offset = schedule::affineIndex(rewriter, op->getLoc(), position,
                                            size, 0);
       restore.emplace_back(whole, mapping.lookupOrNull(whole));
-      mapping.map(whole, schedule::sliceAlong(rewriter, op->getLoc(), whole,
-                                              operandDim, offset, size));
+      auto chain = blockGatherChain(whole, operandDim, gather);
+      mapping.map(whole, chain ? blockGatherInput(rewriter, op->getLoc(),
+                                                  *chain, whole, region.group)
+                               : schedule::sliceAlong(rewriter, op->getLoc(),
+                                                      whole, operandDim,
+                                                      offset, size));
     }
     auto type = cast<RankedTensorType>(op->getResult(0).getType());
     RankedTensorType local = localType(type, dim, region.group);
