@@ -63,6 +63,8 @@ namespace {
 /// C runtime of our Debian toolchain lacks the bf16 helpers. The same on
 /// the host and in kernels.
 void addNarrowFloatEmulation(OpPassManager &pm) {
+  // f64 to bf16 first: the expansion below only takes f32 to bf16.
+  pm.addPass(braid::createRoundWideToBF16());
   // Math ops too (f32 and f64 are the supported types): left on bf16, the
   // polynomial approximations that run later compute them in f32 and
   // truncate back after the expansion below, which an x86 link cannot

@@ -162,3 +162,38 @@ def test_cuda_target_ptx_and_no_cpu_run():
                        np.zeros((16, 8), np.float32)]] * 2)
     with pytest.raises(braid.CompileError, match="unknown GPU architecture"):
         braid.compile(AG_MATMUL, target="cuda", sm="banana")
+
+
+F64_TO_BF16 = """
+func.func @main(%x: tensor<8xf64>) -> tensor<8xbf16> {
+  %e = tensor.empty() : tensor<8xbf16>
+  %y = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
+                       iterator_types = ["parallel"]}
+      ins(%x : tensor<8xf64>) outs(%e : tensor<8xbf16>) {
+  ^bb0(%a: f64, %o: bf16):
+    %t = arith.truncf %a : f64 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<8xbf16>
+  return %y : tensor<8xbf16>
+}
+"""
+
+
+def test_f64_to_bf16_rounds_once():
+    """f64 to bf16 in generated code (braid-round-wide-to-bf16): no libgcc
+    helper (the library loads), and each value is rounded once, to
+    nearest even, also just above and below ties, where rounding through
+    the nearest f32 first would land on the tie and round to even."""
+    import math
+    tie = 1 + 2**-8
+    x = np.array([tie + 2**-40, -(tie + 2**-40), tie - 2**-40,
+                  1 + 3 * 2**-8 + 2**-40, 1 + 3 * 2**-8, 3.14159265358979,
+                  -2.5e-3, 1e30], dtype=np.float64)
+
+    def bf16(v):
+        m, e = math.frexp(v)
+        return round(m * 256) * 2.0**(e - 8)
+
+    artifact = braid.compile(F64_TO_BF16)
+    got = artifact.run([[x]])[0][0].astype(np.float64)
+    assert list(got) == [bf16(v) for v in x]

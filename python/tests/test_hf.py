@@ -174,6 +174,27 @@ def test_context_parallel_batch(ranks):
     assert len(strategies) == 2, strategies
 
 
+@pytest.mark.parametrize("layout,plan", [("replicate", "shipped"),
+                                         ("sequence", "shipped"),
+                                         ("sequence", "context")])
+def test_phi_layer_bf16(layout, plan):
+    """Phi-2 (partial rotary, gelu_new) in bf16: its MLP truncates f64
+    constants to bf16 in a body, which once needed a libgcc helper
+    Debian's lacks (__truncdfbf2) and the program did not load."""
+    from transformers.models.phi.modeling_phi import PhiRotaryEmbedding
+    torch.manual_seed(3)
+    c = config("Phi", 2)
+    layer = decoder_layer("Phi", c).eval().to(torch.bfloat16)
+    x = torch.randn(1 if layout == "sequence" else 2, SEQ, 64,
+                    dtype=torch.bfloat16)
+    positions = torch.arange(SEQ).unsqueeze(0).expand(x.shape[0], -1)
+    cos, sin = PhiRotaryEmbedding(c)(x, positions)
+    check(layer, (x,), {"position_embeddings": (cos.to(x.dtype),
+                                                sin.to(x.dtype))},
+          c.base_model_tp_plan if plan == "shipped" else {}, 2, layout,
+          tolerance=4e-2)
+
+
 @pytest.mark.parametrize("layout", ["replicate", "sequence"])
 def test_gemma_layer_bf16(layout):
     """Gemma's MLP (gelu_pytorch_tanh) in bf16: its tanh once left a bf16
@@ -511,7 +532,11 @@ def test_sparse_moe_symmetric(ranks, parallel, layout):
     assert records and all(r["transport"] == "symmetric" for r in records)
 
 
-def test_mixtral_decoder_layer():
+@pytest.mark.parametrize("parallel", ["tensor", "context"])
+def test_mixtral_decoder_layer(parallel):
+    """Tensor parallel under the shipped plan; context parallel (an empty
+    plan, the sequence split): the experts run on each rank's tokens and
+    attention is a ring."""
     torch.manual_seed(12)
     c = config("Mixtral", 2, num_local_experts=4, num_experts_per_tok=2)
     c._experts_implementation = "batched_mm"
@@ -519,7 +544,15 @@ def test_mixtral_decoder_layer():
     with torch.no_grad():  # the router and experts start uninitialized
         for p in layer.mlp.parameters():
             p.normal_(0, 0.2)
-    x = torch.randn(2, SEQ, 64)
-    _, strategies = check(layer, (x,), {"position_embeddings": rotary(c, x)},
-                          c.base_model_tp_plan, 2, "replicate")
-    assert [k for k, _ in strategies] == ["all_reduce", "all_reduce"]
+    if parallel == "tensor":
+        x = torch.randn(2, SEQ, 64)
+        _, strategies = check(layer, (x,),
+                              {"position_embeddings": rotary(c, x)},
+                              c.base_model_tp_plan, 2, "replicate")
+        assert [k for k, _ in strategies] == ["all_reduce", "all_reduce"]
+    else:
+        x = torch.randn(1, SEQ, 64)
+        _, strategies = check(layer, (x,),
+                              {"position_embeddings": rotary(c, x)},
+                              {}, 2, "sequence")
+        assert strategies == [("all_gather", "ring_attention")] * 2

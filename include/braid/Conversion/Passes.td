@@ -634,6 +634,26 @@ def NarrowFloatBits : Pass<"braid-narrow-float-bits", "mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
+def RoundWideToBF16 : Pass<"braid-round-wide-to-bf16"> {
+  let summary = "Rounds f64 to bf16 through f32 without double rounding";
+  let description = [{
+    `arith-expand{include-bf16}` turns f32 to bf16 truncations into
+    integer code (Debian 12's libgcc has no bf16 helpers), but not a
+    truncation from f64, which the x86 backend then calls
+    `__truncdfbf2` for, and the library does not load (HF's Phi MLP
+    multiplies bf16 values by f64 constants truncated in the body). Such
+    a truncation of a constant folds to the correctly rounded bf16
+    constant; any other becomes a truncation to f32 rounding to odd (the
+    nearest f32, moved one ulp to the odd neighbour bracketing the value
+    when it is even and inexact), then to bf16 to nearest: with 16 more
+    bits in the f32, rounding to odd first gives the bf16 that rounding
+    the f64 once would. NaN stays NaN, and values past the f32 range
+    become f32's largest with the infinity bf16 rounding then gives.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+}
+
 def PolynomialMath : Pass<"braid-polynomial-math", "mlir::func::FuncOp"> {
   let summary = "Replaces f32 transcendental math ops by upstream polynomial "
                 "approximations";

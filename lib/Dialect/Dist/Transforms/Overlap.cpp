@@ -970,6 +970,7 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       gather->erase();
       op = nullptr;
     }
+    replication.invalidate();
   }
   if (mode != braid::OverlapMode::Off && failed(overlapHalos(function)))
     return signalPassFailure();
