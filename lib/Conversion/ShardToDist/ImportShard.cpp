@@ -929,6 +929,26 @@ static Value requestedSharding(Value value) {
   return requested;
 }
 
+/// The grid of the function's first sharding, or null when it has none.
+static FlatSymbolRefAttr shardingGrid(func::FuncOp func) {
+  FlatSymbolRefAttr grid;
+  func.walk([&](shard::ShardingOp op) {
+    grid = op.getGridAttr();
+    return WalkResult::interrupt();
+  });
+  return grid;
+}
+
+/// A sharding replicated over `grid`.
+static Value replicatedSharding(OpBuilder &b, Location loc,
+                                FlatSymbolRefAttr grid) {
+  return shard::ShardingOp::create(
+             b, loc, grid,
+             ArrayRef<shard::GridAxesAttr>{
+                 shard::GridAxesAttr::get(b.getContext(), {})})
+      .getResult();
+}
+
 /// Upstream propagation sometimes leaves an op without annotations (seen on
 /// a zero fill feeding a reduction in HF models' mask code), which
 /// partitioning then cannot take. Such an op gets for each result what its
@@ -936,21 +956,10 @@ static Value requestedSharding(Value value) {
 /// init the sharding of its result, and replicated for its other tensor
 /// operands: the same values it computes unpartitioned.
 static void completeAnnotations(func::FuncOp func) {
-  auto replicated = [&](OpBuilder &b, Location loc, Value like) -> Value {
-    // The grid: the function's only one, as the plan's.
-    FlatSymbolRefAttr grid;
-    func.walk([&](shard::ShardingOp op) {
-      grid = op.getGridAttr();
-      return WalkResult::interrupt();
-    });
-    if (!grid)
-      return {};
-    (void)like;
-    return shard::ShardingOp::create(
-               b, loc, grid,
-               ArrayRef<shard::GridAxesAttr>{
-                   shard::GridAxesAttr::get(b.getContext(), {})})
-        .getResult();
+  // The grid: the function's only one, as the plan's.
+  FlatSymbolRefAttr grid = shardingGrid(func);
+  auto replicated = [&](OpBuilder &b, Location loc) -> Value {
+    return grid ? replicatedSharding(b, loc, grid) : Value();
   };
   for (Operation &op : llvm::make_early_inc_range(func.getBody().front())) {
     if (isa<shard::ShardOp, shard::ShardingOp, func::ReturnOp>(op) ||
@@ -976,7 +985,7 @@ static void completeAnnotations(func::FuncOp func) {
       b.setInsertionPointAfter(&op);
       Value sharding = requestedSharding(result);
       if (!sharding)
-        sharding = replicated(b, op.getLoc(), result);
+        sharding = replicated(b, op.getLoc());
       if (!sharding)
         return;
       if (Operation *def = sharding.getDefiningOp();
@@ -997,7 +1006,7 @@ static void completeAnnotations(func::FuncOp func) {
         sharding =
             resultShardings[dps.getTiedOpResult(&operand).getResultNumber()];
       if (!sharding)
-        sharding = replicated(b, op.getLoc(), operand.get());
+        sharding = replicated(b, op.getLoc());
       if (!sharding)
         return;
       if (Operation *def = sharding.getDefiningOp();
@@ -1019,19 +1028,13 @@ static void completeAnnotations(func::FuncOp func) {
 /// annotation asking for it replicated, which partitioning turns into a
 /// gather of it when propagation split it, and into nothing otherwise.
 static void replicateCapturedTensors(func::FuncOp func) {
-  FlatSymbolRefAttr grid;
-  func.walk([&](shard::ShardingOp op) {
-    grid = op.getGridAttr();
-    return WalkResult::interrupt();
-  });
+  FlatSymbolRefAttr grid = shardingGrid(func);
   if (!grid)
     return;
   SmallVector<Operation *> holders;
-  func.walk([&](Operation *op) {
-    if (op->getNumRegions() != 0 && op != func &&
-        op->getParentOp() == func.getOperation())
-      holders.push_back(op);
-  });
+  for (Operation &op : func.getBody().front())
+    if (op.getNumRegions() != 0)
+      holders.push_back(&op);
   for (Operation *holder : holders) {
     llvm::SetVector<Value> captured;
     getUsedValuesDefinedAbove(holder->getRegions(), captured);
@@ -1051,18 +1054,11 @@ static void replicateCapturedTensors(func::FuncOp func) {
             annotated = shardOp.getResult();
       }
       OpBuilder b(holder);
-      Value replicated =
-          shard::ShardingOp::create(
-              b, holder->getLoc(), grid,
-              ArrayRef<shard::GridAxesAttr>{
-                  shard::GridAxesAttr::get(b.getContext(), {})})
-              .getResult();
-      auto read = shard::ShardOp::create(b, holder->getLoc(), annotated,
-                                         replicated,
-                                         /*annotate_for_users=*/true);
-      replaceAllUsesInRegionWith(value, read.getResult(),
-                                 holder->getRegion(0));
-      for (Region &region : llvm::drop_begin(holder->getRegions()))
+      Value replicated = replicatedSharding(b, holder->getLoc(), grid);
+      auto read =
+          shard::ShardOp::create(b, holder->getLoc(), annotated, replicated,
+                                 /*annotate_for_users=*/true);
+      for (Region &region : holder->getRegions())
         replaceAllUsesInRegionWith(value, read.getResult(), region);
     }
   }

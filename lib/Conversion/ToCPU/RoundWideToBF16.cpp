@@ -1,4 +1,5 @@
-//===- RoundWideToBF16.cpp - f64 to bf16 without a libgcc helper -*- C++ -*-===//
+//===- RoundWideToBF16.cpp - f64 to bf16 without a libgcc helper -*- C++
+//-*-===//
 //
 // Part of Braid.
 //
@@ -9,8 +10,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Matchers.h"
-#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace braid {
@@ -53,8 +54,9 @@ struct RoundWideToBF16Pattern : OpRewritePattern<arith::TruncFOp> {
       bool losesInfo = false;
       value.convert(APFloat::BFloat(), APFloat::rmNearestTiesToEven,
                     &losesInfo);
-      rewriter.replaceOp(op, splat(rewriter, loc, op.getType(),
-                                   rewriter.getFloatAttr(resultElement, value)));
+      rewriter.replaceOp(op,
+                         splat(rewriter, loc, op.getType(),
+                               rewriter.getFloatAttr(resultElement, value)));
       return success();
     }
     Type f32 = withElement(op.getIn().getType(), rewriter.getF32Type());

@@ -14,10 +14,13 @@
 //
 // The region moved is the set of ops downstream of the gather whose every
 // gathered-dependent operand follows the gathered dimension through a
-// parallel loop, whose other operands are replicated and constant along
-// that loop, and whose inits are placeholders (tensor.empty, or a fill of
-// one). The region is moved only when exactly one of its values is used
-// outside it: one gather after, one before, never more communication.
+// parallel loop, whose other operands are replicated and either constant
+// along that loop or read at the row's position (then sliced to this
+// rank's block), and whose inits are placeholders (tensor.empty, or a fill
+// of one). Under context parallelism that takes in the k and v projections
+// and the rotary embedding. Each value of the region used outside it is
+// gathered instead, when together they are no more bytes than the gather
+// moved or the work moved saves more than the extra bytes cost.
 //
 //===----------------------------------------------------------------------===//
 
@@ -79,8 +82,7 @@ struct SinkRegion {
   struct Fold {
     int64_t outer = 1, full = 1, inner = 1;
     bool operator==(const Fold &other) const {
-      return outer == other.outer && full == other.full &&
-             inner == other.inner;
+      return outer == other.outer && full == other.full && inner == other.inner;
     }
     bool operator!=(const Fold &other) const { return !(*this == other); }
   };
@@ -188,9 +190,9 @@ blockGatherChain(Value value, int64_t dim, AllGatherOp gather) {
 Value blockGatherInput(OpBuilder &b, Location loc,
                        ArrayRef<std::pair<Operation *, int64_t>> chain,
                        Value value, int64_t group) {
-  Operation *first = chain.empty() ? value.getDefiningOp()
-                                   : chain.front().first->getOperand(0)
-                                         .getDefiningOp();
+  Operation *first = chain.empty()
+                         ? value.getDefiningOp()
+                         : chain.front().first->getOperand(0).getDefiningOp();
   Value block = cast<AllGatherOp>(first).getInput();
   for (auto [op, dim] : chain) {
     auto type = cast<RankedTensorType>(op->getResult(0).getType());
@@ -315,9 +317,9 @@ std::optional<int64_t> SinkRegion::join(Operation *op,
   return std::nullopt;
 }
 
-std::optional<int64_t>
-SinkRegion::joinLinalg(linalg::LinalgOp op, ReplicationAnalysis &replication,
-                       std::optional<Fold> &fold) {
+std::optional<int64_t> SinkRegion::joinLinalg(linalg::LinalgOp op,
+                                              ReplicationAnalysis &replication,
+                                              std::optional<Fold> &fold) {
   if (!op.hasPureTensorSemantics() || op.getNumDpsInits() != 1)
     return std::nullopt;
   std::optional<unsigned> loop;
@@ -337,17 +339,16 @@ SinkRegion::joinLinalg(linalg::LinalgOp op, ReplicationAnalysis &replication,
     fold = foldOf(operand.get());
     first = false;
     loop = dim.getPosition();
-    extent = cast<RankedTensorType>(operand.get().getType())
-                 .getDimSize(it->second);
+    extent =
+        cast<RankedTensorType>(operand.get().getType()).getDimSize(it->second);
   }
   if (!loop ||
       op.getIteratorTypesArray()[*loop] != utils::IteratorType::parallel)
     return std::nullopt;
   // Before the gather the loop counts this rank's rows from 0.
   bool readsIndex = false;
-  op->walk([&](linalg::IndexOp index) {
-    readsIndex |= index.getDim() == *loop;
-  });
+  op->walk(
+      [&](linalg::IndexOp index) { readsIndex |= index.getDim() == *loop; });
   if (readsIndex)
     return std::nullopt;
   std::string why;
@@ -447,10 +448,9 @@ RankedTensorType localType(RankedTensorType type, int64_t dim, int64_t group) {
 /// exempt with `widen` (an FFN's up projection makes more than it reads,
 /// and its down projection less again; a value upcast for some work is
 /// often rounded back), and the values' total decides.
-static FailureOr<SmallVector<Value>> growRegion(SinkRegion &region,
-                                                ReplicationAnalysis &replication,
-                                                const CostModel *cost,
-                                                bool widen) {
+static FailureOr<SmallVector<Value>>
+growRegion(SinkRegion &region, ReplicationAnalysis &replication,
+           const CostModel *cost, bool widen) {
   AllGatherOp gather = region.gather;
   region.dims[gather.getResult()] = gather.getDim();
   for (Operation *op = gather->getNextNode(); op; op = op->getNextNode()) {
@@ -476,8 +476,7 @@ static FailureOr<SmallVector<Value>> growRegion(SinkRegion &region,
           readElements, cast<ShapedType>(value.getType()).getNumElements());
     }
     auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
-    bool contraction =
-        linalgOp && linalg::isaContractionOpInterface(linalgOp);
+    bool contraction = linalgOp && linalg::isaContractionOpInterface(linalgOp);
     // A widening cast (k upcast for its rotary embedding, then rounded
     // back) makes no more elements than it reads; a broadcast does.
     bool cast = type.getNumElements() <= readElements;
@@ -620,15 +619,15 @@ overlap::sinkAllGather(AllGatherOp gather, ReplicationAnalysis &replication,
           region.group;
       Value position = schedule::groupPosition(
           rewriter, op->getLoc(), gather.getGridAttr(), gather.getAxes()[0]);
-      Value offset = schedule::affineIndex(rewriter, op->getLoc(), position,
-                                           size, 0);
+      Value offset =
+          schedule::affineIndex(rewriter, op->getLoc(), position, size, 0);
       restore.emplace_back(whole, mapping.lookupOrNull(whole));
       auto chain = blockGatherChain(whole, operandDim, gather);
-      mapping.map(whole, chain ? blockGatherInput(rewriter, op->getLoc(),
-                                                  *chain, whole, region.group)
-                               : schedule::sliceAlong(rewriter, op->getLoc(),
-                                                      whole, operandDim,
-                                                      offset, size));
+      mapping.map(whole,
+                  chain ? blockGatherInput(rewriter, op->getLoc(), *chain,
+                                           whole, region.group)
+                        : schedule::sliceAlong(rewriter, op->getLoc(), whole,
+                                               operandDim, offset, size));
     }
     auto type = cast<RankedTensorType>(op->getResult(0).getType());
     RankedTensorType local = localType(type, dim, region.group);
