@@ -894,6 +894,37 @@ LogicalResult OverlapPass::overlapHalos(FunctionOpInterface function) {
   return success();
 }
 
+/// Erases the all-gathers of `collectives` that nothing reads any more,
+/// once the ops without effect that read them and are unused are gone
+/// (rotary tables partitioning gathered back, whose readers moved before
+/// another gather); their entries become null. Every rank drops the same
+/// ones.
+static void dropUnreadGathers(SmallVectorImpl<CollectiveOpInterface> &list) {
+  // Users first; never a collective, which the list may hold.
+  std::function<void(Operation *)> eraseDeadUsers = [&](Operation *op) {
+    for (Operation *user : llvm::make_early_inc_range(op->getUsers())) {
+      if (isa<CollectiveOpInterface>(user))
+        continue;
+      eraseDeadUsers(user);
+      if (isOpTriviallyDead(user))
+        user->erase();
+    }
+  };
+  for (CollectiveOpInterface &op : list) {
+    auto gather =
+        dyn_cast_if_present<AllGatherOp>(op ? op.getOperation() : nullptr);
+    if (!gather)
+      continue;
+    eraseDeadUsers(gather);
+    if (!gather->use_empty())
+      continue;
+    emitRemark(gather.getLoc())
+        << "all_gather removed: nothing reads its result any more";
+    gather->erase();
+    op = nullptr;
+  }
+}
+
 void OverlapPass::processFunction(FunctionOpInterface function) {
   SmallVector<CollectiveOpInterface> collectives;
   function->walk([&](CollectiveOpInterface op) {
@@ -943,33 +974,7 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       }
     }
     llvm::append_range(collectives, added);
-    // Gathers whose every reader moved before another gather (rotary
-    // tables partitioning gathered back for the rows they were read at):
-    // every rank drops the same ones.
-    // Ops left without effect and unused, users first (not collectives,
-    // which the list holds).
-    std::function<void(Operation *)> eraseDeadUsers = [&](Operation *op) {
-      for (Operation *user : llvm::make_early_inc_range(op->getUsers())) {
-        if (isa<CollectiveOpInterface>(user))
-          continue;
-        eraseDeadUsers(user);
-        if (isOpTriviallyDead(user))
-          user->erase();
-      }
-    };
-    for (CollectiveOpInterface &op : collectives) {
-      auto gather =
-          dyn_cast_if_present<AllGatherOp>(op ? op.getOperation() : nullptr);
-      if (!gather)
-        continue;
-      eraseDeadUsers(gather);
-      if (!gather->use_empty())
-        continue;
-      emitRemark(gather.getLoc())
-          << "all_gather removed: nothing reads its result any more";
-      gather->erase();
-      op = nullptr;
-    }
+    dropUnreadGathers(collectives);
     replication.invalidate();
   }
   if (mode != braid::OverlapMode::Off && failed(overlapHalos(function)))
