@@ -567,8 +567,8 @@ overlap::sinkAllGather(AllGatherOp gather, ReplicationAnalysis &replication,
     return failure();
   int64_t group = gathered.getDimSize(gather.getDim()) /
                   std::max<int64_t>(1, input.getDimSize(gather.getDim()));
-  // Widening contractions first; without them when that moves too many
-  // bytes.
+  // Widening contractions and casts first; without them when that moves
+  // too many bytes.
   std::optional<SinkRegion> chosen;
   SmallVector<Value> cut;
   for (bool widen : {true, false}) {
@@ -614,6 +614,12 @@ overlap::sinkAllGather(AllGatherOp gather, ReplicationAnalysis &replication,
     SmallVector<std::pair<Value, Value>> restore;
     for (auto [number, operandDim] : region.slices.lookup(op)) {
       Value whole = op->getOperand(number);
+      restore.emplace_back(whole, mapping.lookupOrNull(whole));
+      if (auto chain = blockGatherChain(whole, operandDim, gather)) {
+        mapping.map(whole, blockGatherInput(rewriter, op->getLoc(), *chain,
+                                            whole, region.group));
+        continue;
+      }
       int64_t size =
           cast<RankedTensorType>(whole.getType()).getDimSize(operandDim) /
           region.group;
@@ -621,13 +627,8 @@ overlap::sinkAllGather(AllGatherOp gather, ReplicationAnalysis &replication,
           rewriter, op->getLoc(), gather.getGridAttr(), gather.getAxes()[0]);
       Value offset =
           schedule::affineIndex(rewriter, op->getLoc(), position, size, 0);
-      restore.emplace_back(whole, mapping.lookupOrNull(whole));
-      auto chain = blockGatherChain(whole, operandDim, gather);
-      mapping.map(whole,
-                  chain ? blockGatherInput(rewriter, op->getLoc(), *chain,
-                                           whole, region.group)
-                        : schedule::sliceAlong(rewriter, op->getLoc(), whole,
-                                               operandDim, offset, size));
+      mapping.map(whole, schedule::sliceAlong(rewriter, op->getLoc(), whole,
+                                              operandDim, offset, size));
     }
     auto type = cast<RankedTensorType>(op->getResult(0).getType());
     RankedTensorType local = localType(type, dim, region.group);
