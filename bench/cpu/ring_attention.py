@@ -11,13 +11,16 @@ run:
   whole rows x sequence scores, softmax and product;
 - ring: --overlap=force, ring_attention (k and v blocks travelling while the
   block at hand is scored 512 keys at a time, online softmax), skipping the
-  pieces the causal mask fills whole;
+  pieces the causal mask fills whole, balanced (each rank also scores the
+  rows of the block it holds against its own keys, n/2 + 1 steps);
+- unbalanced: the same with --balance-attention=off (each rank scores only
+  its own rows, n steps: the last rank scores every block);
 - ring, every piece: the same, with the mask's row position passed through
   a remainder by 2^40 (the same numbers), which the skip's analysis does
   not follow, so that every piece is computed.
 
-It prints the times, gathered / ring (> 1: the ring is faster), skip gain
-(every piece / ring), and the bytes of scores a rank holds either way (the
+It prints the times, gathered / ring (> 1: the ring is faster), balance
+gain (unbalanced / ring), skip gain (every piece / unbalanced), and the bytes of scores a rank holds either way (the
 report's `scores`).
 
 Usage: ring_attention.py [--bin build/bin] [--ranks 4] [--repeat 5]
@@ -70,6 +73,7 @@ def main():
     parser.add_argument("--head-dim", type=int, default=64)
     args = parser.parse_args()
     print(f"{'tokens':>6} {'gathered ms':>12} {'ring ms':>8} {'ratio':>6} "
+          f"{'unbalanced ms':>14} {'balance gain':>12} "
           f"{'every piece ms':>15} {'skip gain':>9} "
           f"{'scores gathered':>16} {'scores ring':>12}  strategy")
     with tempfile.TemporaryDirectory(prefix="braid-ring-attention-") as tmp:
@@ -80,10 +84,14 @@ def main():
                                     args.repeat, ["--overlap=off"])
             ring = time_program(args.bin, tmp, f"ring{tokens}", text, args.ranks,
                                 args.repeat, ["--overlap=force"])
+            unbalanced = time_program(args.bin, tmp, f"unbalanced{tokens}", text,
+                                      args.ranks, args.repeat,
+                                      ["--overlap=force", "--balance-attention=off"])
             every = time_program(args.bin, tmp, f"every{tokens}", unskippable(text),
                                  args.ranks, args.repeat, ["--overlap=force"])
             print(f"{tokens:>6} {gathered:>12.2f} {ring:>8.2f} {gathered / ring:>6.2f} "
-                  f"{every:>15.2f} {every / ring:>9.2f} "
+                  f"{unbalanced:>14.2f} {unbalanced / ring:>12.2f} "
+                  f"{every:>15.2f} {every / unbalanced:>9.2f} "
                   f"{mib(held.get('materialized_bytes', 0)):>16} "
                   f"{mib(held.get('per_step_bytes', 0)):>12}  {strategy}")
 

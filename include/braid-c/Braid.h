@@ -49,9 +49,9 @@ MLIR_CAPI_EXPORTED const char *braidGetVersion(void);
 ///     (bin, isa, fatbin), overlap (auto, force, off), target-preset (auto,
 ///     cpu, h100, h200), fuse (auto, off), gemm (library, generated),
 ///     vector-bytes (0 to 1024; 0: scalar loops), quantize-all-gather (off,
-///     bf16, fp8), sub-chunks, bidirectional (auto, on, off), comm (auto,
-///     two-sided, symmetric), fuse-collectives (auto, force, one-shot,
-///     two-shot, off),
+///     bf16, fp8), sub-chunks, bidirectional (auto, on, off),
+///     balance-attention (auto, on, off), comm (auto, two-sided,
+///     symmetric), fuse-collectives (auto, force, one-shot, two-shot, off),
 ///     zero-copy, fuse-puts, check-schedule, outline-layers, entry, report;
 ///   pipeline only: skip-import, stop-after (dist, xfer, llvm);
 ///   compile only: emit (dist, xfer, llvm-mlir, llvm-ir, obj, lib, ptx), O

@@ -210,6 +210,7 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     overlap.report = options.report;
     overlap.subChunks = options.subChunks;
     overlap.bidirectional = options.bidirectional;
+    overlap.balanceAttention = options.balanceAttention;
     overlap.quantizeAllGather = options.quantizeAllGather;
     overlap.comm = options.comm;
     // The sum joins the chain's kernel only when memory-bound fusion runs.

@@ -11,7 +11,8 @@ schedule under test was really applied.
 
 Usage: e2e.py PATTERN --grid 4|2x2 [--axis A] [--dtype f32|f16|bf16]
               [--variant V] [--modes force,off] [--expect STRATEGY]
-              [--expect-transport symmetric|two-sided] [--repeat N]
+              [--expect-transport symmetric|two-sided]
+              [--expect-balanced yes|no] [--repeat N]
               [--bin BUILD/bin] [--keep DIR]
               [--target cpu|cuda [--sm 90a] [--compile-only]
                [--transport loopback|nccl|nccl-file]]
@@ -1220,6 +1221,10 @@ def main():
     parser.add_argument("--expect-transport", default="",
                         help="transport (symmetric or two-sided) the force "
                              "run's --expect strategy must use")
+    parser.add_argument("--expect-balanced", choices=["yes", "no"],
+                        default="",
+                        help="whether the force run's ring_attention must "
+                             "be balanced (the report's scores.balanced)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="calls of the compiled program per run (the "
                              "results of every call must match)")
@@ -1310,6 +1315,14 @@ def main():
                 if args.expect_transport and args.expect_transport not in transports:
                     print(f"FAIL {label} mode={mode}: expected {args.expect} "
                           f"over {args.expect_transport}, report has {transports}")
+                    return 1
+                balanced = [c.get("scores", {}).get("balanced") for c in records
+                            if c["strategy"] == "ring_attention"]
+                want = args.expect_balanced == "yes"
+                if args.expect_balanced and (not balanced or
+                                             any(b != want for b in balanced)):
+                    print(f"FAIL {label} mode={mode}: expected ring_attention "
+                          f"balanced={want}, report has {balanced}")
                     return 1
             if args.compile_only:
                 if check_ptx(args, compile_cmd, lib, label, mode):

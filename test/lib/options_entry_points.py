@@ -42,6 +42,7 @@ SETTINGS = [
     ({"quantize-all-gather": "bf16"}, {}),
     ({"overlap": "force", "sub-chunks": "2"}, {}),
     ({"overlap": "force", "bidirectional": "on"}, {}),
+    ({"overlap": "force", "balance-attention": "off"}, {}),
     ({"overlap": "force", "check-schedule": "true"}, {}),
     ({"overlap": "force", "comm": "symmetric"}, {}),
     ({"overlap": "force", "comm": "symmetric", "zero-copy": "false"}, {}),

@@ -130,6 +130,17 @@ struct RingAttention {
   int64_t pieceSize = 0;
   std::optional<AttentionMask> mask;
   Ring ring;
+  /// The balanced ring (set by the pass): each rank also scores the rows
+  /// of the block's owner, which travel with the keys, against its own
+  /// keys, and returns that partial (row max, sum, output) to the owner,
+  /// so that a causal mask leaves every rank one block of work per step
+  /// and the ring ends after n / 2 steps (docs/Rationale.md).
+  bool balance = false;
+  /// Why a rank cannot compute another rank's rows (empty when it can),
+  /// and the values the chain reads that are functions of the rank's
+  /// position along the ring, computed again for the owner's.
+  std::string helperBlocker;
+  llvm::SmallVector<mlir::Value> positional;
 };
 /// Matches from either gather. `looksLike` says whether a softmax over
 /// the gathered keys was found, in which case `reason` says why it is

@@ -53,8 +53,11 @@ struct Candidate {
   /// score bytes a rank holds whole against per ring step.
   Operation *partner = nullptr;
   double scoreBytes = 0, stepScoreBytes = 0;
-  /// Ring attention: pieces its mask fills whole (causal) are skipped.
-  bool skipsMasked = false;
+  /// Ring attention: pieces its mask fills whole (causal) are skipped;
+  /// each rank also scores the rows of the block it holds (balanced), or
+  /// why not under a causal mask.
+  bool skipsMasked = false, balanced = false;
+  std::string unbalanced;
   double compute = 0, serial = 0, overlapped = 0;
   std::function<LogicalResult(RewriterBase &)> apply;
   double gain() const { return serial - overlapped; }
@@ -82,9 +85,11 @@ struct Record {
   bool inKernel = false;
   std::string kernel;
   /// ring_attention: the scores a rank would hold whole, and per step;
-  /// whether pieces its mask fills whole are skipped.
+  /// whether pieces its mask fills whole are skipped; whether the ring is
+  /// balanced, or why not under a causal mask.
   double scoreBytes = 0, stepScoreBytes = 0;
-  bool skipsMasked = false;
+  bool skipsMasked = false, balanced = false;
+  std::string unbalanced;
 };
 
 /// Collects the ring shifts a rewrite creates, to mark their transport.
@@ -182,7 +187,7 @@ private:
   }
 
   void addFusedCandidates(CollectiveOpInterface op, double comm,
-                          LinkFigures link, SmallVector<Candidate> &out,
+                          LinkFigures link, SmallVector<Candidate, 2> &out,
                           std::string &why);
   /// ring_attention for a gather of k or v, or why not (empty when no
   /// softmax over the gathered keys follows).
@@ -190,16 +195,16 @@ private:
                                               LinkFigures link,
                                               std::string &why) const;
   void addMicroBatchCandidates(CollectiveOpInterface op, double comm,
-                               LinkFigures link, SmallVector<Candidate> &out,
+                               LinkFigures link, SmallVector<Candidate, 2> &out,
                                std::string &why);
   void addAsyncCandidate(CollectiveOpInterface op, double comm,
-                         SmallVector<Candidate> &out, std::string &why);
+                         SmallVector<Candidate, 2> &out, std::string &why);
   /// fuse-collectives: an all-reduce or reduce-scatter summed in the
   /// kernel of the chain after it (one_shot_ar, one_shot_rs, two_shot_ar),
   /// or an all-gather written into the peers' buffers by the kernel of the
   /// chain before it (push_ag_matmul); or why not (when none applies).
   void addInKernelCandidates(CollectiveOpInterface op, double libraryComm,
-                             SmallVector<Candidate> &out, std::string &why);
+                             SmallVector<Candidate, 2> &out, std::string &why);
   /// one_shot_ar, one_shot_rs: the whole partial (a reduce-scatter: each
   /// peer's block of it) to every peer, summed in the chain's kernel.
   std::optional<Candidate> oneShotCandidate(CollectiveOpInterface op,
@@ -277,7 +282,7 @@ private:
 
 void OverlapPass::addInKernelCandidates(CollectiveOpInterface op,
                                         double libraryComm,
-                                        SmallVector<Candidate> &out,
+                                        SmallVector<Candidate, 2> &out,
                                         std::string &why) {
   bool scatters = isa<ReduceScatterOp>(op.getOperation());
   auto gather = dyn_cast<AllGatherOp>(op.getOperation());
@@ -538,11 +543,41 @@ OverlapPass::attentionCandidate(AllGatherOp gather, LinkFigures link,
   double comm = cost.collectiveTime("all_gather", keys * n, n, link) +
                 cost.collectiveTime("all_gather", values * n, n, link);
   c.serial = c.compute + comm;
+  // Balanced: each rank also scores the rows of the block it holds against
+  // its own keys, q travelling with k and v and the partials coming back.
+  bool causal = match->mask.has_value();
+  bool wanted = balanceAttention == braid::BalanceAttention::On ||
+                (balanceAttention == braid::BalanceAttention::Auto && causal);
+  if (!wanted)
+    c.unbalanced = causal ? "balance-attention=off" : "";
+  else if (n < 3)
+    c.unbalanced = "on 2 ranks it saves no step";
+  else if (!match->helperBlocker.empty())
+    c.unbalanced = match->helperBlocker;
+  else
+    c.balanced = match->balance = true;
+  // The model prices every block on every rank, as it does the skip: on
+  // CPU ranks the ring measured slower than the gathers even balanced
+  // (bench/cpu/README.md), and no GPU has timed it. Balanced, q travels
+  // with k and v and the partials come back after n / 2 + 1 steps.
+  double stepBytes = keys + values;
+  int64_t steps = n;
+  double returned = 0;
+  if (c.balanced) {
+    for (OpOperand *input : match->scores.getDpsInputOperands())
+      if (input->getOperandNumber() != match->keysOperand)
+        stepBytes += tensorBytes(input->get());
+    steps = n / 2 + 1;
+    returned = cost.messageTime(tensorBytes(match->output->getResult(0)) +
+                                    2 * tensorBytes(match->max->getResult(0)),
+                                link);
+  }
   c.overlapped =
-      pipeline(c.compute / n, n, cost.messageTime(keys + values, link), n - 1);
+      pipeline(c.compute / n, n, cost.messageTime(stepBytes, link), steps - 1) +
+      returned;
   c.scoreBytes = tensorBytes(match->scores->getResult(0));
   c.stepScoreBytes = c.scoreBytes / (n * (match->chunk / match->pieceSize));
-  c.skipsMasked = match->mask.has_value();
+  c.skipsMasked = causal;
   RingAttention m = *match;
   c.apply = [m](RewriterBase &r) { return decomposeRingAttention(r, m); };
   return c;
@@ -568,7 +603,7 @@ SmallVector<RingOptions> OverlapPass::ringLayouts(int64_t chunkSize) const {
 
 void OverlapPass::addFusedCandidates(CollectiveOpInterface op, double comm,
                                      LinkFigures link,
-                                     SmallVector<Candidate> &out,
+                                     SmallVector<Candidate, 2> &out,
                                      std::string &why) {
   const CostModel &cost = *model;
   Operation *raw = op.getOperation();
@@ -695,7 +730,7 @@ void OverlapPass::addFusedCandidates(CollectiveOpInterface op, double comm,
 
 void OverlapPass::addMicroBatchCandidates(CollectiveOpInterface op, double comm,
                                           LinkFigures link,
-                                          SmallVector<Candidate> &out,
+                                          SmallVector<Candidate, 2> &out,
                                           std::string &why) {
   SmallVector<int64_t> counts = microBatches > 0
                                     ? SmallVector<int64_t>{microBatches}
@@ -726,7 +761,7 @@ void OverlapPass::addMicroBatchCandidates(CollectiveOpInterface op, double comm,
 }
 
 void OverlapPass::addAsyncCandidate(CollectiveOpInterface op, double comm,
-                                    SmallVector<Candidate> &out,
+                                    SmallVector<Candidate, 2> &out,
                                     std::string &why) {
   AsyncPlacement placement = planAsync(op);
   double between = 0;
@@ -1075,7 +1110,7 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
       continue;
     }
 
-    SmallVector<Candidate> fused, micro, async;
+    SmallVector<Candidate, 2> fused, micro, async;
     std::string whyFused, whyMicro, whyAsync;
     if (!ShapedType::isDynamic(n)) {
       addFusedCandidates(op, record.comm, link, fused, whyFused);
@@ -1085,7 +1120,7 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     }
     addAsyncCandidate(op, record.comm, async, whyAsync);
     std::string whyNotInKernel;
-    SmallVector<Candidate> inKernelList;
+    SmallVector<Candidate, 2> inKernelList;
     addInKernelCandidates(op, record.comm, inKernelList, whyNotInKernel);
     // fuse-collectives=force picks the in-kernel form with the best gain;
     // overlap=force forces the overlap schedules as before; auto weighs
@@ -1157,6 +1192,8 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
     record.scoreBytes = chosen->scoreBytes;
     record.stepScoreBytes = chosen->stepScoreBytes;
     record.skipsMasked = chosen->skipsMasked;
+    record.balanced = chosen->balanced;
+    record.unbalanced = chosen->unbalanced;
     record.reason =
         (chosen->always && mode == braid::OverlapMode::Force ? "overlap=force; "
          : chosen->always ? (chosen->gain() > 0.01 * chosen->serial
@@ -1201,7 +1238,12 @@ void OverlapPass::processFunction(FunctionOpInterface function) {
              << " of scores per step instead of "
              << schedule::formatBytes(chosen->scoreBytes)
              << (chosen->skipsMasked ? "; skips the pieces its mask fills whole"
-                                     : "");
+                                     : "")
+             << (chosen->balanced ? "; balanced: each rank also scores the "
+                                    "rows of the block it holds"
+                 : chosen->unbalanced.empty()
+                     ? ""
+                     : "; not balanced: " + chosen->unbalanced);
     if (chosen->inKernel) {
       remark << "; " << chosen->saving;
     } else if (!whyNotInKernel.empty() && !chosen->partner) {
@@ -1443,6 +1485,9 @@ LogicalResult OverlapPass::writeReport() {
               json.attribute("materialized_bytes", r.scoreBytes);
               json.attribute("per_step_bytes", r.stepScoreBytes);
               json.attribute("skips_masked", r.skipsMasked);
+              json.attribute("balanced", r.balanced);
+              if (!r.unbalanced.empty())
+                json.attribute("not_balanced", r.unbalanced);
             });
           json.attribute("transport", r.transport);
           if (r.inKernel) {

@@ -35,7 +35,10 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/RegionUtils.h"
 
 #include <limits>
 
@@ -326,6 +329,133 @@ std::optional<AttentionMask> blockMask(linalg::GenericOp op) {
   if (llvm::any_of(mask.extents, ShapedType::isDynamic))
     return std::nullopt;
   return mask;
+}
+
+/// Where a value the attention reads comes from, for a rank computing
+/// another rank's rows (the balanced ring's helper): the same on every rank
+/// of the ring, a function of the rank's position along it (computed again
+/// for the other rank's position), or neither as far as can be told.
+enum class Origin { Invariant, Position, Unknown };
+
+class Origins {
+public:
+  explicit Origins(const Ring &ring) : ring(ring) {}
+
+  /// Whether `value` is this rank's position along the ring's axis.
+  bool isPosition(Value value) const {
+    auto result = dyn_cast<OpResult>(value);
+    if (!result)
+      return false;
+    Operation *def = result.getOwner();
+    if (auto multi = dyn_cast<shard::ProcessMultiIndexOp>(def)) {
+      ArrayRef<int16_t> axes = multi.getAxes();
+      int64_t axis = axes.empty() ? result.getResultNumber()
+                                  : axes[result.getResultNumber()];
+      return multi.getGridAttr() == ring.grid && axis == ring.axis;
+    }
+    if (auto linear = dyn_cast<shard::ProcessLinearIndexOp>(def)) {
+      auto grid =
+          SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(def, ring.grid);
+      return linear.getGridAttr() == ring.grid && grid && grid.getRank() == 1;
+    }
+    return false;
+  }
+
+  Origin of(Value value, int depth = 0) {
+    if (auto it = known.find(value); it != known.end())
+      return it->second;
+    Origin origin = Origin::Unknown;
+    Operation *def = value.getDefiningOp();
+    if (!def || depth > 64) {
+      origin = Origin::Unknown; // An argument: it may differ between ranks.
+    } else if (isPosition(value)) {
+      origin = Origin::Position;
+    } else if (auto multi = dyn_cast<shard::ProcessMultiIndexOp>(def)) {
+      // The position along another axis, which the owner shares.
+      origin = multi.getGridAttr() == ring.grid ? Origin::Invariant
+                                                : Origin::Unknown;
+    } else if (def->hasTrait<OpTrait::ConstantLike>()) {
+      origin = Origin::Invariant;
+    } else if (isa_and_nonnull<DistDialect, shard::ShardDialect>(
+                   def->getDialect()) ||
+               !isMemoryEffectFree(def)) {
+      origin = Origin::Unknown;
+    } else {
+      origin = Origin::Invariant;
+      SetVector<Value> read(def->operand_begin(), def->operand_end());
+      getUsedValuesDefinedAbove(def->getRegions(), read);
+      for (Value v : read) {
+        Origin o = of(v, depth + 1);
+        if (o == Origin::Unknown) {
+          origin = o;
+          break;
+        }
+        if (o == Origin::Position)
+          origin = o;
+      }
+    }
+    known[value] = origin;
+    return origin;
+  }
+
+private:
+  const Ring &ring;
+  DenseMap<Value, Origin> known;
+};
+
+/// What each op of the attention's chain reads besides the chain itself
+/// (the scores' product reads q and the keys; q travels with the keys when
+/// a rank computes another's rows): operands and values captured in bodies.
+SmallVector<std::pair<Operation *, SetVector<Value>>>
+chainReads(RingAttention &m) {
+  SmallVector<std::pair<Operation *, SmallVector<unsigned>>> chain;
+  SmallVector<unsigned> inputs;
+  for (OpOperand *input : m.scores.getDpsInputOperands())
+    inputs.push_back(input->getOperandNumber());
+  chain.push_back({m.scores, inputs});
+  for (const AttentionPrefix &p : m.scoreOps)
+    chain.push_back({p.op, {p.operand}});
+  chain.push_back({m.max, {0}});
+  chain.push_back({m.exp, {m.expScores, m.expMax}});
+  if (m.expThen)
+    chain.push_back({m.expThen, {0}});
+  chain.push_back({m.sum, {0}});
+  chain.push_back({m.output, {m.probsOperand, m.valuesOperand}});
+  SmallVector<std::pair<Operation *, SetVector<Value>>> reads;
+  for (auto &[op, flows] : chain) {
+    SetVector<Value> read;
+    for (OpOperand &operand : op->getOpOperands())
+      if (!llvm::is_contained(flows, operand.getOperandNumber()))
+        read.insert(operand.get());
+    getUsedValuesDefinedAbove(op->getRegions(), read);
+    reads.push_back({op, std::move(read)});
+  }
+  return reads;
+}
+
+/// Why a rank cannot compute another rank's rows of `m` (empty when it
+/// can); records the values the chain reads that depend on the position.
+std::string checkHelper(RingAttention &m) {
+  Origins origins(m.ring);
+  SetVector<Value> positional;
+  for (auto &[op, read] : chainReads(m))
+    for (Value value : read) {
+      Origin origin = origins.of(value);
+      if (origin == Origin::Unknown) {
+        std::string what;
+        if (auto arg = dyn_cast<BlockArgument>(value))
+          what = "argument #" + std::to_string(arg.getArgNumber());
+        else
+          what = "the result of " + nameOf(value.getDefiningOp());
+        return nameOf(op) + " reads " + what +
+               ", which may differ between ranks (neither a constant nor "
+               "computed from the rank's position)";
+      }
+      if (origin == Origin::Position)
+        positional.insert(value);
+    }
+  m.positional.assign(positional.begin(), positional.end());
+  return "";
 }
 
 } // namespace
@@ -744,6 +874,7 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
   if (!m.scoreOps.empty())
     if (auto last = dyn_cast<linalg::GenericOp>(m.scoreOps.back().op))
       m.mask = blockMask(last);
+  m.helperBlocker = checkHelper(m);
   return m;
 }
 
@@ -802,6 +933,32 @@ Value emptyLike(OpBuilder &b, Location loc, Value value, Type element = {}) {
 
 } // namespace
 
+namespace {
+
+/// `value` computed again with `owner` for the rank's position along the
+/// ring (the values a rank that computes another rank's rows reads for
+/// that rank); `map` collects what is computed.
+Value atPosition(RewriterBase &rewriter, Origins &origins, Value value,
+                 Value owner, IRMapping &map) {
+  if (Value known = map.lookupOrNull(value))
+    return known;
+  if (origins.of(value) != Origin::Position)
+    return value;
+  if (origins.isPosition(value)) {
+    map.map(value, owner);
+    return owner;
+  }
+  Operation *def = value.getDefiningOp();
+  SetVector<Value> read(def->operand_begin(), def->operand_end());
+  getUsedValuesDefinedAbove(def->getRegions(), read);
+  for (Value v : read)
+    atPosition(rewriter, origins, v, owner, map);
+  rewriter.clone(*def, map);
+  return map.lookup(value);
+}
+
+} // namespace
+
 LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
                                               RingAttention m) {
   const Ring &ring = m.ring;
@@ -829,22 +986,19 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
                                            m.rowGroups);
   };
   float lowest = -std::numeric_limits<float>::infinity();
+  auto index = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(rewriter, loc, v).getResult();
+  };
 
-  Value keys = m.keys.getInput(), values = m.values.getInput();
-  std::pair<Value, Value> keysInFlight, valuesInFlight;
-  Value runningMax, sums, out;
   // The mask's e (masked iff e >= 0) bounded over a piece of keys from
   // `start`: its least value over every point (a piece masked whole when
   // >= 0), or with `rowsAtMost` its largest over the rows of its least
   // over the keys (every row has a key left when < 0); `pred` compares
-  // it with 0.
-  Value covered;
-  auto maskBound = [&](Value start, bool rowsAtMost,
-                       arith::CmpIPredicate pred) -> Value {
+  // it with 0. `rows` maps the rank's position to another rank's, whose
+  // rows are bounded instead.
+  auto maskBound = [&](Value start, bool rowsAtMost, arith::CmpIPredicate pred,
+                       IRMapping *rows) -> Value {
     const AttentionMask &mask = *m.mask;
-    auto index = [&](int64_t v) {
-      return arith::ConstantIndexOp::create(rewriter, loc, v).getResult();
-    };
     auto plus = [&](Value a, Value b) {
       return arith::AddIOp::create(rewriter, loc, a, b).getResult();
     };
@@ -866,49 +1020,127 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
       bound = plus(bound, times(start, key));
     for (auto [symbol, coefficient] : mask.symbols)
       if (coefficient != 0)
-        bound = plus(bound, times(symbol, coefficient));
+        bound = plus(bound, times(rows ? rows->lookupOrDefault(symbol) : symbol,
+                                  coefficient));
     return arith::CmpIOp::create(rewriter, loc, pred, bound, index(0));
   };
-  for (int64_t step = 0; step < n; ++step) {
-    if (step > 0) {
-      keys = waitFor(rewriter, loc, keysInFlight);
-      values = waitFor(rewriter, loc, valuesInFlight);
+
+  // One op of the chain on the keys [offset, offset + pieceSize), for this
+  // rank's rows or, through `rows`, for another rank's: a copy of the op
+  // that reads that rank's q and values computed for its position.
+  auto chunk = [&](linalg::LinalgOp op, unsigned loop, OpFoldResult offset,
+                   ArrayRef<std::pair<unsigned, Value>> replacements,
+                   Value init, IRMapping *rows) -> FailureOr<Value> {
+    Operation *copy = nullptr;
+    if (rows) {
+      IRMapping map = *rows; // The copy's own values stay out of `rows`.
+      copy = rewriter.clone(*op, map);
+      op = cast<linalg::LinalgOp>(copy);
     }
-    if (step < n - 1) {
-      keysInFlight = startShift(rewriter, loc, keys, ring.grid, ring.axis,
-                                /*offset=*/1, step);
-      valuesInFlight = startShift(rewriter, loc, values, ring.grid, ring.axis,
-                                  /*offset=*/1, step);
-    }
-    // The block held at this step came from `step` ranks back; its keys
-    // are taken `m.pieceSize` at a time, so that a rank holds the scores
-    // of one piece at a time.
-    Value owner = ringIndex(rewriter, loc, position, -step, n);
-    for (int64_t piece = 0; piece < m.chunk / m.pieceSize; ++piece) {
-      bool first = step == 0 && piece == 0;
-      OpFoldResult offset =
-          affineIndex(rewriter, loc, owner, m.chunk, piece * m.pieceSize);
-      // Under a causal mask: whether the piece's keys are masked for every
-      // row, once the first piece gave every row a key that is not.
-      Value skip;
-      if (m.mask) {
-        Value start = getValueOrCreateConstantIndexOp(rewriter, loc, offset);
-        if (first)
-          covered =
-              maskBound(start, /*rowsAtMost=*/true, arith::CmpIPredicate::slt);
-        else
-          skip = arith::AndIOp::create(rewriter, loc, covered,
-                                       maskBound(start, /*rowsAtMost=*/false,
-                                                 arith::CmpIPredicate::sge));
+    FailureOr<Chunk> c = computeChunk(rewriter, op, loop, offset, m.pieceSize,
+                                      replacements, init);
+    if (copy)
+      rewriter.eraseOp(copy);
+    if (failed(c))
+      return failure();
+    return c->value;
+  };
+
+  // Ops that keep the keys apart, on a piece: what reads the gathered k
+  // and v before the products (GQA: its kv heads repeated for the q
+  // heads), or the score ops after the product (for the rows of `rows`).
+  auto through = [&](Value block, OpFoldResult offset,
+                     ArrayRef<AttentionPrefix> prefix,
+                     IRMapping *rows) -> FailureOr<Value> {
+    for (const AttentionPrefix &p : prefix) {
+      if (auto linalgOp = dyn_cast<linalg::LinalgOp>(p.op)) {
+        FailureOr<Value> next = chunk(linalgOp, p.loop, offset,
+                                      {{p.operand, block}}, Value(), rows);
+        if (failed(next))
+          return failure();
+        block = *next;
+        continue;
       }
+      auto type = cast<RankedTensorType>(p.op->getResult(0).getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape[p.dim] = m.pieceSize;
+      auto pieceType = type.clone(shape);
+      if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(p.op))
+        block =
+            tensor::CollapseShapeOp::create(rewriter, loc, pieceType, block,
+                                            collapse.getReassociationIndices());
+      else
+        block = tensor::ExpandShapeOp::create(
+            rewriter, loc, pieceType, block,
+            cast<tensor::ExpandShapeOp>(p.op).getReassociationIndices());
+    }
+    return block;
+  };
+
+  /// A set of rows' running max, sum and rescaled output.
+  struct State {
+    Value max, sums, out;
+  };
+  auto rowsTimes = [](OpBuilder &b, Location at, ValueRange args) -> Value {
+    return arith::MulFOp::create(b, at, args[0], args[1]);
+  };
+  // The max as exp subtracts it: 0 for a row whose scores so far are all
+  // -inf, so that exp gives 0 rather than exp(-inf + inf).
+  auto safeOf = [&](Value max) {
+    return rowwise(
+        rewriter, loc, emptyLike(rewriter, loc, max), {{max, sameRows}},
+        [&](OpBuilder &b, Location at, ValueRange args) {
+          Value low =
+              arith::ConstantOp::create(b, at, b.getF32FloatAttr(lowest));
+          Value zero = arith::ConstantOp::create(b, at, b.getF32FloatAttr(0));
+          Value none = arith::CmpFOp::create(b, at, arith::CmpFPredicate::OEQ,
+                                             args[0], low);
+          return arith::SelectOp::create(b, at, none, zero, args[0]);
+        });
+  };
+  // exp(old - safe): what rows kept under `old` are scaled by.
+  auto scaleOf = [&](Value old, Value safe) {
+    return rowwise(rewriter, loc, emptyLike(rewriter, loc, old),
+                   {{old, sameRows}, {safe, sameRows}},
+                   [](OpBuilder &b, Location at, ValueRange args) {
+                     Value d = arith::SubFOp::create(b, at, args[0], args[1]);
+                     return math::ExpOp::create(b, at, d);
+                   });
+  };
+
+  // Scores the block of keys and values of rank `owner` for this rank's
+  // rows, or through `rows` for another rank's, into `state` (none: the
+  // rows' first block), a piece of keys at a time. Under a causal mask, a
+  // piece whose keys are masked for every row is skipped once `covered`
+  // (the rows' own first piece left every row a key that is not); this
+  // rank's first piece never is.
+  auto attend = [&](std::optional<State> state, Value keys, Value values,
+                    Value owner, Value covered,
+                    IRMapping *rows) -> FailureOr<State> {
+    for (int64_t piece = 0; piece < m.chunk / m.pieceSize; ++piece) {
+      bool first = !state;
+      Value offsetValue =
+          affineIndex(rewriter, loc, owner, m.chunk, piece * m.pieceSize);
+      OpFoldResult offset = offsetValue;
       scf::IfOp skipped;
-      if (skip) {
-        skipped = scf::IfOp::create(
-            rewriter, loc,
-            TypeRange{runningMax.getType(), sums.getType(), out.getType()},
-            skip, /*withElseRegion=*/true);
+      if (covered && (state || rows)) {
+        Value skip =
+            arith::AndIOp::create(rewriter, loc, covered,
+                                  maskBound(offsetValue, /*rowsAtMost=*/false,
+                                            arith::CmpIPredicate::sge, rows));
+        // A skipped first piece leaves the rows as nothing was scored.
+        State kept = state ? *state
+                           : State{m.max.getDpsInitOperand(0)->get(),
+                                   m.sum.getDpsInitOperand(0)->get(),
+                                   m.output.getDpsInitOperand(0)->get()};
+        skipped =
+            scf::IfOp::create(rewriter, loc,
+                              TypeRange{kept.max.getType(), kept.sums.getType(),
+                                        kept.out.getType()},
+                              skip, /*withElseRegion=*/true);
         rewriter.setInsertionPointToStart(skipped.thenBlock());
-        scf::YieldOp::create(rewriter, loc, ValueRange{runningMax, sums, out});
+        scf::YieldOp::create(rewriter, loc,
+                             ValueRange{kept.max, kept.sums, kept.out});
         rewriter.setInsertionPointToStart(skipped.elseBlock());
       }
       Value keyPiece = keys, valuePiece = values;
@@ -920,97 +1152,41 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
             sliceAlong(rewriter, loc, values, m.values.getDim(),
                        rewriter.getIndexAttr(piece * m.pieceSize), m.pieceSize);
       }
-      auto chunk = [&](linalg::LinalgOp op, unsigned loop,
-                       ArrayRef<std::pair<unsigned, Value>> replacements,
-                       Value init) -> FailureOr<Value> {
-        FailureOr<Chunk> c = computeChunk(rewriter, op, loop, offset,
-                                          m.pieceSize, replacements, init);
-        if (failed(c))
-          return failure();
-        return c->value;
-      };
-      // What reads the gathered k and v before the products, on this
-      // piece (GQA: its kv heads repeated for the q heads).
-      auto through = [&](Value block,
-                         ArrayRef<AttentionPrefix> prefix) -> FailureOr<Value> {
-        for (const AttentionPrefix &p : prefix) {
-          if (auto linalgOp = dyn_cast<linalg::LinalgOp>(p.op)) {
-            FailureOr<Value> next =
-                chunk(linalgOp, p.loop, {{p.operand, block}}, Value());
-            if (failed(next))
-              return failure();
-            block = *next;
-            continue;
-          }
-          auto type = cast<RankedTensorType>(p.op->getResult(0).getType());
-          SmallVector<int64_t> shape(type.getShape());
-          shape[p.dim] = m.pieceSize;
-          auto pieceType = type.clone(shape);
-          if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(p.op))
-            block = tensor::CollapseShapeOp::create(
-                rewriter, loc, pieceType, block,
-                collapse.getReassociationIndices());
-          else
-            block = tensor::ExpandShapeOp::create(
-                rewriter, loc, pieceType, block,
-                cast<tensor::ExpandShapeOp>(p.op).getReassociationIndices());
-        }
-        return block;
-      };
-      FailureOr<Value> keysIn = through(keyPiece, m.keysPrefix);
-      FailureOr<Value> valuesIn = through(valuePiece, m.valuesPrefix);
+      FailureOr<Value> keysIn =
+          through(keyPiece, offset, m.keysPrefix, /*rows=*/nullptr);
+      FailureOr<Value> valuesIn =
+          through(valuePiece, offset, m.valuesPrefix, /*rows=*/nullptr);
       if (failed(keysIn) || failed(valuesIn))
         return failure();
       keyPiece = *keysIn;
       valuePiece = *valuesIn;
       FailureOr<Value> scores =
-          chunk(m.scores, m.keyLoop, {{m.keysOperand, keyPiece}}, Value());
+          chunk(m.scores, m.keyLoop, offset, {{m.keysOperand, keyPiece}},
+                Value(), rows);
+      if (succeeded(scores))
+        scores = through(*scores, offset, m.scoreOps, rows);
       if (failed(scores))
         return failure();
-      scores = through(*scores, m.scoreOps);
-      if (failed(scores))
-        return failure();
-      FailureOr<Value> newMax =
-          chunk(m.max, m.keyDim, {{0, *scores}}, runningMax);
+      FailureOr<Value> newMax = chunk(m.max, m.keyDim, offset, {{0, *scores}},
+                                      first ? Value() : state->max, rows);
       if (failed(newMax))
         return failure();
-      // A row whose scores so far are all -inf subtracts 0 instead, so that
-      // exp gives 0 rather than exp(-inf + inf).
-      Value safeMax = rowwise(
-          rewriter, loc, emptyLike(rewriter, loc, *newMax),
-          {{*newMax, sameRows}},
-          [&](OpBuilder &b, Location at, ValueRange args) {
-            Value low =
-                arith::ConstantOp::create(b, at, b.getF32FloatAttr(lowest));
-            Value zero = arith::ConstantOp::create(b, at, b.getF32FloatAttr(0));
-            Value none = arith::CmpFOp::create(b, at, arith::CmpFPredicate::OEQ,
-                                               args[0], low);
-            return arith::SelectOp::create(b, at, none, zero, args[0]);
-          });
+      Value safeMax = safeOf(*newMax);
       FailureOr<Value> exps =
-          chunk(m.exp, m.keyDim, {{m.expScores, *scores}, {m.expMax, safeMax}},
-                Value());
+          chunk(m.exp, m.keyDim, offset,
+                {{m.expScores, *scores}, {m.expMax, safeMax}}, Value(), rows);
       if (succeeded(exps) && m.expThen)
-        exps = chunk(m.expThen, m.keyDim, {{0, *exps}}, Value());
+        exps = chunk(m.expThen, m.keyDim, offset, {{0, *exps}}, Value(), rows);
       if (failed(exps))
         return failure();
-      Value scale;
-      if (!first)
-        scale = rowwise(rewriter, loc, emptyLike(rewriter, loc, runningMax),
-                        {{runningMax, sameRows}, {safeMax, sameRows}},
-                        [](OpBuilder &b, Location at, ValueRange args) {
-                          Value d =
-                              arith::SubFOp::create(b, at, args[0], args[1]);
-                          return math::ExpOp::create(b, at, d);
-                        });
-      auto times = [](OpBuilder &b, Location at, ValueRange args) -> Value {
-        return arith::MulFOp::create(b, at, args[0], args[1]);
-      };
+      Value scale = first ? Value() : scaleOf(state->max, safeMax);
       Value sumInit;
       if (!first)
-        sumInit = rowwise(rewriter, loc, emptyLike(rewriter, loc, sums),
-                          {{sums, sameRows}, {scale, sameRows}}, times);
-      FailureOr<Value> newSums = chunk(m.sum, m.keyDim, {{0, *exps}}, sumInit);
+        sumInit =
+            rowwise(rewriter, loc, emptyLike(rewriter, loc, state->sums),
+                    {{state->sums, sameRows}, {scale, sameRows}}, rowsTimes);
+      FailureOr<Value> newSums =
+          chunk(m.sum, m.keyDim, offset, {{0, *exps}}, sumInit, rows);
       if (failed(newSums))
         return failure();
       Value probs = *exps;
@@ -1025,25 +1201,143 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
       Value outInit;
       if (!first)
         outInit =
-            rowwise(rewriter, loc, emptyLike(rewriter, loc, out),
-                    {whole(out), {rowsOfOutput(scale), m.rowsInOutput}}, times);
-      FailureOr<Value> newOut = chunk(
-          m.output, m.valueLoop,
-          {{m.probsOperand, probs}, {m.valuesOperand, valuePiece}}, outInit);
+            rowwise(rewriter, loc, emptyLike(rewriter, loc, state->out),
+                    {whole(state->out), {rowsOfOutput(scale), m.rowsInOutput}},
+                    rowsTimes);
+      FailureOr<Value> newOut =
+          chunk(m.output, m.valueLoop, offset,
+                {{m.probsOperand, probs}, {m.valuesOperand, valuePiece}},
+                outInit, rows);
       if (failed(newOut))
         return failure();
-      runningMax = *newMax;
-      sums = *newSums;
-      out = *newOut;
+      state = State{*newMax, *newSums, *newOut};
       if (skipped) {
-        scf::YieldOp::create(rewriter, loc, ValueRange{runningMax, sums, out});
+        scf::YieldOp::create(rewriter, loc,
+                             ValueRange{state->max, state->sums, state->out});
         rewriter.setInsertionPointAfter(skipped);
-        runningMax = skipped.getResult(0);
-        sums = skipped.getResult(1);
-        out = skipped.getResult(2);
+        state = State{skipped.getResult(0), skipped.getResult(1),
+                      skipped.getResult(2)};
       }
     }
+    return *state;
+  };
+
+  // Two sets of partial results for the same rows, over disjoint keys.
+  auto merge = [&](const State &a, const State &b) -> State {
+    Value max =
+        rowwise(rewriter, loc, emptyLike(rewriter, loc, a.max),
+                {{a.max, sameRows}, {b.max, sameRows}},
+                [](OpBuilder &bb, Location at, ValueRange args) -> Value {
+                  return arith::MaximumFOp::create(bb, at, args[0], args[1]);
+                });
+    Value safe = safeOf(max);
+    Value scaleA = scaleOf(a.max, safe), scaleB = scaleOf(b.max, safe);
+    auto sumOfProducts = [](OpBuilder &bb, Location at,
+                            ValueRange args) -> Value {
+      Value x = arith::MulFOp::create(bb, at, args[0], args[1]);
+      Value y = arith::MulFOp::create(bb, at, args[2], args[3]);
+      return arith::AddFOp::create(bb, at, x, y);
+    };
+    Value sums = rowwise(rewriter, loc, emptyLike(rewriter, loc, a.sums),
+                         {{a.sums, sameRows},
+                          {scaleA, sameRows},
+                          {b.sums, sameRows},
+                          {scaleB, sameRows}},
+                         sumOfProducts);
+    Value out = rowwise(rewriter, loc, emptyLike(rewriter, loc, a.out),
+                        {whole(a.out),
+                         {rowsOfOutput(scaleA), m.rowsInOutput},
+                         whole(b.out),
+                         {rowsOfOutput(scaleB), m.rowsInOutput}},
+                        sumOfProducts);
+    return State{max, sums, out};
+  };
+
+  // The balanced ring: at step d a rank holds the k, v and q of rank
+  // r - d. It scores its own rows against those keys (below the diagonal
+  // when r >= d) and, for d < n - d, the rows of rank r - d against its
+  // own keys (below the diagonal when r < d), returning that partial by
+  // a shift of -d. Every pair of blocks is scored once, by n / 2 + 1 steps.
+  bool balance = m.balance && n > 2;
+  int64_t steps = balance ? n / 2 + 1 : n;
+  auto helps = [&](int64_t d) { return balance && d >= 1 && d < n - d; };
+  SmallVector<unsigned> qOperands;
+  SmallVector<Value> qHeld;
+  for (OpOperand *input : m.scores.getDpsInputOperands())
+    if (input->getOperandNumber() != m.keysOperand) {
+      qOperands.push_back(input->getOperandNumber());
+      qHeld.push_back(input->get());
+    }
+  SmallVector<std::pair<Value, Value>> qInFlight(qHeld.size());
+  Origins origins(ring);
+
+  Value ownKeys = m.keys.getInput(), ownValues = m.values.getInput();
+  Value keys = ownKeys, values = ownValues;
+  std::pair<Value, Value> keysInFlight, valuesInFlight;
+  Value covered;
+  std::optional<State> state;
+  SmallVector<std::array<std::pair<Value, Value>, 3>> returning;
+  for (int64_t step = 0; step < steps; ++step) {
+    if (step > 0) {
+      keys = waitFor(rewriter, loc, keysInFlight);
+      values = waitFor(rewriter, loc, valuesInFlight);
+      if (helps(step))
+        for (auto [held, inFlight] : llvm::zip(qHeld, qInFlight))
+          held = waitFor(rewriter, loc, inFlight);
+    }
+    if (step < steps - 1) {
+      keysInFlight = startShift(rewriter, loc, keys, ring.grid, ring.axis,
+                                /*offset=*/1, step);
+      valuesInFlight = startShift(rewriter, loc, values, ring.grid, ring.axis,
+                                  /*offset=*/1, step);
+      if (helps(step + 1))
+        for (auto [held, inFlight] : llvm::zip(qHeld, qInFlight))
+          inFlight = startShift(rewriter, loc, held, ring.grid, ring.axis,
+                                /*offset=*/1, step);
+    }
+    if (step == 0 && m.mask)
+      covered =
+          maskBound(affineIndex(rewriter, loc, position, m.chunk, 0),
+                    /*rowsAtMost=*/true, arith::CmpIPredicate::slt, nullptr);
+    // The block held at this step came from `step` ranks back; its keys
+    // are taken `m.pieceSize` at a time, so that a rank holds the scores
+    // of one piece at a time.
+    Value owner = ringIndex(rewriter, loc, position, -step, n);
+    FailureOr<State> next =
+        attend(state, keys, values, owner, covered, /*rows=*/nullptr);
+    if (failed(next))
+      return failure();
+    state = *next;
+    if (!helps(step))
+      continue;
+    // The owner's rows against this rank's keys, returned to the owner.
+    IRMapping rows;
+    for (auto [number, held] : llvm::zip(qOperands, qHeld))
+      rows.map(m.scores->getOperand(number), held);
+    for (Value value : m.positional)
+      atPosition(rewriter, origins, value, owner, rows);
+    Value ownerCovered;
+    if (m.mask)
+      ownerCovered =
+          maskBound(affineIndex(rewriter, loc, owner, m.chunk, 0),
+                    /*rowsAtMost=*/true, arith::CmpIPredicate::slt, &rows);
+    FailureOr<State> partial =
+        attend(std::nullopt, ownKeys, ownValues, position, ownerCovered, &rows);
+    if (failed(partial))
+      return failure();
+    auto back = [&](Value v) {
+      return startShift(rewriter, loc, v, ring.grid, ring.axis,
+                        /*offset=*/n - step, step);
+    };
+    returning.push_back(
+        {back(partial->max), back(partial->sums), back(partial->out)});
   }
+  // The partials other ranks computed for these rows.
+  for (auto &[max, sums, out] : returning)
+    state = merge(*state, State{waitFor(rewriter, loc, max),
+                                waitFor(rewriter, loc, sums),
+                                waitFor(rewriter, loc, out)});
+  Value sums = state->sums, out = state->out;
   // Under torch's safe softmax a row whose scores are all -inf gives 0;
   // its sum is then 0 (the others' is at least 1: their max's exp).
   bool safe = static_cast<bool>(m.safeSelect);

@@ -171,7 +171,13 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
       a rank holds whole against per piece; `sub-chunks` sets the pieces
       of a block's keys scored at once, by default up to 512 keys; a piece
       that a causal mask, an affine comparison of indices selecting at most
-      -1e30, fills whole is skipped at run time);
+      -1e30, fills whole is skipped at run time; under such a mask on 3 or
+      more ranks the ring is balanced, `balance-attention`: q travels with
+      k and v, each rank also scores the rows of the block it holds
+      against its own keys, with the values the chain derives from the
+      rank's position computed again for the block's owner, and returns
+      that partial to the owner by a shift, so that every rank scores one
+      block per step and the ring ends after n / 2 + 1 steps);
     - a halo exchange (the import's ring shifts of `update_halo`) before a
       stencil or convolution: the box of its iterations that reads no halo
       row runs from the tile before the exchange, between the shifts'
@@ -286,6 +292,12 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
            /*default=*/"::braid::Bidirectional::Auto",
            "Ring directions",
            "::braid::options::EnumValues<::braid::Bidirectional>()">,
+    Option<"balanceAttention", "balance-attention",
+           "::braid::BalanceAttention",
+           /*default=*/"::braid::BalanceAttention::Auto",
+           "Ring attention: each rank also scores the rows of the block it "
+           "holds against its own keys (a causal ring's work balanced)",
+           "::braid::options::EnumValues<::braid::BalanceAttention>()">,
     Option<"microBatches", "micro-batches", "int64_t", /*default=*/"0",
            "Micro-batches for micro_batch (0: the model picks 2, 3 or 4)">,
     Option<"peakTflops", "peak-tflops", "double", /*default=*/"0",
