@@ -143,7 +143,10 @@ def test_context_parallel(kind, ranks, dtype, extra):
     gather, gathers k and v instead, and runs them as one ring of
     blockwise attention with the online softmax (ring attention), the
     causal mask built from an iota whose indices count from each rank's
-    block."""
+    block. That mask reads as a comparison of the scores' indices: the
+    ring skips the blocks it fills whole and, on 4 ranks, is balanced
+    (each rank also scores the rows of the block it holds, their mask
+    rows computed again for their owner)."""
     torch.manual_seed(7)
     extra = dict(extra)
     if extra.pop("mha", False):
@@ -151,10 +154,13 @@ def test_context_parallel(kind, ranks, dtype, extra):
     c = config(kind, ranks, **extra)
     layer = decoder_layer(kind, c).eval().to(dtype)
     x = torch.randn(1, 4 * ranks, 64, dtype=dtype)
-    _, strategies = check(layer, (x,), {"position_embeddings": rotary(c, x)},
-                          {}, ranks, "sequence",
-                          tolerance=1e-4 if dtype == torch.float32 else 4e-2)
+    tp, strategies = check(layer, (x,), {"position_embeddings": rotary(c, x)},
+                           {}, ranks, "sequence",
+                           tolerance=1e-4 if dtype == torch.float32 else 4e-2)
     assert strategies == [("all_gather", "ring_attention")] * 2, strategies
+    for record in tp.artifact.report["collectives"]:
+        assert record["scores"]["skips_masked"], record
+        assert record["scores"]["balanced"] == (ranks > 2), record
 
 
 @pytest.mark.parametrize("ranks", [2, 4])

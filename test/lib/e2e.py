@@ -702,20 +702,24 @@ def pattern_ring_attention(cfg):
     elsewhere), `gqa` (causal, two q heads per k/v head: k and v are broadcast
     over the heads after the gather), `mask` (an additive mask input over
     the whole sequence), `softmax` (linalg.softmax, non-causal),
-    `transposed` (non-causal, k transposed after the gather). q/k/v are
+    `transposed` (non-causal, k transposed after the gather), `iota` (causal
+    as HF builds it: a whole-sequence mask tensor of 0 and -inf from iotas
+    of the key and row positions, sliced to this rank's rows and added to
+    the scores). q/k/v are
     in the test's dtype, the softmax computes in f32, the probabilities are
     stored in the test's dtype for the second product, as frontends do."""
     n, dt = cfg.group, cfg.dtype
     z = cfg.scale
     variant = cfg.variant or "causal"
-    if variant not in ("causal", "keep", "full", "gqa", "mask", "softmax", "transposed"):
+    if variant not in ("causal", "keep", "full", "gqa", "mask", "softmax", "transposed",
+                       "iota"):
         raise SystemExit(f"unknown variant {variant}")
     # bench/cpu/ring_attention.py sets larger heads and head_dim.
     heads, tl, d = getattr(cfg, "heads", 2), 4 * z, getattr(cfg, "head_dim", 8)
     kv_heads = heads // 2 if variant == "gqa" else heads
     rep = heads // kv_heads
     t = n * tl
-    causal = variant in ("causal", "keep", "gqa")
+    causal = variant in ("causal", "keep", "gqa", "iota")
     scale = 1.0 / np.sqrt(d)
     qs, ks, ss, os_ = (heads, tl, d), (kv_heads, tl, d), (heads, tl, t), (heads, tl, d)
     f32 = "f32"
@@ -778,7 +782,38 @@ def pattern_ring_attention(cfg):
     par3 = '"parallel", "parallel", "parallel"'
     emit(f"%scale = arith.constant {scale!r} : f32")
     emit(f"%me = tensor.empty() : {tensor(ss, f32)}")
-    if causal:
+    if variant == "iota":
+        # HF's create_causal_mask: kv_idx <= q_idx allowed, as 0 / -inf.
+        it, mt = tensor((t,), "i64"), tensor((t, t), f32)
+        emit(f"%ie = tensor.empty() : {it}")
+        emit(f"%iota = linalg.generic {{indexing_maps = [affine_map<(a) -> (a)>], iterator_types = [\"parallel\"]}} "
+             f"outs(%ie : {it}) " + body([("%o", "i64")], ["%a = linalg.index 0 : index",
+                                                          "%c = arith.index_cast %a : index to i64",
+                                                          "linalg.yield %c : i64"]) + f" -> {it}")
+        emit(f"%cols = tensor.expand_shape %iota [[0, 1]] output_shape [1, {t}] : {it} into {tensor((1, t), 'i64')}")
+        emit(f"%rows = tensor.expand_shape %iota [[0, 1]] output_shape [{t}, 1] : {it} into {tensor((t, 1), 'i64')}")
+        emit(f"%c0 = arith.constant 0 : i64")
+        emit(f"%mz = arith.constant dense<0.0> : tensor<f32>")
+        emit(f"%mi = arith.constant dense<0xFF800000> : tensor<f32>")
+        emit(f"%mke = tensor.empty() : {mt}")
+        emit(f"%hf = linalg.generic {{indexing_maps = [affine_map<(a, b) -> (0, b)>, affine_map<(a, b) -> (a, 0)>, "
+             f"affine_map<(a, b) -> ()>, affine_map<(a, b) -> ()>, affine_map<(a, b) -> (a, b)>], "
+             f"iterator_types = [\"parallel\", \"parallel\"]}} "
+             f"ins(%cols, %rows, %mz, %mi : {tensor((1, t), 'i64')}, {tensor((t, 1), 'i64')}, tensor<f32>, tensor<f32>) "
+             f"outs(%mke : {mt}) "
+             + body([("%kv", "i64"), ("%qi", "i64"), ("%z", f32), ("%ni", f32), ("%o", f32)],
+                    ["%d = arith.subi %kv, %qi : i64", "%ok = arith.cmpi sle, %d, %c0 : i64",
+                     "%r = arith.select %ok, %z, %ni : f32", "linalg.yield %r : f32"]) + f" -> {mt}")
+        emit(f"%pos = shard.process_multi_index on @g axes = [{cfg.axis}] : index")
+        emit(f"%tl = arith.constant {tl} : index")
+        emit(f"%base = arith.muli %pos, %tl : index")
+        emit(f"%mine = tensor.extract_slice %hf[%base, 0] [{tl}, {t}] [1, 1] : {mt} to {tensor((tl, t), f32)}")
+        emit(f"%sm = linalg.generic {{indexing_maps = [{ident3}, affine_map<(h, i, j) -> (i, j)>, {ident3}], iterator_types = [{par3}]}} "
+             f"ins(%s, %mine : {tensor(ss, f32)}, {tensor((tl, t), f32)}) outs(%me : {tensor(ss, f32)}) "
+             + body([("%x", f32), ("%mk", f32), ("%o", f32)],
+                    ["%y = arith.mulf %x, %scale : f32", "%r = arith.addf %y, %mk : f32",
+                     "linalg.yield %r : f32"]) + f" -> {tensor(ss, f32)}")
+    elif causal:
         emit(f"%pos = shard.process_multi_index on @g axes = [{cfg.axis}] : index")
         emit(f"%tl = arith.constant {tl} : index")
         emit(f"%base = arith.muli %pos, %tl : index")

@@ -23,16 +23,25 @@
 // CHECK: tensor.extract_slice %arg2[0, %[[OFF]], 0] [1, 4, 8] [1, 1, 1] : tensor<1x16x8xf32> to tensor<1x4x8xf32>
 // CHECK-NOT: dist.all_gather
 // k (after its rotary embedding) and v, 4 kv heads of this rank's 4 rows,
-// shifted around the ring in 3 steps.
+// travel with q (8 heads). HF's causal mask, built from iotas that count
+// from each rank's block, reads as a comparison of the scores' indices, so
+// the ring is balanced: 3 steps; at step 1 a rank scores its own rows
+// (skipped where masked whole) and those of the rank the blocks came from
+// (their mask rows computed again for it), returned by a shift of -1.
 // CHECK: dist.shift_start %{{.*}} {dist.step = 0 : i64, dist.symmetric} : tensor<1x4x4x8xf32> -> tensor<1x4x4x8xf32>
 // CHECK-NEXT: dist.shift_start %{{.*}} {dist.step = 0 : i64, dist.symmetric} : tensor<1x4x4x8xf32> -> tensor<1x4x4x8xf32>
+// CHECK-NEXT: dist.shift_start %{{.*}} {dist.step = 0 : i64, dist.symmetric} : tensor<8x4x8xf32> -> tensor<8x4x8xf32>
 // CHECK: dist.step = 1
-// CHECK: dist.step = 2
-// CHECK-NOT: dist.step = 3
+// CHECK: scf.if
+// CHECK: scf.if
+// CHECK-COUNT-3: offset = 3 {dist.step = 1
+// CHECK: scf.if
+// CHECK-NOT: dist.step = 2
 // CHECK-NOT: dist.all_gather
 // CHECK: return
 // REMARK: remark: all_gather moved after the 13 row-local ops that followed it (their other operands are replicated): they run on 1/4 of the rows; 2 values are gathered after them instead of one (4.0 KiB instead of 4.0 KiB)
 // REMARK: remark: all_gather fused with 'linalg.batch_matmul' as ring_attention (4 chunks)
+// REMARK-SAME: skips the pieces its mask fills whole; balanced: each rank also scores the rows of the block it holds
 // REMARK-NOT: all_gather fused
 
 #map = affine_map<(d0, d1, d2) -> (d0, d1, d2)>

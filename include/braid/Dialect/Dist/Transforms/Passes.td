@@ -171,7 +171,8 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
       a rank holds whole against per piece; `sub-chunks` sets the pieces
       of a block's keys scored at once, by default up to 512 keys; a piece
       that a causal mask, an affine comparison of indices selecting at most
-      -1e30, fills whole is skipped at run time; under such a mask on 3 or
+      -1e30 or adding a tensor that is 0 or -inf by such a comparison
+      (HF's, built from iotas), fills whole is skipped at run time; under such a mask on 3 or
       more ranks the ring is balanced, `balance-attention`: q travels with
       k and v, each rank also scores the rows of the block it holds
       against its own keys, with the values the chain derives from the
