@@ -16,7 +16,10 @@ of --repeat runs, slowest rank), in one run:
   preset, below 256 MiB of scores a rank, the gathers whole and
   asynchronous);
 - ring: --overlap=force, the same moves, and k and v as one ring of
-  attention with the online softmax.
+  attention with the online softmax; HF's causal mask tensor is read as
+  a comparison of positions, so pieces it fills whole are skipped and the
+  ring is balanced (each rank also scores the rows of the block it holds);
+- unbalanced: the same ring with --balance-attention=off.
 
 It prints the times, upstream / each (> 1: faster than upstream), the
 strategies of each report and the bytes of scores a rank holds whole and
@@ -74,7 +77,8 @@ def main():
     parser.add_argument("--kv-heads", type=int, default=2)
     args = parser.parse_args()
     print(f"{'tokens':>6} {'upstream ms':>12} {'auto ms':>8} {'ratio':>6} "
-          f"{'ring ms':>8} {'ratio':>6} {'scores whole':>13} "
+          f"{'ring ms':>8} {'ratio':>6} {'unbalanced ms':>14} {'ratio':>6} "
+          f"{'scores whole':>13} "
           f"{'per piece':>10}  strategies (auto; ring)")
     with tempfile.TemporaryDirectory(prefix="braid-cp-") as tmp:
         for tokens in [int(t) for t in args.tokens.split(",")]:
@@ -88,14 +92,20 @@ def main():
                 names[mode] = ", ".join(str(r["strategy"]) for r in records)
                 held = next((r["scores"] for r in records if "scores" in r),
                             held)
+            flags = {"off": ["--overlap=off"], "auto": ["--overlap=auto"],
+                     "force": ["--overlap=force"],
+                     "unbalanced": ["--overlap=force",
+                                    "--balance-attention=off"]}
             times = {mode: time_program(args.bin, tmp, f"{mode}{tokens}",
                                         text, args.ranks, args.repeat,
-                                        [f"--overlap={mode}"])
-                     for mode in ("off", "auto", "force")}
+                                        flags[mode])
+                     for mode in flags}
             print(f"{tokens:>6} {times['off']:>12.2f} {times['auto']:>8.2f} "
                   f"{times['off'] / times['auto']:>6.2f} "
                   f"{times['force']:>8.2f} "
                   f"{times['off'] / times['force']:>6.2f} "
+                  f"{times['unbalanced']:>14.2f} "
+                  f"{times['off'] / times['unbalanced']:>6.2f} "
                   f"{mib(held.get('materialized_bytes', 0)):>13} "
                   f"{mib(held.get('per_step_bytes', 0)):>10}  "
                   f"{names['auto']}; {names['force']}", flush=True)
