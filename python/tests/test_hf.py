@@ -164,20 +164,33 @@ def test_context_parallel(kind, ranks, dtype, extra):
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
-def test_context_parallel_batch(ranks):
+@pytest.mark.parametrize("kind,dtype", [
+    ("Llama", torch.float32),
+    # Projection biases broadcast over the folded rows.
+    ("Qwen2", torch.float32),
+    ("Mistral", torch.bfloat16),
+    # Interleaved partial rotary.
+    ("Glm", torch.float32),
+])
+def test_context_parallel_batch(kind, dtype, ranks):
     """Context parallel with two sequences: the projections read [batch *
     seq, hidden], whose rows fold the split sequence inside the batch.
-    The work moves before the gathers all the same (the MLP's gather, whose
-    result partitioning sliced back to the rank's rows, disappears); only
-    k and v travel. Upstream computes the attention of every row on each
-    rank here (it gathers q's rows too), so there is no ring of it."""
+    The work moves before the gathers all the same, q's projection and the
+    attention's rows included (upstream gathers q's rows too here; the
+    MLP's gather, whose result partitioning sliced back to the rank's rows,
+    disappears); only k and v travel, as one ring of attention, balanced
+    on 4 ranks."""
     torch.manual_seed(7)
-    c = config("Llama", ranks)
-    layer = decoder_layer("Llama", c).eval()
-    x = torch.randn(2, 4 * ranks, 64)
-    _, strategies = check(layer, (x,), {"position_embeddings": rotary(c, x)},
-                          {}, ranks, "sequence")
-    assert len(strategies) == 2, strategies
+    c = config(kind, ranks)
+    layer = decoder_layer(kind, c).eval().to(dtype)
+    x = torch.randn(2, 4 * ranks, 64, dtype=dtype)
+    tp, strategies = check(layer, (x,), {"position_embeddings": rotary(c, x)},
+                           {}, ranks, "sequence",
+                           tolerance=1e-4 if dtype == torch.float32 else 4e-2)
+    assert strategies == [("all_gather", "ring_attention")] * 2, strategies
+    for record in tp.artifact.report["collectives"]:
+        assert record["scores"]["skips_masked"], record
+        assert record["scores"]["balanced"] == (ranks > 2), record
 
 
 @pytest.mark.parametrize("layout,plan", [("replicate", "shipped"),

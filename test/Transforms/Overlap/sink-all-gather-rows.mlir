@@ -182,6 +182,50 @@ func.func @batch_folded(
 
 // -----
 
+#id2 = affine_map<(r, h) -> (r, h)>
+#bias = affine_map<(r, h) -> (h)>
+shard.grid @cp(shape = 4)
+// A projection bias broadcast over the folded rows (Qwen2's q, k and v
+// with two sequences): the same along the rows, so the add reads its
+// first 8 rows before the gather, folded or not.
+// CHECK-LABEL: func.func @batch_folded_bias
+// CHECK-NOT: dist.all_gather
+// CHECK: linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<8x64xf32>, tensor<64x32xf32>)
+// CHECK: %[[B:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<32xf32>) outs(%{{.*}} : tensor<32x32xf32>)
+// CHECK: %[[FIRST:.*]] = tensor.extract_slice %[[B]][0, 0] [8, 32] [1, 1] : tensor<32x32xf32> to tensor<8x32xf32>
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[FIRST]] : tensor<8x32xf32>, tensor<8x32xf32>)
+// CHECK: dist.all_gather{{(_start)?}} %{{.*}} dim = 2 : tensor<2x2x4x16xf32> -> tensor<2x2x16x16xf32>
+// REMARK: sink-all-gather-rows.mlir:{{[0-9]+}}:8: remark: all_gather moved after the 5 row-local ops
+func.func @batch_folded_bias(
+    %x: tensor<2x4x64xf32> {dist.placement = #dist.placement<@cp, [shard<1>]>},
+    %wk: tensor<64x32xf32> {dist.placement = #dist.placement<@cp, [replicate]>},
+    %bk: tensor<32xf32> {dist.placement = #dist.placement<@cp, [replicate]>})
+    -> tensor<2x2x16x16xf32> {
+  %g = dist.all_gather %x on @cp axes = [0] dim = 1 : tensor<2x4x64xf32> -> tensor<2x16x64xf32>
+  %c = tensor.collapse_shape %g [[0, 1], [2]] : tensor<2x16x64xf32> into tensor<32x64xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %k = linalg.matmul ins(%c, %wk : tensor<32x64xf32>, tensor<64x32xf32>) outs(%f : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %b = linalg.generic {indexing_maps = [#bias, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%bk : tensor<32xf32>) outs(%e : tensor<32x32xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  } -> tensor<32x32xf32>
+  %kb = linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%k, %b : tensor<32x32xf32>, tensor<32x32xf32>) outs(%e : tensor<32x32xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %s = arith.addf %p, %q : f32
+    linalg.yield %s : f32
+  } -> tensor<32x32xf32>
+  %kx = tensor.expand_shape %kb [[0, 1], [2, 3]] output_shape [2, 16, 2, 16] : tensor<32x32xf32> into tensor<2x16x2x16xf32>
+  %et = tensor.empty() : tensor<2x2x16x16xf32>
+  %kt = linalg.transpose ins(%kx : tensor<2x16x2x16xf32>) outs(%et : tensor<2x2x16x16xf32>) permutation = [0, 2, 1, 3]
+  return %kt : tensor<2x2x16x16xf32>
+}
+
+// -----
+
 #id3 = affine_map<(b, s, h) -> (b, s, h)>
 #col3 = affine_map<(b, s, h) -> (h)>
 shard.grid @cp(shape = 4)

@@ -144,7 +144,11 @@ bool isSafeSelect(linalg::GenericOp op, unsigned probs, Value flag,
     if (!arg || arg.getOwner() != op.getBody() ||
         arg.getArgNumber() >= op.getNumDpsInputs())
       return false;
+    // A splat or fill of 0, or a slice of one (the sinking of row-local
+    // work slices the select's operands to the rank's rows).
     Value source = op.getDpsInputOperand(arg.getArgNumber())->get();
+    while (auto slice = source.getDefiningOp<tensor::ExtractSliceOp>())
+      source = slice.getSource();
     DenseElementsAttr constant;
     auto splat =
         matchPattern(source, m_Constant(&constant)) && constant.isSplat()

@@ -30,6 +30,7 @@
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -68,11 +69,17 @@ struct SinkRegion {
   /// The gathered dimension of each value of the region (the gather's
   /// result included).
   DenseMap<Value, int64_t> dims;
-  /// Replicated operands that a region op reads along the gathered loop
-  /// (rotary tables, per-position biases), by op: operand number and the
-  /// operand's dimension that loop indexes. Before the gather they are
-  /// read as this rank's block of that dimension.
-  DenseMap<Operation *, SmallVector<std::pair<unsigned, int64_t>>> slices;
+  /// A replicated operand that a region op reads along the gathered loop
+  /// (rotary tables, per-position biases): its operand number and the
+  /// dimension that loop indexes. Before the gather it is read as this
+  /// rank's block of that dimension, or, when it is the same along it (a
+  /// bias broadcast over the rows), as its first rows.
+  struct RowOperand {
+    unsigned operand;
+    int64_t dim;
+    bool uniform;
+  };
+  DenseMap<Operation *, SmallVector<RowOperand>> slices;
   /// A gathered dimension folded with others by a collapse ([batch, seq,
   /// ...] into [batch * seq * ...], as projections read activations): of
   /// `outer * full * inner` elements, the gathered `full` in between. Its
@@ -317,6 +324,31 @@ std::optional<int64_t> SinkRegion::join(Operation *op,
   return std::nullopt;
 }
 
+/// Whether `value` is the same along dimension `dim`: a broadcast along it
+/// (a generic yielding an input whose map does not read that loop, such as
+/// a bias repeated for every row), a splat constant or a fill.
+bool sameAlong(Value value, int64_t dim) {
+  DenseElementsAttr constant;
+  if ((matchPattern(value, m_Constant(&constant)) && constant.isSplat()) ||
+      value.getDefiningOp<linalg::FillOp>())
+    return true;
+  auto generic = value.getDefiningOp<linalg::GenericOp>();
+  if (!generic || generic->getNumResults() != 1 ||
+      generic.getNumParallelLoops() != generic.getNumLoops() ||
+      !generic.getMatchingIndexingMap(generic.getDpsInitOperand(0))
+           .isIdentity())
+    return false;
+  auto yield = cast<linalg::YieldOp>(generic.getBody()->getTerminator());
+  auto arg = dyn_cast<BlockArgument>(yield.getValues()[0]);
+  if (!arg || arg.getOwner() != generic.getBody() ||
+      arg.getArgNumber() >= generic.getNumDpsInputs())
+    return false;
+  return !generic
+              .getMatchingIndexingMap(
+                  generic.getDpsInputOperand(arg.getArgNumber()))
+              .isFunctionOfDim(dim);
+}
+
 std::optional<int64_t> SinkRegion::joinLinalg(linalg::LinalgOp op,
                                               ReplicationAnalysis &replication,
                                               std::optional<Fold> &fold) {
@@ -352,7 +384,7 @@ std::optional<int64_t> SinkRegion::joinLinalg(linalg::LinalgOp op,
   if (readsIndex)
     return std::nullopt;
   std::string why;
-  SmallVector<std::pair<unsigned, int64_t>> sliced;
+  SmallVector<RowOperand> sliced;
   for (OpOperand *input : op.getDpsInputOperands()) {
     if (dims.count(input->get()))
       continue;
@@ -375,14 +407,18 @@ std::optional<int64_t> SinkRegion::joinLinalg(linalg::LinalgOp op,
       at = index;
     }
     // Not a value the gather's result reaches, which would have to be
-    // gathered whole first.
+    // gathered whole first. One that is the same along the rows may be
+    // read along folded rows too.
     auto type = dyn_cast<RankedTensorType>(input->get().getType());
-    if (fold || gather.getAxes().size() != 1 || !type ||
-        !type.hasStaticShape() || type.getDimSize(*at) != extent ||
-        (reachedByGather(input->get()) &&
-         !blockGatherChain(input->get(), *at, gather)))
+    if (!type || !type.hasStaticShape() || type.getDimSize(*at) != extent)
       return std::nullopt;
-    sliced.emplace_back(input->getOperandNumber(), *at);
+    bool uniform = sameAlong(input->get(), *at);
+    if (uniform ? reachedByGather(input->get())
+                : fold || gather.getAxes().size() != 1 ||
+                      (reachedByGather(input->get()) &&
+                       !blockGatherChain(input->get(), *at, gather)))
+      return std::nullopt;
+    sliced.push_back({input->getOperandNumber(), *at, uniform});
   }
   OpOperand *init = op.getDpsInitOperand(0);
   if (!dims.count(init->get()) && !isPlaceholder(init->get()))
@@ -612,17 +648,23 @@ overlap::sinkAllGather(AllGatherOp gather, ReplicationAnalysis &replication,
     }
     // Replicated operands read along the rows: this rank's block of them.
     SmallVector<std::pair<Value, Value>> restore;
-    for (auto [number, operandDim] : region.slices.lookup(op)) {
+    for (auto [number, operandDim, uniform] : region.slices.lookup(op)) {
       Value whole = op->getOperand(number);
       restore.emplace_back(whole, mapping.lookupOrNull(whole));
+      int64_t size =
+          cast<RankedTensorType>(whole.getType()).getDimSize(operandDim) /
+          region.group;
+      if (uniform) {
+        mapping.map(whole, schedule::sliceAlong(
+                               rewriter, op->getLoc(), whole, operandDim,
+                               rewriter.getIndexAttr(0), size));
+        continue;
+      }
       if (auto chain = blockGatherChain(whole, operandDim, gather)) {
         mapping.map(whole, blockGatherInput(rewriter, op->getLoc(), *chain,
                                             whole, region.group));
         continue;
       }
-      int64_t size =
-          cast<RankedTensorType>(whole.getType()).getDimSize(operandDim) /
-          region.group;
       Value position = schedule::groupPosition(
           rewriter, op->getLoc(), gather.getGridAttr(), gather.getAxes()[0]);
       Value offset =
