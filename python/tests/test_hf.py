@@ -114,6 +114,15 @@ def test_decoder_layer(kind, ranks, layout):
         assert strategies == TP_ALL_REDUCES
 
 
+def assert_causal_ring(tp, strategies, ranks):
+    """k and v as one ring of attention that skips the blocks the causal
+    mask fills whole and, on more than 2 ranks, is balanced."""
+    assert strategies == [("all_gather", "ring_attention")] * 2, strategies
+    for record in tp.artifact.report["collectives"]:
+        assert record["scores"]["skips_masked"], record
+        assert record["scores"]["balanced"] == (ranks > 2), record
+
+
 @pytest.mark.parametrize("ranks", [2, 4])
 @pytest.mark.parametrize("kind,dtype,extra", [
     ("Llama", torch.float32, {}),
@@ -157,10 +166,7 @@ def test_context_parallel(kind, ranks, dtype, extra):
     tp, strategies = check(layer, (x,), {"position_embeddings": rotary(c, x)},
                            {}, ranks, "sequence",
                            tolerance=1e-4 if dtype == torch.float32 else 4e-2)
-    assert strategies == [("all_gather", "ring_attention")] * 2, strategies
-    for record in tp.artifact.report["collectives"]:
-        assert record["scores"]["skips_masked"], record
-        assert record["scores"]["balanced"] == (ranks > 2), record
+    assert_causal_ring(tp, strategies, ranks)
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
@@ -187,10 +193,7 @@ def test_context_parallel_batch(kind, dtype, ranks):
     tp, strategies = check(layer, (x,), {"position_embeddings": rotary(c, x)},
                            {}, ranks, "sequence",
                            tolerance=1e-4 if dtype == torch.float32 else 4e-2)
-    assert strategies == [("all_gather", "ring_attention")] * 2, strategies
-    for record in tp.artifact.report["collectives"]:
-        assert record["scores"]["skips_masked"], record
-        assert record["scores"]["balanced"] == (ranks > 2), record
+    assert_causal_ring(tp, strategies, ranks)
 
 
 @pytest.mark.parametrize("layout,plan", [("replicate", "shipped"),
