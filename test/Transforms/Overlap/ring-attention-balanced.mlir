@@ -12,6 +12,11 @@
 // RUN: FileCheck %s --check-prefix=LAST-REPORT < %t.json
 // RUN: sed '/^\/\/ -----/,$d' %s | braid-opt --braid-overlap="report=%t.first.json" -o /dev/null
 // RUN: FileCheck %s --check-prefix=REPORT < %t.first.json
+// With several pieces of keys per block, the last step's pair (the same
+// both ways at d = n / 2) is split: the rank holding the blocks scores
+// their first half of keys, the keys' owner the second half, returned by
+// a shift of -2; q travels one step further.
+// RUN: braid-opt %s -split-input-file --braid-overlap="sub-chunks=2" 2>/dev/null | FileCheck %s --check-prefix=SPLIT
 // RUN: braid-opt %s -split-input-file --braid-overlap="balance-attention=off" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OFF
 // RUN: braid-opt %s -split-input-file --braid-overlap="balance-attention=on" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ON
 // The whole pipeline accepts it, the schedule checker included.
@@ -72,6 +77,11 @@ shard.grid @cp(shape = 4)
 // CHECK: math.exp
 // CHECK: arith.divf
 // CHECK: return
+// SPLIT-LABEL: func.func @causal(
+// SPLIT-COUNT-3: offset = 1 {dist.step = 1
+// SPLIT-COUNT-3: offset = 3 {dist.step = 1
+// SPLIT-COUNT-3: offset = 2 {dist.step = 2
+// SPLIT: return
 // REMARK: as ring_attention (4 chunks)
 // REMARK-SAME: skips the pieces its mask fills whole; balanced: each rank also scores the rows of the block it holds
 // REPORT: "skips_masked": true,

@@ -1362,14 +1362,16 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
 
   // Scores the block of keys and values of rank `owner` for this rank's
   // rows, or through `rows` for another rank's, into `state` (none: the
-  // rows' first block), a piece of keys at a time. Under a causal mask, a
+  // rows' first block), a piece of keys at a time, its pieces [begin, end).
+  // Under a causal mask, a
   // piece whose keys are masked for every row is skipped once `covered`
   // (the rows' own first piece left every row a key that is not); this
   // rank's first piece never is.
+  int64_t pieces = m.chunk / m.pieceSize;
   auto attend = [&](std::optional<State> state, Value keys, Value values,
-                    Value owner, Value covered,
-                    IRMapping *rows) -> FailureOr<State> {
-    for (int64_t piece = 0; piece < m.chunk / m.pieceSize; ++piece) {
+                    Value owner, Value covered, IRMapping *rows, int64_t begin,
+                    int64_t end) -> FailureOr<State> {
+    for (int64_t piece = begin; piece < end; ++piece) {
       bool first = !state;
       Value offsetValue =
           affineIndex(rewriter, loc, owner, m.chunk, piece * m.pieceSize);
@@ -1510,9 +1512,19 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
   // when r >= d) and, for d < n - d, the rows of rank r - d against its
   // own keys (below the diagonal when r < d), returning that partial by
   // a shift of -d. Every pair of blocks is scored once, by n / 2 + 1 steps.
+  // At d = n / 2 (n even) the pair is the same both ways: with several
+  // pieces of keys the holder scores the first half of them and the
+  // owner of the keys the second half, so that no rank idles.
   bool balance = m.balance && n > 2;
   int64_t steps = balance ? n / 2 + 1 : n;
-  auto helps = [&](int64_t d) { return balance && d >= 1 && d < n - d; };
+  bool splitLast = balance && n % 2 == 0 && pieces > 1;
+  auto helps = [&](int64_t d) {
+    return balance && d >= 1 && (d < n - d || (splitLast && d == n - d));
+  };
+  // The pieces of the held block a rank scores for its own rows at step d.
+  auto ownEnd = [&](int64_t d) {
+    return splitLast && d == n - d ? pieces / 2 : pieces;
+  };
   SmallVector<unsigned> qOperands;
   SmallVector<Value> qHeld;
   for (OpOperand *input : m.scores.getDpsInputOperands())
@@ -1555,8 +1567,8 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
     // are taken `m.pieceSize` at a time, so that a rank holds the scores
     // of one piece at a time.
     Value owner = ringIndex(rewriter, loc, position, -step, n);
-    FailureOr<State> next =
-        attend(state, keys, values, owner, covered, /*rows=*/nullptr);
+    FailureOr<State> next = attend(state, keys, values, owner, covered,
+                                   /*rows=*/nullptr, 0, ownEnd(step));
     if (failed(next))
       return failure();
     state = *next;
@@ -1573,8 +1585,21 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
       ownerCovered =
           maskBound(affineIndex(rewriter, loc, owner, m.chunk, 0),
                     /*rowsAtMost=*/true, arith::CmpIPredicate::slt, &rows);
+    // The partial starts from fills of its own: its buffers travel while
+    // later steps run, so they must not be the ones the ops' shared inits
+    // bufferize to (written again in place before the transfer is done).
+    auto fresh = [&](linalg::LinalgOp op) -> Value {
+      Value init = op.getDpsInitOperand(0)->get();
+      Value empty = emptyLike(rewriter, loc, init);
+      if (auto fill = init.getDefiningOp<linalg::FillOp>())
+        return linalg::FillOp::create(rewriter, loc, fill.getInputs()[0], empty)
+            .getResult(0);
+      return linalg::CopyOp::create(rewriter, loc, init, empty).getResult(0);
+    };
     FailureOr<State> partial =
-        attend(std::nullopt, ownKeys, ownValues, position, ownerCovered, &rows);
+        attend(State{fresh(m.max), fresh(m.sum), fresh(m.output)}, ownKeys,
+               ownValues, position, ownerCovered, &rows,
+               step == n - step ? ownEnd(step) : 0, pieces);
     if (failed(partial))
       return failure();
     auto back = [&](Value v) {
