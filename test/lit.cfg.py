@@ -28,8 +28,11 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 if config.mpi_found in ("TRUE", "ON", "1"):
     config.available_features.add("mpi")
+    # Every job gets an Open MPI session directory of its own (concurrent
+    # lit workers shared lit's $TMPDIR, and one job's cleanup removed the
+    # folder the other was creating its own in); see scripts/mpirun.sh.
     config.substitutions.append(
-        ("%mpirun", "mpirun --allow-run-as-root --oversubscribe"))
+        ("%mpirun", os.path.join(config.braid_src_root, "scripts", "mpirun.sh")))
     config.substitutions.append(
         ("%braid_lib", os.path.join(config.braid_obj_root, "lib")))
     llvm_config.add_tool_substitutions(

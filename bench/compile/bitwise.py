@@ -28,7 +28,7 @@ def run(tools, source, ranks, tmp, tag, options):
     subprocess.run([os.path.join(tools, "braid-compile"), source, *options,
                     "-o", artifact], check=True, stderr=subprocess.DEVNULL)
     pattern = os.path.join(tmp, f"{tag}.{{rank}}.npy")
-    subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np",
+    subprocess.run([os.path.join(ROOT, "scripts", "mpirun.sh"), "-np",
                     str(ranks), os.path.join(tools, "braid-exec"), artifact,
                     "--seed=7", f"--output=@{pattern}"], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -69,7 +69,7 @@ def time_program(bin_dir, tmp, name, text, ranks, repeat, flags=(),
     if threads:
         env["BRAID_NUM_THREADS"] = str(threads)
     out = subprocess.run(
-        ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(ranks),
+        [os.path.join(ROOT, "scripts", "mpirun.sh"), "-np", str(ranks),
          os.path.join(bin_dir, "braid-exec"), lib, f"--warmup={warmup}",
          f"--repeat={max(repeat, 2)}"],
         capture_output=True, text=True, env=env, check=True).stdout

@@ -234,10 +234,7 @@ def run(args):
 def check(args):
     with tempfile.TemporaryDirectory(prefix="braid-fusion-") as out:
         compile_all(args, out, SMALL, "cpu")
-        runner = ["mpirun", "--oversubscribe", "-np", "1"]
-        if os.geteuid() == 0:
-            runner.insert(1, "--allow-run-as-root")
-        runner.append(os.path.join(args.bin, "braid-exec"))
+        runner = launch.mpirun(1, os.path.join(args.bin, "braid-exec"))
         sys.exit(1 if check_numerics(runner, out, SMALL, "cpu") else 0)
 
 

@@ -10,6 +10,11 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
 
 namespace braid::rt {
@@ -50,6 +55,36 @@ std::string formatString(const char *format, ...) {
   return result;
 }
 
+/// Waits (at most about `seconds`) until whoever reads `fd` has taken
+/// everything written to it: the launcher's forwarder reading a rank's
+/// stderr pipe or pseudo-terminal. MPI_Abort makes the launcher kill every
+/// rank and tear its forwarding down, and a line still sitting in the pipe
+/// then never reaches the user; the line that says what went wrong must be
+/// read before anything aborts. Files and terminals return at once.
+static void waitUntilRead(int fd, double seconds) {
+  struct stat info;
+  if (fstat(fd, &info) != 0)
+    return;
+  unsigned long request;
+  if (S_ISFIFO(info.st_mode))
+    request = FIONREAD; // bytes in the pipe, not yet read
+  else if (S_ISSOCK(info.st_mode))
+    request = SIOCOUTQ; // bytes not yet taken by the peer
+  else if (S_ISCHR(info.st_mode) && isatty(fd))
+    request = TIOCOUTQ; // a pseudo-terminal's output not yet read
+  else
+    return;
+  const long stepNs = 2000000; // 2 ms
+  for (long waited = 0; waited < static_cast<long>(seconds * 1e9);
+       waited += stepNs) {
+    int pending = 0;
+    if (ioctl(fd, request, &pending) != 0 || pending <= 0)
+      return;
+    struct timespec step = {0, stepNs};
+    nanosleep(&step, nullptr);
+  }
+}
+
 void fatal(const std::string &message) {
   // A second failure (typically the comm thread noticing the abort of the
   // compute thread's request) must not print again or race MPI_Abort: park
@@ -67,6 +102,8 @@ void fatal(const std::string &message) {
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
   std::fflush(stdout);
+  waitUntilRead(STDERR_FILENO, 2.0);
+  waitUntilRead(STDOUT_FILENO, 2.0);
   if (void (*hook)() = fatalHook.load()) {
     // Should the hook hang, SIGALRM's default action still ends the process.
     alarm(30);

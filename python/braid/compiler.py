@@ -1,6 +1,8 @@
 """braid.compile and Artifact: Braid's compiler and runner from Python."""
 import ctypes
 import json
+import numbers
+import operator
 import os
 import re
 import shutil
@@ -67,7 +69,30 @@ def quote(value):
 def _word(flag, value):
     if isinstance(value, bool):
         value = "true" if value else "false"
+    if "\0" in str(value):
+        raise ValueError(f"option {flag!r} holds a NUL character: {value!r}")
     return f"{flag}={quote(value)}"
+
+
+def integer(value, what):
+    """`value` as an int: TypeError, naming the argument `what`, for what
+    is not an integer (a bool, a float, a string)."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(f"{what} must be an integer, not "
+                    f"{type(value).__name__} {value!r}")
+
+
+def positive_int(value, what):
+    """`value` as an int >= 1 (ValueError below, TypeError for what is not
+    an integer); `what` names the argument."""
+    value = integer(value, what)
+    if value < 1:
+        raise ValueError(f"{what} must be a positive integer, not {value}")
+    return value
 
 
 _DIAGNOSTIC = re.compile(
@@ -133,6 +158,9 @@ class TensorSpec:
 
 
 def _read_source(text_or_path):
+    if not isinstance(text_or_path, (str, os.PathLike)):
+        raise TypeError("braid.compile() takes MLIR text or the path of a "
+                        f"file, not {type(text_or_path).__name__}")
     if isinstance(text_or_path, os.PathLike) or (
             isinstance(text_or_path, str) and "\n" not in text_or_path
             and "{" not in text_or_path):
@@ -181,6 +209,8 @@ def compile(text_or_path, target="cpu", name=None, **options):
     diagnostics, when the program or an option is wrong.
     """
     source, read_name = _read_source(text_or_path)
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a string, not {type(name).__name__}")
     name = name or read_name
     words = _option_words(target, options)
     directory = tempfile.mkdtemp(prefix="braid-")
@@ -240,7 +270,7 @@ class Artifact:
         """The program's text at `stage`: "dist" (after import and overlap),
         "xfer" (bufferized transfers), "llvm" (the LLVM dialect), "llvm-ir",
         or "ptx" (only for target="cuda")."""
-        if stage not in _STAGES:
+        if not isinstance(stage, str) or stage not in _STAGES:
             raise ValueError(f"unknown stage {stage!r}; expected one of "
                              + ", ".join(sorted(_STAGES)))
         if stage == "ptx" and "target=cuda" not in self._words.split():
@@ -260,14 +290,18 @@ class Artifact:
         even; a uint16 array is taken as bf16 bits). Returns one list per
         rank with one array per result (bf16 results as float32).
         `trace` names a Chrome trace file to write; `timeout` bounds a wait
-        for a transfer, in seconds; `threads` is each rank's threads for
-        its contractions (default: the cores divided by the ranks).
+        for a transfer, in seconds (a positive number; inf waits forever);
+        `threads` is each rank's threads for its contractions (default:
+        the cores divided by the ranks). Raises ValueError or TypeError for
+        a bad argument (an array of strings, objects or complex numbers,
+        integers that the argument's type cannot hold, a NaN timeout)
+        before anything runs.
         """
         if "target=cuda" in self._words.split():
             raise BraidError("Artifact.run runs on CPU ranks; run a "
                              "target='cuda' artifact with braid-exec-cuda "
                              f"(its library is {self.path})")
-        ranks = self.ranks if ranks is None else int(ranks)
+        ranks = self.ranks if ranks is None else positive_int(ranks, "ranks")
         if len(inputs) != ranks:
             raise ValueError(f"inputs has {len(inputs)} entries; the program "
                              f"runs on {ranks} ranks (one list per rank)")
@@ -283,7 +317,8 @@ class Artifact:
                         f"input {index} of rank {rank} has shape "
                         f"{tuple(array.shape)}; expected {spec.shape} "
                         f"({spec.dtype})")
-                stored = np.ascontiguousarray(to_storage(array, spec.dtype))
+                _check_values(array, spec, f"input {index} of rank {rank}")
+                stored = np.asarray(to_storage(array, spec.dtype), order="C")
                 buffers.append(stored)
                 pointers.append(stored.ctypes.data)
         outputs, out_pointers = [], []
@@ -297,10 +332,12 @@ class Artifact:
         words = []
         if trace:
             words.append(_word("trace", os.path.abspath(os.fspath(trace))))
-        if timeout:
-            words.append(_word("timeout", timeout))
-        if threads:
-            words.append(_word("threads", int(threads)))
+        if timeout is not None:
+            words.append(_word("timeout", _seconds(timeout, "timeout")))
+        if threads is not None:
+            threads = integer(threads, "threads")
+            if threads:  # 0: the default; the runner checks the range
+                words.append(_word("threads", threads))
         lib = _capi.library()
         sink = _capi.Collector()
         in_array = _pointer_array(pointers)
@@ -319,6 +356,46 @@ class Artifact:
         args = ", ".join(f"{s.dtype}{list(s.shape)}" for s in self.arguments)
         res = ", ".join(f"{s.dtype}{list(s.shape)}" for s in self.results)
         return f"<braid.Artifact ({args}) -> ({res}) on {self.ranks} ranks>"
+
+
+def _seconds(value, what):
+    """`value` as a positive number of seconds (inf: no limit)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a number of seconds, not "
+                        f"{type(value).__name__} {value!r}")
+    value = float(value)
+    if not value > 0:  # also NaN
+        raise ValueError(f"{what} must be a positive number of seconds "
+                         f"(inf: no limit), not {value}")
+    return value
+
+
+def _check_values(array, spec, what):
+    """Raises ValueError when `array` cannot become an argument of type
+    spec.dtype without losing what it holds: strings, objects or complex
+    numbers for any type; NaN, infinities, fractions or values out of
+    range for an integer type (i1 takes any finite number: nonzero is
+    true)."""
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"{what} has dtype {array.dtype}; a {spec.dtype} "
+                         "argument takes booleans, integers or floats")
+    if not spec.dtype.startswith("i") or not array.size:
+        return
+    if array.dtype.kind == "f":
+        if not np.isfinite(array).all():
+            raise ValueError(f"{what} holds NaN or infinite values; a "
+                             f"{spec.dtype} argument takes integers")
+        if spec.dtype != "i1" and (array != np.trunc(array)).any():
+            raise ValueError(f"{what} holds fractions; a {spec.dtype} "
+                             "argument takes integers")
+    if spec.dtype == "i1":
+        return
+    info = np.iinfo(numpy_storage_dtype(spec.dtype))
+    low, high = array.min().item(), array.max().item()
+    if low < info.min or high > info.max:
+        raise ValueError(f"{what} holds values from {low} to {high}; a "
+                         f"{spec.dtype} argument holds {info.min} to "
+                         f"{info.max}")
 
 
 def _pointer_array(values):

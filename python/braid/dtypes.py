@@ -56,3 +56,23 @@ def quantize(values, dtype):
     if dtype in ("f16", "f32"):
         return values.astype(_STORAGE[dtype]).astype(np.float64)
     return values
+
+
+def relative_error(got, want, floor=1e-6):
+    """The largest |got - want| relative to the largest |want| (at least
+    `floor`), and the index where it is. A NaN or infinity in one and not the
+    other is an infinite error (a NaN must never pass a tolerance check by
+    comparing false); where both hold the same non-finite value, the
+    element agrees."""
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(same, 0.0, np.abs(got - want))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    finite = want[np.isfinite(want)]
+    scale = max(float(np.abs(finite).max()) if finite.size else 0.0, floor)
+    if diff.size == 0:
+        return 0.0, ()
+    index = np.unravel_index(int(np.argmax(diff)), diff.shape)
+    return float(diff[index]) / scale, index

@@ -34,7 +34,8 @@ import math
 
 import numpy as np
 
-from .dtypes import FLOAT_TYPES, quantize, to_storage
+from .compiler import integer, positive_int
+from .dtypes import FLOAT_TYPES, quantize, relative_error, to_storage
 
 __all__ = ["Grid", "Function", "MLP", "Attention", "MoE", "Transformer"]
 
@@ -46,9 +47,12 @@ class Grid:
     upstream `shard` defines them."""
 
     def __init__(self, shape, name="g"):
-        self.shape = tuple(int(s) for s in shape)
-        if not self.shape or any(s < 1 for s in self.shape):
-            raise ValueError(f"bad grid shape {shape}")
+        try:
+            self.shape = tuple(positive_int(s, "each size") for s in shape)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"bad grid shape {shape}: {error}") from None
+        if not self.shape:
+            raise ValueError(f"bad grid shape {shape}: no axes")
         self.name = name
 
     @property
@@ -90,9 +94,20 @@ class Grid:
 
 # --- building functions ------------------------------------------------------
 
+# Bytes per element, to refuse tensors whose size no 64-bit count holds.
+_ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "i1": 1, "i8": 1,
+                  "i16": 2, "i32": 4}
+
+
 def tensor_type(shape, dtype):
     if not shape:
         return f"tensor<{dtype}>"
+    if any(d < 1 for d in shape):
+        raise ValueError(f"tensor of shape {tuple(shape)}: every dimension "
+                         "must be positive")
+    if math.prod(shape) * _ELEMENT_BYTES.get(dtype, 8) >= 2 ** 63:
+        raise ValueError(f"tensor of shape {tuple(shape)} ({dtype}) is too "
+                         "large: its size in bytes does not fit in 64 bits")
     return f"tensor<{'x'.join(str(d) for d in shape)}x{dtype}>"
 
 
@@ -457,6 +472,7 @@ class Block:
 
     def __init__(self, grid, axis, dtype):
         self.grid = grid if isinstance(grid, Grid) else Grid(grid)
+        axis = integer(axis, "axis")
         if not 0 <= axis < len(self.grid.shape):
             raise ValueError(f"axis {axis} is not an axis of grid {self.grid.shape}")
         if dtype not in ("f32", "f16", "bf16"):
@@ -537,8 +553,9 @@ class Block:
                 g = np.asarray(g, dtype=np.float64)
                 if g.shape != w.shape:
                     raise AssertionError(f"rank {rank}: shape {g.shape}, expected {w.shape}")
-                scale = max(1.0, float(np.max(np.abs(w))))
-                err = float(np.max(np.abs(g - w))) / scale
+                # Relative to at least 1: a reference near zero is checked
+                # absolutely.
+                err, _ = relative_error(g, w, floor=1.0)
                 worst = max(worst, err)
         if not worst <= self.tolerance:
             raise AssertionError(f"{self.name}: relative error {worst:.3g} exceeds "
@@ -590,6 +607,8 @@ class _ActivationBlock(Block):
 
     def __init__(self, grid, axis, dtype, tokens, hidden, parallel):
         super().__init__(grid, axis, dtype)
+        tokens = positive_int(tokens, "tokens")
+        hidden = positive_int(hidden, "hidden")
         if parallel not in ("tp", "sp"):
             raise ValueError(f"parallel must be tp or sp, not {parallel!r}")
         if parallel == "sp":
@@ -638,6 +657,7 @@ class MLP(_ActivationBlock):
         super().__init__(grid, axis, dtype, tokens, hidden, parallel)
         if kind not in ("gpt", "llama"):
             raise ValueError(f"kind must be gpt or llama, not {kind!r}")
+        ffn = positive_int(ffn, "ffn")
         self._require(ffn, "ffn")
         self.ffn, self.kind = ffn, kind
 
@@ -688,8 +708,15 @@ class Attention(_ActivationBlock):
     def __init__(self, grid, tokens, hidden, heads, head_dim=None, axis=0,
                  dtype="f32", parallel="tp", causal=True):
         super().__init__(grid, axis, dtype, tokens, hidden, parallel)
+        heads = positive_int(heads, "heads")
         self._require(heads, "heads")
-        self.heads, self.head_dim = heads, head_dim or hidden // heads
+        if head_dim is None:
+            head_dim = self.hidden // heads
+            if head_dim < 1:
+                raise ValueError(f"hidden = {self.hidden} is smaller than "
+                                 f"heads = {heads}; give head_dim")
+        self.heads = heads
+        self.head_dim = positive_int(head_dim, "head_dim")
         self.causal = causal
 
     def emit(self, fn, x, prefix):
@@ -771,8 +798,10 @@ class MoE(Block):
     def __init__(self, grid, capacity, hidden, ffn, experts_per_rank=1,
                  axis=0, dtype="f32"):
         super().__init__(grid, axis, dtype)
-        self.capacity, self.hidden, self.ffn = capacity, hidden, ffn
-        self.experts = experts_per_rank
+        self.capacity = positive_int(capacity, "capacity")
+        self.hidden = positive_int(hidden, "hidden")
+        self.ffn = positive_int(ffn, "ffn")
+        self.experts = positive_int(experts_per_rank, "experts_per_rank")
 
     def _lead(self):
         return () if self.experts == 1 else (self.experts,)
@@ -842,7 +871,12 @@ class Norm(_ActivationBlock):
             raise ValueError(f"norm must be layernorm or rmsnorm, not {norm!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), not {dropout}")
+        k = positive_int(k, "k")
         self._require(k, "k")
+        seed = integer(seed, "seed")
+        if not 0 <= seed < 2 ** 64:
+            raise ValueError(f"seed must be in [0, 2**64) (Philox's key), "
+                             f"not {seed}")
         self.k, self.norm, self.dropout, self.seed = k, norm, dropout, seed
 
     def _threshold(self):
@@ -948,7 +982,7 @@ class Transformer(_ActivationBlock):
                  axis=0, dtype="f32", kind="llama", parallel="sp",
                  causal=True):
         super().__init__(grid, axis, dtype, tokens, hidden, parallel)
-        self.layers = layers
+        self.layers = positive_int(layers, "layers")
         self.attention = Attention(grid, tokens, hidden, heads, head_dim, axis,
                                    dtype, parallel, causal)
         self.mlp = MLP(grid, tokens, hidden, ffn, axis, dtype, kind, parallel)
@@ -1001,8 +1035,8 @@ def main(argv=None):
     parser.add_argument("--name", default=None, help="function name")
     parser.add_argument("-o", "--output", default="-")
     args = parser.parse_args(argv)
-    grid = Grid([int(s) for s in args.grid.split("x")])
     try:
+        grid = Grid([int(s) for s in args.grid.split("x")])
         if args.block == "mlp":
             block = MLP(grid, args.tokens, args.hidden, args.ffn, args.axis,
                         args.dtype, args.kind, args.parallel)
@@ -1016,7 +1050,7 @@ def main(argv=None):
             block = Transformer(grid, args.layers, args.tokens, args.hidden,
                                 args.heads, args.ffn, args.head_dim, args.axis,
                                 args.dtype, args.kind, args.parallel)
-    except ValueError as error:
+    except (TypeError, ValueError) as error:
         parser.error(str(error))
     if args.name:
         block.name = args.name

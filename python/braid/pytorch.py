@@ -50,7 +50,7 @@ import re
 
 import numpy as np
 
-from .compiler import CompileError, Diagnostic
+from .compiler import CompileError, Diagnostic, positive_int
 from .compiler import compile as braid_compile
 
 __all__ = ["export", "to_mlir", "parallelize", "ParallelModule", "Exported",
@@ -520,6 +520,7 @@ def annotate(exported, styles, output_layout, ranks, grid="braid_tp"):
     """The exported text with the plan as `braid.parallel` attributes, each
     argument named after its input or parameter (its location), and a 1-D
     grid of `ranks`."""
+    ranks = positive_int(ranks, "ranks")
     match = _SIGNATURE.search(exported.text)
     if not match:
         raise RuntimeError("cannot find the function in torch-mlir's output")
@@ -584,7 +585,8 @@ class ParallelModule:
                 raise ValueError(f"{name}: cannot split shape {value.shape} "
                                  f"into {ranks} blocks of {spec.shape}")
             for rank in range(ranks):
-                per_rank[rank].append(np.ascontiguousarray(parts[rank]))
+                # order="C", not ascontiguousarray: a 0-d input stays 0-d.
+                per_rank[rank].append(np.asarray(parts[rank], order="C"))
         return per_rank
 
     def __call__(self, *inputs, **run_options):
@@ -593,6 +595,11 @@ class ParallelModule:
                   if self._kwargs is not None and k in self._kwargs}
         leaves, _, _, positions = _flatten_inputs(
             inputs, kwargs if self._kwargs is not None else None)
+        expected = self.exported.names[:self.exported.num_inputs]
+        if len(positions) != len(expected):
+            raise ValueError(f"the module was compiled for {len(expected)} "
+                             f"tensor inputs ({', '.join(expected)}); got "
+                             f"{len(positions)}")
         params = [t.detach().float().cpu().numpy()
                   if t.dtype == torch.bfloat16 else t.detach().cpu().numpy()
                   for _, t in self.module.named_parameters()]
@@ -615,7 +622,7 @@ class ParallelModule:
                 results.append(pieces[0])
         tensors = []
         for array, spec in zip(results, self.artifact.results):
-            tensor = torch.from_numpy(np.ascontiguousarray(array))
+            tensor = torch.from_numpy(np.asarray(array, order="C"))
             if spec.dtype == "bf16":
                 tensor = tensor.to(torch.bfloat16)
             tensors.append(tensor)
@@ -629,7 +636,12 @@ def to_mlir(module, example_args, plan, ranks=4, input_layout="replicate",
     (exported, text, styles, output_layout): `text` is the MLIR Braid's
     pipeline takes (`braid-compile` reads it too), `styles` the style of
     each argument by name."""
+    ranks = positive_int(ranks, "ranks")
     exported = export(module, tuple(example_args), kwargs)
+    for name, shape in zip(exported.names, exported.shapes):
+        if 0 in shape:
+            raise ValueError(f"{name} has shape {shape}; Braid compiles "
+                             "tensors without zero-sized dimensions")
     layouts = _input_layouts(exported, input_layout)
     first = next(iter(layouts.values()), "replicate")
     styles, inp, out = _argument_styles(exported, plan, first,
@@ -653,7 +665,9 @@ def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
     input, as a list or a dict by name) and `output_layout` (default: the
     first input's) are the activations' layouts; "sequence" splits the
     second-to-last dimension ([batch, seq, hidden]: seq). Other keyword
-    arguments go to braid.compile (overlap, ...)."""
+    arguments go to braid.compile (overlap, ...). `ranks` is a positive
+    integer, and no input, parameter or buffer may have a zero-sized
+    dimension (ValueError or TypeError otherwise)."""
     exported, text, styles, out = to_mlir(module, example_args, plan, ranks,
                                           input_layout, output_layout, kwargs)
     artifact = braid_compile(text, name=type(module).__name__,

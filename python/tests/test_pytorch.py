@@ -2,6 +2,11 @@
 parallelized by plan on 4 CPU ranks, compared with torch itself. Skipped
 where torch and torch-mlir are not installed (scripts/setup-frontends.sh
 installs them; scripts/test.sh runs this file in that venv)."""
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -102,6 +107,92 @@ def test_plan_errors():
     with pytest.raises(braid.CompileError):
         bp.parallelize(GPTMLP(hidden=64, ffn=90), (x,),
                        {"up": "colwise", "down": "rowwise"}, ranks=4)
+
+
+@pytest.mark.parametrize("ranks, error, message", [
+    (0, ValueError, "ranks must be a positive integer, not 0"),
+    (-1, ValueError, "ranks must be a positive integer, not -1"),
+    (2.5, TypeError, "ranks must be an integer, not float"),
+    ("4", TypeError, "ranks must be an integer, not str"),
+    (True, TypeError, "ranks must be an integer, not bool"),
+])
+@pytest.mark.parametrize("entry", [bp.parallelize, bp.to_mlir])
+def test_bad_ranks_are_exceptions(entry, ranks, error, message):
+    """ranks=0 once killed the process with SIGFPE (issue 34): the compiler
+    divided by the size of a 0-rank grid."""
+    x = torch.randn(8, 64)
+    with pytest.raises(error, match=message):
+        entry(GPTMLP(), (x,), PLANS[GPTMLP], ranks=ranks)
+
+
+def test_bad_ranks_end_in_an_exception_in_a_child():
+    """The reported case as a user ran it: the process must live."""
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(os.path.dirname(__file__))!r})
+        import torch, braid.pytorch as bp
+        layer = torch.nn.Linear(64, 64)
+        try:
+            bp.parallelize(layer, (torch.randn(8, 64),), {{}}, ranks=0)
+        except ValueError as error:
+            print("raised:", error)
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
+    assert "raised: ranks must be a positive integer" in result.stdout
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: (GPTMLP(), torch.randn(0, 64)), r"input0 has shape \(0, 64\)"),
+    (lambda: (GPTMLP(hidden=0), torch.randn(8, 0)), r"input0 has shape \(8, 0\)"),
+    (lambda: (GPTMLP(ffn=0), torch.randn(8, 64)), r"up.weight has shape \(0, 64\)"),
+])
+def test_zero_sized_tensors_are_refused(build, message):
+    """Zero-sized dimensions crashed the compiler (SIGFPE in memory-bound
+    fusion) or aborted every rank at run time."""
+    model, x = build()
+    with pytest.raises(ValueError, match=message + ".*zero-sized dimensions"):
+        bp.parallelize(model, (x,), PLANS[GPTMLP], ranks=4)
+
+
+class Double(nn.Module):
+    def forward(self, x):
+        return x * 2.0
+
+
+def test_bad_calls_of_a_parallel_module():
+    torch.manual_seed(2)
+    model = GPTMLP().eval()
+    x = torch.randn(16, 64)
+    tp = bp.parallelize(model, (x,), PLANS[GPTMLP], ranks=4)
+    with pytest.raises(ValueError, match=r"compiled for 1 tensor inputs "
+                                         r"\(input0\); got 2"):
+        tp(x, x)
+    with pytest.raises(ValueError, match="got 0"):
+        tp()
+    with pytest.raises(ValueError, match="input0: cannot split shape"):
+        tp(torch.randn(8, 64))
+    with pytest.raises(ValueError, match="has dtype complex64"):
+        tp(torch.randn(16, 64, dtype=torch.complex64))
+    with pytest.raises(ValueError, match="timeout must be a positive number"):
+        tp(x, timeout=float("nan"))
+    # A transposed (non-contiguous) input and a float64 one are values as
+    # any other.
+    xt = torch.randn(64, 16).t()
+    with torch.no_grad():
+        torch.testing.assert_close(tp(xt), model(xt), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(tp(x.double()), model(x), rtol=1e-4,
+                                   atol=1e-4)
+
+
+def test_scalar_input_stays_a_scalar():
+    """A 0-d input was made 1-d on the way to the ranks (and refused), and
+    a 0-d result came back 1-d."""
+    x = torch.tensor(1.5)
+    tp = bp.parallelize(Double(), (x,), {}, ranks=2)
+    got = tp(x)
+    assert got.shape == () and got.item() == 3.0
 
 
 class SDPA(nn.Module):

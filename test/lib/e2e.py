@@ -52,6 +52,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import spmd  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))), "python"))
+from braid.dtypes import relative_error  # noqa: E402
+
 TOLERANCE = {"f32": 2e-4, "f16": 2e-2, "bf16": 4e-2}
 
 
@@ -1372,10 +1376,7 @@ def main():
                 id_file = os.path.join(work, f"nccl-id-{mode}")
             else:
                 runner = "braid-exec-cuda" if args.target == "cuda" else "braid-exec"
-                run_cmd = ["mpirun", "--oversubscribe", "-np", str(grid.size)]
-                if os.geteuid() == 0:
-                    run_cmd.insert(1, "--allow-run-as-root")
-                run_cmd += [os.path.join(args.bin, runner), lib]
+                run_cmd = launch.mpirun(grid.size, os.path.join(args.bin, runner), lib)
             run_cmd.append(f"--timeout={args.run_timeout:g}")
             if args.repeat > 1:
                 run_cmd.append(f"--repeat={args.repeat}")
@@ -1401,11 +1402,9 @@ def main():
                     if got.shape != want.shape:
                         print(f"FAIL {label} mode={mode}: rank {rank} result {k} has shape {got.shape}, expected {want.shape}")
                         return 1
-                    scale = max(np.abs(want).max(), 1e-6)
-                    err = np.abs(got - want).max() / scale
+                    err, index = relative_error(got, want)
                     worst = max(worst, err)
-                    if err > tolerances[k]:
-                        index = np.unravel_index(np.argmax(np.abs(got - want)), got.shape)
+                    if not err <= tolerances[k]:
                         print(f"FAIL {label} mode={mode}: rank {rank} result {k} element {list(index)}: "
                               f"got {got[index]}, expected {want[index]} (relative error {err:.3g} > {tolerances[k]})")
                         failed = True

@@ -147,9 +147,8 @@ def main():
         np.save(path, value)
         paths.append(path)
     outs = [os.path.join(args.work, f"out{j}.{{rank}}.npy") for j in range(7)]
-    cmd = (["mpirun", "--allow-run-as-root", "--oversubscribe", "-np",
-            str(args.ranks)] +
-           [os.path.join(args.bin, "braid-exec"), lib, "--timeout=60"] +
+    cmd = (e2e.launch.mpirun(args.ranks, os.path.join(args.bin, "braid-exec"),
+                             lib, "--timeout=60") +
            [f"--input=@{p}" for p in paths] + [f"--output=@{o}" for o in outs])
     ran = subprocess.run(cmd, capture_output=True, text=True)
     if ran.returncode:

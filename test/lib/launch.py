@@ -12,6 +12,9 @@
   PyTorch, which must keep finding their own libraries.
 - run(): one process with a wall-clock limit; a process past it is killed
   and reported as exit status 124 with what it printed so far.
+- mpirun(): the command line that starts N ranks through
+  scripts/mpirun.sh (a private Open MPI session directory per job, so that
+  concurrent tests never share one).
 - run_ranks(): N processes, one per GPU, NCCL bootstrapped through a fresh
   id file (BRAID_NCCL_ID_FILE, BRAID_RANK, BRAID_WORLD_SIZE and
   BRAID_LOCAL_RANK), no MPI launcher needed; when one rank fails the others
@@ -22,6 +25,16 @@ import signal
 import subprocess
 import tempfile
 import time
+
+
+MPIRUN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "scripts", "mpirun.sh")
+
+
+def mpirun(ranks, *options):
+    """`scripts/mpirun.sh -np RANKS OPTIONS...`: append the program and its
+    arguments."""
+    return [MPIRUN, "-np", str(ranks), *options]
 
 
 class Result:

@@ -34,6 +34,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)),
                                 "python"))
 import e2e  # noqa: E402
+import launch  # noqa: E402
 from braid.models import Function, Grid, gelu, silu  # noqa: E402
 
 SHAPE = (2, 3, 100)
@@ -179,11 +180,10 @@ def main():
         for lib, label, path in builds:
             outs = [os.path.join(args.work, f"{dtype}.out{j}.{{rank}}.npy")
                     for j in range(len(checks))]
-            cmd = (["mpirun", "--allow-run-as-root", "--oversubscribe",
-                    "-np", str(args.ranks), "-x",
-                    f"BRAID_CPU_DISPATCH={path}", "-x",
-                    f"BRAID_NUM_THREADS={args.threads}",
-                    os.path.join(args.bin, "braid-exec"), lib, "--timeout=60"]
+            cmd = (launch.mpirun(args.ranks, "-x", f"BRAID_CPU_DISPATCH={path}",
+                                 "-x", f"BRAID_NUM_THREADS={args.threads}",
+                                 os.path.join(args.bin, "braid-exec"), lib,
+                                 "--timeout=60")
                    + [f"--input=@{p}" for p in paths]
                    + [f"--output=@{o}" for o in outs])
             ran = subprocess.run(cmd, capture_output=True, text=True)

@@ -455,10 +455,12 @@ std::vector<char *> argvOf(const std::vector<std::string> &args) {
 }
 
 /// Runs `args` (args[0] is a path) and waits for it. Its stderr goes to
-/// `stderrPath` if that is not empty. Returns its exit code, or -signal if a
-/// signal killed it, or 127 if it could not be started.
+/// `stderrPath` if that is not empty; `environment` holds NAME=VALUE words
+/// set for it alone. Returns its exit code, or -signal if a signal killed
+/// it, or 127 if it could not be started.
 int runProcess(const std::vector<std::string> &args,
-               const std::string &stderrPath = std::string()) {
+               const std::string &stderrPath = std::string(),
+               const std::vector<std::string> &environment = {}) {
   exitIfSignalled();
   if (verbose && !quiet)
     std::fprintf(stderr, "braid-run: %s\n", commandString(args).c_str());
@@ -481,6 +483,10 @@ int runProcess(const std::vector<std::string> &args,
     for (int signal : {SIGINT, SIGTERM, SIGHUP})
       std::signal(signal, SIG_DFL);
     sigprocmask(SIG_SETMASK, &previous, nullptr);
+    for (const std::string &word : environment) {
+      size_t equals = word.find('=');
+      setenv(word.substr(0, equals).c_str(), word.c_str() + equals + 1, 1);
+    }
     if (!stderrPath.empty()) {
       int fd = open(stderrPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (fd >= 0) {
@@ -566,11 +572,11 @@ bool makeDirectory(const std::string &dir) {
   return true;
 }
 
-/// A fresh temporary directory, removed at exit; "" after an error.
-std::string makeTemporaryDirectory() {
+/// A fresh temporary directory named `prefix`.XXXXXX; "" after an error.
+std::string makeTemporaryDirectory(const char *prefix = "braid-run") {
   const char *base = std::getenv("TMPDIR");
-  std::string pattern =
-      std::string(base && *base ? base : "/tmp") + "/braid-run.XXXXXX";
+  std::string pattern = std::string(base && *base ? base : "/tmp") + "/" +
+                        prefix + ".XXXXXX";
   std::vector<char> buffer(pattern.begin(), pattern.end());
   buffer.push_back('\0');
   if (!mkdtemp(buffer.data())) {
@@ -708,7 +714,26 @@ int launch(const std::string &mpirun, int64_t ranks,
   args.push_back("-np");
   args.push_back(std::to_string(ranks));
   args.insert(args.end(), execArgs.begin(), execArgs.end());
-  int status = runProcess(args);
+  // Open MPI keeps a job's session directory under $TMPDIR/ompi.HOST.UID/,
+  // which every job of the user shares and the last one to end removes:
+  // two braid-runs at once (test workers, a user's scripts) raced on it.
+  // The job gets a base of its own, removed when it is done; its ranks
+  // inherit it as their TMPDIR. It lives in braid-run's temporary
+  // directory, or is that directory, so that a signal removes it too.
+  bool own = temporaryDirectory.empty();
+  std::string session = own ? makeTemporaryDirectory("braid-mpi")
+                            : temporaryDirectory + "/mpi-session";
+  if (session.empty() || (!own && !makeDirectory(session)))
+    return 1;
+  if (own)
+    temporaryDirectory = session;
+  int status = runProcess(args, std::string(), {"TMPDIR=" + session});
+  if (own) {
+    removeTemporaryDirectory();
+  } else {
+    std::error_code ignored;
+    fs::remove_all(session, ignored);
+  }
   if (status < 0) {
     error(format("mpirun was killed by signal %d (%s)", -status,
                  strsignal(-status)));
