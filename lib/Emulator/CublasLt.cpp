@@ -1,4 +1,4 @@
-//===- FakeCublasLt.cpp - A host-only libcublasLt for the runtime's tests -===//
+//===- CublasLt.cpp - A host libcublasLt for devices without a GPU --------===//
 //
 // Part of Braid.
 //
@@ -7,14 +7,17 @@
 // What braid_rt_gemm calls, done on the host with cuBLASLt's documented
 // semantics: column-major layouts with leading dimensions, TRANSA/TRANSB,
 // strided batches, D = act(alpha op(A) op(B) + beta C + bias) with the bias
-// along D's rows, GELU in its tanh form, accumulation in f32. It checks that
-// every matrix lies in device memory of the fake libcudart. With
-// BRAID_FAKE_CUBLASLT_NO_ALGORITHM=1 the heuristic finds no algorithm (as
-// the real one does for a shape or alignment it cannot handle).
+// along D's rows, GELU in its tanh form, accumulation in f32. Built twice:
+// for the emulated device and for the test fake (test/Runtime/FakeCuda),
+// each linking its own libcudart.so.13, which says what device memory is
+// and runs the GEMM in its stream's order (StandIn.h). Every matrix must lie
+// in device memory. With BRAID_FAKE_CUBLASLT_NO_ALGORITHM=1 the heuristic
+// finds no algorithm (as the real one does for a shape or alignment it
+// cannot handle).
 //
 //===----------------------------------------------------------------------===//
 
-#include "FakeCuda.h"
+#include "StandIn.h"
 
 #include "HalfFloat.h"
 
@@ -77,17 +80,82 @@ void store(void *base, cudaDataType type, int64_t index, float value) {
   }
 }
 
-/// Whether every element of `layout` at `p` lies in device-side memory.
-bool inDeviceMemory(const void *p, const Layout &layout) {
+/// The bytes every element of `layout` at `p` spans.
+size_t spanOf(const Layout &layout) {
   if (layout.rows == 0 || layout.cols == 0)
-    return true;
+    return 0;
   int64_t elements = static_cast<int64_t>(layout.cols - 1) * layout.ld +
                      static_cast<int64_t>(layout.rows) +
                      (layout.batch - 1) * layout.stride;
-  const char *what =
-      braidFakeMemory(p, static_cast<size_t>(elements * bytesOf(layout.type)));
-  return what && std::strcmp(what, "host") != 0;
+  return static_cast<size_t>(elements * bytesOf(layout.type));
 }
+
+/// Whether every element of `layout` at `p` lies in device-side memory.
+bool inDeviceMemory(const void *p, const Layout &layout) {
+  size_t bytes = spanOf(layout);
+  return bytes == 0 || braidStandInDeviceMemory(p, bytes);
+}
+
+/// One GEMM, with copies of its descriptors (the call may return before it
+/// runs).
+struct Gemm {
+  Desc desc;
+  Layout a, b, c, out;
+  const void *A, *B, *C;
+  void *D;
+  float alpha, beta;
+  bool hasBias;
+  cudaDataType biasType;
+};
+
+void runGemm(void *argument) {
+  const Gemm &g = *static_cast<const Gemm *>(argument);
+  const Desc &desc = g.desc;
+  const Layout &a = g.a, &b = g.b, &c = g.c, &out = g.out;
+  bool ta = desc.transA == CUBLAS_OP_T, tb = desc.transB == CUBLAS_OP_T;
+  uint64_t m = out.rows, n = out.cols;
+  uint64_t k = ta ? a.rows : a.cols;
+  std::vector<float> result(m * n);
+  for (int32_t batch = 0; batch < out.batch; ++batch) {
+    for (uint64_t j = 0; j < n; ++j)
+      for (uint64_t i = 0; i < m; ++i) {
+        float sum = 0;
+        for (uint64_t p = 0; p < k; ++p) {
+          int64_t ai = ta ? static_cast<int64_t>(p + i * a.ld)
+                          : static_cast<int64_t>(i + p * a.ld);
+          int64_t bi = tb ? static_cast<int64_t>(j + p * b.ld)
+                          : static_cast<int64_t>(p + j * b.ld);
+          sum += load(g.A, a.type, batch * a.stride + ai) *
+                 load(g.B, b.type, batch * b.stride + bi);
+        }
+        float value = g.alpha * sum;
+        if (g.beta != 0)
+          value += g.beta *
+                   load(g.C, c.type,
+                        batch * c.stride + static_cast<int64_t>(i + j * c.ld));
+        if (g.hasBias)
+          value += load(desc.bias, g.biasType, static_cast<int64_t>(i));
+        if (desc.epilogue == CUBLASLT_EPILOGUE_GELU ||
+            desc.epilogue == CUBLASLT_EPILOGUE_GELU_BIAS)
+          value =
+              0.5f * value *
+              (1.0f + std::tanh(0.7978845608f *
+                                (value + 0.044715f * value * value * value)));
+        if (desc.epilogue == CUBLASLT_EPILOGUE_RELU ||
+            desc.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS)
+          value = std::max(value, 0.0f);
+        result[i + j * m] = value;
+      }
+    // C may be D: write only when every element has been read.
+    for (uint64_t j = 0; j < n; ++j)
+      for (uint64_t i = 0; i < m; ++i)
+        store(g.D, out.type,
+              batch * out.stride + static_cast<int64_t>(i + j * out.ld),
+              result[i + j * m]);
+  }
+}
+
+void releaseGemm(void *argument) { delete static_cast<Gemm *>(argument); }
 
 bool supported(cudaDataType type) {
   return type == CUDA_R_32F || type == CUDA_R_16F || type == CUDA_R_16BF;
@@ -222,7 +290,7 @@ FAKE_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
     return CUBLAS_STATUS_INVALID_VALUE;
   const char *none = std::getenv("BRAID_FAKE_CUBLASLT_NO_ALGORITHM");
   if (none && std::strcmp(none, "1") == 0) {
-    braidFakeLog("cublasLtMatmulAlgoGetHeuristic: no algorithm");
+    braidStandInLog("cublasLtMatmulAlgoGetHeuristic: no algorithm");
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
   std::memset(&results[0], 0, sizeof(results[0]));
@@ -246,10 +314,11 @@ FAKE_EXPORT cublasStatus_t cublasLtMatmul(
   bool ta = desc.transA == CUBLAS_OP_T, tb = desc.transB == CUBLAS_OP_T;
   uint64_t m = out.rows, n = out.cols;
   uint64_t k = ta ? a.rows : a.cols;
-  braidFakeLog("cublasLtMatmul %llux%llux%llu (column-major) on %s",
-               static_cast<unsigned long long>(m),
-               static_cast<unsigned long long>(n),
-               static_cast<unsigned long long>(k), braidFakeStreamName(stream));
+  braidStandInLog("cublasLtMatmul %llux%llux%llu (column-major) on %s",
+                  static_cast<unsigned long long>(m),
+                  static_cast<unsigned long long>(n),
+                  static_cast<unsigned long long>(k),
+                  braidStandInStreamName(stream));
   if ((ta ? a.cols : a.rows) != m || (tb ? b.cols : b.rows) != k ||
       (tb ? b.rows : b.cols) != n || c.rows != m || c.cols != n ||
       a.batch != out.batch || b.batch != out.batch || c.batch != out.batch)
@@ -262,53 +331,29 @@ FAKE_EXPORT cublasStatus_t cublasLtMatmul(
                  desc.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
   cudaDataType biasType =
       desc.biasType < 0 ? out.type : static_cast<cudaDataType>(desc.biasType);
-  if (hasBias) {
-    const char *what =
-        braidFakeMemory(desc.bias, static_cast<size_t>(m * bytesOf(biasType)));
-    if (!what || std::strcmp(what, "host") == 0)
-      return CUBLAS_STATUS_INVALID_VALUE;
-  }
-  if (braidFakeStreamStuck(stream))
-    return CUBLAS_STATUS_SUCCESS;
-  float alphaValue = *static_cast<const float *>(alpha);
-  float betaValue = *static_cast<const float *>(beta);
-  std::vector<float> result(m * n);
-  for (int32_t batch = 0; batch < out.batch; ++batch) {
-    for (uint64_t j = 0; j < n; ++j)
-      for (uint64_t i = 0; i < m; ++i) {
-        float sum = 0;
-        for (uint64_t p = 0; p < k; ++p) {
-          int64_t ai = ta ? static_cast<int64_t>(p + i * a.ld)
-                          : static_cast<int64_t>(i + p * a.ld);
-          int64_t bi = tb ? static_cast<int64_t>(j + p * b.ld)
-                          : static_cast<int64_t>(p + j * b.ld);
-          sum += load(A, a.type, batch * a.stride + ai) *
-                 load(B, b.type, batch * b.stride + bi);
-        }
-        float value = alphaValue * sum;
-        if (betaValue != 0)
-          value += betaValue *
-                   load(C, c.type,
-                        batch * c.stride + static_cast<int64_t>(i + j * c.ld));
-        if (hasBias)
-          value += load(desc.bias, biasType, static_cast<int64_t>(i));
-        if (desc.epilogue == CUBLASLT_EPILOGUE_GELU ||
-            desc.epilogue == CUBLASLT_EPILOGUE_GELU_BIAS)
-          value =
-              0.5f * value *
-              (1.0f + std::tanh(0.7978845608f *
-                                (value + 0.044715f * value * value * value)));
-        if (desc.epilogue == CUBLASLT_EPILOGUE_RELU ||
-            desc.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS)
-          value = std::max(value, 0.0f);
-        result[i + j * m] = value;
-      }
-    // C may be D: write only when every element has been read.
-    for (uint64_t j = 0; j < n; ++j)
-      for (uint64_t i = 0; i < m; ++i)
-        store(D, out.type,
-              batch * out.stride + static_cast<int64_t>(i + j * out.ld),
-              result[i + j * m]);
-  }
+  size_t biasBytes = hasBias ? static_cast<size_t>(m * bytesOf(biasType)) : 0;
+  if (hasBias && !braidStandInDeviceMemory(desc.bias, biasBytes))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  auto *gemm = new Gemm{desc,
+                        a,
+                        b,
+                        c,
+                        out,
+                        A,
+                        B,
+                        C,
+                        D,
+                        *static_cast<const float *>(alpha),
+                        *static_cast<const float *>(beta),
+                        hasBias,
+                        biasType};
+  BraidStandInRange ranges[] = {{A, spanOf(a), false},
+                                {B, spanOf(b), false},
+                                {C, gemm->beta != 0 ? spanOf(c) : 0, false},
+                                {desc.bias, biasBytes, false},
+                                {D, spanOf(out), true}};
+  if (braidStandInRun(stream, "cublasLtMatmul", ranges, 5, runGemm, gemm,
+                      releaseGemm) != 0)
+    return CUBLAS_STATUS_EXECUTION_FAILED;
   return CUBLAS_STATUS_SUCCESS;
 }

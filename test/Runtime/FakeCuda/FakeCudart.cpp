@@ -36,6 +36,7 @@
 #include "FakeCuda.h"
 
 #include "HalfFloat.h"
+#include "StandIn.h"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -604,6 +605,36 @@ FAKE_EXPORT const char *braidFakeStreamName(cudaStream_t stream) {
 
 FAKE_EXPORT bool braidFakeStreamStuck(cudaStream_t stream) {
   return stream && asStream(stream)->stuck;
+}
+
+// StandIn.h, for the libcublasLt the fake shares with the emulated device:
+// work runs at once (streams are always idle), unless its stream is stuck.
+
+FAKE_EXPORT bool braidStandInDeviceMemory(const void *p, size_t bytes) {
+  return onDevice(braidFakeMemory(p, bytes));
+}
+
+FAKE_EXPORT int braidStandInRun(cudaStream_t stream, const char *,
+                                const BraidStandInRange *, int,
+                                void (*work)(void *), void *argument,
+                                void (*release)(void *)) {
+  if (!braidFakeStreamStuck(stream))
+    work(argument);
+  release(argument);
+  return 0;
+}
+
+FAKE_EXPORT void braidStandInLog(const char *format, ...) {
+  char line[1024];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(line, sizeof(line), format, args);
+  va_end(args);
+  braidFakeLog("%s", line);
+}
+
+FAKE_EXPORT const char *braidStandInStreamName(cudaStream_t stream) {
+  return braidFakeStreamName(stream);
 }
 
 //===----------------------------------------------------------------------===//
