@@ -1363,10 +1363,10 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
   // Scores the block of keys and values of rank `owner` for this rank's
   // rows, or through `rows` for another rank's, into `state` (none: the
   // rows' first block), a piece of keys at a time, its pieces [begin, end).
-  // Under a causal mask, a
-  // piece whose keys are masked for every row is skipped once `covered`
-  // (the rows' own first piece left every row a key that is not); this
-  // rank's first piece never is.
+  // Under a causal mask, a piece whose keys are masked for every row is
+  // skipped once `covered` (the rows' own first piece left every row a key
+  // that is not) and a state is at hand: this rank's first piece never is,
+  // and another rank's rows start from `nothingScored`.
   int64_t pieces = m.chunk / m.pieceSize;
   auto attend = [&](std::optional<State> state, Value keys, Value values,
                     Value owner, Value covered, IRMapping *rows, int64_t begin,
@@ -1377,24 +1377,16 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
           affineIndex(rewriter, loc, owner, m.chunk, piece * m.pieceSize);
       OpFoldResult offset = offsetValue;
       scf::IfOp skipped;
-      if (covered && (state || rows)) {
+      if (covered && state) {
         Value skip =
             arith::AndIOp::create(rewriter, loc, covered,
                                   maskBound(offsetValue, /*rowsAtMost=*/false,
                                             arith::CmpIPredicate::sge, rows));
-        // A skipped first piece leaves the rows as nothing was scored.
-        State kept = state ? *state
-                           : State{m.max.getDpsInitOperand(0)->get(),
-                                   m.sum.getDpsInitOperand(0)->get(),
-                                   m.output.getDpsInitOperand(0)->get()};
-        skipped =
-            scf::IfOp::create(rewriter, loc,
-                              TypeRange{kept.max.getType(), kept.sums.getType(),
-                                        kept.out.getType()},
-                              skip, /*withElseRegion=*/true);
+        SmallVector<Value, 3> kept{state->max, state->sums, state->out};
+        skipped = scf::IfOp::create(rewriter, loc, ValueRange(kept).getTypes(),
+                                    skip, /*withElseRegion=*/true);
         rewriter.setInsertionPointToStart(skipped.thenBlock());
-        scf::YieldOp::create(rewriter, loc,
-                             ValueRange{kept.max, kept.sums, kept.out});
+        scf::YieldOp::create(rewriter, loc, kept);
         rewriter.setInsertionPointToStart(skipped.elseBlock());
       }
       Value keyPiece = keys, valuePiece = values;
@@ -1474,6 +1466,31 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
       }
     }
     return *state;
+  };
+
+  // Rows nothing was scored for yet, as the rescaling reads a state: a max
+  // of -inf (exp(-inf - m) = 0 scales the zeros away), not the max op's
+  // init, which is only its reduction's identity (NaN for the maxnumf of a
+  // decomposed linalg.softmax). Fills of their own: a partial's buffers
+  // travel while later steps run, so they must not be the ones the ops'
+  // shared inits bufferize to (written again in place before the transfer
+  // is done).
+  auto nothingScored = [&]() -> State {
+    auto filled = [&](Value like, TypedAttr value) {
+      Value constant = arith::ConstantOp::create(rewriter, loc, value);
+      return linalg::FillOp::create(rewriter, loc, constant,
+                                    emptyLike(rewriter, loc, like))
+          .getResult(0);
+    };
+    auto zero = [&](Value like) {
+      return filled(like, rewriter.getZeroAttr(getElementTypeOrSelf(like)));
+    };
+    Value max = m.max->getResult(0);
+    auto element = cast<FloatType>(getElementTypeOrSelf(max));
+    APFloat none = APFloat::getInf(element.getFloatSemantics(),
+                                   /*Negative=*/true);
+    return State{filled(max, rewriter.getFloatAttr(element, none)),
+                 zero(m.sum->getResult(0)), zero(m.output->getResult(0))};
   };
 
   // Two sets of partial results for the same rows, over disjoint keys.
@@ -1585,21 +1602,9 @@ LogicalResult overlap::decomposeRingAttention(RewriterBase &rewriter,
       ownerCovered =
           maskBound(affineIndex(rewriter, loc, owner, m.chunk, 0),
                     /*rowsAtMost=*/true, arith::CmpIPredicate::slt, &rows);
-    // The partial starts from fills of its own: its buffers travel while
-    // later steps run, so they must not be the ones the ops' shared inits
-    // bufferize to (written again in place before the transfer is done).
-    auto fresh = [&](linalg::LinalgOp op) -> Value {
-      Value init = op.getDpsInitOperand(0)->get();
-      Value empty = emptyLike(rewriter, loc, init);
-      if (auto fill = init.getDefiningOp<linalg::FillOp>())
-        return linalg::FillOp::create(rewriter, loc, fill.getInputs()[0], empty)
-            .getResult(0);
-      return linalg::CopyOp::create(rewriter, loc, init, empty).getResult(0);
-    };
     FailureOr<State> partial =
-        attend(State{fresh(m.max), fresh(m.sum), fresh(m.output)}, ownKeys,
-               ownValues, position, ownerCovered, &rows,
-               step == n - step ? ownEnd(step) : 0, pieces);
+        attend(nothingScored(), ownKeys, ownValues, position, ownerCovered,
+               &rows, step == n - step ? ownEnd(step) : 0, pieces);
     if (failed(partial))
       return failure();
     auto back = [&](Value v) {
