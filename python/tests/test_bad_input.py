@@ -3,6 +3,7 @@ exceptions (TypeError for the wrong kind of value, ValueError for a value
 out of range), raised before native code sees them: never a signal that
 ends the host process (issue 34), and never silently wrong output."""
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -274,3 +275,104 @@ def test_bad_calls_end_in_exceptions_not_signals():
                             text=True, timeout=600)
     assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
     assert result.stdout.count("raised:") == 4, result.stdout
+
+
+# --- the compiler itself ----------------------------------------------------------
+
+# Programs that once crashed the compiler (issue 34): grids without ranks or
+# with more than Braid compiles for are located errors.
+EMPTY_GRID = """
+shard.grid @g(shape = 0)
+func.func @main(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %s = shard.sharding @g split_axes = [[0]] : !shard.sharding
+  %y = shard.shard %x to %s : tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}
+"""
+
+REDUCE_ADD = """
+shard.grid @g(shape = {grid})
+func.func @main(%x: tensor<{shape}xf32>, %b: tensor<{shape}xf32>) -> tensor<{shape}xf32> {{
+  %r = shard.all_reduce %x on @g grid_axes = [0] : tensor<{shape}xf32> -> tensor<{shape}xf32>
+  %e = tensor.empty() : tensor<{shape}xf32>
+  %y = linalg.add ins(%r, %b : tensor<{shape}xf32>, tensor<{shape}xf32>)
+      outs(%e : tensor<{shape}xf32>) -> tensor<{shape}xf32>
+  return %y : tensor<{shape}xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize("source, message", [
+    (EMPTY_GRID, "2:1: error: 'shard.grid' op axis 0 has size 0; every grid "
+                 "axis needs at least one rank"),
+    (REDUCE_ADD.format(grid=2 ** 40, shape="64x32"),
+     "2:1: error: 'shard.grid' op spans 1099511627776 ranks; Braid compiles "
+     "for grids of at most 1048576 ranks"),
+])
+def test_compile_bad_grid(source, message):
+    """SIGFPE in the import, and a put per peer until memory ran out."""
+    with pytest.raises(braid.CompileError, match=re.escape(message)):
+        braid.compile(source, name="grid.mlir")
+
+
+@pytest.mark.parametrize("shape, options", [
+    ("8x0", {}),                      # SIGFPE fusing the add (0-byte rows)
+    ("0x16", {}),                     # 0-byte symmetric buffer at run time
+    ("0x16", {"fuse_collectives": "force", "comm": "symmetric"}),
+])
+def test_zero_sized_tensors_compile_and_run(shape, options):
+    rows, cols = (int(d) for d in shape.split("x"))
+    artifact = braid.compile(REDUCE_ADD.format(grid=2, shape=shape),
+                             overlap="force", **options)
+    x = np.zeros((rows, cols), np.float32)
+    outputs = artifact.run([[x, x], [x, x]])
+    assert [o[0].shape for o in outputs] == [(rows, cols)] * 2
+
+
+def test_zero_sized_gather_into_matmul_compiles_and_runs():
+    """SIGSEGV in the ring decomposition (linalg::computeTileSizes)."""
+    source = AG_MATMUL.replace("4x16xf32", "0x16xf32").replace(
+        "8x16xf32", "0x16xf32").replace("8x8xf32", "0x8xf32")
+    artifact = braid.compile(source, overlap="force")
+    x, w = np.zeros((0, 16), np.float32), np.ones((16, 8), np.float32)
+    outputs = artifact.run([[x, w], [x, w]])
+    assert [o[0].shape for o in outputs] == [(0, 8)] * 2
+
+
+def test_compiler_crash_is_an_exception():
+    """A crash inside the compiler (forced by the C API's test-only hook,
+    BRAID_CAPI_TEST_CRASH) is a CompileError; the process lives on and
+    compiles again. In a child, so that a regression ends only the child."""
+    code = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {PYTHON_DIR!r})
+        import braid
+        source = {AG_MATMUL!r}
+        for kind in ["segv", "fpe", "abort", "fatal"]:
+            os.environ["BRAID_CAPI_TEST_CRASH"] = kind
+            try:
+                braid.compile(source, name="crash.mlir")
+            except braid.CompileError as error:
+                print("raised:", str(error).splitlines()[-1], flush=True)
+            else:
+                sys.exit("no exception for " + kind)
+        del os.environ["BRAID_CAPI_TEST_CRASH"]
+        print("ranks after:", braid.compile(source).ranks)
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
+    lines = result.stdout.splitlines()
+    assert lines == [
+        "raised: error: internal compiler error: braidCompileSource crashed "
+        "(signal 11, Segmentation fault) while compiling 'crash.mlir'; "
+        "please report it",
+        "raised: error: internal compiler error: braidCompileSource crashed "
+        "(signal 8, Floating point exception) while compiling 'crash.mlir'; "
+        "please report it",
+        "raised: error: internal compiler error: braidCompileSource crashed "
+        "(signal 6, Aborted) while compiling 'crash.mlir'; please report it",
+        "raised: error: internal compiler error: braidCompileSource stopped "
+        "on a fatal error (BRAID_CAPI_TEST_CRASH=fatal) while compiling "
+        "'crash.mlir'; please report it",
+        "ranks after: 2"], result.stdout

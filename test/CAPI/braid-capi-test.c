@@ -2,15 +2,20 @@
 |*                                                                            *|
 |* Part of Braid.                                                             *|
 |*                                                                            *|
-|* braid-capi-test pipeline|errors|run [ARTIFACT-PATH]                        *|
+|* braid-capi-test pipeline|errors|crash|run [ARTIFACT-PATH]                  *|
 |* braid-capi-test report-pipeline|report-compile FILE OPTIONS               *|
 |*                                                                            *|
 |* pipeline: registers dialects on an MlirContext, runs Braid's pipeline on  *|
 |*           a module to the dist stage and prints it and the report. *|
-|* errors:   bad options and bad input arrive as located diagnostics.         *|
+|* errors:   bad options, bad input and bad arguments (null modules and      *|
+|*           strings) arrive as diagnostics; nothing crashes.                 *|
+|* crash:    compiler crashes forced by the test-only BRAID_CAPI_TEST_CRASH  *|
+|*           are failures with a diagnostic; the process lives on.           *|
 |* run:      compiles an all-gather matmul from source to ARTIFACT-PATH, runs *|
 |*           it on 2 ranks with buffers from here and compares every result   *|
-|*           with a reference computed here.                                  *|
+|*           with a reference computed here; bad arguments to the artifact    *|
+|*           functions (null pointers, indices out of range, rank counts) are *|
+|*           errors, not crashes.                                             *|
 |* report-pipeline: braidRunPipeline on FILE with OPTIONS (to the dist       *|
 |*           stage); prints the JSON report, or the errors.                  *|
 |* report-compile: braidCompileSource of FILE with OPTIONS; prints the JSON  *|
@@ -24,6 +29,7 @@
 #include "mlir-c/IR.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,7 +147,115 @@ static int testErrors(void) {
   if (braidArtifactLoad(mlirStringRefCreateFromCString("/nonexistent/a.so"),
                         &callbacks))
     return 1;
+
+  /* Null modules and strings whose data is null but whose length is not. */
+  MlirModule nullModule = {NULL};
+  MlirStringRef empty = mlirStringRefCreateFromCString("");
+  MlirStringRef dangling = {NULL, 8};
+  if (mlirLogicalResultIsSuccess(
+          braidRunPipeline(nullModule, empty, &callbacks)) ||
+      mlirLogicalResultIsSuccess(
+          braidCompileModule(nullModule, empty, empty, &callbacks)) ||
+      mlirLogicalResultIsSuccess(
+          braidCompileSource(dangling, empty, empty, empty, &callbacks)) ||
+      mlirLogicalResultIsSuccess(
+          braidCompileSource(mlirStringRefCreateFromCString(program), empty,
+                             dangling, empty, &callbacks)) ||
+      braidArtifactLoad(dangling, &callbacks))
+    return 1;
+  /* Without callbacks: still a failure, not a crash. */
+  if (mlirLogicalResultIsSuccess(braidRunPipeline(nullModule, empty, NULL)))
+    return 1;
   printf("errors: ok\n");
+  return 0;
+}
+
+/* A compiler crash inside the compiling entry points (forced by their
+ * test-only hook, BRAID_CAPI_TEST_CRASH) is a failure with one diagnostic:
+ * this process survives each and compiles again afterwards. */
+static int testCrash(void) {
+  const char *kinds[] = {"segv", "fpe", "abort", "fatal"};
+  BraidCallbacks callbacks = {NULL, NULL, printLine, stdout};
+  MlirStringRef dist = mlirStringRefCreateFromCString("emit=dist");
+  MlirStringRef none = mlirStringRefCreateFromCString("");
+  for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); ++i) {
+    setenv("BRAID_CAPI_TEST_CRASH", kinds[i], 1);
+    if (mlirLogicalResultIsSuccess(braidCompileSource(
+            mlirStringRefCreateFromCString(program),
+            mlirStringRefCreateFromCString("crash.mlir"), dist, none,
+            &callbacks)))
+      return 1;
+  }
+  /* On a module of the caller's, in a context with threads. */
+  setenv("BRAID_CAPI_TEST_CRASH", "segv", 1);
+  MlirContext context = createContext();
+  MlirModule module =
+      mlirModuleCreateParse(context, mlirStringRefCreateFromCString(program));
+  if (mlirLogicalResultIsSuccess(braidRunPipeline(
+          module, mlirStringRefCreateFromCString("stop-after=dist"),
+          &callbacks)) ||
+      mlirLogicalResultIsSuccess(
+          braidCompileModule(module, dist, none, &callbacks)))
+    return 1;
+  unsetenv("BRAID_CAPI_TEST_CRASH");
+  BraidCallbacks quiet = {NULL, NULL, NULL, NULL};
+  if (mlirLogicalResultIsFailure(braidCompileSource(
+          mlirStringRefCreateFromCString(program),
+          mlirStringRefCreateFromCString("after.mlir"), dist, none, &quiet)) ||
+      mlirLogicalResultIsFailure(braidRunPipeline(
+          module, mlirStringRefCreateFromCString("stop-after=dist"), &quiet)))
+    return 1;
+  mlirModuleDestroy(module);
+  mlirContextDestroy(context);
+  printf("crash: ok\n");
+  return 0;
+}
+
+/* Bad arguments to the artifact functions: each one fails with a
+ * diagnostic (or a null/zero answer) and nothing runs. Returns 1 when one
+ * of them succeeds. */
+static int testBadRunArguments(BraidArtifact artifact,
+                               const void *const *inputs, void *const *outputs,
+                               const BraidCallbacks *callbacks) {
+  MlirStringRef none = mlirStringRefCreateFromCString("");
+  /* Getters: a null artifact and indices out of range. */
+  if (braidArtifactGetNumRanks(NULL) != 0 ||
+      braidArtifactGetNumArguments(NULL) != 0 ||
+      braidArtifactGetNumResults(NULL) != 0 ||
+      braidArtifactGetArgumentType(NULL, 0).dtype ||
+      braidArtifactGetArgumentType(artifact, -1).dtype ||
+      braidArtifactGetArgumentType(artifact, 2).dtype ||
+      braidArtifactGetResultType(artifact, 1).dtype ||
+      braidArtifactGetResultType(artifact, INTPTR_MAX).dtype)
+    return 1;
+  printf("bad getters: ok\n");
+  braidArtifactDestroy(NULL);
+
+  /* Ranks that are not the program's: zero, negative, huge. */
+  int64_t badRanks[] = {0, -1, INT64_MAX};
+  for (size_t i = 0; i < sizeof(badRanks) / sizeof(badRanks[0]); ++i)
+    if (mlirLogicalResultIsSuccess(braidArtifactRun(
+            artifact, badRanks[i], inputs, outputs, none, callbacks)))
+      return 1;
+
+  /* Null artifact, buffer arrays, buffers and option text. */
+  const void *missingInput[4] = {inputs[0], NULL, inputs[2], inputs[3]};
+  void *missingOutput[2] = {outputs[0], NULL};
+  MlirStringRef dangling = {NULL, 4};
+  if (mlirLogicalResultIsSuccess(
+          braidArtifactRun(NULL, 2, inputs, outputs, none, callbacks)) ||
+      mlirLogicalResultIsSuccess(
+          braidArtifactRun(artifact, 2, NULL, outputs, none, callbacks)) ||
+      mlirLogicalResultIsSuccess(
+          braidArtifactRun(artifact, 2, inputs, NULL, none, callbacks)) ||
+      mlirLogicalResultIsSuccess(braidArtifactRun(artifact, 2, missingInput,
+                                                  outputs, none, callbacks)) ||
+      mlirLogicalResultIsSuccess(braidArtifactRun(
+          artifact, 2, inputs, missingOutput, none, callbacks)) ||
+      mlirLogicalResultIsSuccess(
+          braidArtifactRun(artifact, 2, inputs, outputs, dangling, callbacks)))
+    return 1;
+  printf("bad run arguments: ok\n");
   return 0;
 }
 
@@ -190,6 +304,8 @@ static int testRun(const char *path) {
   if (mlirLogicalResultIsSuccess(
           braidArtifactRun(artifact, 3, inputs, outputs,
                            mlirStringRefCreateFromCString(""), &callbacks)))
+    return 1;
+  if (testBadRunArguments(artifact, inputs, outputs, &callbacks))
     return 1;
 
   double worst = 0.0;
@@ -260,12 +376,14 @@ int main(int argc, char **argv) {
     return testPipeline();
   if (argc >= 2 && !strcmp(argv[1], "errors"))
     return testErrors();
+  if (argc >= 2 && !strcmp(argv[1], "crash"))
+    return testCrash();
   if (argc >= 3 && !strcmp(argv[1], "run"))
     return testRun(argv[2]);
   if (argc >= 4 && (!strcmp(argv[1], "report-pipeline") ||
                     !strcmp(argv[1], "report-compile")))
     return testReport(argv[1], argv[2], argv[3]);
-  fprintf(stderr, "usage: braid-capi-test pipeline|errors|run PATH|"
+  fprintf(stderr, "usage: braid-capi-test pipeline|errors|crash|run PATH|"
                   "report-pipeline FILE OPTIONS|report-compile FILE OPTIONS\n");
   return 2;
 }

@@ -1073,6 +1073,15 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // Every grid first: sizes below divide by its axes and unroll over its
+    // ranks.
+    bool badGrid = false;
+    module.walk([&](shard::GridOp grid) {
+      badGrid |=
+          failed(verifyGridShape(grid, [&] { return grid.emitOpError(); }));
+    });
+    if (badGrid)
+      return signalPassFailure();
     bool globalView = false;
     // A sharding that only shard_shape reads is SPMD arithmetic, not an
     // annotation to partition.
@@ -1194,7 +1203,7 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
         int64_t size = type.getDimSize(dim);
         int64_t ranks = getGroupSize(grid, axes);
         if (!ShapedType::isDynamic(size) && !ShapedType::isDynamic(ranks) &&
-            size % ranks != 0) {
+            ranks > 0 && size % ranks != 0) {
           op.emitError() << "dimension " << dim << " of size " << size
                          << " does not divide evenly over the " << ranks
                          << " ranks it is split over (give "

@@ -73,6 +73,28 @@ func.func @missing_axis(%x: tensor<8x4xf32>) {
 
 // -----
 
+// A grid axis without ranks (the group size divided by once crashed the
+// verifier with SIGFPE).
+shard.grid @g(shape = 2x0)
+func.func @empty_grid_axis(%x: tensor<8x4xf32>) {
+  // expected-error @+1 {{grid @g: axis 1 has size 0; every grid axis needs at least one rank}}
+  %0 = dist.reduce_scatter %x on @g axes = [1] dim = 0 reduce = sum : tensor<8x4xf32> -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+// More ranks than Braid compiles for (kMaxGridRanks), counting every axis,
+// not only those of the group.
+shard.grid @g(shape = 2x1048576)
+func.func @too_many_ranks(%x: tensor<8x4xf32>) {
+  // expected-error @+1 {{grid @g: spans 2097152 ranks; Braid compiles for grids of at most 1048576 ranks}}
+  %0 = dist.all_reduce %x on @g axes = [0] reduce = sum : tensor<8x4xf32> -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
 func.func @unknown_grid(%x: tensor<8x4xf32>) {
   // expected-error @+1 {{refers to @nowhere, which is not a 'shard.grid'}}
   %0 = dist.all_reduce %x on @nowhere axes = [0] reduce = sum : tensor<8x4xf32> -> tensor<8x4xf32>

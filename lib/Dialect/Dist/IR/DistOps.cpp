@@ -11,6 +11,9 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace braid::dist;
@@ -140,6 +143,34 @@ static int64_t divDyn(int64_t a, int64_t b) {
   return a / b;
 }
 
+LogicalResult
+braid::dist::verifyGridShape(shard::GridOp grid,
+                             function_ref<InFlightDiagnostic()> emitError) {
+  // Upstream's verifier rejects negative sizes; an axis of size 0 has no
+  // ranks to run on, and every group over it would divide by zero.
+  uint64_t ranks = 1;
+  bool overflow = false;
+  for (auto [axis, size] : llvm::enumerate(grid.getShape())) {
+    if (ShapedType::isDynamic(size))
+      continue;
+    if (size < 1)
+      return emitError() << "axis " << axis << " has size " << size
+                         << "; every grid axis needs at least one rank";
+    ranks =
+        llvm::SaturatingMultiply(ranks, static_cast<uint64_t>(size), &overflow);
+  }
+  if (ranks > static_cast<uint64_t>(kMaxGridRanks)) {
+    InFlightDiagnostic diag = emitError() << "spans ";
+    if (overflow)
+      diag << "more than " << std::numeric_limits<uint64_t>::max();
+    else
+      diag << ranks;
+    return diag << " ranks; Braid compiles for grids of at most "
+                << kMaxGridRanks << " ranks";
+  }
+  return success();
+}
+
 LogicalResult braid::dist::verifyGridUse(Operation *op,
                                          FlatSymbolRefAttr gridAttr,
                                          ArrayRef<int16_t> axes,
@@ -154,6 +185,10 @@ LogicalResult braid::dist::verifyGridUse(Operation *op,
       return op->emitOpError()
              << "grid axis " << axis << " does not exist: grid " << gridAttr
              << " has " << grid.getRank() << " axes";
+  if (failed(verifyGridShape(grid, [&] {
+        return op->emitOpError() << "grid " << gridAttr << ": ";
+      })))
+    return failure();
   groupSize = getGroupSize(grid, axes);
   return success();
 }

@@ -64,6 +64,10 @@ FailureOr<AllGatherMatmul> overlap::matchAllGatherMatmul(AllGatherOp op,
     reason = name + " is in another block";
     return failure();
   }
+  if (std::string empty = emptyLoop(consumer); !empty.empty()) {
+    reason = name + " computes no elements (" + empty + ")";
+    return failure();
+  }
   for (OpOperand &other : gathered.getUses()) {
     if (&other == use)
       continue;

@@ -37,9 +37,14 @@ FailureOr<AllToAllMatmul> overlap::matchAllToAllMatmul(AllToAllOp op,
   if (result.hasOneUse()) {
     OpOperand &use = *result.use_begin();
     auto consumer = dyn_cast<linalg::LinalgOp>(use.getOwner());
-    if (consumer && consumer.getNumReductionLoops() > 0 &&
-        consumer.hasPureTensorSemantics() && consumer->getNumResults() == 1 &&
-        consumer.isDpsInput(&use) && consumer->getBlock() == op->getBlock()) {
+    std::string empty = consumer ? emptyLoop(consumer) : "";
+    if (!empty.empty())
+      reason = "'" + consumer->getName().getStringRef().str() +
+               "' computes no elements (" + empty + ")";
+    else if (consumer && consumer.getNumReductionLoops() > 0 &&
+             consumer.hasPureTensorSemantics() &&
+             consumer->getNumResults() == 1 && consumer.isDpsInput(&use) &&
+             consumer->getBlock() == op->getBlock()) {
       std::optional<unsigned> loop =
           loopOfOperandDim(consumer, use, op.getConcatDim());
       if (loop &&

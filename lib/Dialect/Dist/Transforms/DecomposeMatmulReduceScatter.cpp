@@ -59,6 +59,10 @@ linalg::LinalgOp overlap::soleProducer(Value value, Block *block,
     reason = name + " is in another block";
     return {};
   }
+  if (std::string empty = schedule::emptyLoop(producer); !empty.empty()) {
+    reason = name + " computes no elements (" + empty + ")";
+    return {};
+  }
   return producer;
 }
 

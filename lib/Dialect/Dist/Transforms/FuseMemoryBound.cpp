@@ -40,6 +40,7 @@
 #include "mlir/Interfaces/TilingInterface.h"
 #include "mlir/Transforms/CSE.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/MathExtras.h"
 
 namespace braid::dist {
 #define GEN_PASS_DEF_FUSEMEMORYBOUND
@@ -79,13 +80,16 @@ scf::ForallOp addSharedOutput(RewriterBase &rewriter, scf::ForallOp loop,
   return newLoop;
 }
 
-/// Bytes of a statically shaped tensor value (0 for anything else).
-int64_t bytesOf(Value value) {
+/// Bytes of a statically shaped tensor value (0 for anything else),
+/// saturating at UINT64_MAX.
+uint64_t bytesOf(Value value) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
   if (!type || !type.hasStaticShape() || !type.getElementType().isIntOrFloat())
     return 0;
-  return type.getNumElements() *
-         llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+  uint64_t bytes = llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+  for (int64_t size : type.getShape())
+    bytes = llvm::SaturatingMultiply(bytes, static_cast<uint64_t>(size));
+  return bytes;
 }
 
 /// A contraction that may head a group as its GEMM: its epilogue follows.
@@ -96,7 +100,7 @@ bool isEpilogueHead(Operation *op) {
          linalgOp.getIteratorTypesArray().front() ==
              utils::IteratorType::parallel &&
          llvm::all_of(linalgOp.getStaticLoopRanges(), [](int64_t size) {
-           return !ShapedType::isDynamic(size);
+           return !ShapedType::isDynamic(size) && size > 0;
          });
 }
 
@@ -213,18 +217,23 @@ SmallVector<OpFoldResult> FuseMemoryBoundPass::tileSizes(linalg::LinalgOp root,
     sizes[i] = b.getIndexAttr(1);
   // Rows per tile: the option, or as many as fit in `tileBytes`, a power of
   // two that divides the rows (so that tiles have static shapes).
+  // Saturating: a row of more than 2^64 bytes is one row per tile. Loops
+  // are static and not empty (isMemoryBound, isEpilogueHead).
   int64_t rows = ranges[tiled - 1];
-  int64_t rowBytes = 4;
+  uint64_t rowBytes = 4;
   for (unsigned i = tiled; i < numLoops; ++i)
-    rowBytes *= ranges[i];
+    rowBytes =
+        llvm::SaturatingMultiply(rowBytes, static_cast<uint64_t>(ranges[i]));
   int64_t tile =
-      rowTile > 0 ? rowTile : std::max<int64_t>(1, tileBytes / rowBytes);
+      rowTile > 0
+          ? rowTile
+          : std::max<int64_t>(1, static_cast<uint64_t>(tileBytes) / rowBytes);
   int64_t chosen = 1;
-  while (chosen * 2 <= std::min(tile, rows) && rows % (chosen * 2) == 0)
+  while (chosen <= std::min(tile, rows) / 2 && rows % (chosen * 2) == 0)
     chosen *= 2;
   // At least two tiles: a loop of one iteration folds away, and the kernel
   // with it.
-  while (chosen > 1 && chosen * 2 > rows)
+  while (chosen > 1 && chosen > rows / 2)
     chosen /= 2;
   if (rowTile > 0 && rows % rowTile == 0)
     chosen = rowTile;
@@ -238,27 +247,30 @@ LogicalResult FuseMemoryBoundPass::fuse(Group &group, IRRewriter &rewriter) {
 
   // What the group moves: inputs from outside, read once, and results used
   // outside, written once; against every op reading and writing its own.
-  int64_t before = 0, after = 0;
+  uint64_t before = 0, after = 0;
+  auto add = [](uint64_t &sum, Value value) {
+    sum = llvm::SaturatingAdd(sum, bytesOf(value));
+  };
   llvm::SetVector<Value> external;
   for (Operation *op : group.ops) {
     for (Value operand : op->getOperands()) {
-      before += bytesOf(operand);
+      add(before, operand);
       if (!group.ops.contains(operand.getDefiningOp()))
         external.insert(operand);
     }
     for (Value result : op->getResults())
-      before += bytesOf(result);
+      add(before, result);
   }
   for (Value value : external) {
     // Inits that no payload reads (tensor.empty) cost nothing.
     if (value.getDefiningOp<tensor::EmptyOp>())
       continue;
-    after += bytesOf(value);
+    add(after, value);
   }
   for (Value result : root->getResults())
-    after += bytesOf(result);
+    add(after, result);
   for (Operation *op : group.yielded)
-    after += bytesOf(op->getResult(0));
+    add(after, op->getResult(0));
 
   unsigned reductions = 0;
   bool gemm = false;
@@ -446,6 +458,13 @@ void FuseMemoryBoundPass::runOnOperation() {
           blocks.push_back(&block);
   });
   for (Block *block : blocks) {
+    // An op on no elements is no kernel (isMemoryBound); tiling could not
+    // cut it into rows anyway.
+    for (auto op : block->getOps<linalg::LinalgOp>())
+      if (std::string empty = braid::dist::schedule::emptyLoop(op);
+          !empty.empty() && op.hasPureTensorSemantics())
+        op->emitRemark() << "not fused: it computes no elements (" << empty
+                         << ")";
     SmallVector<Group> groups = formGroups(*block);
     // A group that cannot be tiled stays as it was; fuse() says why.
     for (Group &group : groups)

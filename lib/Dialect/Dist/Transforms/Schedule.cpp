@@ -106,6 +106,10 @@ schedule::computeChunk(RewriterBase &rewriter, linalg::LinalgOp op,
                        unsigned loop, OpFoldResult offset, int64_t size,
                        ArrayRef<std::pair<unsigned, Value>> replacements,
                        Value initSource, linalg::FillOp initFill) {
+  // Upstream tiling reads a size of 0 as "this loop is not tiled", and
+  // crashes on such a chunk; the matchers decline empty ops before this.
+  if (size <= 0 || !emptyLoop(op).empty())
+    return rewriter.notifyMatchFailure(op, "a chunk without elements");
   auto tiling = cast<TilingInterface>(op.getOperation());
   Location loc = op.getLoc();
   SmallVector<Range> domain = tiling.getIterationDomain(rewriter);
@@ -207,13 +211,30 @@ Value schedule::waitFor(OpBuilder &b, Location loc,
                         started.second);
 }
 
+std::string schedule::emptyLoop(linalg::LinalgOp op) {
+  for (auto [loop, size] : llvm::enumerate(op.getStaticLoopRanges()))
+    if (size == 0)
+      return "loop " + std::to_string(loop) + " has extent 0";
+  return "";
+}
+
 FailureOr<Ring> schedule::matchRing(CollectiveOpInterface op,
                                     std::string &reason) {
-  if (!op.getInput().getType().hasStaticShape() ||
+  RankedTensorType input = op.getInput().getType();
+  if (!input.hasStaticShape() ||
       !op.getCollectiveResult().getType().hasStaticShape()) {
     reason = "dynamic shapes";
     return failure();
   }
+  // Nothing to move: chunks of it would be empty, and so would the
+  // symmetric buffers of a direct exchange.
+  for (RankedTensorType type : {input, op.getCollectiveResult().getType()})
+    if (type.getNumElements() == 0) {
+      reason.clear();
+      llvm::raw_string_ostream os(reason);
+      os << "it moves no elements (" << type << ")";
+      return failure();
+    }
   if (op.getAxes().size() != 1) {
     reason = "ring schedules run along one grid axis, this group spans " +
              std::to_string(op.getAxes().size());
@@ -224,6 +245,13 @@ FailureOr<Ring> schedule::matchRing(CollectiveOpInterface op,
   if (ShapedType::isDynamic(n) || n < 2) {
     reason = ShapedType::isDynamic(n) ? "the group size is dynamic"
                                       : "the group has a single rank";
+    return failure();
+  }
+  if (n > kMaxScheduleRanks) {
+    reason = "the group has " + std::to_string(n) +
+             " ranks; schedules take a step or a transfer per rank, and "
+             "are built for groups of at most " +
+             std::to_string(kMaxScheduleRanks);
     return failure();
   }
   return Ring{op.getGridAttr(), op.getAxes()[0], n};
@@ -244,7 +272,7 @@ bool schedule::isMemoryBound(Operation *op) {
   if (linalgOp.getIteratorTypesArray().front() != utils::IteratorType::parallel)
     return false;
   return llvm::all_of(linalgOp.getStaticLoopRanges(), [](int64_t size) {
-    return !ShapedType::isDynamic(size);
+    return !ShapedType::isDynamic(size) && size > 0;
   });
 }
 

@@ -45,8 +45,19 @@ struct Ring {
   int64_t groupSize = 0;
 };
 
-/// Common checks: static shapes, one grid axis, a static group of >1 ranks.
+/// The largest group a schedule is built for. Schedules are unrolled: a
+/// ring has a step per rank, a direct exchange a transfer per peer, so a
+/// larger group's collective stays whole (docs/Rationale.md, "Grid sizes").
+constexpr int64_t kMaxScheduleRanks = 128;
+
+/// Common checks: static shapes with elements, one grid axis, a static
+/// group of 2 to kMaxScheduleRanks ranks.
 mlir::FailureOr<Ring> matchRing(CollectiveOpInterface op, std::string &reason);
+
+/// Why `op` computes nothing ("loop 1 has extent 0"), or an empty string
+/// when each of its static loops has at least one iteration. Tiling, which
+/// reads a size of 0 as "not tiled", cannot cut such an op into chunks.
+std::string emptyLoop(mlir::linalg::LinalgOp op);
 
 /// This rank's position along grid axis `axis` (an index value).
 mlir::Value groupPosition(mlir::OpBuilder &b, mlir::Location loc,
@@ -79,7 +90,8 @@ std::string formatBytes(double bytes);
 /// An op that moves more bytes than it computes on: a linalg op on tensors
 /// that is not a contraction, convolution or transpose, whose maps are
 /// projected permutations, whose outermost loop is parallel (the rows a
-/// kernel tiles over) and whose loops are static. braid-fuse-memory-bound
+/// kernel tiles over) and whose loops are static and not empty (an op on
+/// no elements is no kernel). braid-fuse-memory-bound
 /// makes kernels of chains of them.
 bool isMemoryBound(mlir::Operation *op);
 

@@ -57,9 +57,23 @@ bool isReductionLegalFor(ReductionKind kind, mlir::Type elementType);
 /// if an axis has a dynamic size.
 int64_t getGroupSize(mlir::shard::GridOp grid, llvm::ArrayRef<int16_t> axes);
 
+/// The most ranks a grid may span: far more than any machine has, and few
+/// enough that sizes times ranks stay well inside int64_t
+/// (docs/Rationale.md, "Grid sizes").
+constexpr int64_t kMaxGridRanks = int64_t(1) << 20;
+
+/// Checks that Braid can compile for `grid`: each static axis has at least
+/// one rank, and the static axes together span at most kMaxGridRanks.
+/// Dynamic axes pass (the runnable stages reject them). The error is
+/// appended to the diagnostic `emitError` starts.
+mlir::LogicalResult
+verifyGridShape(mlir::shard::GridOp grid,
+                llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
 /// Resolves `gridAttr` from `op` and checks that `axes` exist on that grid;
-/// returns the group size (possibly dynamic) through `groupSize`. Errors are
-/// emitted on `op`. Shared by the dist and xfer verifiers.
+/// and that Braid can compile for the grid (verifyGridShape); returns the
+/// group size (possibly dynamic) through `groupSize`. Errors are emitted on
+/// `op`. Shared by the dist and xfer verifiers.
 mlir::LogicalResult verifyGridUse(mlir::Operation *op,
                                   mlir::FlatSymbolRefAttr gridAttr,
                                   llvm::ArrayRef<int16_t> axes,
