@@ -50,6 +50,12 @@ if config.cuda_found in ("TRUE", "ON", "1"):
     config.substitutions.append(
         ("%fake_cuda", "env LD_LIBRARY_PATH=" +
          os.path.join(config.braid_obj_root, "lib", "fake-cuda")))
+    # The emulated device (lib/Emulator): its libraries first, for tools
+    # that do not re-run themselves on it as braid-exec-cuda --emulate does.
+    config.substitutions.append(
+        ("%emulated", "env LD_LIBRARY_PATH=" +
+         os.path.join(config.braid_obj_root, "lib", "emulator")))
+    llvm_config.add_tool_substitutions(["braid-emulator-selftest"], tool_dirs)
     import shutil
     import subprocess
     smi = shutil.which("nvidia-smi")

@@ -21,6 +21,20 @@
 |* quotes a backslash escapes the next character). braidGetOptions describes *|
 |* every option; the list below is checked against it by a test.             *|
 |*                                                                            *|
+|* Bad arguments are failures, never crashes: a null module, artifact or     *|
+|* buffer, or an MlirStringRef whose data is null but whose length is not    *|
+|* 0, is reported to `callbacks->diagnostic` (as "error: FUNCTION: ...")     *|
+|* and the function fails.                                                    *|
+|*                                                                            *|
+|* The compiling functions (braidRunPipeline, braidCompile*) compile in the   *|
+|* caller's process, inside llvm::CrashRecoveryContext: a compiler crash (a   *|
+|* signal, an abort, a fatal LLVM error) on the calling thread fails the      *|
+|* call with one diagnostic, "internal compiler error: ...; please report     *|
+|* it", instead of ending the process. The crash handlers are installed on    *|
+|* the first call and stay; signals outside a compilation go on to the        *|
+|* handlers they replaced (docs/Rationale.md, "Grid sizes, empty tensors,     *|
+|* and compiler crashes in a host process").                                  *|
+|*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
 #ifndef BRAID_C_BRAID_H
@@ -46,7 +60,8 @@ MLIR_CAPI_EXPORTED const char *braidGetVersion(void);
 ///
 /// The options (include/braid/Options/Options.def has their help):
 ///   pipeline and compile: target (cpu, cuda), sm, cuda-path, gpu-format
-///     (bin, isa, fatbin), overlap (auto, force, off), target-preset (auto,
+///     (bin, isa, fatbin, auto), emulate (also a run option: the emulated
+///     device), overlap (auto, force, off), target-preset (auto,
 ///     cpu, h100, h200), fuse (auto, off), gemm (library, generated),
 ///     vector-bytes (0 to 1024; 0: scalar loops), quantize-all-gather (off,
 ///     bf16, fp8), sub-chunks, bidirectional (auto, on, off),
@@ -57,7 +72,7 @@ MLIR_CAPI_EXPORTED const char *braidGetVersion(void);
 ///   compile only: emit (dist, xfer, llvm-mlir, llvm-ir, obj, lib, ptx), O
 ///     (0 to 3), cpu, timing (the time of each stage, added to the report
 ///     as "timing": [{"stage", "seconds"}, ...]);
-///   run: timeout, threads.
+///   run: timeout, threads, emulate.
 MLIR_CAPI_EXPORTED const char *braidGetOptions(void);
 
 //===----------------------------------------------------------------------===//
@@ -103,7 +118,11 @@ typedef struct BraidCallbacks {
 /// `braid-opt --braid-pipeline='...'`: the pipeline's options above
 /// (stop-after=dist, xfer or llvm; default llvm). When `callbacks->report`
 /// is set the JSON report is delivered to it. Errors are emitted as
-/// diagnostics on the module's context.
+/// diagnostics on the module's context; an internal compiler error goes to
+/// `callbacks->diagnostic` (stderr without one), and after it `module` may
+/// be half-rewritten: do not use it again. The module's context runs
+/// without worker threads during the call (crash recovery covers the
+/// calling thread only).
 MLIR_CAPI_EXPORTED MlirLogicalResult braidRunPipeline(
     MlirModule module, MlirStringRef options, const BraidCallbacks *callbacks);
 
@@ -112,7 +131,7 @@ MLIR_CAPI_EXPORTED MlirLogicalResult braidRunPipeline(
 /// `callbacks->output`;
 /// emit=obj writes `outputPath`; emit=lib (the default) writes `outputPath`
 /// and `outputPath`.manifest. Errors are diagnostics on the module's
-/// context.
+/// context; an internal compiler error is as for braidRunPipeline.
 MLIR_CAPI_EXPORTED MlirLogicalResult
 braidCompileModule(MlirModule module, MlirStringRef options,
                    MlirStringRef outputPath, const BraidCallbacks *callbacks);
@@ -149,24 +168,32 @@ braidArtifactLoad(MlirStringRef libraryPath, const BraidCallbacks *callbacks);
 
 MLIR_CAPI_EXPORTED void braidArtifactDestroy(BraidArtifact artifact);
 
-/// The ranks the program was compiled for (the size of its grid).
+/// The ranks the program was compiled for (the size of its grid). The
+/// getters below return 0 for a null artifact.
 MLIR_CAPI_EXPORTED int64_t braidArtifactGetNumRanks(BraidArtifact artifact);
 MLIR_CAPI_EXPORTED intptr_t
 braidArtifactGetNumArguments(BraidArtifact artifact);
 MLIR_CAPI_EXPORTED intptr_t braidArtifactGetNumResults(BraidArtifact artifact);
+/// The type of argument or result `index`; its dtype is null when
+/// `artifact` is null or `index` is out of range.
 MLIR_CAPI_EXPORTED BraidTensorType
 braidArtifactGetArgumentType(BraidArtifact artifact, intptr_t index);
 MLIR_CAPI_EXPORTED BraidTensorType
 braidArtifactGetResultType(BraidArtifact artifact, intptr_t index);
 
-/// Runs the program on `ranks` CPU ranks (mpirun, braid-exec). `inputs`
+/// Runs the program on `ranks` ranks: CPU ranks (mpirun, braid-exec) for a
+/// cpu artifact, GPUs (braid-exec-cuda) for a cuda one, or Braid's emulated
+/// device with the run option "emulate=true" (its manifest says which
+/// target it was compiled for). `inputs`
 /// holds ranks * numArguments pointers, rank-major: inputs[r * numArguments
 /// + i] is argument i of rank r, a contiguous row-major buffer of its type.
 /// `outputs` likewise holds ranks * numResults caller-allocated buffers that
 /// receive the results. `options` are extra braid-run options ("trace=PATH",
 /// "timeout=SECONDS", the run options above). The runner is the braid-run
 /// next to this library (../bin from its directory) or $BRAID_RUN. Failures
-/// (a rank's error, a timeout) go to `callbacks->diagnostic`.
+/// (a rank count other than the program's, a null `inputs` or `outputs`, a
+/// null buffer for a tensor with elements, a rank's error, a timeout) go
+/// to `callbacks->diagnostic`; nothing runs when the arguments are wrong.
 MLIR_CAPI_EXPORTED MlirLogicalResult
 braidArtifactRun(BraidArtifact artifact, int64_t ranks,
                  const void *const *inputs, void *const *outputs,

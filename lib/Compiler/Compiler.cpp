@@ -108,13 +108,26 @@ std::string dtypeName(Type type) {
   return "";
 }
 
-/// The manifest braid-exec reads: entry, ranks, grids, argument and result
+/// The manifest braid-exec reads: entry, target (and, for cuda, what its
+/// kernels are: ptx, cubin or fatbin), ranks, grids, argument and result
 /// shapes. Written from the SPMD (per-rank) signature after import.
-FailureOr<std::string> buildManifest(ModuleOp module, func::FuncOp function) {
+FailureOr<std::string> buildManifest(ModuleOp module, func::FuncOp function,
+                                     const braid::CompileOptions &options) {
   std::string text;
   llvm::raw_string_ostream os(text);
   os << "braid-manifest 1\n";
   os << "entry " << function.getSymName() << "\n";
+  if (options.cuda()) {
+    braid::CompileOptions resolved = options;
+    braid::options::resolveTargetDefaults(resolved);
+    os << "target cuda "
+       << (resolved.gpuFormat == braid::GpuFormat::Isa      ? "ptx"
+           : resolved.gpuFormat == braid::GpuFormat::Fatbin ? "fatbin"
+                                                            : "cubin")
+       << "\n";
+  } else {
+    os << "target cpu\n";
+  }
   int64_t ranks = 0;
   std::string grids;
   for (auto grid : module.getOps<shard::GridOp>()) {
@@ -617,7 +630,8 @@ static LogicalResult compileStages(ModuleOp module,
   pipeline.entry = entryFunction->getSymName().str();
   std::string manifest;
   if (options.emit == EmitKind::Lib) {
-    FailureOr<std::string> built = buildManifest(module, *entryFunction);
+    FailureOr<std::string> built =
+        buildManifest(module, *entryFunction, options);
     if (failed(built))
       return failure();
     manifest = *built;

@@ -314,11 +314,10 @@ FAKE_EXPORT cublasStatus_t cublasLtMatmul(
   bool ta = desc.transA == CUBLAS_OP_T, tb = desc.transB == CUBLAS_OP_T;
   uint64_t m = out.rows, n = out.cols;
   uint64_t k = ta ? a.rows : a.cols;
-  braidStandInLog("cublasLtMatmul %llux%llux%llu (column-major) on %s",
-                  static_cast<unsigned long long>(m),
-                  static_cast<unsigned long long>(n),
-                  static_cast<unsigned long long>(k),
-                  braidStandInStreamName(stream));
+  braidStandInLog(
+      "cublasLtMatmul %llux%llux%llu (column-major) on %s",
+      static_cast<unsigned long long>(m), static_cast<unsigned long long>(n),
+      static_cast<unsigned long long>(k), braidStandInStreamName(stream));
   if ((ta ? a.cols : a.rows) != m || (tb ? b.cols : b.rows) != k ||
       (tb ? b.rows : b.cols) != n || c.rows != m || c.cols != n ||
       a.batch != out.batch || b.batch != out.batch || c.batch != out.batch)

@@ -174,7 +174,7 @@ EMU_EXPORT cudaError_t cudaGetDevice(int *device) {
 }
 
 EMU_EXPORT cudaError_t cudaDeviceGetStreamPriorityRange(int *least,
-                                                         int *greatest) {
+                                                        int *greatest) {
   // As on an H100: 0 is the lowest priority, -5 the highest.
   if (least)
     *least = 0;
@@ -192,17 +192,17 @@ EMU_EXPORT cudaError_t cudaDeviceSynchronize(void) {
 //===----------------------------------------------------------------------===//
 
 EMU_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *stream,
-                                                     unsigned int flags,
-                                                     int priority) {
+                                                    unsigned int flags,
+                                                    int priority) {
   if (!stream)
     return note(cudaErrorInvalidValue);
-  *stream = static_cast<cudaStream_t>(createStream(
-      std::clamp(priority, -5, 0), flags & cudaStreamNonBlocking));
+  *stream = static_cast<cudaStream_t>(
+      createStream(std::clamp(priority, -5, 0), flags & cudaStreamNonBlocking));
   return cudaSuccess;
 }
 
 EMU_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream,
-                                                  unsigned int flags) {
+                                                 unsigned int flags) {
   return cudaStreamCreateWithPriority(stream, flags, 0);
 }
 
@@ -223,13 +223,13 @@ EMU_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 }
 
 EMU_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream,
-                                            cudaEvent_t event, unsigned int) {
+                                           cudaEvent_t event, unsigned int) {
   return note(static_cast<cudaError_t>(
       streamWaitEvent(stream, reinterpret_cast<Event *>(event))));
 }
 
 EMU_EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event,
-                                                 unsigned int flags) {
+                                                unsigned int flags) {
   if (!event)
     return note(cudaErrorInvalidValue);
   *event = reinterpret_cast<cudaEvent_t>(
@@ -242,19 +242,17 @@ EMU_EXPORT cudaError_t cudaEventCreate(cudaEvent_t *event) {
 }
 
 EMU_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  return note(static_cast<cudaError_t>(
-      destroyEvent(reinterpret_cast<Event *>(event))));
+  return note(
+      static_cast<cudaError_t>(destroyEvent(reinterpret_cast<Event *>(event))));
 }
 
-EMU_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event,
-                                        cudaStream_t stream) {
+EMU_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   return note(static_cast<cudaError_t>(
       recordEvent(reinterpret_cast<Event *>(event), stream)));
 }
 
 EMU_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event) {
-  return static_cast<cudaError_t>(
-      queryEvent(reinterpret_cast<Event *>(event)));
+  return static_cast<cudaError_t>(queryEvent(reinterpret_cast<Event *>(event)));
 }
 
 EMU_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
@@ -263,10 +261,9 @@ EMU_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 }
 
 EMU_EXPORT cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
-                                             cudaEvent_t end) {
-  return static_cast<cudaError_t>(
-      elapsedTime(ms, reinterpret_cast<Event *>(start),
-                  reinterpret_cast<Event *>(end)));
+                                            cudaEvent_t end) {
+  return static_cast<cudaError_t>(elapsedTime(
+      ms, reinterpret_cast<Event *>(start), reinterpret_cast<Event *>(end)));
 }
 
 //===----------------------------------------------------------------------===//
@@ -302,10 +299,11 @@ bool stillThere(const void *p, uint64_t bytes, const char *what, int &code,
     return true;
   code = kIllegalAddress;
   char address[32];
-  std::snprintf(address, sizeof(address), "0x%llx",
-                static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p)));
-  report = std::string(what) + " of " + std::to_string(bytes) +
-           " bytes at " + address + ": " + why;
+  std::snprintf(
+      address, sizeof(address), "0x%llx",
+      static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p)));
+  report = std::string(what) + " of " + std::to_string(bytes) + " bytes at " +
+           address + ": " + why;
   return false;
 }
 
@@ -351,9 +349,9 @@ cudaError_t copy(const char *call, void *dst, const void *src, size_t bytes,
         static_cast<const uint8_t *>(src) + bytes);
   }
   cudaError_t error = static_cast<cudaError_t>(enqueue(
-      stream, call,
-      [=](OpContext &context, int &code, std::string &report) {
-        if (fromDevice && !stillThere(src, bytes, "a copy's read", code, report))
+      stream, call, [=](OpContext &context, int &code, std::string &report) {
+        if (fromDevice &&
+            !stillThere(src, bytes, "a copy's read", code, report))
           return false;
         if (toDevice && !stillThere(dst, bytes, "a copy's write", code, report))
           return false;
@@ -384,7 +382,7 @@ EMU_EXPORT cudaError_t cudaMalloc(void **p, size_t size) {
 }
 
 EMU_EXPORT cudaError_t cudaMallocAsync(void **p, size_t size,
-                                        cudaStream_t stream) {
+                                       cudaStream_t stream) {
   if (!validStream(stream))
     return note(cudaErrorInvalidResourceHandle);
   return allocateInto(p, size, MemoryKind::Device, "cudaMallocAsync");
@@ -394,8 +392,7 @@ EMU_EXPORT cudaError_t cudaMallocHost(void **p, size_t size) {
   return allocateInto(p, size, MemoryKind::Pinned, "cudaMallocHost");
 }
 
-EMU_EXPORT cudaError_t cudaMallocManaged(void **p, size_t size,
-                                          unsigned int) {
+EMU_EXPORT cudaError_t cudaMallocManaged(void **p, size_t size, unsigned int) {
   return allocateInto(p, size, MemoryKind::Managed, "cudaMallocManaged");
 }
 
@@ -433,7 +430,7 @@ EMU_EXPORT cudaError_t cudaFreeAsync(void *p, cudaStream_t stream) {
 }
 
 EMU_EXPORT cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *out,
-                                                 const void *p) {
+                                                const void *p) {
   if (!out)
     return note(cudaErrorInvalidValue);
   std::memset(out, 0, sizeof(*out));
@@ -456,13 +453,13 @@ EMU_EXPORT cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *out,
 }
 
 EMU_EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes,
-                                   cudaMemcpyKind kind) {
+                                  cudaMemcpyKind kind) {
   return copy("cudaMemcpy", dst, src, bytes, kind, nullptr, true);
 }
 
-EMU_EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src,
-                                        size_t bytes, cudaMemcpyKind kind,
-                                        cudaStream_t stream) {
+EMU_EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
+                                       cudaMemcpyKind kind,
+                                       cudaStream_t stream) {
   return copy("cudaMemcpyAsync", dst, src, bytes, kind, stream, false);
 }
 
@@ -479,31 +476,29 @@ CUresult memset(CUdeviceptr dst, T value, size_t count, CUstream stream,
     return CUDA_ERROR_INVALID_VALUE;
   if (dst % sizeof(T))
     return CUDA_ERROR_INVALID_VALUE;
-  return static_cast<CUresult>(
-      enqueue(stream, call,
-              [=](OpContext &context, int &code, std::string &report) {
-                if (!stillThere(p, bytes, call, code, report))
-                  return false;
-                std::string race =
-                    recordOperationAccess(context, p, bytes, Write, call);
-                std::fill_n(static_cast<T *>(p), count, value);
-                if (!race.empty()) {
-                  code = kLaunchFailure;
-                  report = race;
-                  return false;
-                }
-                return true;
-              }));
+  return static_cast<CUresult>(enqueue(
+      stream, call, [=](OpContext &context, int &code, std::string &report) {
+        if (!stillThere(p, bytes, call, code, report))
+          return false;
+        std::string race =
+            recordOperationAccess(context, p, bytes, Write, call);
+        std::fill_n(static_cast<T *>(p), count, value);
+        if (!race.empty()) {
+          code = kLaunchFailure;
+          report = race;
+          return false;
+        }
+        return true;
+      }));
 }
 
 } // namespace
 
 EMU_EXPORT cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes,
-                                        cudaStream_t stream) {
-  return static_cast<cudaError_t>(
-      memset<uint8_t>(reinterpret_cast<CUdeviceptr>(p),
-                      static_cast<uint8_t>(value), bytes, stream,
-                      "cudaMemsetAsync"));
+                                       cudaStream_t stream) {
+  return static_cast<cudaError_t>(memset<uint8_t>(
+      reinterpret_cast<CUdeviceptr>(p), static_cast<uint8_t>(value), bytes,
+      stream, "cudaMemsetAsync"));
 }
 
 EMU_EXPORT cudaError_t cudaMemset(void *p, int value, size_t bytes) {
@@ -521,6 +516,42 @@ const char *const kPtxOnly =
     "the emulated device runs PTX, and this image is a cubin or fatbin (SASS): "
     "compile with --gpu-format=isa (braid-run --emulate and "
     "BRAID_EMULATE=1 runners ask for it)";
+
+/// BRAID_EMULATE_PTX_REPLACE=FILE, for mutation tests: a module whose
+/// kernels are FILE's (the same names) runs FILE's PTX instead, so that a
+/// test can take a compiled program's PTX (braid-compile --emit=ptx),
+/// break it on purpose and check that the emulator catches it.
+void replaceModule(LoadedModule &module) {
+  const char *path = std::getenv("BRAID_EMULATE_PTX_REPLACE");
+  if (!path || !*path)
+    return;
+  FILE *file = std::fopen(path, "r");
+  if (!file) {
+    say(std::string("BRAID_EMULATE_PTX_REPLACE: cannot read ") + path);
+    return;
+  }
+  std::string text;
+  char chunk[4096];
+  size_t n;
+  while ((n = std::fread(chunk, 1, sizeof(chunk), file)) > 0)
+    text.append(chunk, n);
+  std::fclose(file);
+  std::string error;
+  std::unique_ptr<ptx::Module> replacement = ptx::parse(text, error);
+  if (!replacement) {
+    say(std::string("BRAID_EMULATE_PTX_REPLACE: ") + path + ": " + error);
+    return;
+  }
+  if (replacement->entries.size() != module.ptx->entries.size())
+    return;
+  for (const auto &entry : module.ptx->entries)
+    if (!replacement->entries.count(entry.first))
+      return;
+  say(std::string("module ") + module.ptx->name + " runs the PTX of " + path +
+      " (BRAID_EMULATE_PTX_REPLACE)");
+  module.text = std::move(text);
+  module.ptx = std::move(replacement);
+}
 
 CUresult loadModule(CUmodule *handle, const void *image, char *log,
                     size_t logSize) {
@@ -548,12 +579,17 @@ CUresult loadModule(CUmodule *handle, const void *image, char *log,
   module.text = static_cast<const char *>(image);
   std::string error;
   module.ptx = ptx::parse(module.text, error);
+  if (module.ptx)
+    replaceModule(module);
   if (!module.ptx) {
     std::string message = "PTX the emulated device cannot run: " + error;
     say(message);
     writeLog(message);
     return CUDA_ERROR_INVALID_PTX;
   }
+  // Names for race reports (another rank's too: it may never launch one).
+  for (const auto &entry : module.ptx->entries)
+    nameKernel(kernelHash(entry.first), entry.first);
   if (module.ptx->imageBytes) {
     module.image = static_cast<uint8_t *>(
         allocate(module.ptx->imageBytes, MemoryKind::Module,
@@ -635,8 +671,8 @@ CUresult emuFuncSetAttribute(CUfunction handle, CUfunction_attribute attribute,
     return CUDA_ERROR_INVALID_HANDLE;
   if (attribute == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
     uint64_t limit = sharedLimit(f->module->ptx->smVersion);
-    if (value < 0 || static_cast<uint64_t>(value) + f->kernel->staticSharedBytes >
-                         limit)
+    if (value < 0 ||
+        static_cast<uint64_t>(value) + f->kernel->staticSharedBytes > limit)
       return CUDA_ERROR_INVALID_VALUE;
     f->maxDynamicShared = value;
   }
@@ -669,7 +705,8 @@ CUresult emuLaunchKernel(CUfunction handle, unsigned gridX, unsigned gridY,
                   std::to_string(blockY) + "," + std::to_string(blockZ) +
                   ") out of range");
   if (kernel.maxThreads && threads > kernel.maxThreads)
-    return refuse(std::to_string(threads) + " threads per block, but the "
+    return refuse(std::to_string(threads) +
+                  " threads per block, but the "
                   "kernel declares .maxntid " +
                   std::to_string(kernel.maxThreads));
   if (sharedBytes > static_cast<unsigned>(f->maxDynamicShared))
@@ -698,46 +735,46 @@ CUresult emuLaunchKernel(CUfunction handle, unsigned gridX, unsigned gridY,
   config->smCount = smCountOf(f->module->ptx->smVersion);
   config->timeoutSeconds = waitTimeout();
   std::string name = kernel.name;
-  return static_cast<CUresult>(enqueue(
-      stream, name.c_str(),
-      [config](OpContext &context, int &code, std::string &report) {
-        LaunchConfig &c = *config;
-        c.lane = context.lane;
-        c.seq = context.seq;
-        c.device = context.device;
-        c.where = context.where;
-        c.cancelled = &context.cancelled;
-        LaunchResult result = runLaunch(c, context.clock);
-        switch (result.status) {
-        case LaunchStatus::Success:
-        case LaunchStatus::Cancelled:
-          return true;
-        case LaunchStatus::Race:
-          if (!racesFatal()) {
-            say(context.where + ": " + result.report);
-            return true;
-          }
-          code = kLaunchFailure;
-          break;
-        case LaunchStatus::IllegalAddress:
-          code = kIllegalAddress;
-          break;
-        case LaunchStatus::MisalignedAddress:
-          code = kMisalignedAddress;
-          break;
-        case LaunchStatus::IllegalInstruction:
-          code = kIllegalInstruction;
-          break;
-        case LaunchStatus::Trap:
-          code = kLaunchFailure;
-          break;
-        case LaunchStatus::Timeout:
-          code = kLaunchTimeout;
-          break;
-        }
-        report = result.report;
-        return false;
-      }));
+  return static_cast<CUresult>(
+      enqueue(stream, name.c_str(),
+              [config](OpContext &context, int &code, std::string &report) {
+                LaunchConfig &c = *config;
+                c.lane = context.lane;
+                c.seq = context.seq;
+                c.device = context.device;
+                c.where = context.where;
+                c.cancelled = &context.cancelled;
+                LaunchResult result = runLaunch(c, context.clock);
+                switch (result.status) {
+                case LaunchStatus::Success:
+                case LaunchStatus::Cancelled:
+                  return true;
+                case LaunchStatus::Race:
+                  if (!racesFatal()) {
+                    say(context.where + ": " + result.report);
+                    return true;
+                  }
+                  code = kLaunchFailure;
+                  break;
+                case LaunchStatus::IllegalAddress:
+                  code = kIllegalAddress;
+                  break;
+                case LaunchStatus::MisalignedAddress:
+                  code = kMisalignedAddress;
+                  break;
+                case LaunchStatus::IllegalInstruction:
+                  code = kIllegalInstruction;
+                  break;
+                case LaunchStatus::Trap:
+                  code = kLaunchFailure;
+                  break;
+                case LaunchStatus::Timeout:
+                  code = kLaunchTimeout;
+                  break;
+                }
+                report = result.report;
+                return false;
+              }));
 }
 
 template <typename T>
@@ -802,19 +839,18 @@ CUresult emuStreamWriteValue32(CUstream stream, CUdeviceptr address,
   void *p = reinterpret_cast<void *>(address);
   if (address % 4 || !onDevice(classify(p, 4)))
     return CUDA_ERROR_INVALID_VALUE;
-  return static_cast<CUresult>(
-      enqueue(stream, "cuStreamWriteValue32",
-              [=](OpContext &context, int &code, std::string &report) {
-                if (!stillThere(p, 4, "cuStreamWriteValue32", code, report))
-                  return false;
-                // A memory barrier first: a release of what the stream did.
-                releaseAt(context, p);
-                recordOperationAccess(context, p, 4, Write | Atomic,
-                                      "cuStreamWriteValue32");
-                __atomic_store_n(static_cast<uint32_t *>(p), value,
-                                 __ATOMIC_SEQ_CST);
-                return true;
-              }));
+  return static_cast<CUresult>(enqueue(
+      stream, "cuStreamWriteValue32",
+      [=](OpContext &context, int &code, std::string &report) {
+        if (!stillThere(p, 4, "cuStreamWriteValue32", code, report))
+          return false;
+        // A memory barrier first: a release of what the stream did.
+        releaseAt(context, p);
+        recordOperationAccess(context, p, 4, Write | Atomic,
+                              "cuStreamWriteValue32");
+        __atomic_store_n(static_cast<uint32_t *>(p), value, __ATOMIC_SEQ_CST);
+        return true;
+      }));
 }
 
 CUresult emuStreamWaitValue32(CUstream stream, CUdeviceptr address,
@@ -822,27 +858,27 @@ CUresult emuStreamWaitValue32(CUstream stream, CUdeviceptr address,
   void *p = reinterpret_cast<void *>(address);
   if (address % 4 || !onDevice(classify(p, 4)))
     return CUDA_ERROR_INVALID_VALUE;
-  return static_cast<CUresult>(enqueue(
-      stream, "cuStreamWaitValue32",
-      [=](OpContext &context, int &code, std::string &report) {
-        if (!stillThere(p, 4, "cuStreamWaitValue32", code, report))
-          return false;
-        // As on a GPU, the stream waits as long as it takes (the runtime's
-        // synchronization times out and names the wait).
-        unsigned backoff = 0;
-        while (!valueMet(__atomic_load_n(static_cast<uint32_t *>(p),
-                                         __ATOMIC_SEQ_CST),
-                         value, flags)) {
-          if (context.cancelled.load())
-            return true;
-          std::this_thread::sleep_for(std::chrono::microseconds(
-              std::min(2000u, 10u << std::min(backoff++, 8u))));
-        }
-        acquireAt(context, p);
-        recordOperationAccess(context, p, 4, Read | Atomic,
-                              "cuStreamWaitValue32");
-        return true;
-      }));
+  return static_cast<CUresult>(
+      enqueue(stream, "cuStreamWaitValue32",
+              [=](OpContext &context, int &code, std::string &report) {
+                if (!stillThere(p, 4, "cuStreamWaitValue32", code, report))
+                  return false;
+                // As on a GPU, the stream waits as long as it takes (the
+                // runtime's synchronization times out and names the wait).
+                unsigned backoff = 0;
+                while (!valueMet(__atomic_load_n(static_cast<uint32_t *>(p),
+                                                 __ATOMIC_SEQ_CST),
+                                 value, flags)) {
+                  if (context.cancelled.load())
+                    return true;
+                  std::this_thread::sleep_for(std::chrono::microseconds(
+                      std::min(2000u, 10u << std::min(backoff++, 8u))));
+                }
+                acquireAt(context, p);
+                recordOperationAccess(context, p, 4, Read | Atomic,
+                                      "cuStreamWaitValue32");
+                return true;
+              }));
 }
 
 struct DriverEntry {
@@ -901,28 +937,27 @@ EMU_EXPORT int braidStandInRun(cudaStream_t stream, const char *what,
   std::string name = what;
   // Released once, whether the work runs or is dropped.
   std::shared_ptr<void> owned(argument, release);
-  return enqueue(stream, what,
-                 [=](OpContext &context, int &code, std::string &report) {
-                   std::string race;
-                   for (const BraidStandInRange &range : touched) {
-                     if (!range.bytes)
-                       continue;
-                     if (!stillThere(range.p, range.bytes, name.c_str(), code,
-                                     report))
-                       return false;
-                     if (race.empty())
-                       race = recordOperationAccess(
-                           context, range.p, range.bytes,
-                           range.write ? Write : Read, name.c_str());
-                   }
-                   work(owned.get());
-                   if (!race.empty()) {
-                     code = kLaunchFailure;
-                     report = race;
-                     return false;
-                   }
-                   return true;
-                 });
+  return enqueue(
+      stream, what, [=](OpContext &context, int &code, std::string &report) {
+        std::string race;
+        for (const BraidStandInRange &range : touched) {
+          if (!range.bytes)
+            continue;
+          if (!stillThere(range.p, range.bytes, name.c_str(), code, report))
+            return false;
+          if (race.empty())
+            race =
+                recordOperationAccess(context, range.p, range.bytes,
+                                      range.write ? Write : Read, name.c_str());
+        }
+        work(owned.get());
+        if (!race.empty()) {
+          code = kLaunchFailure;
+          report = race;
+          return false;
+        }
+        return true;
+      });
 }
 
 EMU_EXPORT void braidStandInLog(const char *, ...) {}

@@ -117,9 +117,8 @@ Stream *newStream(int priority, bool nonBlocking, bool legacy) {
     }
     s.nextLane = local + 1;
     s.lanesInUse |= 1u << local;
-    stream->lane = (processRank() % (kMaxLanes / kLanesPerRank)) *
-                       kLanesPerRank +
-                   local;
+    stream->lane =
+        (processRank() % (kMaxLanes / kLanesPerRank)) * kLanesPerRank + local;
   }
   stream->priority = priority;
   stream->nonBlocking = nonBlocking;
@@ -173,8 +172,8 @@ void run(Stream *stream) {
     }
     uint32_t seq = s.laneSeq[local].fetch_add(1) + 1;
     if (!s.failed.load()) {
-      OpContext context{clock, stream->lane, seq, deviceId(), s.failed,
-                        stream->name};
+      OpContext context{clock,      stream->lane, seq,
+                        deviceId(), s.failed,     stream->name};
       int code = 0;
       std::string report;
       if (!op.work(context, code, report))

@@ -1,4 +1,5 @@
-//===- Device.h - Streams, events and faults of the emulated device -*- C++ -*-===//
+//===- Device.h - Streams, events and faults of the emulated device -*- C++
+//-*-===//
 //
 // Part of Braid.
 //

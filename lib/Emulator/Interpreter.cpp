@@ -154,8 +154,11 @@ float fromFp8(uint8_t code, bool e4m3) {
   return negative ? -value : value;
 }
 
-/// Rounds `value` to `type` (f16, bf16, f32, f64) and returns its bits.
+/// Rounds `value` to `type` (f16, bf16, f32, f64) and returns its bits; a
+/// NaN becomes the canonical NaN the GPU produces (f64: the host's).
 uint64_t fromReal(double value, Type type) {
+  if (std::isnan(value) && type != Type::F64)
+    return bitsOf(type) == 32 ? 0x7FFFFFFFu : 0x7FFFu;
   switch (type) {
   case Type::F16:
   case Type::F16x2:
@@ -313,8 +316,8 @@ public:
       : config(config), module(*config.module->ptx), kernel(*config.kernel),
         streamClock(clock) {
     threadsPerBlock = config.block[0] * config.block[1] * config.block[2];
-    totalBlocks = static_cast<uint64_t>(config.grid[0]) * config.grid[1] *
-                  config.grid[2];
+    totalBlocks =
+        static_cast<uint64_t>(config.grid[0]) * config.grid[1] * config.grid[2];
     sharedBytes = kernel.dynamicSharedOffset + config.dynamicShared;
     hash = kernelHash(kernel.name);
     nameKernel(hash, kernel.name);
@@ -322,8 +325,8 @@ public:
     for (size_t i = 0; i < module.variables.size(); ++i) {
       const Variable &v = module.variables[i];
       if (v.space == Space::Global || v.space == Space::Const)
-        symbols[i] = reinterpret_cast<uintptr_t>(config.module->image) +
-                     v.offset;
+        symbols[i] =
+            reinterpret_cast<uintptr_t>(config.module->image) + v.offset;
       else if (v.space == Space::Shared) {
         auto found = kernel.sharedOffsets.find(static_cast<int32_t>(i));
         symbols[i] = found == kernel.sharedOffsets.end() ? 0 : found->second;
@@ -339,6 +342,7 @@ public:
              const Instruction &in) const;
 
   LaunchResult run();
+  uint64_t instructions() const { return clockTicks; }
 
 private:
   const LaunchConfig &config;
@@ -371,9 +375,12 @@ private:
              const Instruction &instruction, const std::string &what);
 
   // Operands.
-  uint64_t read(const Thread &thread, const Operand &operand, Type type) const;
-  void write(Thread &thread, const Operand &operand, Type type,
-             uint64_t value) const;
+  inline __attribute__((always_inline)) uint64_t
+  read(const Thread &thread, const Operand &operand, Type type) const;
+  inline __attribute__((always_inline)) void write(Thread &thread,
+                                                   const Operand &operand,
+                                                   Type type,
+                                                   uint64_t value) const;
   uint64_t special(const Thread &thread, Special which) const;
   uint64_t addressOf(const Thread &thread, const Operand &operand) const;
 
@@ -479,8 +486,8 @@ uint64_t Launch::special(const Thread &thread, Special which) const {
   return 0;
 }
 
-uint64_t Launch::read(const Thread &thread, const Operand &operand,
-                      Type type) const {
+inline uint64_t Launch::read(const Thread &thread, const Operand &operand,
+                             Type type) const {
   unsigned bits = bitsOf(type);
   switch (operand.kind) {
   case Operand::Reg: {
@@ -514,8 +521,8 @@ uint64_t Launch::read(const Thread &thread, const Operand &operand,
   }
 }
 
-void Launch::write(Thread &thread, const Operand &operand, Type type,
-                   uint64_t value) const {
+inline void Launch::write(Thread &thread, const Operand &operand, Type type,
+                          uint64_t value) const {
   if (operand.kind != Operand::Reg)
     return; // `_`
   unsigned bits = bitsOf(type);
@@ -527,8 +534,7 @@ void Launch::write(Thread &thread, const Operand &operand, Type type,
     thread.regs[operand.reg] = value & maskOf(bits);
 }
 
-uint64_t Launch::addressOf(const Thread &thread,
-                           const Operand &operand) const {
+uint64_t Launch::addressOf(const Thread &thread, const Operand &operand) const {
   uint64_t address = 0;
   if (operand.reg >= 0)
     address = thread.regs[operand.reg];
@@ -602,16 +608,15 @@ bool Launch::resolve(Block &block, Thread &thread, const Instruction &in,
   switch (space) {
   case Space::Shared:
     if (address + bytes > block.sharedBytes)
-      return fault(LaunchStatus::IllegalAddress, block, thread, in,
-                   "out-of-bounds shared " + std::string(verb) + " of " +
-                       std::to_string(bytes) + " bytes at offset " +
-                       std::to_string(address) + ": the block has " +
-                       std::to_string(block.sharedBytes) +
-                       " bytes of shared memory (" +
-                       std::to_string(kernel.staticSharedBytes) +
-                       " static, " + std::to_string(config.dynamicShared) +
-                       " dynamic from offset " +
-                       std::to_string(kernel.dynamicSharedOffset) + ")");
+      return fault(
+          LaunchStatus::IllegalAddress, block, thread, in,
+          "out-of-bounds shared " + std::string(verb) + " of " +
+              std::to_string(bytes) + " bytes at offset " +
+              std::to_string(address) + ": the block has " +
+              std::to_string(block.sharedBytes) + " bytes of shared memory (" +
+              std::to_string(kernel.staticSharedBytes) + " static, " +
+              std::to_string(config.dynamicShared) + " dynamic from offset " +
+              std::to_string(kernel.dynamicSharedOffset) + ")");
     target.host = block.shared + address;
     if (block.sharedShadow) {
       target.shadow = block.sharedShadow;
@@ -699,12 +704,11 @@ void Launch::release(Block &block, Thread &thread, const Target &target,
       target.space == Space::Local)
     return;
   VectorClock known = block.clock;
-  known.learn({config.lane, config.seq, block.linear & kNoBlock,
-               block.releases, static_cast<uint16_t>(thread.linear),
-               thread.epoch});
-  SyncSlot *slot =
-      target.pool ? lockSlot(*target.pool, target.shadowOffset + 1, true)
-                  : lockLocalSlot(target.address, true);
+  known.learn({config.lane, config.seq, block.linear & kNoBlock, block.releases,
+               static_cast<uint16_t>(thread.linear), thread.epoch});
+  SyncSlot *slot = target.pool
+                       ? lockSlot(*target.pool, target.shadowOffset + 1, true)
+                       : lockLocalSlot(target.address, true);
   if (slot) {
     releaseTo(*slot, known, scope, config.device);
     unlockSlot(slot);
@@ -716,9 +720,9 @@ void Launch::acquire(Block &block, const Target &target, uint32_t scope) {
   if (!racesEnabled() || target.space == Space::Shared ||
       target.space == Space::Local)
     return;
-  SyncSlot *slot =
-      target.pool ? lockSlot(*target.pool, target.shadowOffset + 1, false)
-                  : lockLocalSlot(target.address, false);
+  SyncSlot *slot = target.pool
+                       ? lockSlot(*target.pool, target.shadowOffset + 1, false)
+                       : lockLocalSlot(target.address, false);
   if (slot) {
     acquireFrom(*slot, block.clock, scope, config.device);
     unlockSlot(slot);
@@ -772,8 +776,7 @@ inline uint64_t loadBits(const uint8_t *p, unsigned bytes, bool strong) {
   }
 }
 
-inline void storeBits(uint8_t *p, unsigned bytes, uint64_t value,
-                      bool strong) {
+inline void storeBits(uint8_t *p, unsigned bytes, uint64_t value, bool strong) {
   if (strong) {
     switch (bytes) {
     case 1:
@@ -831,8 +834,7 @@ bool Launch::memoryOp(Block &block, Thread &thread, const Instruction &in,
     if (in.sem == Sem::Release || in.sem == Sem::Sc)
       release(block, thread, target, scope);
     else if (strong && thread.releasePending) {
-      release(block, thread, target,
-              std::min(scope, thread.releaseScope));
+      release(block, thread, target, std::min(scope, thread.releaseScope));
       thread.releasePending = false;
     }
   }
@@ -876,8 +878,7 @@ bool Launch::memoryOp(Block &block, Thread &thread, const Instruction &in,
   return true;
 }
 
-template <typename T>
-T combine(AtomOp op, T old, T b, T c, Type type) {
+template <typename T> T combine(AtomOp op, T old, T b, T c, Type type) {
   bool isSignedType = isSigned(type);
   switch (op) {
   case AtomOp::Add:
@@ -888,15 +889,13 @@ T combine(AtomOp op, T old, T b, T c, Type type) {
     return static_cast<T>(old + b);
   case AtomOp::Min:
     if (isSignedType)
-      return signExtend(old, sizeof(T) * 8) < signExtend(b, sizeof(T) * 8)
-                 ? old
-                 : b;
+      return signExtend(old, sizeof(T) * 8) < signExtend(b, sizeof(T) * 8) ? old
+                                                                           : b;
     return std::min(old, b);
   case AtomOp::Max:
     if (isSignedType)
-      return signExtend(old, sizeof(T) * 8) > signExtend(b, sizeof(T) * 8)
-                 ? old
-                 : b;
+      return signExtend(old, sizeof(T) * 8) > signExtend(b, sizeof(T) * 8) ? old
+                                                                           : b;
     return std::max(old, b);
   case AtomOp::Inc:
     return old >= b ? 0 : old + 1;
@@ -941,10 +940,10 @@ bool Launch::atomicOp(Block &block, Thread &thread, const Instruction &in,
   if (!resolve(block, thread, in, address, in.space, bytes, true, target))
     return false;
   auto scope = static_cast<uint32_t>(in.scope);
-  bool releases = in.sem == Sem::Release || in.sem == Sem::AcqRel ||
-                  in.sem == Sem::Sc;
-  bool acquires = in.sem == Sem::Acquire || in.sem == Sem::AcqRel ||
-                  in.sem == Sem::Sc;
+  bool releases =
+      in.sem == Sem::Release || in.sem == Sem::AcqRel || in.sem == Sem::Sc;
+  bool acquires =
+      in.sem == Sem::Acquire || in.sem == Sem::AcqRel || in.sem == Sem::Sc;
   if (releases) {
     release(block, thread, target, scope);
   } else if (thread.releasePending) {
@@ -955,13 +954,13 @@ bool Launch::atomicOp(Block &block, Thread &thread, const Instruction &in,
     recordAccess(block, thread, in, target, bytes,
                  Atomic | Write | (red ? 0 : Read));
   uint64_t b = read(thread, in.operands[red ? 1 : 2], in.type);
-  uint64_t c = in.atomOp == AtomOp::Cas ? read(thread, in.operands[3], in.type)
-                                        : 0;
+  uint64_t c =
+      in.atomOp == AtomOp::Cas ? read(thread, in.operands[3], in.type) : 0;
   uint64_t old;
   if (bytes == 4)
-    old = atomicUpdate<uint32_t>(target.host, in.atomOp,
-                                 static_cast<uint32_t>(b),
-                                 static_cast<uint32_t>(c), in.type);
+    old =
+        atomicUpdate<uint32_t>(target.host, in.atomOp, static_cast<uint32_t>(b),
+                               static_cast<uint32_t>(c), in.type);
   else
     old = atomicUpdate<uint64_t>(target.host, in.atomOp, b, c, in.type);
   if (acquires)
@@ -1065,10 +1064,9 @@ uint64_t floatLanes(Type type, uint64_t a, uint64_t b, uint64_t c, F f) {
     uint64_t lo = fromReal(f(toReal(a & 0xFFFF, lane), toReal(b & 0xFFFF, lane),
                              toReal(c & 0xFFFF, lane)),
                            lane);
-    uint64_t hi =
-        fromReal(f(toReal(a >> 16, lane), toReal(b >> 16, lane),
-                   toReal(c >> 16, lane)),
-                 lane);
+    uint64_t hi = fromReal(
+        f(toReal(a >> 16, lane), toReal(b >> 16, lane), toReal(c >> 16, lane)),
+        lane);
     return (hi << 16) | lo;
   }
   if (type == Type::F32) {
@@ -1103,13 +1101,13 @@ bool Launch::arithmetic(Block &block, Thread &thread, const Instruction &in) {
         fy = flush(fy);
         fz = flush(fz);
       }
-      float r = f(fx, fy, fz);
-      write(thread, ops[0], type, ofF32(finishF32(r)));
+      float r = finishF32(f(fx, fy, fz));
+      // A NaN result is the canonical NaN, as the GPU's.
+      write(thread, ops[0], type, std::isnan(r) ? 0x7FFFFFFFu : ofF32(r));
       return;
     }
     if (type == Type::F64) {
-      write(thread, ops[0], type,
-            ofF64(f(asF64(x), asF64(y), asF64(z))));
+      write(thread, ops[0], type, ofF64(f(asF64(x), asF64(y), asF64(z))));
       return;
     }
     uint64_t r = floatLanes(type, x, y, z, [&](double p, double q, double s) {
@@ -1152,7 +1150,7 @@ bool Launch::arithmetic(Block &block, Thread &thread, const Instruction &in) {
     bool s = isSigned(type);
     uint64_t x = a(), y = b();
     if (in.part == MulPart::Wide) {
-      Type wide = bits == 16 ? (s ? Type::S32 : Type::U32)
+      Type wide = bits == 16   ? (s ? Type::S32 : Type::U32)
                   : bits == 32 ? (s ? Type::S64 : Type::U64)
                                : type;
       if (bits == 64)
@@ -1244,8 +1242,8 @@ bool Launch::arithmetic(Block &block, Thread &thread, const Instruction &in) {
       return true;
     }
     uint64_t x = a(), y = b();
-    bool less = isSigned(type) ? signExtend(x, bits) < signExtend(y, bits)
-                               : x < y;
+    bool less =
+        isSigned(type) ? signExtend(x, bits) < signExtend(y, bits) : x < y;
     write(thread, ops[0], type, (less != max) ? x : y);
     return true;
   }
@@ -1447,7 +1445,8 @@ bool Launch::convert(Thread &thread, const Instruction &in) {
     if (in.sat) {
       if (isSigned(to)) {
         int64_t lo = -(1ll << (toBits - 1)), hi = (1ll << (toBits - 1)) - 1;
-        if (!isSigned(from) && (x & maskOf(fromBits)) > static_cast<uint64_t>(hi))
+        if (!isSigned(from) &&
+            (x & maskOf(fromBits)) > static_cast<uint64_t>(hi))
           value = hi;
         else
           value = std::min(hi, std::max(lo, value));
@@ -1467,13 +1466,11 @@ bool Launch::convert(Thread &thread, const Instruction &in) {
     RoundingMode mode(in.round);
     uint64_t r;
     if (to == Type::F64) {
-      r = isSigned(from)
-              ? ofF64(static_cast<double>(signExtend(x, fromBits)))
-              : ofF64(static_cast<double>(x & maskOf(fromBits)));
+      r = isSigned(from) ? ofF64(static_cast<double>(signExtend(x, fromBits)))
+                         : ofF64(static_cast<double>(x & maskOf(fromBits)));
     } else {
-      float f = isSigned(from)
-                    ? static_cast<float>(signExtend(x, fromBits))
-                    : static_cast<float>(x & maskOf(fromBits));
+      float f = isSigned(from) ? static_cast<float>(signExtend(x, fromBits))
+                               : static_cast<float>(x & maskOf(fromBits));
       r = fromReal(f, to);
     }
     write(thread, ops[0], to, r);
@@ -1491,9 +1488,10 @@ bool Launch::convert(Thread &thread, const Instruction &in) {
     } else if (isSigned(to)) {
       double lo = -std::ldexp(1.0, static_cast<int>(toBits) - 1);
       double hi = std::ldexp(1.0, static_cast<int>(toBits) - 1) - 1;
-      r = rounded <= lo   ? static_cast<int64_t>(lo)
-          : rounded >= hi ? (toBits == 64 ? INT64_MAX : static_cast<int64_t>(hi))
-                          : static_cast<int64_t>(rounded);
+      r = rounded <= lo ? static_cast<int64_t>(lo)
+          : rounded >= hi
+              ? (toBits == 64 ? INT64_MAX : static_cast<int64_t>(hi))
+              : static_cast<int64_t>(rounded);
     } else {
       double hi = std::ldexp(1.0, static_cast<int>(toBits)) - 1;
       r = rounded <= 0 ? 0
@@ -1504,7 +1502,11 @@ bool Launch::convert(Thread &thread, const Instruction &in) {
     write(thread, ops[0], to, static_cast<uint64_t>(r));
     return true;
   }
-  // Float to float.
+  // Float to float (a NaN is the target's canonical NaN, but for f64).
+  if (std::isnan(value) && !in.sat && to != Type::F64) {
+    write(thread, ops[0], to, fromReal(value, to));
+    return true;
+  }
   if (to == from && (in.round == Round::Rni || in.round == Round::Rzi ||
                      in.round == Round::Rmi || in.round == Round::Rpi))
     value = roundIntegral(value, in.round);
@@ -1636,6 +1638,26 @@ bool Launch::resolveWarps(Block &block) {
         continue;
       uint32_t mask = t->memberMask;
       const Instruction &in = kernel.code[t->pc];
+      if (in.op == Op::ActiveMask) {
+        // The lanes executing it together: those that reached it in this
+        // round (the others exited, or wait elsewhere).
+        uint32_t active = 0;
+        for (unsigned other = 0; other < 32; ++other)
+          if (lanes[other] && lanes[other]->status == AtWarp &&
+              lanes[other]->pc == t->pc)
+            active |= 1u << other;
+        for (unsigned other = 0; other < 32; ++other)
+          if (active & (1u << other)) {
+            Thread &o = *lanes[other];
+            write(o, in.operands[0], Type::B32, active);
+            o.status = Ready;
+            ++o.pc;
+            if (tracing)
+              trace(block, o, in);
+          }
+        progressed = true;
+        continue;
+      }
       if (mask & ~present) {
         fault(LaunchStatus::IllegalInstruction, block, *t, in,
               "the member mask names lanes the block does not have");
@@ -1750,9 +1772,11 @@ bool Launch::deadlock(Block &block) {
                 : std::string();
       return fault(LaunchStatus::IllegalInstruction, block, t,
                    kernel.code[t.pc],
-                   "deadlock: " + std::to_string(count) + " threads wait at "
-                   "barrier " + std::to_string(t.barrier) +
-                   ", which can never complete" + elsewhere);
+                   "deadlock: " + std::to_string(count) +
+                       " threads wait at "
+                       "barrier " +
+                       std::to_string(t.barrier) +
+                       ", which can never complete" + elsewhere);
     }
     if (t.status == AtWarp)
       return fault(LaunchStatus::IllegalInstruction, block, t,
@@ -1775,17 +1799,17 @@ bool Launch::execute(Block &block, Thread &thread, const Instruction &in,
     const Operand &d = ops[0], &s = ops[1];
     if (s.kind == Operand::Vector) {
       // Pack: the first element is the least significant.
-      unsigned part = bitsOf(in.type) / static_cast<unsigned>(s.elements.size());
-      Type partType = part == 8 ? Type::B8 : part == 16 ? Type::B16
-                                                        : Type::B32;
+      unsigned part =
+          bitsOf(in.type) / static_cast<unsigned>(s.elements.size());
+      Type partType = part == 8 ? Type::B8 : part == 16 ? Type::B16 : Type::B32;
       uint64_t value = 0;
       for (size_t i = 0; i < s.elements.size(); ++i)
         value |= read(thread, s.elements[i], partType) << (part * i);
       write(thread, d, in.type, value);
     } else if (d.kind == Operand::Vector) {
-      unsigned part = bitsOf(in.type) / static_cast<unsigned>(d.elements.size());
-      Type partType = part == 8 ? Type::B8 : part == 16 ? Type::B16
-                                                        : Type::B32;
+      unsigned part =
+          bitsOf(in.type) / static_cast<unsigned>(d.elements.size());
+      Type partType = part == 8 ? Type::B8 : part == 16 ? Type::B16 : Type::B32;
       uint64_t value = read(thread, s, in.type);
       for (size_t i = 0; i < d.elements.size(); ++i)
         write(thread, d.elements[i], partType,
@@ -1798,9 +1822,9 @@ bool Launch::execute(Block &block, Thread &thread, const Instruction &in,
   case Op::Setp: {
     Type type = in.type2;
     uint64_t a = read(thread, ops[1], type), b = read(thread, ops[2], type);
-    bool r = isFloat(type) ? compareFloat(in.cmp, toReal(a, type),
-                                          toReal(b, type))
-                           : compareInt(in.cmp, a, b, type);
+    bool r = isFloat(type)
+                 ? compareFloat(in.cmp, toReal(a, type), toReal(b, type))
+                 : compareInt(in.cmp, a, b, type);
     bool q = !r;
     if (in.boolOp != BoolOp::None) {
       bool c = read(thread, ops[3], Type::Pred);
@@ -1827,8 +1851,7 @@ bool Launch::execute(Block &block, Thread &thread, const Instruction &in,
   }
   case Op::Selp: {
     bool c = read(thread, ops[3], Type::Pred);
-    write(thread, ops[0], in.type,
-          read(thread, ops[c ? 1 : 2], in.type));
+    write(thread, ops[0], in.type, read(thread, ops[c ? 1 : 2], in.type));
     return true;
   }
   case Op::Cvt:
@@ -1862,16 +1885,6 @@ bool Launch::execute(Block &block, Thread &thread, const Instruction &in,
     }
     thread.releasePending = true;
     thread.releaseScope = scope;
-    return true;
-  }
-  case Op::ActiveMask: {
-    uint32_t mask = 0, warp = thread.linear / 32;
-    for (unsigned lane = 0; lane < 32; ++lane) {
-      uint32_t index = warp * 32 + lane;
-      if (index < threadsPerBlock && block.threads[index].status != Done)
-        mask |= 1u << lane;
-    }
-    write(thread, ops[0], Type::B32, mask);
     return true;
   }
   case Op::Nanosleep:
@@ -1964,14 +1977,19 @@ Turn Launch::turn(Block &block, Thread &thread) {
       return Turn::Blocked;
     case Op::BarWarp:
     case Op::Shfl:
-    case Op::Vote: {
-      if (in.op == Op::BarWarp) {
+    case Op::Vote:
+    case Op::ActiveMask: {
+      if (in.op == Op::ActiveMask) {
+        thread.memberMask = 0;
+      } else if (in.op == Op::BarWarp) {
         thread.memberMask =
             static_cast<uint32_t>(read(thread, in.operands[0], Type::B32));
       } else if (in.op == Op::Shfl) {
         thread.value = read(thread, in.operands[1], Type::B32);
-        thread.b = static_cast<uint32_t>(read(thread, in.operands[2], Type::B32));
-        thread.c = static_cast<uint32_t>(read(thread, in.operands[3], Type::B32));
+        thread.b =
+            static_cast<uint32_t>(read(thread, in.operands[2], Type::B32));
+        thread.c =
+            static_cast<uint32_t>(read(thread, in.operands[3], Type::B32));
         thread.memberMask =
             static_cast<uint32_t>(read(thread, in.operands[4], Type::B32));
       } else {
@@ -2006,16 +2024,16 @@ std::unique_ptr<Block> Launch::makeBlock(uint64_t linear) {
   auto block = std::make_unique<Block>();
   block->linear = static_cast<uint32_t>(linear);
   block->ctaid[0] = static_cast<uint32_t>(linear % config.grid[0]);
-  block->ctaid[1] = static_cast<uint32_t>((linear / config.grid[0]) %
-                                          config.grid[1]);
-  block->ctaid[2] =
-      static_cast<uint32_t>(linear / (uint64_t(config.grid[0]) * config.grid[1]));
+  block->ctaid[1] =
+      static_cast<uint32_t>((linear / config.grid[0]) % config.grid[1]);
+  block->ctaid[2] = static_cast<uint32_t>(
+      linear / (uint64_t(config.grid[0]) * config.grid[1]));
   size_t regs = kernel.registerNames.size();
   block->regs.assign(regs * threadsPerBlock + 1, 0);
   block->local.assign(kernel.localBytes * threadsPerBlock + 1, 0);
   block->sharedBytes = sharedBytes;
-  block->shared = static_cast<uint8_t *>(
-      std::aligned_alloc(256, (std::max<uint64_t>(sharedBytes, 1) + 255) / 256 * 256));
+  block->shared = static_cast<uint8_t *>(std::aligned_alloc(
+      256, (std::max<uint64_t>(sharedBytes, 1) + 255) / 256 * 256));
   // Shared memory starts as garbage on the hardware; a recognizable one.
   std::memset(block->shared, 0xA5, std::max<uint64_t>(sharedBytes, 1));
   if (racesEnabled())
@@ -2051,7 +2069,8 @@ Launch::BlockState Launch::runBlock(Block &block) {
         anySpun = true;
       if (turned != Turn::Spun || t.spins == 0)
         progressed = true;
-      if (config.cancelled && config.cancelled->load(std::memory_order_relaxed)) {
+      if (config.cancelled &&
+          config.cancelled->load(std::memory_order_relaxed)) {
         result.status = LaunchStatus::Cancelled;
         return BlockState::Fault;
       }
@@ -2081,13 +2100,16 @@ Launch::BlockState Launch::runBlock(Block &block) {
 
 uint32_t Launch::residency() const {
   unsigned sm = module.smVersion;
-  uint64_t sharedPerSM = sm >= 90 ? 228 * 1024 : sm >= 80 ? 164 * 1024
-                                                          : 96 * 1024;
-  uint64_t perBlock = std::max<uint64_t>(1, 2048 / std::max(threadsPerBlock, 1u));
+  uint64_t sharedPerSM = sm >= 90   ? 228 * 1024
+                         : sm >= 80 ? 164 * 1024
+                                    : 96 * 1024;
+  uint64_t perBlock =
+      std::max<uint64_t>(1, 2048 / std::max(threadsPerBlock, 1u));
   perBlock = std::min<uint64_t>(perBlock, 32);
   if (sharedBytes)
     perBlock = std::min<uint64_t>(perBlock, sharedPerSM / (sharedBytes + 1024));
-  return static_cast<uint32_t>(std::max<uint64_t>(1, perBlock) * config.smCount);
+  return static_cast<uint32_t>(std::max<uint64_t>(1, perBlock) *
+                               config.smCount);
 }
 
 LaunchResult Launch::run() {
@@ -2130,8 +2152,7 @@ LaunchResult Launch::run() {
             std::to_string(sharedBytes) +
             " bytes of shared memory fit on the target's " +
             std::to_string(config.smCount) + " SMs at once, and the grid has " +
-            std::to_string(totalBlocks) + " (" + where(block, t, nullptr) +
-            ")";
+            std::to_string(totalBlocks) + " (" + where(block, t, nullptr) + ")";
         return result;
       }
       anyProgress |= moved;
@@ -2170,16 +2191,17 @@ LaunchResult Launch::run() {
       std::snprintf(value, sizeof(value), "0x%llx",
                     static_cast<unsigned long long>(spinner->spinValue));
       result.status = LaunchStatus::Timeout;
-      result.report =
-          "a wait that never completes: after " +
-          std::to_string(static_cast<int>(waited)) + " s every running block "
-          "still polls " + hexAddress(spinner->spinAddress) + " (it holds " +
-          value + ") (" +
-          where(block, *spinner,
-                spinner->spinPc < kernel.code.size()
-                    ? &kernel.code[spinner->spinPc]
-                    : nullptr) +
-          ")";
+      result.report = "a wait that never completes: after " +
+                      std::to_string(static_cast<int>(waited)) +
+                      " s every running block "
+                      "still polls " +
+                      hexAddress(spinner->spinAddress) + " (it holds " + value +
+                      ") (" +
+                      where(block, *spinner,
+                            spinner->spinPc < kernel.code.size()
+                                ? &kernel.code[spinner->spinPc]
+                                : nullptr) +
+                      ")";
       return result;
     }
     // Waiting for another stream or rank: let them run.
@@ -2196,10 +2218,56 @@ LaunchResult Launch::run() {
 
 } // namespace
 
+namespace {
+
+/// BRAID_EMULATE_STATS=1: kernels, threads and instructions the process
+/// ran, and the time they took, printed at exit (for docs/Runtime.md's
+/// statement of the emulator's speed).
+struct Stats {
+  std::atomic<uint64_t> launches{0}, threads{0}, instructions{0},
+      nanoseconds{0};
+  ~Stats() {
+    if (!launches.load())
+      return;
+    double seconds = nanoseconds.load() * 1e-9;
+    std::fprintf(stderr,
+                 "braid emulated device: %llu launches, %llu threads, %llu "
+                 "PTX instructions in %.3f s (%.1f M instructions/s)\n",
+                 static_cast<unsigned long long>(launches.load()),
+                 static_cast<unsigned long long>(threads.load()),
+                 static_cast<unsigned long long>(instructions.load()), seconds,
+                 seconds > 0 ? instructions.load() / seconds * 1e-6 : 0.0);
+  }
+};
+
+Stats *stats() {
+  static Stats *instance = [] {
+    const char *value = std::getenv("BRAID_EMULATE_STATS");
+    if (!value || std::strcmp(value, "1") != 0)
+      return static_cast<Stats *>(nullptr);
+    static Stats kept;
+    return &kept;
+  }();
+  return instance;
+}
+
+} // namespace
+
 LaunchResult runLaunch(const LaunchConfig &config, VectorClock &clock) {
   Launch launch(config, clock);
   beginUse();
+  auto start = std::chrono::steady_clock::now();
   LaunchResult result = launch.run();
+  if (Stats *s = stats()) {
+    s->launches += 1;
+    s->threads += uint64_t(config.grid[0]) * config.grid[1] * config.grid[2] *
+                  config.block[0] * config.block[1] * config.block[2];
+    s->instructions += launch.instructions();
+    s->nanoseconds += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::steady_clock::now() - start)
+            .count());
+  }
   endUse();
   return result;
 }

@@ -72,8 +72,8 @@ struct Heap {
       return true;
     fd = memfd_create("braid-emulated-device", MFD_CLOEXEC);
     if (fd < 0 || ftruncate(fd, static_cast<off_t>(kHeapBytes)) != 0) {
-      why = std::string("cannot create the device heap: ") +
-            std::strerror(errno);
+      why =
+          std::string("cannot create the device heap: ") + std::strerror(errno);
       return false;
     }
     void *p = mmap(nullptr, kHeapBytes, PROT_READ | PROT_WRITE,
@@ -182,8 +182,8 @@ void destroy(Entry *entry) {
   } else if (entry->region.kind == MemoryKind::PeerSymmetric) {
     // Give the range back to the reservation it was mapped into.
     mmap(reinterpret_cast<void *>(entry->region.base), entry->mappedBytes,
-         PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
-         -1, 0);
+         PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
+         0);
   }
   delete entry;
 }
@@ -340,8 +340,7 @@ void *allocateSymmetric(uint64_t bytes) {
     munmap(reserved, reservedBytes);
     return nullptr;
   }
-  auto *address =
-      static_cast<uint8_t *>(reserved) + kMaxWindowRanks * stride;
+  auto *address = static_cast<uint8_t *>(reserved) + kMaxWindowRanks * stride;
   void *data = mmap(address, size, PROT_READ | PROT_WRITE,
                     MAP_SHARED | MAP_FIXED, fd, 0);
   void *shadow = mmap(nullptr, extra, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
@@ -478,9 +477,10 @@ bool mapPeerSymmetric(void *address, const Backing &backing, uint32_t owner,
   off_t total = lseek(fd, 0, SEEK_END);
   void *data = mmap(address, size, PROT_READ | PROT_WRITE,
                     MAP_SHARED | MAP_FIXED, fd, 0);
-  void *shadow = mmap(nullptr, static_cast<size_t>(total) - backing.shadowOffset,
-                      PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                      static_cast<off_t>(backing.shadowOffset));
+  void *shadow =
+      mmap(nullptr, static_cast<size_t>(total) - backing.shadowOffset,
+           PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+           static_cast<off_t>(backing.shadowOffset));
   close(fd);
   if (data == MAP_FAILED || shadow == MAP_FAILED) {
     why = std::string("cannot map a peer's symmetric buffer: ") +
@@ -538,9 +538,8 @@ bool findMemory(uintptr_t address, uint64_t bytes, Region &region,
       void *p = mmap(nullptr, entry->shadowBytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       Cell *expected = nullptr;
-      if (p != MAP_FAILED &&
-          !entry->shadow.compare_exchange_strong(expected,
-                                                 static_cast<Cell *>(p)))
+      if (p != MAP_FAILED && !entry->shadow.compare_exchange_strong(
+                                 expected, static_cast<Cell *>(p)))
         munmap(p, entry->shadowBytes);
     }
     region.shadow = racesEnabled() ? entry->shadow.load() : nullptr;
@@ -562,7 +561,9 @@ bool findMemory(uintptr_t address, uint64_t bytes, Region &region,
     const Entry &below = *std::prev(it)->second;
     uintptr_t end = below.region.base + below.region.size;
     if (address >= end && address - end < (1u << 20)) {
-      why = std::to_string(address - end) + " bytes past the end of " +
+      why = (address == end
+                 ? std::string("just past the end of ")
+                 : std::to_string(address - end) + " bytes past the end of ") +
             describeEntry(below);
       return false;
     }

@@ -1,4 +1,5 @@
-//===- Memory.h - Memory of the emulated device ------------------*- C++ -*-===//
+//===- Memory.h - Memory of the emulated device ------------------*- C++
+//-*-===//
 //
 // Part of Braid.
 //
@@ -47,9 +48,9 @@ struct Region {
   uintptr_t base = 0;
   uint64_t size = 0;
   MemoryKind kind = MemoryKind::Device;
-  Cell *shadow = nullptr;      ///< null when races are off
-  SyncPool *pool = nullptr;    ///< symmetric memory's; else the local table
-  uint32_t owner = 0;          ///< the rank whose memory it is
+  Cell *shadow = nullptr;   ///< null when races are off
+  SyncPool *pool = nullptr; ///< symmetric memory's; else the local table
+  uint32_t owner = 0;       ///< the rank whose memory it is
   const char *label = "";
 };
 

@@ -97,6 +97,7 @@ struct SplitSlot {
 
 struct WindowSlot {
   std::atomic<uint64_t> posted;
+  std::atomic<uint64_t> read; ///< registrations whose slots it has read
   Backing backing;
   VectorClock host; ///< what the rank's host had seen complete
 };
@@ -231,8 +232,8 @@ Segment *createSegment(int &fd, uint64_t nonce, std::string &why) {
     why = std::string("cannot create a communicator: ") + std::strerror(errno);
     return nullptr;
   }
-  void *p = mmap(nullptr, sizeof(Segment), PROT_READ | PROT_WRITE, MAP_SHARED,
-                 fd, 0);
+  void *p =
+      mmap(nullptr, sizeof(Segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     why = std::string("cannot map a communicator: ") + std::strerror(errno);
     return nullptr;
@@ -333,8 +334,8 @@ void reduce(void *dst, const std::vector<const void *> &sources, size_t count,
     for (size_t i = 0; i < count; ++i) {
       auto value = load(sources[0], i);
       for (size_t s = 1; s < n; ++s)
-        value = combine(op == ncclAvg ? ncclSum : op, value,
-                        load(sources[s], i));
+        value =
+            combine(op == ncclAvg ? ncclSum : op, value, load(sources[s], i));
       if (op == ncclAvg)
         value = value / static_cast<decltype(zero)>(n);
       store(dst, i, value);
@@ -342,74 +343,76 @@ void reduce(void *dst, const std::vector<const void *> &sources, size_t count,
   };
   switch (type) {
   case ncclFloat32:
-    each([](const void *p, size_t i) { return static_cast<const float *>(p)[i]; },
+    each([](const void *p,
+            size_t i) { return static_cast<const float *>(p)[i]; },
          [](void *p, size_t i, float v) { static_cast<float *>(p)[i] = v; },
          0.0f);
     break;
   case ncclFloat64:
-    each([](const void *p, size_t i) { return static_cast<const double *>(p)[i]; },
+    each([](const void *p,
+            size_t i) { return static_cast<const double *>(p)[i]; },
          [](void *p, size_t i, double v) { static_cast<double *>(p)[i] = v; },
          0.0);
     break;
   case ncclFloat16:
-    each([](const void *p, size_t i) {
-           return halfToFloat(static_cast<const uint16_t *>(p)[i]);
-         },
-         [](void *p, size_t i, float v) {
-           static_cast<uint16_t *>(p)[i] = floatToHalf(v);
-         },
-         0.0f);
+    each(
+        [](const void *p, size_t i) {
+          return halfToFloat(static_cast<const uint16_t *>(p)[i]);
+        },
+        [](void *p, size_t i, float v) {
+          static_cast<uint16_t *>(p)[i] = floatToHalf(v);
+        },
+        0.0f);
     break;
   case ncclBfloat16:
-    each([](const void *p, size_t i) {
-           return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
-         },
-         [](void *p, size_t i, float v) {
-           static_cast<uint16_t *>(p)[i] = floatToBf16(v);
-         },
-         0.0f);
+    each(
+        [](const void *p, size_t i) {
+          return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
+        },
+        [](void *p, size_t i, float v) {
+          static_cast<uint16_t *>(p)[i] = floatToBf16(v);
+        },
+        0.0f);
     break;
   case ncclInt8:
-    each([](const void *p, size_t i) { return static_cast<const int8_t *>(p)[i]; },
+    each([](const void *p,
+            size_t i) { return static_cast<const int8_t *>(p)[i]; },
          [](void *p, size_t i, int v) {
            static_cast<int8_t *>(p)[i] = static_cast<int8_t>(v);
          },
          0);
     break;
   case ncclUint8:
-    each([](const void *p, size_t i) { return static_cast<const uint8_t *>(p)[i]; },
+    each([](const void *p,
+            size_t i) { return static_cast<const uint8_t *>(p)[i]; },
          [](void *p, size_t i, unsigned v) {
            static_cast<uint8_t *>(p)[i] = static_cast<uint8_t>(v);
          },
          0u);
     break;
   case ncclInt32:
-    each([](const void *p, size_t i) {
-           return static_cast<const int32_t *>(p)[i];
-         },
+    each([](const void *p,
+            size_t i) { return static_cast<const int32_t *>(p)[i]; },
          [](void *p, size_t i, int32_t v) { static_cast<int32_t *>(p)[i] = v; },
          int32_t(0));
     break;
   case ncclUint32:
-    each([](const void *p, size_t i) {
-           return static_cast<const uint32_t *>(p)[i];
-         },
+    each([](const void *p,
+            size_t i) { return static_cast<const uint32_t *>(p)[i]; },
          [](void *p, size_t i, uint32_t v) {
            static_cast<uint32_t *>(p)[i] = v;
          },
          uint32_t(0));
     break;
   case ncclInt64:
-    each([](const void *p, size_t i) {
-           return static_cast<const int64_t *>(p)[i];
-         },
+    each([](const void *p,
+            size_t i) { return static_cast<const int64_t *>(p)[i]; },
          [](void *p, size_t i, int64_t v) { static_cast<int64_t *>(p)[i] = v; },
          int64_t(0));
     break;
   default:
-    each([](const void *p, size_t i) {
-           return static_cast<const uint64_t *>(p)[i];
-         },
+    each([](const void *p,
+            size_t i) { return static_cast<const uint64_t *>(p)[i]; },
          [](void *p, size_t i, uint64_t v) {
            static_cast<uint64_t *>(p)[i] = v;
          },
@@ -501,11 +504,11 @@ bool runCollective(Comm &comm, const Collective &c, OpContext &context,
           },
           &context.cancelled,
           what + " waits for rank " +
-              std::to_string(laggard(comm,
-                                     [&](int r) {
-                                       return segment.collectives[r]
-                                                  .posted.load() < c.seq;
-                                     })),
+              std::to_string(
+                  laggard(comm,
+                          [&](int r) {
+                            return segment.collectives[r].posted.load() < c.seq;
+                          })),
           why))
     return failWith(why);
   for (int r = 0; r < comm.nranks; ++r)
@@ -579,17 +582,17 @@ ncclResult_t enqueueCollective(Comm *comm, Collective c, cudaStream_t stream) {
   if (!comm || !comm->segment)
     return fail(ncclInvalidArgument, "a null or destroyed communicator");
   if (c.kind != Kind::Barrier && !validType(c.type))
-    return fail(ncclInvalidArgument,
-                std::string(kindName(c.kind)) + ": unsupported data type " +
-                    std::to_string(c.type));
+    return fail(ncclInvalidArgument, std::string(kindName(c.kind)) +
+                                         ": unsupported data type " +
+                                         std::to_string(c.type));
   if (c.op < ncclSum || c.op > ncclAvg)
     return fail(ncclInvalidArgument, std::string(kindName(c.kind)) +
                                          ": unsupported reduction " +
                                          std::to_string(c.op));
   if (c.kind == Kind::Broadcast && (c.root < 0 || c.root >= comm->nranks))
-    return fail(ncclInvalidArgument,
-                "ncclBroadcast: root " + std::to_string(c.root) +
-                    " out of range");
+    return fail(ncclInvalidArgument, "ncclBroadcast: root " +
+                                         std::to_string(c.root) +
+                                         " out of range");
   size_t element = typeBytes(c.type);
   size_t count = c.count;
   size_t recvBytes = c.kind == Kind::AllGather ? count * element * comm->nranks
@@ -609,11 +612,11 @@ ncclResult_t enqueueCollective(Comm *comm, Collective c, cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(comm->mutex);
     c.seq = ++comm->collectiveSeq;
   }
-  int error = enqueue(stream, kindName(c.kind),
-                      [comm, c](OpContext &context, int &code,
-                                std::string &report) {
-                        return runCollective(*comm, c, context, code, report);
-                      });
+  int error =
+      enqueue(stream, kindName(c.kind),
+              [comm, c](OpContext &context, int &code, std::string &report) {
+                return runCollective(*comm, c, context, code, report);
+              });
   return error ? fail(ncclUnhandledCudaError, "the emulated device failed")
                : ncclSuccess;
 }
@@ -684,8 +687,8 @@ bool runGroup(const std::vector<Pending> &ops, OpContext &context, int &code,
           if (!source)
             return failWith(comm, "ncclRecv from rank " +
                                       std::to_string(op.peer) + ": " + why);
-          std::string race = recordOperationAccess(context, op.buffer,
-                                                   op.bytes, Write, "ncclRecv");
+          std::string race = recordOperationAccess(context, op.buffer, op.bytes,
+                                                   Write, "ncclRecv");
           std::memcpy(op.buffer, source, op.bytes);
           if (!race.empty())
             return failWith(comm, race);
@@ -711,11 +714,12 @@ bool runGroup(const std::vector<Pending> &ops, OpContext &context, int &code,
           continue;
         Comm &comm = *state.op->comm;
         int32_t pid = comm.segment->ranks[state.op->peer].pid.load();
-        std::string what = std::string(state.op->send ? "ncclSend to" : "ncclRecv from") +
-                           " rank " + std::to_string(state.op->peer);
+        std::string what =
+            std::string(state.op->send ? "ncclSend to" : "ncclRecv from") +
+            " rank " + std::to_string(state.op->peer);
         if (!alive(pid))
-          return failWith(comm, what + ": its process (" +
-                                    std::to_string(pid) + ") has exited");
+          return failWith(comm, what + ": its process (" + std::to_string(pid) +
+                                    ") has exited");
         double waited = std::chrono::duration<double>(now - start).count();
         if (waited > waitTimeout())
           return failWith(comm, what + ": still waiting after " +
@@ -723,8 +727,8 @@ bool runGroup(const std::vector<Pending> &ops, OpContext &context, int &code,
                                     " s (the peer never posted its side)");
       }
     }
-    std::this_thread::sleep_for(
-        std::chrono::microseconds(std::min(1000u, 5u << std::min(backoff++, 8u))));
+    std::this_thread::sleep_for(std::chrono::microseconds(
+        std::min(1000u, 5u << std::min(backoff++, 8u))));
   }
 }
 
@@ -741,11 +745,11 @@ ncclResult_t flushGroup() {
     for (const Pending &op : ops)
       if (op.stream == stream)
         mine->push_back(op);
-    int error = enqueue(stream, "ncclSend/ncclRecv",
-                        [mine](OpContext &context, int &code,
-                               std::string &report) {
-                          return runGroup(*mine, context, code, report);
-                        });
+    int error =
+        enqueue(stream, "ncclSend/ncclRecv",
+                [mine](OpContext &context, int &code, std::string &report) {
+                  return runGroup(*mine, context, code, report);
+                });
     if (error)
       return fail(ncclUnhandledCudaError, "the emulated device failed");
   }
@@ -776,8 +780,8 @@ ncclResult_t pointToPoint(bool send, const void *buffer, size_t count,
     std::lock_guard<std::mutex> lock(comm->mutex);
     seq = send ? comm->sendSeq[peer]++ : comm->recvSeq[peer]++;
   }
-  grouped.push_back({send, const_cast<void *>(buffer), bytes, peer, comm,
-                     stream, seq});
+  grouped.push_back(
+      {send, const_cast<void *>(buffer), bytes, peer, comm, stream, seq});
   return groupDepth > 0 ? ncclSuccess : flushGroup();
 }
 
@@ -950,16 +954,16 @@ EMU_EXPORT ncclResult_t ncclCommSplit(ncclComm_t handle, int color, int key,
         return fail(ncclSystemError, why);
     }
     Comm *created = nullptr;
-    ncclResult_t rc = join(child, static_cast<int>(members.size()), position,
-                           &created);
+    ncclResult_t rc =
+        join(child, static_cast<int>(members.size()), position, &created);
     if (rc != ncclSuccess)
       return rc;
     *newcomm = reinterpret_cast<ncclComm_t>(created);
   }
   // Nobody reuses the split slots before everyone has read them.
   Comm &parent = *comm;
-  Collective barrier{Kind::Barrier, nullptr, nullptr, 0, ncclInt8, ncclSum, 0,
-                     0};
+  Collective barrier{Kind::Barrier, nullptr, nullptr, 0,
+                     ncclInt8,      ncclSum, 0,       0};
   {
     std::lock_guard<std::mutex> lock(parent.mutex);
     barrier.seq = ++parent.collectiveSeq;
@@ -1031,15 +1035,15 @@ EMU_EXPORT ncclResult_t ncclGroupEnd() {
 }
 
 EMU_EXPORT ncclResult_t ncclSend(const void *buffer, size_t count,
-                                 ncclDataType_t type, int peer,
-                                 ncclComm_t comm, cudaStream_t stream) {
+                                 ncclDataType_t type, int peer, ncclComm_t comm,
+                                 cudaStream_t stream) {
   return pointToPoint(true, buffer, count, type, peer,
                       reinterpret_cast<Comm *>(comm), stream);
 }
 
 EMU_EXPORT ncclResult_t ncclRecv(void *buffer, size_t count,
-                                 ncclDataType_t type, int peer,
-                                 ncclComm_t comm, cudaStream_t stream) {
+                                 ncclDataType_t type, int peer, ncclComm_t comm,
+                                 cudaStream_t stream) {
   return pointToPoint(false, buffer, count, type, peer,
                       reinterpret_cast<Comm *>(comm), stream);
 }
@@ -1065,9 +1069,9 @@ EMU_EXPORT ncclResult_t ncclAllReduce(const void *send, void *recv,
                                       size_t count, ncclDataType_t type,
                                       ncclRedOp_t op, ncclComm_t comm,
                                       cudaStream_t stream) {
-  return enqueueCollective(
-      reinterpret_cast<Comm *>(comm),
-      {Kind::AllReduce, send, recv, count, type, op, 0, 0}, stream);
+  return enqueueCollective(reinterpret_cast<Comm *>(comm),
+                           {Kind::AllReduce, send, recv, count, type, op, 0, 0},
+                           stream);
 }
 
 EMU_EXPORT ncclResult_t ncclBroadcast(const void *send, void *recv,
@@ -1096,9 +1100,9 @@ EMU_EXPORT ncclResult_t ncclMemFree(void *ptr) {
     return ncclSuccess;
   synchronizeAll();
   std::string why;
-  return releaseSymmetric(ptr, why) ? ncclSuccess
-                                    : fail(ncclInvalidArgument,
-                                           "ncclMemFree: " + why);
+  return releaseSymmetric(ptr, why)
+             ? ncclSuccess
+             : fail(ncclInvalidArgument, "ncclMemFree: " + why);
 }
 
 EMU_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t handle, void *buffer,
@@ -1162,14 +1166,27 @@ EMU_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t handle, void *buffer,
       return fail(ncclSystemError, "ncclCommWindowRegister: " + why);
     window->peers.push_back(address);
   }
+  // Nobody posts its next registration into the slots before every rank
+  // has read this one's.
+  mine.read.store(seq, std::memory_order_release);
+  if (!waitUntil(
+          *comm,
+          [&] {
+            for (int r = 0; r < comm->nranks; ++r)
+              if (segment.windows[r].read.load() < seq)
+                return false;
+            return true;
+          },
+          nullptr, "ncclCommWindowRegister waits for the other ranks", why))
+    return fail(ncclSystemError, why);
   // The window's fields in device memory, where NCCL keeps them.
-  void *fields = allocate(sizeof(ncclWindow_vidmem), MemoryKind::Device,
-                          "NCCL window");
+  void *fields =
+      allocate(sizeof(ncclWindow_vidmem), MemoryKind::Device, "NCCL window");
   if (!fields)
     return fail(ncclSystemError, "ncclCommWindowRegister: out of memory");
   ncclWindow_vidmem fieldsValue{};
-  fieldsValue.lsaFlatBase = static_cast<char *>(buffer) -
-                            comm->rank * window->stride;
+  fieldsValue.lsaFlatBase =
+      static_cast<char *>(buffer) - comm->rank * window->stride;
   fieldsValue.lsaRank = comm->rank;
   fieldsValue.worldRank = comm->rank;
   fieldsValue.stride4G = static_cast<uint32_t>(window->stride >> 32);
@@ -1181,8 +1198,7 @@ EMU_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t handle, void *buffer,
   return ncclSuccess;
 }
 
-EMU_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t,
-                                                 ncclWindow_t win) {
+EMU_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t, ncclWindow_t win) {
   Window *window = nullptr;
   {
     std::lock_guard<std::mutex> lock(windowsMutex());

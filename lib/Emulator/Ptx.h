@@ -55,9 +55,63 @@ enum class Type : uint8_t {
   E5M2x2,
 };
 
-unsigned bitsOf(Type type);
-bool isFloat(Type type);
-bool isSigned(Type type);
+inline unsigned bitsOf(Type type) {
+  switch (type) {
+  case Type::Pred:
+    return 1;
+  case Type::B8:
+  case Type::U8:
+  case Type::S8:
+    return 8;
+  case Type::B16:
+  case Type::U16:
+  case Type::S16:
+  case Type::F16:
+  case Type::BF16:
+  case Type::E4M3x2:
+  case Type::E5M2x2:
+    return 16;
+  case Type::B32:
+  case Type::U32:
+  case Type::S32:
+  case Type::F32:
+  case Type::F16x2:
+  case Type::BF16x2:
+    return 32;
+  case Type::B64:
+  case Type::U64:
+  case Type::S64:
+  case Type::F64:
+    return 64;
+  case Type::B128:
+    return 128;
+  case Type::None:
+    return 0;
+  }
+  return 0;
+}
+
+inline bool isFloat(Type type) {
+  switch (type) {
+  case Type::F16:
+  case Type::F16x2:
+  case Type::BF16:
+  case Type::BF16x2:
+  case Type::F32:
+  case Type::F64:
+  case Type::E4M3x2:
+  case Type::E5M2x2:
+    return true;
+  default:
+    return false;
+  }
+}
+
+inline bool isSigned(Type type) {
+  return type == Type::S8 || type == Type::S16 || type == Type::S32 ||
+         type == Type::S64;
+}
+
 const char *typeName(Type type);
 
 /// State spaces.
@@ -65,7 +119,15 @@ enum class Space : uint8_t { Generic, Global, Shared, Local, Param, Const };
 const char *spaceName(Space space);
 
 /// Memory-ordering semantics of a load, store, atomic or fence.
-enum class Sem : uint8_t { Weak, Volatile, Relaxed, Acquire, Release, AcqRel, Sc };
+enum class Sem : uint8_t {
+  Weak,
+  Volatile,
+  Relaxed,
+  Acquire,
+  Release,
+  AcqRel,
+  Sc
+};
 const char *semName(Sem sem);
 
 /// Scopes of a memory operation.
@@ -194,7 +256,18 @@ enum class Cmp : uint8_t {
 
 /// Boolean combination of setp, and the operation of atom / red / vote.
 enum class BoolOp : uint8_t { None, And, Or, Xor };
-enum class AtomOp : uint8_t { Add, Min, Max, Inc, Dec, And, Or, Xor, Exch, Cas };
+enum class AtomOp : uint8_t {
+  Add,
+  Min,
+  Max,
+  Inc,
+  Dec,
+  And,
+  Or,
+  Xor,
+  Exch,
+  Cas
+};
 enum class VoteMode : uint8_t { All, Any, Uni, Ballot };
 enum class ShflMode : uint8_t { Up, Down, Bfly, Idx };
 
@@ -250,12 +323,12 @@ struct Instruction {
   bool ftz = false;
   bool sat = false;
   bool approx = false;
-  bool nan = false;      ///< min/max .NaN
-  bool uniform = false;  ///< bra.uni
-  bool toSpace = false;  ///< cvta.to.<space> (else cvta.<space>)
-  bool aligned = false;  ///< bar.sync / barrier.sync.aligned
-  bool arrive = false;   ///< bar.arrive
-  uint8_t vector = 1;    ///< .v2 / .v4 of ld and st
+  bool nan = false;     ///< min/max .NaN
+  bool uniform = false; ///< bra.uni
+  bool toSpace = false; ///< cvta.to.<space> (else cvta.<space>)
+  bool aligned = false; ///< bar.sync / barrier.sync.aligned
+  bool arrive = false;  ///< bar.arrive
+  uint8_t vector = 1;   ///< .v2 / .v4 of ld and st
   /// Guard predicate: a register (and whether negated), or -1.
   int32_t guard = -1;
   bool guardNegated = false;
@@ -304,8 +377,8 @@ struct Function {
 };
 
 struct Module {
-  std::string name;      ///< for messages: the first entry's name
-  unsigned smVersion = 0; ///< .target sm_XX
+  std::string name;                ///< for messages: the first entry's name
+  unsigned smVersion = 0;          ///< .target sm_XX
   std::vector<Variable> variables; ///< every symbol, module and function scope
   std::vector<std::unique_ptr<Function>> functions;
   std::map<std::string, Function *> entries;

@@ -31,63 +31,6 @@ namespace braid::emu::ptx {
 // Names of types, spaces, ...
 //===----------------------------------------------------------------------===//
 
-unsigned bitsOf(Type type) {
-  switch (type) {
-  case Type::Pred:
-    return 1;
-  case Type::B8:
-  case Type::U8:
-  case Type::S8:
-    return 8;
-  case Type::B16:
-  case Type::U16:
-  case Type::S16:
-  case Type::F16:
-  case Type::BF16:
-  case Type::E4M3x2:
-  case Type::E5M2x2:
-    return 16;
-  case Type::B32:
-  case Type::U32:
-  case Type::S32:
-  case Type::F32:
-  case Type::F16x2:
-  case Type::BF16x2:
-    return 32;
-  case Type::B64:
-  case Type::U64:
-  case Type::S64:
-  case Type::F64:
-    return 64;
-  case Type::B128:
-    return 128;
-  case Type::None:
-    return 0;
-  }
-  return 0;
-}
-
-bool isFloat(Type type) {
-  switch (type) {
-  case Type::F16:
-  case Type::F16x2:
-  case Type::BF16:
-  case Type::BF16x2:
-  case Type::F32:
-  case Type::F64:
-  case Type::E4M3x2:
-  case Type::E5M2x2:
-    return true;
-  default:
-    return false;
-  }
-}
-
-bool isSigned(Type type) {
-  return type == Type::S8 || type == Type::S16 || type == Type::S32 ||
-         type == Type::S64;
-}
-
 namespace {
 
 struct TypeName {
@@ -96,13 +39,13 @@ struct TypeName {
 };
 
 const TypeName typeNames[] = {
-    {"pred", Type::Pred},     {"b8", Type::B8},         {"b16", Type::B16},
-    {"b32", Type::B32},       {"b64", Type::B64},       {"b128", Type::B128},
-    {"u8", Type::U8},         {"u16", Type::U16},       {"u32", Type::U32},
-    {"u64", Type::U64},       {"s8", Type::S8},         {"s16", Type::S16},
-    {"s32", Type::S32},       {"s64", Type::S64},       {"f16", Type::F16},
-    {"f16x2", Type::F16x2},   {"bf16", Type::BF16},     {"bf16x2", Type::BF16x2},
-    {"f32", Type::F32},       {"f64", Type::F64},       {"e4m3x2", Type::E4M3x2},
+    {"pred", Type::Pred},     {"b8", Type::B8},     {"b16", Type::B16},
+    {"b32", Type::B32},       {"b64", Type::B64},   {"b128", Type::B128},
+    {"u8", Type::U8},         {"u16", Type::U16},   {"u32", Type::U32},
+    {"u64", Type::U64},       {"s8", Type::S8},     {"s16", Type::S16},
+    {"s32", Type::S32},       {"s64", Type::S64},   {"f16", Type::F16},
+    {"f16x2", Type::F16x2},   {"bf16", Type::BF16}, {"bf16x2", Type::BF16x2},
+    {"f32", Type::F32},       {"f64", Type::F64},   {"e4m3x2", Type::E4M3x2},
     {"e5m2x2", Type::E5M2x2},
 };
 
@@ -390,8 +333,8 @@ private:
   }
   bool fail(const std::string &message, uint32_t line = 0) {
     if (error.empty())
-      error = "line " + std::to_string(line ? line : peek().line) + ": " +
-              message;
+      error =
+          "line " + std::to_string(line ? line : peek().line) + ": " + message;
     return false;
   }
   bool expect(const char *text) {
@@ -777,9 +720,9 @@ bool Parser::parseFunction(bool entry) {
         found->second;
   }
   // Running off the end is a return.
-  if (f.code.empty() || (f.code.back().op != Op::Ret &&
-                         f.code.back().op != Op::Exit &&
-                         f.code.back().op != Op::Bra)) {
+  if (f.code.empty() ||
+      (f.code.back().op != Op::Ret && f.code.back().op != Op::Exit &&
+       f.code.back().op != Op::Bra)) {
     Instruction ret;
     ret.op = Op::Ret;
     ret.line = peek().line;
@@ -1107,44 +1050,84 @@ bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
                 line);
   };
   static const std::map<std::string, Op> ops = {
-      {"mov", Op::Mov},       {"add", Op::Add},         {"sub", Op::Sub},
-      {"mul", Op::Mul},       {"mad", Op::Mad},         {"fma", Op::Fma},
-      {"div", Op::Div},       {"rem", Op::Rem},         {"abs", Op::Abs},
-      {"neg", Op::Neg},       {"min", Op::Min},         {"max", Op::Max},
-      {"copysign", Op::CopySign}, {"and", Op::And},     {"or", Op::Or},
-      {"xor", Op::Xor},       {"not", Op::Not},         {"cnot", Op::CNot},
-      {"shl", Op::Shl},       {"shr", Op::Shr},         {"bfe", Op::Bfe},
-      {"bfi", Op::Bfi},       {"prmt", Op::Prmt},       {"popc", Op::Popc},
-      {"clz", Op::Clz},       {"brev", Op::Brev},       {"setp", Op::Setp},
-      {"selp", Op::Selp},     {"cvt", Op::Cvt},         {"cvta", Op::Cvta},
-      {"ld", Op::Ld},         {"st", Op::St},           {"atom", Op::Atom},
-      {"red", Op::Red},       {"fence", Op::Fence},     {"membar", Op::Fence},
-      {"bar", Op::Bar},       {"barrier", Op::Bar},     {"shfl", Op::Shfl},
-      {"vote", Op::Vote},     {"activemask", Op::ActiveMask},
-      {"ex2", Op::Ex2},       {"lg2", Op::Lg2},         {"rsqrt", Op::Rsqrt},
-      {"sqrt", Op::Sqrt},     {"rcp", Op::Rcp},         {"sin", Op::Sin},
-      {"cos", Op::Cos},       {"tanh", Op::Tanh},       {"testp", Op::Testp},
-      {"bra", Op::Bra},       {"ret", Op::Ret},         {"exit", Op::Exit},
-      {"trap", Op::Trap},     {"nanosleep", Op::Nanosleep},
+      {"mov", Op::Mov},
+      {"add", Op::Add},
+      {"sub", Op::Sub},
+      {"mul", Op::Mul},
+      {"mad", Op::Mad},
+      {"fma", Op::Fma},
+      {"div", Op::Div},
+      {"rem", Op::Rem},
+      {"abs", Op::Abs},
+      {"neg", Op::Neg},
+      {"min", Op::Min},
+      {"max", Op::Max},
+      {"copysign", Op::CopySign},
+      {"and", Op::And},
+      {"or", Op::Or},
+      {"xor", Op::Xor},
+      {"not", Op::Not},
+      {"cnot", Op::CNot},
+      {"shl", Op::Shl},
+      {"shr", Op::Shr},
+      {"bfe", Op::Bfe},
+      {"bfi", Op::Bfi},
+      {"prmt", Op::Prmt},
+      {"popc", Op::Popc},
+      {"clz", Op::Clz},
+      {"brev", Op::Brev},
+      {"setp", Op::Setp},
+      {"selp", Op::Selp},
+      {"cvt", Op::Cvt},
+      {"cvta", Op::Cvta},
+      {"ld", Op::Ld},
+      {"st", Op::St},
+      {"atom", Op::Atom},
+      {"red", Op::Red},
+      {"fence", Op::Fence},
+      {"membar", Op::Fence},
+      {"bar", Op::Bar},
+      {"barrier", Op::Bar},
+      {"shfl", Op::Shfl},
+      {"vote", Op::Vote},
+      {"activemask", Op::ActiveMask},
+      {"ex2", Op::Ex2},
+      {"lg2", Op::Lg2},
+      {"rsqrt", Op::Rsqrt},
+      {"sqrt", Op::Sqrt},
+      {"rcp", Op::Rcp},
+      {"sin", Op::Sin},
+      {"cos", Op::Cos},
+      {"tanh", Op::Tanh},
+      {"testp", Op::Testp},
+      {"bra", Op::Bra},
+      {"ret", Op::Ret},
+      {"exit", Op::Exit},
+      {"trap", Op::Trap},
+      {"nanosleep", Op::Nanosleep},
   };
   auto found = ops.find(base);
   if (found == ops.end())
     return unsupported("");
   in.op = found->second;
   static const std::map<std::string, Cmp> cmps = {
-      {"eq", Cmp::Eq},   {"ne", Cmp::Ne},   {"lt", Cmp::Lt},   {"le", Cmp::Le},
-      {"gt", Cmp::Gt},   {"ge", Cmp::Ge},   {"lo", Cmp::Lo},   {"ls", Cmp::Ls},
-      {"hi", Cmp::Hi},   {"hs", Cmp::Hs},   {"equ", Cmp::Equ}, {"neu", Cmp::Neu},
-      {"ltu", Cmp::Ltu}, {"leu", Cmp::Leu}, {"gtu", Cmp::Gtu}, {"geu", Cmp::Geu},
-      {"num", Cmp::Num}, {"nan", Cmp::Nan}, {"finite", Cmp::Finite},
-      {"infinite", Cmp::Infinite}, {"number", Cmp::Number},
-      {"notanumber", Cmp::NotANumber}, {"normal", Cmp::Normal},
-      {"subnormal", Cmp::Subnormal},
+      {"eq", Cmp::Eq},         {"ne", Cmp::Ne},
+      {"lt", Cmp::Lt},         {"le", Cmp::Le},
+      {"gt", Cmp::Gt},         {"ge", Cmp::Ge},
+      {"lo", Cmp::Lo},         {"ls", Cmp::Ls},
+      {"hi", Cmp::Hi},         {"hs", Cmp::Hs},
+      {"equ", Cmp::Equ},       {"neu", Cmp::Neu},
+      {"ltu", Cmp::Ltu},       {"leu", Cmp::Leu},
+      {"gtu", Cmp::Gtu},       {"geu", Cmp::Geu},
+      {"num", Cmp::Num},       {"nan", Cmp::Nan},
+      {"finite", Cmp::Finite}, {"infinite", Cmp::Infinite},
+      {"number", Cmp::Number}, {"notanumber", Cmp::NotANumber},
+      {"normal", Cmp::Normal}, {"subnormal", Cmp::Subnormal},
   };
   static const std::map<std::string, AtomOp> atomOps = {
-      {"add", AtomOp::Add}, {"min", AtomOp::Min},   {"max", AtomOp::Max},
-      {"inc", AtomOp::Inc}, {"dec", AtomOp::Dec},   {"and", AtomOp::And},
-      {"or", AtomOp::Or},   {"xor", AtomOp::Xor},   {"exch", AtomOp::Exch},
+      {"add", AtomOp::Add}, {"min", AtomOp::Min}, {"max", AtomOp::Max},
+      {"inc", AtomOp::Inc}, {"dec", AtomOp::Dec}, {"and", AtomOp::And},
+      {"or", AtomOp::Or},   {"xor", AtomOp::Xor}, {"exch", AtomOp::Exch},
       {"cas", AtomOp::Cas},
   };
   bool sawCmp = false, sawAtom = false;
@@ -1176,18 +1159,23 @@ bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
       in.nan = true;
     } else if (m == "xorsign" || m == "abs" || m == "relu") {
       return unsupported("." + m);
+    } else if ((in.op == Op::Setp || in.op == Op::Testp) && !sawCmp &&
+               cmps.count(m)) {
+      in.cmp = cmps.at(m);
+      sawCmp = true;
     } else if (m == "lo" || m == "hi" || m == "wide") {
       if (in.op == Op::Mul || in.op == Op::Mad)
-        in.part = m == "lo" ? MulPart::Lo : m == "hi" ? MulPart::Hi
-                                                      : MulPart::Wide;
+        in.part = m == "lo"   ? MulPart::Lo
+                  : m == "hi" ? MulPart::Hi
+                              : MulPart::Wide;
       else
         return unsupported("." + m);
     } else if (m == "uni") {
       in.uniform = true;
     } else if (m == "to") {
       in.toSpace = true;
-    } else if (m == "global" || m == "shared" || m == "local" ||
-               m == "param" || m == "const") {
+    } else if (m == "global" || m == "shared" || m == "local" || m == "param" ||
+               m == "const") {
       in.space = m == "global"   ? Space::Global
                  : m == "shared" ? Space::Shared
                  : m == "local"  ? Space::Local
@@ -1213,13 +1201,13 @@ bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
                                   : Scope::Gpu;
     } else if (m == "v2" || m == "v4" || m == "v8") {
       in.vector = static_cast<uint8_t>(m == "v2" ? 2 : m == "v4" ? 4 : 8);
-    } else if (m == "nc" || m == "ca" || m == "cg" || m == "cs" ||
-               m == "lu" || m == "cv" || m == "wb" || m == "wt" ||
-               m == "L1::no_allocate" || m == "L2::64B" ||
-               m == "L2::128B" || m == "L2::256B" || m == "ptr") {
+    } else if (m == "nc" || m == "ca" || m == "cg" || m == "cs" || m == "lu" ||
+               m == "cv" || m == "wb" || m == "wt" || m == "L1::no_allocate" ||
+               m == "L2::64B" || m == "L2::128B" || m == "L2::256B" ||
+               m == "ptr") {
       // Cache operators and hints do not change what an access reads.
-    } else if (m == "sync" && (in.op == Op::Bar || in.op == Op::Shfl ||
-                               in.op == Op::Vote)) {
+    } else if (m == "sync" &&
+               (in.op == Op::Bar || in.op == Op::Shfl || in.op == Op::Vote)) {
     } else if (m == "aligned" && in.op == Op::Bar) {
       in.aligned = true;
     } else if (m == "arrive" && in.op == Op::Bar) {
@@ -1248,11 +1236,11 @@ bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
       sawCmp = true;
     } else if (in.op == Op::Setp && sawCmp &&
                (m == "and" || m == "or" || m == "xor")) {
-      in.boolOp = m == "and" ? BoolOp::And : m == "or" ? BoolOp::Or
-                                                       : BoolOp::Xor;
+      in.boolOp = m == "and"  ? BoolOp::And
+                  : m == "or" ? BoolOp::Or
+                              : BoolOp::Xor;
     } else if (in.op == Op::Prmt && (m == "f4e" || m == "b4e" || m == "rc8" ||
-                                     m == "ecl" || m == "ecr" ||
-                                     m == "rc16")) {
+                                     m == "ecl" || m == "ecr" || m == "rc16")) {
       return unsupported("prmt mode ." + m);
     } else {
       return unsupported("." + m);
@@ -1357,7 +1345,8 @@ bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
                   line);
     return true;
   case Op::Atom:
-    if (!want(in.atomOp == AtomOp::Cas ? 4 : 3, in.atomOp == AtomOp::Cas ? 4 : 3))
+    if (!want(in.atomOp == AtomOp::Cas ? 4 : 3,
+              in.atomOp == AtomOp::Cas ? 4 : 3))
       return false;
     if (in.operands[1].kind != Operand::Address)
       return fail("expected an address operand", line);

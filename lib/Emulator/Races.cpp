@@ -122,7 +122,7 @@ void lockCell(Cell &cell) {
 void unlockCell(Cell &cell) { cell.lock.store(0, std::memory_order_release); }
 
 std::string describeAccess(const Access &access, uint8_t kind) {
-  std::string what = (kind & Atomic) ? "atomic "
+  std::string what = (kind & Atomic)  ? "atomic "
                      : (kind & Write) ? "write"
                                       : "read";
   if (kind & Atomic)
@@ -164,8 +164,8 @@ std::string kernelName(uint32_t hash) {
 bool racesEnabled() {
   static const bool enabled = [] {
     const char *value = std::getenv("BRAID_EMULATE_RACES");
-    return !value || (std::strcmp(value, "0") != 0 &&
-                      std::strcmp(value, "off") != 0);
+    return !value ||
+           (std::strcmp(value, "0") != 0 && std::strcmp(value, "off") != 0);
   }();
   return enabled;
 }
@@ -200,7 +200,8 @@ std::string checkAccess(Cell *cells, uint64_t offset, unsigned bytes,
       return !happensBefore(other, *accessor.clock, self);
     };
     const Access *other = nullptr;
-    if (!(unchanged && (kind & Write)) && conflicts(cell.write, cell.write.kind))
+    if (!(unchanged && (kind & Write)) &&
+        conflicts(cell.write, cell.write.kind))
       other = &cell.write;
     else if ((kind & Write) && conflicts(cell.read, cell.read.kind))
       other = &cell.read;
@@ -254,8 +255,7 @@ SyncSlot *lockSlot(SyncPool &pool, uint64_t key, bool create) {
       if (!create)
         return nullptr;
       uint64_t expected = 0;
-      if (slot.key.compare_exchange_strong(expected, key) ||
-          expected == key) {
+      if (slot.key.compare_exchange_strong(expected, key) || expected == key) {
         lockSyncSlot(slot);
         return &slot;
       }

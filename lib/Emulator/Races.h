@@ -57,7 +57,7 @@ constexpr uint32_t kNoBlock = 0xFFFFFF;
 
 struct Agent {
   uint32_t lane = 0;
-  uint32_t seq = 0;      ///< the operation's number on its lane (from 1)
+  uint32_t seq = 0; ///< the operation's number on its lane (from 1)
   uint32_t block = kNoBlock;
 };
 
@@ -88,14 +88,14 @@ struct Access {
   uint32_t seq;
   uint32_t block : 24; ///< linear block index, or kNoBlock
   uint32_t rank : 8;
-  uint32_t clock;      ///< the block's release count at the access
-  uint16_t thread;     ///< linear thread index in the block
-  uint16_t epoch;      ///< the thread's block-barrier epoch
-  uint16_t warpEpoch;  ///< its warp-level synchronizations (barriers too)
-  uint8_t kind;        ///< AccessKind bits; 0: nothing recorded
-  uint8_t mask;        ///< bytes of the 4-byte granule touched
-  uint32_t line;       ///< PTX line of the instruction (0: an operation)
-  uint32_t kernel;     ///< hash of the kernel's (or operation's) name
+  uint32_t clock;     ///< the block's release count at the access
+  uint16_t thread;    ///< linear thread index in the block
+  uint16_t epoch;     ///< the thread's block-barrier epoch
+  uint16_t warpEpoch; ///< its warp-level synchronizations (barriers too)
+  uint8_t kind;       ///< AccessKind bits; 0: nothing recorded
+  uint8_t mask;       ///< bytes of the 4-byte granule touched
+  uint32_t line;      ///< PTX line of the instruction (0: an operation)
+  uint32_t kernel;    ///< hash of the kernel's (or operation's) name
 };
 static_assert(sizeof(Access) == 32, "Access is a shadow record");
 

@@ -449,8 +449,21 @@ bool options::validate(const Options &options, std::string &error) {
     error = "emit=ptx needs target=cuda";
     return false;
   }
+  if (options.emulate && !options.cuda()) {
+    error = "emulate needs target=cuda (the cpu target runs on the CPU "
+            "already)";
+    return false;
+  }
   if (!options.cuda())
     return true;
+  if (options.emulate && (options.gpuFormat == GpuFormat::Bin ||
+                          options.gpuFormat == GpuFormat::Fatbin)) {
+    error = std::string("emulate runs kernels from their PTX, and "
+                        "gpu-format=") +
+            spelling(options.gpuFormat) +
+            " gives SASS: use gpu-format=isa or auto";
+    return false;
+  }
   // sm_XX with an optional feature suffix (a: architecture-specific, f:
   // family); ptxas has the final word on whether it exists.
   const std::string &sm = options.sm;
@@ -479,6 +492,8 @@ void options::resolveTargetDefaults(Options &options) {
   if (options.targetPreset == TargetPreset::Auto)
     options.targetPreset =
         options.cuda() ? TargetPreset::H200 : TargetPreset::Cpu;
+  if (options.gpuFormat == GpuFormat::Auto)
+    options.gpuFormat = options.emulate ? GpuFormat::Isa : GpuFormat::Bin;
 }
 
 std::string options::reportJson(const Options &options) {

@@ -205,6 +205,18 @@ std::string braid::artifact::readManifest(const std::string &path,
       if (!manifest.entry.empty())
         return fail("a second 'entry' line");
       manifest.entry = words[1];
+    } else if (key == "target") {
+      bool cpu = words.size() == 2 && words[1] == "cpu";
+      bool cuda =
+          words.size() == 3 && words[1] == "cuda" &&
+          (words[2] == "ptx" || words[2] == "cubin" || words[2] == "fatbin");
+      if (!cpu && !cuda)
+        return fail("expected 'target cpu' or 'target cuda ptx|cubin|fatbin'");
+      if (!manifest.target.empty())
+        return fail("a second 'target' line");
+      manifest.target = words[1];
+      if (cuda)
+        manifest.kernels = words[2];
     } else if (key == "ranks") {
       if (words.size() != 2 || !parseInt(words[1], manifest.ranks) ||
           manifest.ranks < 1)

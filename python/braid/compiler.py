@@ -281,8 +281,12 @@ class Artifact:
             self._stages[stage] = "".join(sink.output)
         return self._stages[stage]
 
-    def run(self, inputs, ranks=None, trace=None, timeout=None, threads=None):
-        """Runs the program on `ranks` CPU ranks (default: its grid's size).
+    def run(self, inputs, ranks=None, trace=None, timeout=None, threads=None,
+            emulate=None):
+        """Runs the program on `ranks` ranks (default: its grid's size): CPU
+        ranks for target="cpu"; for target="cuda", one GPU per rank, or
+        Braid's emulated device on the CPU when `emulate` is true (default:
+        when it was compiled with emulate=True).
 
         `inputs` has one entry per rank, each a list with one numpy array
         per argument, of the argument's per-rank shape. Floating-point
@@ -297,10 +301,15 @@ class Artifact:
         integers that the argument's type cannot hold, a NaN timeout)
         before anything runs.
         """
-        if "target=cuda" in self._words.split():
-            raise BraidError("Artifact.run runs on CPU ranks; run a "
-                             "target='cuda' artifact with braid-exec-cuda "
-                             f"(its library is {self.path})")
+        words = self._words.split()
+        cuda = "target=cuda" in words
+        if emulate is None:
+            emulate = "emulate=true" in words
+        elif not isinstance(emulate, bool):
+            raise TypeError(f"emulate must be True or False, not {emulate!r}")
+        if emulate and not cuda:
+            raise ValueError("emulate runs target='cuda' artifacts; this one "
+                             "is for the cpu target")
         ranks = self.ranks if ranks is None else positive_int(ranks, "ranks")
         if len(inputs) != ranks:
             raise ValueError(f"inputs has {len(inputs)} entries; the program "
@@ -329,7 +338,7 @@ class Artifact:
                 row.append(array)
                 out_pointers.append(array.ctypes.data)
             outputs.append(row)
-        words = []
+        words = [_word("emulate", True)] if emulate else []
         if trace:
             words.append(_word("trace", os.path.abspath(os.fspath(trace))))
         if timeout is not None:

@@ -147,9 +147,11 @@ AG_MATMUL_EXP = AG_MATMUL.replace("""  return %y : tensor<8x8xf32>""", """\
   return %e : tensor<8x8xf32>""")
 
 
-def test_cuda_target_ptx_and_no_cpu_run():
+def test_cuda_target_ptx_and_emulated_run():
     """target="cuda": the kernels' PTX for the chosen architecture, cuBLASLt
-    remarks for the contractions; Artifact.run refuses (CPU ranks only)."""
+    remarks for the contractions; compiled with emulate=True, Artifact.run
+    runs it on the emulated device and computes what the cpu target does;
+    a cubin cannot be emulated, nor a cpu artifact."""
     if not _cuda_built():
         pytest.skip("this Braid was configured without the CUDA toolkit")
     artifact = braid.compile(AG_MATMUL_EXP, target="cuda", sm="80",
@@ -157,11 +159,26 @@ def test_cuda_target_ptx_and_no_cpu_run():
     ptx = artifact.ir("ptx")
     assert ".target sm_80" in ptx and ".entry" in ptx
     assert any("runs on cuBLASLt" in r.message for r in artifact.remarks)
-    with pytest.raises(braid.BraidError, match="braid-exec-cuda"):
-        artifact.run([[np.zeros((4, 16), np.float32),
-                       np.zeros((16, 8), np.float32)]] * 2)
+    rng = np.random.default_rng(3)
+    inputs = [[rng.standard_normal((4, 16)).astype(np.float32),
+               rng.standard_normal((16, 8)).astype(np.float32)]
+              for _ in range(2)]
+    with pytest.raises(braid.RunError) as info:
+        artifact.run(inputs, emulate=True)
+    assert "runs PTX" in str(info.value), \
+        info.value.diagnostics
+    emulated = braid.compile(AG_MATMUL_EXP, target="cuda", overlap="force",
+                             emulate=True)
+    cpu = braid.compile(AG_MATMUL_EXP, overlap="force")
+    got, want = emulated.run(inputs), cpu.run(inputs)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g[0], w[0], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="emulate runs target='cuda'"):
+        cpu.run(inputs, emulate=True)
     with pytest.raises(braid.CompileError, match="unknown GPU architecture"):
         braid.compile(AG_MATMUL, target="cuda", sm="banana")
+    with pytest.raises(braid.CompileError, match="emulate runs kernels"):
+        braid.compile(AG_MATMUL, target="cuda", emulate=True, gpu_format="bin")
 
 
 F64_TO_BF16 = """

@@ -322,6 +322,51 @@ def test_decoder_layer_in_kernel(kind, ranks, layout, form):
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("kind,dtype", [("Llama", torch.float32),
+                                        ("Qwen2", torch.bfloat16)])
+@pytest.mark.parametrize("layout", ["replicate", "sequence"])
+def test_decoder_layer_cuda_emulated(kind, dtype, ranks, layout):
+    """target="cuda" on Braid's emulated device: the shipped plan's layer
+    compiled for sm_90a (its kernels as PTX), every kernel run from its
+    PTX on one process per rank over the emulated NCCL, GEMMs on the
+    emulated cuBLASLt, the race detector on; the layer still computes what
+    the module does, with the schedules it gets on the cpu target."""
+    torch.manual_seed(7)
+    c = config(kind, ranks)
+    layer = decoder_layer(kind, c).eval().to(dtype)
+    x = torch.randn(1 if layout == "sequence" else 2, SEQ, 64, dtype=dtype)
+    tolerance = 1e-4 if dtype == torch.float32 else 3e-2
+    tp, strategies = check(layer, (x,), {"position_embeddings": rotary(c, x)},
+                           c.base_model_tp_plan, ranks, layout,
+                           tolerance=tolerance, target="cuda", emulate=True)
+    if layout == "sequence":
+        assert strategies == SP_RINGS
+    else:
+        # Elementwise work may move between the halves (rs_ring_ew_ag).
+        assert [k for k, _ in strategies] == ["all_reduce"] * 2
+        assert all(s.startswith("rs_ring") for _, s in strategies), strategies
+    assert tp.artifact.ir("ptx").count(".entry") >= 2
+
+
+@pytest.mark.parametrize("layout,form", [("replicate", "one-shot"),
+                                         ("sequence", "force")])
+def test_decoder_layer_in_kernel_cuda_emulated(layout, form):
+    """The in-kernel collectives on the emulated device: the norms'
+    kernels sum the peers' partials from symmetric memory (and, sequence
+    parallel, push their rows into the peers' buffers) on 4 ranks."""
+    torch.manual_seed(8)
+    c = config("Llama", 4)
+    layer = decoder_layer("Llama", c).eval()
+    x = torch.randn(2 if form == "one-shot" else 1, SEQ, 64)
+    tp, _ = check(layer, (x,), {"position_embeddings": rotary(c, x)},
+                  c.base_model_tp_plan, 4, layout, fuse_collectives=form,
+                  target="cuda", emulate=True)
+    fused = [r["strategy"] for r in tp.artifact.report["collectives"]
+             if r.get("in_kernel")]
+    assert fused, tp.artifact.report["collectives"]
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
 @pytest.mark.parametrize("inputs,layout", [("embeds", "replicate"),
                                            ("embeds", "sequence"),
                                            ("ids", "replicate")])

@@ -1280,6 +1280,9 @@ def main():
     parser.add_argument("--target", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--sm", default="90a")
     parser.add_argument("--compile-only", action="store_true")
+    parser.add_argument("--emulate", action="store_true",
+                        help="cuda: compile for and run on the emulated "
+                        "device (every kernel from its PTX, on the CPU)")
     parser.add_argument("--transport", default="loopback",
                         choices=["loopback", "nccl", "nccl-file"])
     parser.add_argument("--build-only", default="")
@@ -1337,6 +1340,8 @@ def main():
                            "--check-schedule"] + args.compile_flags.split()
             if args.target == "cuda":
                 compile_cmd += ["--target=cuda", f"--sm={args.sm}"]
+                if args.emulate:
+                    compile_cmd.append("--emulate")
             if not args.prebuilt and run(compile_cmd).returncode != 0:
                 return 1
             if args.build_only:
@@ -1378,6 +1383,8 @@ def main():
                 runner = "braid-exec-cuda" if args.target == "cuda" else "braid-exec"
                 run_cmd = launch.mpirun(grid.size, os.path.join(args.bin, runner), lib)
             run_cmd.append(f"--timeout={args.run_timeout:g}")
+            if args.target == "cuda" and args.emulate:
+                run_cmd.append("--emulate")
             if args.repeat > 1:
                 run_cmd.append(f"--repeat={args.repeat}")
             run_cmd += [f"--input=@{work}/a{i}.r{{rank}}.npy" for i in range(len(specs))]

@@ -62,6 +62,8 @@ if CUDA:
         ({"target": "cuda", "sm": "80", "overlap": "force"}, {}),
         ({"target": "cuda", "cuda-path": "/usr/local/cuda"}, {}),
         ({"target": "cuda", "gpu-format": "isa"}, {}),
+        # emulate resolves gpu-format=auto to isa (PTX).
+        ({"target": "cuda", "emulate": "true"}, {"gpu-format": "isa"}),
     ]
 
 
@@ -171,7 +173,7 @@ def main():
     wanted = {o["flag"] for o in model.values()
               if "compile" in o["scopes"]} - {"report", "emit"}
     if not CUDA:
-        wanted -= {"target", "sm", "cuda-path", "gpu-format"}
+        wanted -= {"target", "sm", "cuda-path", "gpu-format", "emulate"}
     missing = wanted - covered
     if missing:
         sys.exit(f"FAIL: no setting covers {sorted(missing)}")

@@ -46,6 +46,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 using namespace braid::artifact;
@@ -221,6 +222,9 @@ const char *const usage =
     "options:\n"
     "  --loopback=N      run N logical ranks in this process on one GPU, for\n"
     "                    measurements (copies stand in for NCCL)\n"
+    "  --emulate         run on Braid's emulated device, on the CPU: every\n"
+    "                    kernel from its PTX (compile with --emulate or\n"
+    "                    --gpu-format=isa); the same as BRAID_EMULATE=1\n"
 #else
 const char *const usage =
     "usage: mpirun -np N braid-exec ARTIFACT.so [options]\n"
@@ -258,6 +262,7 @@ struct Options {
   int64_t warmup = 0;
   int64_t repeat = 1;
   int64_t loopback = 0; // 0: one rank per process.
+  bool emulate = false;
   bool help = false;
 };
 
@@ -308,6 +313,16 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     } else if (value(arg, "--repeat", text)) {
       if (!parseInt(text, options.repeat) || options.repeat < 1)
         return "--repeat expects a positive integer, got '" + text + "'";
+    } else if (arg == "--emulate" || value(arg, "--emulate", text)) {
+#ifdef BRAID_EXEC_CUDA
+      if (arg != "--emulate" && text != "true" && text != "false" &&
+          text != "1" && text != "0")
+        return "--emulate expects true or false, got '" + text + "'";
+      options.emulate = arg == "--emulate" || text == "true" || text == "1";
+#else
+      return "--emulate is only available in braid-exec-cuda (the cuda "
+             "backend)";
+#endif
     } else if (value(arg, "--loopback", text)) {
 #ifdef BRAID_EXEC_CUDA
       if (!parseInt(text, options.loopback) || options.loopback < 1)
@@ -497,12 +512,68 @@ void runRank(void *context) {
 
 } // namespace
 
+#ifdef BRAID_EXEC_CUDA
+/// Whether the CUDA runtime this process loaded is Braid's emulated
+/// device's.
+bool onEmulatedDevice() {
+  return dlsym(RTLD_DEFAULT, "braidEmulatedDevice") != nullptr;
+}
+
+/// With --emulate or BRAID_EMULATE=1, makes this process run on the
+/// emulated device: it runs itself again with the emulator's libraries
+/// (lib/emulator next to the runtime, or $BRAID_EMULATOR_DIR) first on
+/// LD_LIBRARY_PATH, before anything is initialized (under mpirun the rank
+/// keeps its process). Returns an error message, or "".
+std::string useEmulatedDevice(char **argv) {
+  if (onEmulatedDevice())
+    return std::string();
+  if (std::getenv("BRAID_EMULATE_EXEC"))
+    return "BRAID_EMULATE_EXEC is set, but the CUDA runtime loaded is not "
+           "the emulated device's (is another libcudart.so.13 preloaded?)";
+  std::string dir;
+  if (const char *given = std::getenv("BRAID_EMULATOR_DIR"); given && *given) {
+    dir = given;
+  } else {
+    char self[4096];
+    ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (length <= 0)
+      return "cannot find this executable (/proc/self/exe) to find the "
+             "emulated device next to it";
+    std::string path(self, static_cast<size_t>(length));
+    dir = path.substr(0, path.rfind('/')) + "/../lib/emulator";
+  }
+  std::string library = dir + "/libcudart.so.13";
+  if (access(library.c_str(), R_OK) != 0)
+    return "the emulated device is not here (no " + library +
+           "): build Braid with the CUDA toolkit, or set BRAID_EMULATOR_DIR";
+  std::string path = dir;
+  if (const char *old = std::getenv("LD_LIBRARY_PATH"); old && *old)
+    path += std::string(":") + old;
+  setenv("LD_LIBRARY_PATH", path.c_str(), 1);
+  setenv("BRAID_EMULATE_EXEC", "1", 1);
+  setenv("BRAID_EMULATE", "1", 1);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  execv("/proc/self/exe", argv);
+  return std::string("cannot run this executable again on the emulated "
+                     "device: ") +
+         std::strerror(errno);
+}
+#endif
+
 int main(int argc, char **argv) {
 #ifdef BRAID_EXEC_CUDA
   // The cuda runtime needs a GPU to initialize; --help must not, and
-  // --loopback decides how it initializes.
+  // --loopback and --emulate decide how it initializes.
+  bool emulate = false;
+  if (const char *value = std::getenv("BRAID_EMULATE"))
+    emulate = std::strcmp(value, "1") == 0 || std::strcmp(value, "true") == 0;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg == "--emulate" || arg == "--emulate=true" || arg == "--emulate=1")
+      emulate = true;
+    else if (arg == "--emulate=false" || arg == "--emulate=0")
+      emulate = false;
     if (arg == "--help" || arg == "-h") {
       // Under a launcher, only its rank 0 prints.
       for (const char *name :
@@ -523,6 +594,13 @@ int main(int argc, char **argv) {
         return 1;
       }
       setenv("BRAID_LOOPBACK", std::to_string(ranks).c_str(), 1);
+    }
+  }
+  if (emulate) {
+    std::string problem = useEmulatedDevice(argv);
+    if (!problem.empty()) {
+      std::fprintf(stderr, "braid: %s\n", problem.c_str());
+      return 1;
     }
   }
 #endif
@@ -558,6 +636,23 @@ int main(int argc, char **argv) {
     setenv("BRAID_NUM_THREADS", std::to_string(options.threads).c_str(), 1);
   if (error.empty())
     error = readManifest(options.manifest, manifest);
+#ifdef BRAID_EXEC_CUDA
+  if (error.empty() && manifest.target == "cpu")
+    error = format("%s was compiled for the cpu target: run it with "
+                   "braid-exec",
+                   options.artifact.c_str());
+  if (error.empty() && onEmulatedDevice() && !manifest.kernels.empty() &&
+      manifest.kernels != "ptx")
+    error = format("%s carries its kernels as a %s (SASS), and the emulated "
+                   "device runs PTX: compile it with --emulate (or "
+                   "--gpu-format=isa)",
+                   options.artifact.c_str(), manifest.kernels.c_str());
+#else
+  if (error.empty() && manifest.target == "cuda")
+    error = format("%s was compiled for the cuda target: run it with "
+                   "braid-exec-cuda (braid-run --backend=cuda)",
+                   options.artifact.c_str());
+#endif
   if (error.empty() && manifest.ranks != size)
     error = format("program needs %lld ranks, started on %lld",
                    static_cast<long long>(manifest.ranks),

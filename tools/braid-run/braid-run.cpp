@@ -163,6 +163,7 @@ std::string commandString(const std::vector<std::string> &argv) {
 struct Options {
   std::string program;
   std::string backend = "cpu";
+  bool backendGiven = false;
   int64_t ranks = 0;    // 0: as many as the manifest says.
   int64_t loopback = 0; // cuda: ranks as threads of one process; 0: off.
   std::string entry;
@@ -279,6 +280,7 @@ std::string parseOptions(int argc, char **argv, Options &options) {
       if (value != "cpu" && value != "cuda")
         return expected("cpu or cuda");
       options.backend = value;
+      options.backendGiven = true;
     } else if (name == "--loopback") {
       if (!parseInt(value, number) || number < 1)
         return expected("a positive integer");
@@ -319,6 +321,13 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     return std::string();
   if (options.program.empty())
     return "no program given (an .mlir file or a compiled .so)";
+  // A compiled program runs where it was compiled for, unless told.
+  if (!options.backendGiven && endsWith(options.program, ".so")) {
+    Manifest manifest;
+    if (readManifest(options.program + ".manifest", manifest).empty() &&
+        manifest.target == "cuda")
+      options.backend = "cuda";
+  }
   if (options.loopback && options.backend != "cuda")
     return "--loopback needs --backend=cuda";
   options.model.target =
@@ -575,8 +584,8 @@ bool makeDirectory(const std::string &dir) {
 /// A fresh temporary directory named `prefix`.XXXXXX; "" after an error.
 std::string makeTemporaryDirectory(const char *prefix = "braid-run") {
   const char *base = std::getenv("TMPDIR");
-  std::string pattern = std::string(base && *base ? base : "/tmp") + "/" +
-                        prefix + ".XXXXXX";
+  std::string pattern =
+      std::string(base && *base ? base : "/tmp") + "/" + prefix + ".XXXXXX";
   std::vector<char> buffer(pattern.begin(), pattern.end());
   buffer.push_back('\0');
   if (!mkdtemp(buffer.data())) {
@@ -1236,6 +1245,13 @@ int run(int argc, char **argv) {
   problem = readManifest(artifact + ".manifest", manifest);
   if (!problem.empty()) {
     error(problem);
+    return 1;
+  }
+  if (!manifest.target.empty() && manifest.target != options.backend) {
+    error(format("%s was compiled for the %s target; run it with "
+                 "--backend=%s",
+                 options.program.c_str(), manifest.target.c_str(),
+                 manifest.target.c_str()));
     return 1;
   }
   if (!options.model.entry.empty() && options.model.entry != manifest.entry) {

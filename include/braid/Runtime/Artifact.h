@@ -103,6 +103,11 @@ std::string substituteRank(std::string path, int64_t rank);
 struct Manifest {
   std::string path;
   std::string entry;
+  /// "cpu" or "cuda" ("": a manifest without a target line, as hand-written
+  /// ones for tests); for cuda, what its kernels are: "ptx", "cubin" or
+  /// "fatbin".
+  std::string target;
+  std::string kernels;
   int64_t ranks = 0;
   std::vector<TensorType> args;
   std::vector<TensorType> results;

@@ -1,0 +1,1231 @@
+//===- emulator_selftest.cpp - The emulated device, checked ---------------===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// braid-emulator-selftest MODE runs hand-written PTX kernels through the
+// CUDA driver API, against Braid's emulated device (lib/Emulator, put first
+// on LD_LIBRARY_PATH by the tests):
+//
+//   semantics    integer, float, conversion, warp, shared / local / const
+//                memory and atomic instructions, against references computed
+//                here in C++ (not with the emulator's code); prints one line
+//                per family and exits 1 on any mismatch.
+//   ptx          prints every kernel of this file, for ptxas to check that
+//                they are PTX (test/Runtime/emulator-selftest.test).
+//
+// and the deliberately broken kernels, each next to its correct twin, which
+// must pass (the emulator's report goes to stderr; the exit code says
+// whether the run failed):
+//
+//   barrier / barrier-ok         a shared-memory reduction without / with
+//                                the bar.sync between its stores and reads
+//   flag-order / flag-order-ok   a flag released before / after the data it
+//                                announces (two blocks)
+//   misaligned                   a 16-byte load from a 4-byte aligned
+//                                address
+//   out-of-bounds                a store past the end of an allocation
+//   shared-overrun               a store past the block's shared memory
+//   spin / spin-ok               block 0 waits for the grid's last block
+//                                (not co-resident with it) / for block 1
+//   wait-forever                 a flag nobody raises
+//   barrier-exit                 half the block exits before a bar.sync
+//   trap                         trap
+//   peer-store / peer-store-ok   two rank processes over the emulated NCCL:
+//                                rank 0 stores into rank 1's symmetric
+//                                buffer, without / with a release of rank
+//                                1's flag that rank 1's kernel acquires
+//
+//===----------------------------------------------------------------------===//
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <nccl_device/impl/core__types.h>
+
+#include <cfenv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// The driver API
+//===----------------------------------------------------------------------===//
+
+struct Driver {
+  CUresult (*moduleLoadData)(CUmodule *, const void *) = nullptr;
+  CUresult (*moduleGetFunction)(CUfunction *, CUmodule, const char *) = nullptr;
+  CUresult (*launchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, unsigned, unsigned, CUstream, void **,
+                           void **) = nullptr;
+  CUresult (*funcSetAttribute)(CUfunction, CUfunction_attribute, int) = nullptr;
+};
+
+template <typename F> void resolve(F &function, const char *name) {
+  void *address = nullptr;
+  cudaDriverEntryPointQueryResult status;
+  if (cudaGetDriverEntryPointByVersion(name, &address, CUDA_VERSION,
+                                       cudaEnableDefault,
+                                       &status) != cudaSuccess ||
+      !address) {
+    std::fprintf(stderr, "selftest: cannot resolve %s\n", name);
+    std::exit(2);
+  }
+  function = reinterpret_cast<F>(address);
+}
+
+const Driver &driver() {
+  static Driver d;
+  static bool ready = false;
+  if (!ready) {
+    resolve(d.moduleLoadData, "cuModuleLoadData");
+    resolve(d.moduleGetFunction, "cuModuleGetFunction");
+    resolve(d.launchKernel, "cuLaunchKernel");
+    resolve(d.funcSetAttribute, "cuFuncSetAttribute");
+    ready = true;
+  }
+  return d;
+}
+
+void check(cudaError_t rc, const char *what) {
+  if (rc != cudaSuccess) {
+    std::fprintf(stderr, "selftest: %s: %s\n", what, cudaGetErrorString(rc));
+    std::exit(1);
+  }
+}
+
+CUfunction load(const char *ptx, const char *name) {
+  CUmodule module = nullptr;
+  CUresult rc = driver().moduleLoadData(&module, ptx);
+  if (rc != CUDA_SUCCESS) {
+    std::fprintf(stderr, "selftest: loading %s failed (CUresult %d)\n", name,
+                 static_cast<int>(rc));
+    std::exit(2);
+  }
+  CUfunction function = nullptr;
+  if (driver().moduleGetFunction(&function, module, name) != CUDA_SUCCESS) {
+    std::fprintf(stderr, "selftest: no kernel %s\n", name);
+    std::exit(2);
+  }
+  return function;
+}
+
+/// Launches and synchronizes; returns the error the launch or the
+/// synchronization gave.
+cudaError_t launch(CUfunction f, unsigned grid, unsigned block,
+                   std::vector<void *> args, unsigned shared = 0) {
+  CUresult rc = driver().launchKernel(f, grid, 1, 1, block, 1, 1, shared,
+                                      nullptr, args.data(), nullptr);
+  if (rc != CUDA_SUCCESS)
+    return static_cast<cudaError_t>(rc);
+  return cudaDeviceSynchronize();
+}
+
+template <typename T> struct Buffer {
+  T *device = nullptr;
+  size_t count;
+  explicit Buffer(size_t n) : count(n) {
+    check(cudaMalloc(reinterpret_cast<void **>(&device), n * sizeof(T)),
+          "cudaMalloc");
+    check(cudaMemset(device, 0, n * sizeof(T)), "cudaMemset");
+  }
+  void put(const std::vector<T> &values) {
+    check(cudaMemcpy(device, values.data(), values.size() * sizeof(T),
+                     cudaMemcpyHostToDevice),
+          "cudaMemcpy");
+  }
+  std::vector<T> get() const {
+    std::vector<T> values(count);
+    check(cudaMemcpy(values.data(), device, count * sizeof(T),
+                     cudaMemcpyDeviceToHost),
+          "cudaMemcpy");
+    return values;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// References (IEEE and PTX semantics, computed independently)
+//===----------------------------------------------------------------------===//
+
+uint32_t bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+float value(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+template <typename F> float rounded(int mode, F f) {
+  int saved = std::fegetround();
+  std::fesetround(mode);
+  volatile float r = f();
+  std::fesetround(saved);
+  return r;
+}
+
+uint16_t toHalf(float f) {
+  if (std::isnan(f))
+    return 0x7FFF;
+  _Float16 h = static_cast<_Float16>(f);
+  uint16_t b;
+  std::memcpy(&b, &h, 2);
+  return b;
+}
+
+float fromHalf(uint16_t b) {
+  _Float16 h;
+  std::memcpy(&h, &b, 2);
+  return static_cast<float>(h);
+}
+
+uint16_t toBf16(float f) {
+  uint32_t b = bits(f);
+  if (std::isnan(f))
+    return 0x7FFF;
+  uint32_t lsb = (b >> 16) & 1;
+  return static_cast<uint16_t>((b + 0x7FFF + lsb) >> 16);
+}
+
+float ptxMin(float a, float b) {
+  if (std::isnan(a))
+    return b;
+  if (std::isnan(b))
+    return a;
+  if (a == 0 && b == 0)
+    return std::signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+
+float ptxMax(float a, float b) {
+  if (std::isnan(a))
+    return b;
+  if (std::isnan(b))
+    return a;
+  if (a == 0 && b == 0)
+    return std::signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+
+int32_t saturateToInt(double v) {
+  if (std::isnan(v))
+    return 0;
+  if (v >= 2147483647.0)
+    return INT32_MAX;
+  if (v <= -2147483648.0)
+    return INT32_MIN;
+  return static_cast<int32_t>(v);
+}
+
+uint32_t saturateToUnsigned(double v) {
+  if (std::isnan(v) || v <= 0)
+    return 0;
+  if (v >= 4294967295.0)
+    return UINT32_MAX;
+  return static_cast<uint32_t>(v);
+}
+
+int failures = 0;
+
+void expectEqual(const char *family, int thread, int slot, uint32_t got,
+                 uint32_t want) {
+  if (got == want)
+    return;
+  if (failures++ < 20)
+    std::printf("FAIL %s: thread %d result %d: got 0x%08x, expected 0x%08x\n",
+                family, thread, slot, got, want);
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels of the semantics battery
+//===----------------------------------------------------------------------===//
+
+const char *const header = ".version 8.0\n.target sm_90a\n.address_size 64\n";
+
+// Integer operations: a = in[2t], b = in[2t+1]; 28 results per thread.
+const char *const intKernel = R"PTX(
+.visible .entry int_ops(.param .u64 in_param, .param .u64 out_param)
+{
+  .reg .pred %p<4>;
+  .reg .b32 %r<40>;
+  .reg .b64 %rd<10>;
+  ld.param.u64 %rd1, [in_param];
+  ld.param.u64 %rd2, [out_param];
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd2, %rd2;
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd3, %r1, 8;
+  add.s64 %rd3, %rd1, %rd3;
+  ld.global.v2.u32 {%r2, %r3}, [%rd3];
+  mul.wide.u32 %rd4, %r1, 112;
+  add.s64 %rd4, %rd2, %rd4;
+  add.s32 %r4, %r2, %r3;
+  sub.s32 %r5, %r2, %r3;
+  mul.lo.s32 %r6, %r2, %r3;
+  mul.hi.s32 %r7, %r2, %r3;
+  st.global.v4.u32 [%rd4], {%r4, %r5, %r6, %r7};
+  mul.hi.u32 %r8, %r2, %r3;
+  or.b32 %r9, %r3, 1;
+  div.s32 %r10, %r2, %r9;
+  rem.s32 %r11, %r2, %r9;
+  div.u32 %r12, %r2, %r9;
+  st.global.v4.u32 [%rd4+16], {%r8, %r10, %r11, %r12};
+  rem.u32 %r13, %r2, %r9;
+  min.s32 %r14, %r2, %r3;
+  max.u32 %r15, %r2, %r3;
+  abs.s32 %r16, %r2;
+  st.global.v4.u32 [%rd4+32], {%r13, %r14, %r15, %r16};
+  neg.s32 %r17, %r2;
+  and.b32 %r18, %r3, 63;
+  shl.b32 %r19, %r2, %r18;
+  shr.s32 %r20, %r2, %r18;
+  shr.u32 %r21, %r2, %r18;
+  st.global.v4.u32 [%rd4+48], {%r17, %r19, %r20, %r21};
+  and.b32 %r22, %r3, 31;
+  bfe.u32 %r23, %r2, %r22, 8;
+  bfe.s32 %r24, %r2, %r22, 12;
+  bfi.b32 %r25, %r2, %r3, 4, 8;
+  shr.u32 %r26, %r3, 8;
+  prmt.b32 %r27, %r2, %r3, %r26;
+  st.global.v4.u32 [%rd4+64], {%r23, %r24, %r25, %r27};
+  popc.b32 %r28, %r2;
+  clz.b32 %r29, %r2;
+  brev.b32 %r30, %r2;
+  mul.wide.s32 %rd5, %r2, %r3;
+  mov.b64 {%r31, %r32}, %rd5;
+  st.global.v4.u32 [%rd4+80], {%r28, %r29, %r30, %r31};
+  mad.lo.s32 %r33, %r2, %r3, %r2;
+  setp.lt.s32 %p1, %r2, %r3;
+  selp.u32 %r34, 1, 0, %p1;
+  setp.ne.s32 %p2, %r2, 0;
+  setp.lo.and.u32 %p3, %r2, %r3, %p2;
+  selp.u32 %r35, 1, 0, %p3;
+  st.global.v4.u32 [%rd4+96], {%r32, %r33, %r34, %r35};
+  ret;
+}
+)PTX";
+
+uint32_t prmt(uint32_t a, uint32_t b, uint32_t c) {
+  uint64_t bytes = (uint64_t(b) << 32) | a;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) {
+    uint32_t nibble = (c >> (4 * i)) & 0xF;
+    uint32_t byte = (bytes >> (8 * (nibble & 7))) & 0xFF;
+    if (nibble & 8)
+      byte = (byte & 0x80) ? 0xFF : 0;
+    r |= byte << (8 * i);
+  }
+  return r;
+}
+
+std::vector<uint32_t> intReference(uint32_t ua, uint32_t ub) {
+  int32_t a = static_cast<int32_t>(ua), b = static_cast<int32_t>(ub);
+  uint32_t ob = ub | 1;
+  int32_t sb = static_cast<int32_t>(ob);
+  auto sdiv = [](int32_t x, int32_t y) {
+    return y == -1 ? static_cast<int32_t>(0u - static_cast<uint32_t>(x))
+                   : x / y;
+  };
+  auto srem = [](int32_t x, int32_t y) { return y == -1 ? 0 : x % y; };
+  uint32_t s = ub & 63;
+  uint32_t pos = ub & 31;
+  auto bfeU = [&](uint32_t len) {
+    uint32_t r = 0;
+    for (uint32_t i = 0; i < len && pos + i < 32; ++i)
+      r |= ((ua >> (pos + i)) & 1u) << i;
+    return r;
+  };
+  uint32_t bfeS;
+  {
+    uint32_t len = 12, r = 0;
+    uint32_t sbit = (ua >> std::min(pos + len - 1, 31u)) & 1u;
+    for (uint32_t i = 0; i < 32; ++i) {
+      uint32_t bit = (i < len && pos + i <= 31) ? (ua >> (pos + i)) & 1u : sbit;
+      r |= bit << i;
+    }
+    bfeS = r;
+  }
+  uint32_t bfi = (ub & ~(0xFFu << 4)) | ((ua & 0xFFu) << 4);
+  uint32_t brev = 0;
+  for (int i = 0; i < 32; ++i)
+    brev |= ((ua >> i) & 1u) << (31 - i);
+  int64_t wide = int64_t(a) * int64_t(b);
+  return {
+      ua + ub,
+      ua - ub,
+      ua * ub,
+      static_cast<uint32_t>((int64_t(a) * int64_t(b)) >> 32),
+      static_cast<uint32_t>((uint64_t(ua) * uint64_t(ub)) >> 32),
+      static_cast<uint32_t>(sdiv(a, sb)),
+      static_cast<uint32_t>(srem(a, sb)),
+      ua / ob,
+      ua % ob,
+      static_cast<uint32_t>(std::min(a, b)),
+      std::max(ua, ub),
+      static_cast<uint32_t>(a < 0 ? 0u - ua : ua),
+      0u - ua,
+      s >= 32 ? 0u : ua << s,
+      static_cast<uint32_t>(a >> std::min(s, 31u)),
+      s >= 32 ? 0u : ua >> s,
+      bfeU(8),
+      bfeS,
+      bfi,
+      prmt(ua, ub, ub >> 8),
+      static_cast<uint32_t>(__builtin_popcount(ua)),
+      ua ? static_cast<uint32_t>(__builtin_clz(ua)) : 32u,
+      brev,
+      static_cast<uint32_t>(static_cast<uint64_t>(wide)),
+      static_cast<uint32_t>(static_cast<uint64_t>(wide) >> 32),
+      ua * ub + ua,
+      a < b ? 1u : 0u,
+      (ua < ub && a != 0) ? 1u : 0u,
+  };
+}
+
+// Float operations: a = in[2t], b = in[2t+1] (f32 bits); 31 results.
+const char *const floatKernel = R"PTX(
+.visible .entry float_ops(.param .u64 in_param, .param .u64 out_param)
+{
+  .reg .pred %p<6>;
+  .reg .b16 %h<4>;
+  .reg .b32 %r<48>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [in_param];
+  ld.param.u64 %rd2, [out_param];
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd2, %rd2;
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd3, %r1, 8;
+  add.s64 %rd3, %rd1, %rd3;
+  ld.global.v2.b32 {%r2, %r3}, [%rd3];
+  mul.wide.u32 %rd4, %r1, 124;
+  add.s64 %rd4, %rd2, %rd4;
+  add.rn.f32 %r4, %r2, %r3;
+  sub.rn.f32 %r5, %r2, %r3;
+  mul.rn.f32 %r6, %r2, %r3;
+  fma.rn.f32 %r7, %r2, %r3, %r2;
+  div.rn.f32 %r8, %r2, %r3;
+  min.f32 %r9, %r2, %r3;
+  max.f32 %r10, %r2, %r3;
+  max.NaN.f32 %r11, %r2, %r3;
+  copysign.f32 %r12, %r2, %r3;
+  abs.f32 %r13, %r2;
+  neg.f32 %r14, %r2;
+  cvt.rni.f32.f32 %r15, %r2;
+  cvt.rzi.f32.f32 %r16, %r2;
+  cvt.rmi.f32.f32 %r17, %r2;
+  cvt.rpi.f32.f32 %r18, %r2;
+  cvt.sat.f32.f32 %r19, %r2;
+  cvt.rzi.s32.f32 %r20, %r2;
+  cvt.rni.u32.f32 %r21, %r2;
+  cvt.rn.f32.s32 %r22, %r2;
+  setp.lt.f32 %p1, %r2, %r3;
+  selp.u32 %r23, 1, 0, %p1;
+  setp.ltu.f32 %p2, %r2, %r3;
+  selp.u32 %r24, 1, 0, %p2;
+  setp.nan.f32 %p3, %r2, %r3;
+  selp.u32 %r25, 1, 0, %p3;
+  testp.finite.f32 %p4, %r2;
+  selp.u32 %r26, 1, 0, %p4;
+  cvt.rn.f16.f32 %h1, %r2;
+  cvt.u32.u16 %r27, %h1;
+  cvt.f32.f16 %r28, %h1;
+  cvt.rn.bf16.f32 %h2, %r2;
+  cvt.u32.u16 %r29, %h2;
+  cvt.rn.f16x2.f32 %r30, %r2, %r3;
+  fma.rm.f32 %r31, %r2, %r3, %r2;
+  fma.rz.f32 %r32, %r2, %r3, %r2;
+  add.rz.f32 %r33, %r2, %r3;
+  mul.rp.f32 %r34, %r2, %r3;
+  st.global.b32 [%rd4], %r4;
+  st.global.b32 [%rd4+4], %r5;
+  st.global.b32 [%rd4+8], %r6;
+  st.global.b32 [%rd4+12], %r7;
+  st.global.b32 [%rd4+16], %r8;
+  st.global.b32 [%rd4+20], %r9;
+  st.global.b32 [%rd4+24], %r10;
+  st.global.b32 [%rd4+28], %r11;
+  st.global.b32 [%rd4+32], %r12;
+  st.global.b32 [%rd4+36], %r13;
+  st.global.b32 [%rd4+40], %r14;
+  st.global.b32 [%rd4+44], %r15;
+  st.global.b32 [%rd4+48], %r16;
+  st.global.b32 [%rd4+52], %r17;
+  st.global.b32 [%rd4+56], %r18;
+  st.global.b32 [%rd4+60], %r19;
+  st.global.b32 [%rd4+64], %r20;
+  st.global.b32 [%rd4+68], %r21;
+  st.global.b32 [%rd4+72], %r22;
+  st.global.b32 [%rd4+76], %r23;
+  st.global.b32 [%rd4+80], %r24;
+  st.global.b32 [%rd4+84], %r25;
+  st.global.b32 [%rd4+88], %r26;
+  st.global.b32 [%rd4+92], %r27;
+  st.global.b32 [%rd4+96], %r28;
+  st.global.b32 [%rd4+100], %r29;
+  st.global.b32 [%rd4+104], %r30;
+  st.global.b32 [%rd4+108], %r31;
+  st.global.b32 [%rd4+112], %r32;
+  st.global.b32 [%rd4+116], %r33;
+  st.global.b32 [%rd4+120], %r34;
+  ret;
+}
+)PTX";
+
+std::vector<uint32_t> floatReference(uint32_t ua, uint32_t ub) {
+  float a = value(ua), b = value(ub);
+  // Arithmetic that yields a NaN yields the canonical one on the GPU.
+  auto same = [](float f) { return std::isnan(f) ? 0x7FFFFFFFu : bits(f); };
+  uint32_t nanMax =
+      (std::isnan(a) || std::isnan(b)) ? 0x7FFFFFFFu : bits(ptxMax(a, b));
+  float sat = std::isnan(a) ? 0.0f : std::min(1.0f, std::max(0.0f, a));
+  uint16_t half = toHalf(a);
+  return {
+      same(a + b),
+      same(a - b),
+      same(a * b),
+      same(std::fma(a, b, a)),
+      same(a / b),
+      same(ptxMin(a, b)),
+      same(ptxMax(a, b)),
+      nanMax,
+      (ub & 0x7FFFFFFFu) | (ua & 0x80000000u),
+      ua & 0x7FFFFFFFu,
+      ua ^ 0x80000000u,
+      same(std::nearbyint(a)),
+      same(std::trunc(a)),
+      same(std::floor(a)),
+      same(std::ceil(a)),
+      same(sat),
+      static_cast<uint32_t>(saturateToInt(std::trunc(double(a)))),
+      saturateToUnsigned(std::nearbyint(double(a))),
+      same(static_cast<float>(static_cast<int32_t>(ua))),
+      (a < b) ? 1u : 0u,
+      (std::isnan(a) || std::isnan(b) || a < b) ? 1u : 0u,
+      (std::isnan(a) || std::isnan(b)) ? 1u : 0u,
+      std::isfinite(a) ? 1u : 0u,
+      half,
+      same(fromHalf(half)),
+      toBf16(a),
+      (uint32_t(toHalf(a)) << 16) | toHalf(b),
+      same(rounded(FE_DOWNWARD, [&] { return std::fma(a, b, a); })),
+      same(rounded(FE_TOWARDZERO, [&] { return std::fma(a, b, a); })),
+      same(rounded(FE_TOWARDZERO,
+                   [&] {
+                     volatile float x = a, y = b;
+                     return x + y;
+                   })),
+      same(rounded(FE_UPWARD,
+                   [&] {
+                     volatile float x = a, y = b;
+                     return x * y;
+                   })),
+  };
+}
+
+// Warp operations on 64 threads: shuffles of every mode with and without
+// segments, their predicates, votes and the active mask. 14 results (of
+// 16 slots).
+const char *const warpKernel = R"PTX(
+.visible .entry warp_ops(.param .u64 out_param)
+{
+  .reg .pred %p<12>;
+  .reg .b32 %r<40>;
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd1, [out_param];
+  cvta.to.global.u64 %rd1, %rd1;
+  mov.u32 %r1, %tid.x;
+  mul.lo.u32 %r2, %r1, 10;
+  add.u32 %r2, %r2, 1000;
+  mov.u32 %r3, %laneid;
+  shfl.sync.up.b32 %r4|%p1, %r2, 1, 0, -1;
+  shfl.sync.down.b32 %r5|%p2, %r2, 3, 31, -1;
+  shfl.sync.bfly.b32 %r6|%p3, %r2, 5, 31, -1;
+  mul.lo.u32 %r7, %r3, 7;
+  and.b32 %r7, %r7, 31;
+  shfl.sync.idx.b32 %r8|%p4, %r2, %r7, 31, -1;
+  shfl.sync.down.b32 %r9|%p5, %r2, 2, 6175, -1;
+  shfl.sync.idx.b32 %r10, %r2, 3, 6175, -1;
+  shfl.sync.up.b32 %r11|%p6, %r2, 2, 6144, -1;
+  selp.u32 %r12, 1, 0, %p1;
+  selp.u32 %r13, 2, 0, %p2;
+  selp.u32 %r14, 4, 0, %p5;
+  selp.u32 %r15, 8, 0, %p6;
+  or.b32 %r12, %r12, %r13;
+  or.b32 %r12, %r12, %r14;
+  or.b32 %r12, %r12, %r15;
+  rem.u32 %r16, %r1, 3;
+  setp.eq.u32 %p7, %r16, 0;
+  vote.sync.ballot.b32 %r17, %p7, -1;
+  setp.lt.u32 %p8, %r1, 40;
+  vote.sync.all.pred %p9, %p8, -1;
+  selp.u32 %r18, 1, 0, %p9;
+  vote.sync.any.pred %p10, %p7, -1;
+  selp.u32 %r19, 1, 0, %p10;
+  vote.sync.uni.pred %p11, %p8, -1;
+  selp.u32 %r20, 1, 0, %p11;
+  activemask.b32 %r21;
+  mul.wide.u32 %rd2, %r1, 64;
+  add.s64 %rd2, %rd1, %rd2;
+  st.global.v4.u32 [%rd2], {%r4, %r5, %r6, %r8};
+  st.global.v4.u32 [%rd2+16], {%r9, %r10, %r11, %r12};
+  st.global.v4.u32 [%rd2+32], {%r17, %r18, %r19, %r20};
+  st.global.v2.u32 [%rd2+48], {%r21, %r3};
+  ret;
+}
+)PTX";
+
+std::vector<uint32_t> warpReference(uint32_t t) {
+  auto val = [](uint32_t thread) { return thread * 10 + 1000; };
+  uint32_t lane = t % 32, base = t - lane;
+  auto shfl = [&](int mode, uint32_t b, uint32_t c, bool &p) {
+    uint32_t cval = c & 0x1F, seg = (c >> 8) & 0x1F;
+    uint32_t maxLane = (lane & seg) | (cval & ~seg);
+    uint32_t minLane = lane & seg;
+    int j;
+    switch (mode) {
+    case 0:
+      j = int(lane) - int(b);
+      p = j >= int(maxLane);
+      break;
+    case 1:
+      j = int(lane + b);
+      p = j <= int(maxLane);
+      break;
+    case 2:
+      j = int(lane ^ b);
+      p = j <= int(maxLane);
+      break;
+    default:
+      j = int(minLane | (b & ~seg));
+      p = j <= int(maxLane);
+      break;
+    }
+    if (!p)
+      j = int(lane);
+    return val(base + uint32_t(j));
+  };
+  bool p1, p2, p3, p4, p5, p6, p7;
+  uint32_t up = shfl(0, 1, 0, p1), down = shfl(1, 3, 31, p2),
+           bfly = shfl(2, 5, 31, p3), idx = shfl(3, (lane * 7) & 31, 31, p4),
+           down8 = shfl(1, 2, 6175, p5), idx8 = shfl(3, 3, 6175, p7),
+           up8 = shfl(0, 2, 6144, p6);
+  uint32_t flags = (p1 ? 1 : 0) | (p2 ? 2 : 0) | (p5 ? 4 : 0) | (p6 ? 8 : 0);
+  uint32_t ballot = 0;
+  bool all = true, any = false, first = true, uniform = true,
+       firstValue = false;
+  for (uint32_t l = 0; l < 32; ++l) {
+    uint32_t thread = base + l;
+    bool p = thread % 3 == 0;
+    ballot |= p ? 1u << l : 0;
+    any |= p;
+    bool q = thread < 40;
+    all &= q;
+    if (first)
+      firstValue = q;
+    else if (q != firstValue)
+      uniform = false;
+    first = false;
+  }
+  return {up,          down,          bfly,          idx,
+          down8,       idx8,          up8,           flags,
+          ballot,      all ? 1u : 0u, any ? 1u : 0u, uniform ? 1u : 0u,
+          0xFFFFFFFFu, lane};
+}
+
+// Memory: static and dynamic shared memory (two extern arrays, one
+// address), local memory, a const table, global and shared atomics. 8
+// results per thread (of 64), and a global counter.
+const char *const memoryKernel = R"PTX(
+.const .align 4 .b32 table[4] = {7, 11, 13, 17};
+.extern .shared .align 16 .b8 dynA[];
+.extern .shared .align 16 .b8 dynB[];
+.visible .entry memory_ops(.param .u64 out_param, .param .u64 counter_param)
+{
+  .local .align 4 .b8 depot[16];
+  .shared .align 4 .b8 sbuf[20];
+  .reg .pred %p<2>;
+  .reg .b32 %r<30>;
+  .reg .b64 %rd<20>;
+  ld.param.u64 %rd1, [out_param];
+  ld.param.u64 %rd2, [counter_param];
+  cvta.to.global.u64 %rd1, %rd1;
+  cvta.to.global.u64 %rd2, %rd2;
+  mov.u32 %r1, %tid.x;
+  mov.u64 %rd3, dynA;
+  mov.u64 %rd4, dynB;
+  cvt.u32.u64 %r2, %rd3;
+  sub.s64 %rd5, %rd4, %rd3;
+  cvt.u32.u64 %r3, %rd5;
+  mul.wide.u32 %rd6, %r1, 4;
+  add.s64 %rd7, %rd3, %rd6;
+  mul.lo.u32 %r4, %r1, 3;
+  st.shared.u32 [%rd7], %r4;
+  setp.eq.u32 %p1, %r1, 0;
+  @%p1 st.shared.u32 [sbuf+16], 0;
+  bar.sync 0;
+  add.s64 %rd8, %rd4, %rd6;
+  ld.shared.u32 %r5, [%rd8];
+  atom.shared.max.u32 %r6, [sbuf+16], %r1;
+  mov.u64 %rd9, depot;
+  cvta.local.u64 %rd10, %rd9;
+  st.u32 [%rd10+8], %r4;
+  ld.local.u32 %r7, [depot+8];
+  and.b32 %r8, %r1, 3;
+  mul.wide.u32 %rd11, %r8, 4;
+  mov.u64 %rd12, table;
+  add.s64 %rd12, %rd12, %rd11;
+  ld.const.u32 %r9, [%rd12];
+  atom.global.add.u32 %r10, [%rd2], 1;
+  atom.global.inc.u32 %r11, [%rd2+4], 9;
+  bar.sync 0;
+  ld.shared.u32 %r12, [sbuf+16];
+  mov.u32 %r13, %dynamic_smem_size;
+  mul.wide.u32 %rd13, %r1, 32;
+  add.s64 %rd13, %rd1, %rd13;
+  st.global.v4.u32 [%rd13], {%r2, %r3, %r5, %r7};
+  st.global.v4.u32 [%rd13+16], {%r9, %r12, %r13, %r11};
+  @%p1 atom.global.cas.b32 %r14, [%rd2+8], 0, 77;
+  @%p1 atom.global.exch.b32 %r15, [%rd2+12], 5;
+  ret;
+}
+)PTX";
+
+//===----------------------------------------------------------------------===//
+// The battery
+//===----------------------------------------------------------------------===//
+
+std::vector<uint32_t> intInputs() {
+  std::vector<uint32_t> v = {0,          1,          0xFFFFFFFF, 2,
+                             0x80000000, 0xFFFFFFFF, 0x7FFFFFFF, 1,
+                             12345,      678,        0xDEADBEEF, 0x12345678,
+                             0xFFFFFF00, 33,         100,        0xFFFFFFF9};
+  uint32_t x = 0x9E3779B9u;
+  while (v.size() < 128) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    v.push_back(x);
+  }
+  return v;
+}
+
+std::vector<uint32_t> floatInputs() {
+  const float inf = INFINITY, nan = NAN;
+  std::vector<float> f = {
+      1.5f,   2.5f,    -2.5f, 0.5f,  0.0f,     -0.0f, -0.0f, 0.0f,   nan,
+      1.0f,   1.0f,    nan,   inf,   -inf,     inf,   1.0f,  1e-40f, 3.0f,
+      -7.25f, 1e-3f,   3e9f,  -2.0f, -3e9f,    0.25f, 0.3f,  0.7f,   1e20f,
+      1e-20f, 65519.f, 1.0f,  -1.0f, 1.00001f, 0.1f,  0.2f,  5e-8f,  3.0f};
+  std::vector<uint32_t> v;
+  for (float value : f)
+    v.push_back(bits(value));
+  uint32_t x = 12345;
+  while (v.size() < 128) {
+    x = x * 1664525u + 1013904223u;
+    float r = static_cast<float>(static_cast<int32_t>(x)) / 1e7f;
+    v.push_back(bits(r));
+  }
+  return v;
+}
+
+void runFamily(const char *family, const char *ptx, const char *name,
+               const std::vector<uint32_t> &inputs, size_t results,
+               std::function<std::vector<uint32_t>(uint32_t, uint32_t)> ref) {
+  std::string text = std::string(header) + ptx;
+  CUfunction f = load(text.c_str(), name);
+  size_t threads = inputs.size() / 2;
+  Buffer<uint32_t> in(inputs.size()), out(threads * results);
+  in.put(inputs);
+  void *inPtr = in.device, *outPtr = out.device;
+  check(launch(f, 1, static_cast<unsigned>(threads), {&inPtr, &outPtr}),
+        family);
+  std::vector<uint32_t> got = out.get();
+  int before = failures;
+  for (size_t t = 0; t < threads; ++t) {
+    std::vector<uint32_t> want = ref(inputs[2 * t], inputs[2 * t + 1]);
+    for (size_t k = 0; k < results; ++k)
+      expectEqual(family, static_cast<int>(t), static_cast<int>(k),
+                  got[t * results + k], want[k]);
+  }
+  std::printf("%s %s: %zu threads x %zu results\n",
+              failures == before ? "OK" : "FAIL", family, threads, results);
+}
+
+int semantics() {
+  runFamily("integer", intKernel, "int_ops", intInputs(), 28, intReference);
+  runFamily("float", floatKernel, "float_ops", floatInputs(), 31,
+            floatReference);
+  {
+    std::string text = std::string(header) + warpKernel;
+    CUfunction f = load(text.c_str(), "warp_ops");
+    Buffer<uint32_t> out(64 * 16);
+    void *outPtr = out.device;
+    check(launch(f, 1, 64, {&outPtr}), "warp");
+    std::vector<uint32_t> got = out.get();
+    int before = failures;
+    for (uint32_t t = 0; t < 64; ++t) {
+      std::vector<uint32_t> want = warpReference(t);
+      for (size_t k = 0; k < want.size(); ++k)
+        expectEqual("warp", static_cast<int>(t), static_cast<int>(k),
+                    got[t * 16 + k], want[k]);
+    }
+    std::printf("%s warp: 64 threads x 14 results\n",
+                failures == before ? "OK" : "FAIL");
+  }
+  {
+    std::string text = std::string(header) + memoryKernel;
+    CUfunction f = load(text.c_str(), "memory_ops");
+    Buffer<uint32_t> out(64 * 8), counter(4);
+    void *outPtr = out.device, *counterPtr = counter.device;
+    check(launch(f, 1, 64, {&outPtr, &counterPtr}, 256), "memory");
+    std::vector<uint32_t> got = out.get(), count = counter.get();
+    int before = failures;
+    const uint32_t table[4] = {7, 11, 13, 17};
+    for (uint32_t t = 0; t < 64; ++t) {
+      // The dynamic region starts after the 20 static bytes, at 16-byte
+      // alignment; both extern arrays are it.
+      std::vector<uint32_t> want = {32,           0,  t * 3, t * 3,
+                                    table[t % 4], 63, 256,   0};
+      for (size_t k = 0; k < want.size(); ++k)
+        if (k != 7)
+          expectEqual("memory", static_cast<int>(t), static_cast<int>(k),
+                      got[t * 8 + k], want[k]);
+    }
+    // inc wraps at 9: 64 increments from 0 leave 64 mod 10.
+    expectEqual("memory", -1, 0, count[0], 64);
+    expectEqual("memory", -1, 1, count[1], 64 % 10);
+    expectEqual("memory", -1, 2, count[2], 77);
+    expectEqual("memory", -1, 3, count[3], 5);
+    std::printf("%s memory: 64 threads x 7 results, 4 atomics\n",
+                failures == before ? "OK" : "FAIL");
+  }
+  std::printf("semantics: %d mismatches\n", failures);
+  return failures ? 1 : 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Broken kernels and their twins
+//===----------------------------------------------------------------------===//
+
+// Each thread stores its index into shared memory; thread 0 sums them.
+// BARRIER is replaced by bar.sync (the correct kernel) or nothing.
+const char *const reduceKernel = R"PTX(
+.visible .entry reduce(.param .u64 out_param)
+{
+  .shared .align 4 .b8 values[256];
+  .reg .pred %p<3>;
+  .reg .b32 %r<10>;
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd1, [out_param];
+  cvta.to.global.u64 %rd1, %rd1;
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd2, %r1, 4;
+  mov.u64 %rd3, values;
+  add.s64 %rd3, %rd3, %rd2;
+  st.shared.u32 [%rd3], %r1;
+  BARRIER
+  setp.ne.u32 %p1, %r1, 0;
+  @%p1 bra DONE;
+  mov.u32 %r2, 0;
+  mov.u32 %r3, 0;
+LOOP:
+  mul.wide.u32 %rd4, %r3, 4;
+  mov.u64 %rd5, values;
+  add.s64 %rd5, %rd5, %rd4;
+  ld.shared.u32 %r4, [%rd5];
+  add.u32 %r2, %r2, %r4;
+  add.u32 %r3, %r3, 1;
+  setp.lt.u32 %p2, %r3, 64;
+  @%p2 bra LOOP;
+  st.global.u32 [%rd1], %r2;
+DONE:
+  ret;
+}
+)PTX";
+
+// Block 1 stores 42 into data and announces it on flag (release); block 0
+// waits for the flag (acquire) and copies data to out. ORDER is the two
+// stores in the right or the wrong order.
+const char *const flagKernel = R"PTX(
+.visible .entry flag(.param .u64 data_param, .param .u64 flag_param,
+                     .param .u64 out_param)
+{
+  .reg .pred %p<3>;
+  .reg .b32 %r<6>;
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd1, [data_param];
+  ld.param.u64 %rd2, [flag_param];
+  ld.param.u64 %rd3, [out_param];
+  mov.u32 %r1, %ctaid.x;
+  mov.u32 %r2, %tid.x;
+  setp.ne.u32 %p1, %r2, 0;
+  @%p1 bra DONE;
+  setp.eq.u32 %p2, %r1, 0;
+  @%p2 bra CONSUMER;
+  ORDER
+  bra.uni DONE;
+CONSUMER:
+  ld.acquire.gpu.global.u32 %r3, [%rd2];
+  setp.eq.u32 %p1, %r3, 0;
+  @%p1 bra CONSUMER;
+  ld.global.u32 %r4, [%rd1];
+  st.global.u32 [%rd3], %r4;
+DONE:
+  ret;
+}
+)PTX";
+
+const char *const flagRight =
+    "st.global.u32 [%rd1], 42;\n  st.release.gpu.global.u32 [%rd2], 1;";
+const char *const flagWrong =
+    "st.release.gpu.global.u32 [%rd2], 1;\n  st.global.u32 [%rd1], 42;";
+
+const char *const faultKernels = R"PTX(
+.visible .entry misaligned(.param .u64 in_param, .param .u64 out_param)
+{
+  .reg .b32 %r<6>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [in_param];
+  ld.param.u64 %rd2, [out_param];
+  ld.global.v4.u32 {%r1, %r2, %r3, %r4}, [%rd1+4];
+  st.global.u32 [%rd2], %r1;
+  ret;
+}
+
+.visible .entry out_of_bounds(.param .u64 out_param, .param .u64 n_param)
+{
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd1, [out_param];
+  ld.param.u64 %rd2, [n_param];
+  mov.u32 %r1, %tid.x;
+  cvt.u64.u32 %rd3, %r1;
+  add.s64 %rd3, %rd3, %rd2;
+  shl.b64 %rd3, %rd3, 2;
+  add.s64 %rd4, %rd1, %rd3;
+  st.global.u32 [%rd4], %r1;
+  ret;
+}
+
+.extern .shared .align 16 .b8 scratch[];
+.visible .entry shared_overrun(.param .u64 out_param)
+{
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<4>;
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd1, %r1, 16;
+  mov.u64 %rd2, scratch;
+  add.s64 %rd2, %rd2, %rd1;
+  st.shared.v4.u32 [%rd2], {%r1, %r1, %r1, %r1};
+  ret;
+}
+
+.visible .entry barrier_exit(.param .u64 out_param)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<2>;
+  mov.u32 %r1, %tid.x;
+  setp.ge.u32 %p1, %r1, 16;
+  @%p1 bra DONE;
+  bar.sync 0;
+DONE:
+  ret;
+}
+
+.visible .entry trap_kernel(.param .u64 out_param)
+{
+  trap;
+}
+
+.visible .entry wait_flag(.param .u64 flag_param)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [flag_param];
+WAIT:
+  ld.acquire.gpu.global.u32 %r1, [%rd1];
+  setp.eq.u32 %p1, %r1, 0;
+  @%p1 bra WAIT;
+  ret;
+}
+
+.visible .entry spin(.param .u64 flag_param, .param .u32 setter_param)
+{
+  .reg .pred %p<4>;
+  .reg .b32 %r<6>;
+  .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [flag_param];
+  ld.param.u32 %r1, [setter_param];
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %tid.x;
+  setp.ne.u32 %p1, %r3, 0;
+  @%p1 bra DONE;
+  setp.eq.u32 %p2, %r2, %r1;
+  @%p2 bra SET;
+WAIT:
+  ld.acquire.gpu.global.u32 %r4, [%rd1];
+  setp.eq.u32 %p3, %r4, 0;
+  @%p3 bra WAIT;
+  bra.uni DONE;
+SET:
+  st.release.gpu.global.u32 [%rd1], 1;
+DONE:
+  ret;
+}
+)PTX";
+
+std::string replace(std::string text, const std::string &from,
+                    const std::string &to) {
+  size_t at = text.find(from);
+  if (at != std::string::npos)
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+/// Runs a mode; returns the exit code (0: the run succeeded and the result
+/// was right).
+int broken(const std::string &mode) {
+  auto verdict = [&](cudaError_t rc, bool right) {
+    if (rc != cudaSuccess) {
+      std::printf("%s: the run failed: %s\n", mode.c_str(),
+                  cudaGetErrorString(rc));
+      return 1;
+    }
+    std::printf("%s: %s\n", mode.c_str(),
+                right ? "ran, result right" : "ran, result WRONG");
+    return right ? 0 : 1;
+  };
+  if (mode == "barrier" || mode == "barrier-ok") {
+    std::string text =
+        std::string(header) + replace(reduceKernel, "BARRIER",
+                                      mode == "barrier" ? "" : "bar.sync 0;");
+    CUfunction f = load(text.c_str(), "reduce");
+    Buffer<uint32_t> out(1);
+    void *p = out.device;
+    cudaError_t rc = launch(f, 1, 64, {&p});
+    return verdict(rc, rc == cudaSuccess && out.get()[0] == 63 * 64 / 2);
+  }
+  if (mode == "flag-order" || mode == "flag-order-ok") {
+    std::string text = std::string(header) +
+                       replace(flagKernel, "ORDER",
+                               mode == "flag-order" ? flagWrong : flagRight);
+    CUfunction f = load(text.c_str(), "flag");
+    Buffer<uint32_t> data(1), flag(1), out(1);
+    void *d = data.device, *g = flag.device, *o = out.device;
+    cudaError_t rc = launch(f, 2, 32, {&d, &g, &o});
+    return verdict(rc, rc == cudaSuccess && out.get()[0] == 42);
+  }
+  std::string text = std::string(header) + faultKernels;
+  if (mode == "misaligned") {
+    CUfunction f = load(text.c_str(), "misaligned");
+    Buffer<uint32_t> in(16), out(1);
+    void *i = in.device, *o = out.device;
+    return verdict(launch(f, 1, 1, {&i, &o}), true);
+  }
+  if (mode == "out-of-bounds") {
+    CUfunction f = load(text.c_str(), "out_of_bounds");
+    Buffer<uint32_t> out(60);
+    void *o = out.device;
+    uint64_t n = 50; // threads 10.. write past the 60 elements
+    return verdict(launch(f, 1, 32, {&o, &n}), true);
+  }
+  if (mode == "shared-overrun") {
+    CUfunction f = load(text.c_str(), "shared_overrun");
+    void *o = nullptr;
+    // 64 threads store 16 bytes each into 512 bytes of dynamic shared memory.
+    return verdict(launch(f, 1, 64, {&o}, 512), true);
+  }
+  if (mode == "barrier-exit") {
+    CUfunction f = load(text.c_str(), "barrier_exit");
+    void *o = nullptr;
+    return verdict(launch(f, 1, 64, {&o}), true);
+  }
+  if (mode == "trap") {
+    CUfunction f = load(text.c_str(), "trap_kernel");
+    void *o = nullptr;
+    return verdict(launch(f, 1, 1, {&o}), true);
+  }
+  if (mode == "wait-forever") {
+    CUfunction f = load(text.c_str(), "wait_flag");
+    Buffer<uint32_t> flag(1);
+    void *g = flag.device;
+    return verdict(launch(f, 1, 32, {&g}), true);
+  }
+  if (mode == "spin" || mode == "spin-ok") {
+    // 1024-thread blocks: 2 per SM; with BRAID_EMULATE_SMS=2 at most 4 are
+    // resident. Every block waits for a flag that the last of 8 blocks
+    // sets (never scheduled on a GPU: the first four spin forever), or
+    // block 1 (resident with block 0).
+    CUfunction f = load(text.c_str(), "spin");
+    Buffer<uint32_t> flag(1);
+    void *g = flag.device;
+    uint32_t setter = mode == "spin" ? 7 : 1;
+    return verdict(launch(f, 8, 1024, {&g, &setter}), true);
+  }
+  std::fprintf(stderr, "selftest: unknown mode %s\n", mode.c_str());
+  return 2;
+}
+
+//===----------------------------------------------------------------------===//
+// A peer store across two rank processes
+//===----------------------------------------------------------------------===//
+
+// Rank 0 stores 42 into its peer's buffer (then, in the correct program,
+// releases the peer's flag at system scope); rank 1 waits for its flag
+// (acquire) and copies its buffer to out, or in the broken one reads at
+// once, after only a host-side handshake the device cannot see.
+const char *const peerKernels = R"PTX(
+.visible .entry peer_store(.param .u64 peer_param, .param .u64 flag_param,
+                           .param .u32 signal_param)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<3>;
+  .reg .b64 %rd<3>;
+  ld.param.u64 %rd1, [peer_param];
+  ld.param.u64 %rd2, [flag_param];
+  ld.param.u32 %r1, [signal_param];
+  st.global.u32 [%rd1], 42;
+  setp.eq.u32 %p1, %r1, 0;
+  @%p1 bra DONE;
+  red.release.sys.global.add.u32 [%rd2], 1;
+DONE:
+  ret;
+}
+
+.visible .entry peer_read(.param .u64 mine_param, .param .u64 flag_param,
+                          .param .u64 out_param, .param .u32 wait_param)
+{
+  .reg .pred %p<3>;
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [mine_param];
+  ld.param.u64 %rd2, [flag_param];
+  ld.param.u64 %rd3, [out_param];
+  ld.param.u32 %r1, [wait_param];
+  setp.eq.u32 %p1, %r1, 0;
+  @%p1 bra READ;
+WAIT:
+  ld.acquire.sys.global.u32 %r2, [%rd2];
+  setp.eq.u32 %p2, %r2, 0;
+  @%p2 bra WAIT;
+READ:
+  ld.global.u32 %r3, [%rd1];
+  st.global.u32 [%rd3], %r3;
+  ret;
+}
+)PTX";
+
+int peerRank(int rank, ncclUniqueId id, bool correct, int toPeer,
+             int fromPeer) {
+  check(cudaSetDevice(rank), "cudaSetDevice");
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) {
+    std::fprintf(stderr, "selftest: ncclCommInitRank failed\n");
+    return 2;
+  }
+  // [0, 4): data, [4, 8): flag.
+  void *buffer = nullptr;
+  ncclMemAlloc(&buffer, 4096);
+  check(cudaMemset(buffer, 0, 4096), "cudaMemset");
+  ncclWindow_t window;
+  ncclCommWindowRegister(comm, buffer, 4096, &window, NCCL_WIN_COLL_SYMMETRIC);
+  ncclWindow_vidmem fields{};
+  check(cudaMemcpy(&fields, window, sizeof(fields), cudaMemcpyDefault),
+        "cudaMemcpy");
+  int peer = 1 - rank;
+  char *peerBuffer = fields.lsaFlatBase +
+                     ((static_cast<uint64_t>(peer) * fields.stride4G) << 32);
+  std::string text = std::string(header) + peerKernels;
+  char byte = 0;
+  int code = 0;
+  if (rank == 0) {
+    CUfunction f = load(text.c_str(), "peer_store");
+    void *data = peerBuffer, *flag = peerBuffer + 4;
+    uint32_t signal = correct ? 1 : 0;
+    cudaError_t rc = launch(f, 1, 1, {&data, &flag, &signal});
+    code = rc == cudaSuccess ? 0 : 1;
+    // Tell rank 1 its data is there (a host handshake, invisible to the
+    // device), then wait for it to finish.
+    (void)!write(toPeer, &byte, 1);
+    (void)!read(fromPeer, &byte, 1);
+  } else {
+    (void)!read(fromPeer, &byte, 1);
+    CUfunction f = load(text.c_str(), "peer_read");
+    Buffer<uint32_t> out(1);
+    void *mine = buffer, *flag = static_cast<char *>(buffer) + 4,
+         *o = out.device;
+    uint32_t wait = correct ? 1 : 0;
+    cudaError_t rc = launch(f, 1, 1, {&mine, &flag, &o, &wait});
+    code = rc != cudaSuccess ? 1 : (out.get()[0] == 42 ? 0 : 1);
+    std::printf("peer-store%s: rank 1 %s\n", correct ? "-ok" : "",
+                rc != cudaSuccess ? "failed"
+                : code            ? "read a wrong value"
+                                  : "read 42");
+    std::fflush(stdout);
+    (void)!write(toPeer, &byte, 1);
+  }
+  return code;
+}
+
+int peerStore(bool correct) {
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess)
+    return 2;
+  int toChild[2], toParent[2];
+  if (pipe(toChild) || pipe(toParent))
+    return 2;
+  std::fflush(stdout);
+  pid_t child = fork();
+  if (child == 0) {
+    setenv("BRAID_RANK", "1", 1);
+    std::_Exit(peerRank(1, id, correct, toParent[1], toChild[0]));
+  }
+  int code = peerRank(0, id, correct, toChild[1], toParent[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  int childCode = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  return code ? code : childCode;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: braid-emulator-selftest MODE (see the "
+                         "source's header)\n");
+    return 2;
+  }
+  std::string mode = argv[1];
+  if (mode == "ptx") {
+    // Modules as split-file sections.
+    std::printf("//--- kernels.ptx\n%s%s%s%s%s%s\n", header, intKernel,
+                floatKernel, warpKernel, memoryKernel, faultKernels);
+    std::printf("//--- peer.ptx\n%s%s\n", header, peerKernels);
+    std::printf("//--- flag.ptx\n%s%s\n", header,
+                replace(flagKernel, "ORDER", flagRight).c_str());
+    std::printf("//--- reduce.ptx\n%s%s\n", header,
+                replace(reduceKernel, "BARRIER", "bar.sync 0;").c_str());
+    return 0;
+  }
+  if (mode == "peer-store" || mode == "peer-store-ok")
+    return peerStore(mode == "peer-store-ok");
+  check(cudaSetDevice(0), "cudaSetDevice");
+  if (mode == "semantics")
+    return semantics();
+  return broken(mode);
+}

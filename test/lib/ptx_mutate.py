@@ -1,0 +1,74 @@
+# ===- ptx_mutate.py - Breaking compiled kernels on purpose ------------===#
+#
+# Part of Braid.
+#
+# ===----------------------------------------------------------------------===#
+"""ptx_mutate.py MUTATION IN.ptx OUT.ptx: a kernel Braid compiled (its
+--emit=ptx), broken the way a lowering bug would break it, for the emulated
+device to catch (BRAID_EMULATE_PTX_REPLACE runs OUT.ptx in its place):
+
+  drop-reduction-barrier  the bar.sync between the warps' partial sums,
+                          stored in a row reduction's shared buffer (upstream
+                          gpu.all_reduce's __wg_ buffer), and the reads of
+                          them by other warps
+  alias-reduction-buffer  the reduction buffer moved onto the start of the
+                          dynamic shared memory that holds the row's tile
+                          (the aliasing a review once found by reading PTX)
+  misalign-vector-load    the first 16-byte shared load 4 bytes off
+
+Exits 1, saying why, when IN.ptx has nothing to break that way.
+"""
+import re
+import sys
+
+
+def drop_reduction_barrier(lines):
+    for i, line in enumerate(lines):
+        if re.search(r"\bmov\.b64\s+%rd\d+, __wg_\w+;", line):
+            for j in range(i + 1, len(lines)):
+                if re.match(r"\s*bar\.sync\b", lines[j]):
+                    return lines[:j] + lines[j + 1:]
+    return None
+
+
+def alias_reduction_buffer(lines):
+    out, changed = [], False
+    for line in lines:
+        # Uses only ([sym], [sym+N], ", sym;"), not the declaration.
+        new = re.sub(r"(?<=[\[ ,\t])(__wg_\w+)(?=[\]+;])", "__dynamic_shmem__0",
+                     line) if not line.lstrip().startswith(".shared") else line
+        changed |= new != line
+        out.append(new)
+    return out if changed else None
+
+
+def misalign_vector_load(lines):
+    for i, line in enumerate(lines):
+        if re.match(r"\s*ld\.shared\.v4\.", line):
+            out = list(lines)
+            out[i] = re.sub(r"\]", "+4]", line, count=1)
+            return out
+    return None
+
+
+MUTATIONS = {
+    "drop-reduction-barrier": drop_reduction_barrier,
+    "alias-reduction-buffer": alias_reduction_buffer,
+    "misalign-vector-load": misalign_vector_load,
+}
+
+
+def main():
+    if len(sys.argv) != 4 or sys.argv[1] not in MUTATIONS:
+        sys.exit(__doc__)
+    with open(sys.argv[2]) as f:
+        lines = f.read().split("\n")
+    mutated = MUTATIONS[sys.argv[1]](lines)
+    if mutated is None:
+        sys.exit(f"ptx_mutate.py: {sys.argv[2]} has nothing to {sys.argv[1]}")
+    with open(sys.argv[3], "w") as f:
+        f.write("\n".join(mutated))
+
+
+if __name__ == "__main__":
+    main()
