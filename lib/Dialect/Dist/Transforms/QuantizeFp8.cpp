@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Decompositions.h"
+#include "Overlap/Decompositions.h"
 
 #include "braid/Dialect/Dist/IR/DistOps.h"
 

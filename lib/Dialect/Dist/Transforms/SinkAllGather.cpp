@@ -24,7 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Decompositions.h"
+#include "Overlap/Decompositions.h"
 
 #include "braid/Dialect/Dist/Transforms/CostModel.h"
 

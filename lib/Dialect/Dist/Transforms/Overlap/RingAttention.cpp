@@ -1,4 +1,4 @@
-//===- RingAttention.cpp - Online-softmax ring over gathered k and v ------===//
+//===- RingAttention.cpp - Online-softmax ring over gathered k and v -----===//
 //
 // Part of Braid.
 //

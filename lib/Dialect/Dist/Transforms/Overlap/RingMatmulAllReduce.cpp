@@ -1,4 +1,4 @@
-//===- DecomposeMatmulAllReduce.cpp - All-reduce as RS ring + work + AG ---===//
+//===- RingMatmulAllReduce.cpp - rs_ring_ag, rs_ring_ew_ag -----*- C++ -*-===//
 //
 // Part of Braid.
 //
@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Decompositions.h"
+#include "Pattern.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -27,9 +28,7 @@ static std::string opName(Operation *op) {
   return "'" + op->getName().getStringRef().str() + "'";
 }
 
-/// The ring of an all-reduce whose reduction the decompositions combine
-/// (not a bitwise one).
-static FailureOr<Ring> reducingRing(AllReduceOp op, std::string &reason) {
+FailureOr<Ring> overlap::reducingRing(AllReduceOp op, std::string &reason) {
   if (isBitwise(op.getReduction())) {
     reason = "bitwise reductions are not decomposed";
     return failure();
@@ -284,114 +283,63 @@ FailureOr<AllGatherOp> overlap::decomposeMatmulAllReduce(RewriterBase &rewriter,
   return gathered;
 }
 
-//===----------------------------------------------------------------------===//
-// Two-shot: a direct reduce-scatter, the chain on 1/n, direct all-gathers
-//===----------------------------------------------------------------------===//
+//===- The pattern --------------------------------------------------------===//
 
-FailureOr<TwoShotAllReduce>
-overlap::matchTwoShotAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
-                               std::string &reason) {
-  FailureOr<Ring> ring = reducingRing(op, reason);
-  if (failed(ring))
-    return failure();
-  // The rows the chain reads: the all-reduce's result, or the reshapes of
-  // it that hoistReshapes moves above it.
-  Value rows = op.getResult();
-  while (
-      rows.hasOneUse() &&
-      isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(*rows.user_begin()))
-    rows = rows.user_begin()->getResult(0);
-  auto type = cast<RankedTensorType>(rows.getType());
-  if (!type.hasStaticShape()) {
-    reason = "its rows are not statically shaped";
-    return failure();
-  }
-  // The first dimension that is not 1 is split, so that each rank's block
-  // is contiguous (the sequence, when the batch is 1).
-  int64_t n = ring->groupSize;
-  int64_t dim = 0;
-  while (dim + 1 < type.getRank() && type.getDimSize(dim) == 1)
-    ++dim;
-  if (type.getRank() == 0 || type.getDimSize(dim) % n != 0) {
-    reason =
-        "its leading rows do not split into " + std::to_string(n) + " blocks";
-    return failure();
-  }
-  TwoShotAllReduce match;
-  match.reduce = op;
-  match.ring = *ring;
-  match.dim = dim;
-  match.blockSize = type.getDimSize(dim) / n;
-  match.chain = matchRowChain(op, rows, dim, replication,
-                              /*severalExits=*/true);
-  if (match.chain.ops.empty()) {
-    reason = "no row-wise work on its rows follows it" +
-             (match.chain.stop.empty() ? std::string()
-                                       : " (" + match.chain.stop + ")");
-    return failure();
-  }
-  return match;
-}
+namespace {
 
-FailureOr<SmallVector<AllGatherOp>>
-overlap::decomposeTwoShotAllReduce(RewriterBase &rewriter, AllReduceOp reduce,
-                                   ReplicationAnalysis &analysis) {
-  // The reshapes move above the all-reduce first; the chain is then read
-  // off the rewritten IR.
-  auto hoisted = cast<AllReduceOp>(
-      hoistReshapes(rewriter, cast<CollectiveOpInterface>(*reduce))
-          .getOperation());
-  // The reshapes it erased may be in the analysis' cache.
-  analysis.invalidate();
-  std::string why;
-  FailureOr<TwoShotAllReduce> match =
-      matchTwoShotAllReduce(hoisted, analysis, why);
-  if (failed(match))
-    return failure();
-  const RowChain &chain = match->chain;
-  Ring ring = match->ring;
-  int64_t n = ring.groupSize;
-  Location loc = hoisted.getLoc();
-  rewriter.setInsertionPoint(chain.ops.back());
-  Value input = hoisted.getInput();
-  auto inputType = cast<RankedTensorType>(input.getType());
-  SmallVector<int64_t> blockShape(inputType.getShape());
-  blockShape[match->dim] = match->blockSize;
-  auto scatter = ReduceScatterOp::create(
-      rewriter, loc,
-      RankedTensorType::get(blockShape, inputType.getElementType()),
-      hoisted.getGridAttr(), hoisted.getAxesAttr(), input,
-      rewriter.getI64IntegerAttr(match->dim), hoisted.getReductionAttr());
-  Value position = groupPosition(rewriter, loc, ring.grid, ring.axis);
-  Value offset = affineIndex(rewriter, loc, position, match->blockSize, 0);
-  DenseMap<Value, Value> blocks =
-      chainOnBlock(rewriter, loc, chain, hoisted.getResult(),
-                   scatter.getResult(), offset, match->blockSize);
-  if (blocks.empty())
-    return failure();
-
-  // Each value used after the chain comes back whole, from every rank's
-  // block.
-  SmallVector<AllGatherOp> gathers;
-  for (auto [exit, exitDim] : llvm::zip(chain.exits, chain.exitDims)) {
-    Value current = blocks.lookup(exit);
-    auto blockType = cast<RankedTensorType>(current.getType());
-    SmallVector<int64_t> shape(blockType.getShape());
-    shape[exitDim] *= n;
-    auto gathered = AllGatherOp::create(
-        rewriter, loc, RankedTensorType::get(shape, blockType.getElementType()),
-        ring.grid, rewriter.getDenseI16ArrayAttr({ring.axis}), current,
-        rewriter.getI64IntegerAttr(exitDim));
-    rewriter.replaceAllUsesWith(exit, gathered);
-    gathers.push_back(gathered);
+/// rs_ring_ag / rs_ring_ew_ag: the reduce-scatter ring, the row-wise chain
+/// on 1/n of the rows, then the all-gather (made asynchronous once every
+/// schedule is decided).
+class RingMatmulAllReducePattern final : public OverlapPattern {
+  Family family() const override { return Family::Fused; }
+  StringRef label() const override { return "ring"; }
+  bool anchorsOn(CollectiveOpInterface op) const override {
+    return isa<AllReduceOp>(op.getOperation());
   }
-  for (linalg::LinalgOp op : llvm::reverse(chain.ops))
-    rewriter.eraseOp(op);
-  rewriter.eraseOp(hoisted);
+  void propose(Site site, Context &context,
+               SmallVectorImpl<Candidate> &out,
+               std::string &why) const override {
+    auto reduce = cast<AllReduceOp>(site.op.getOperation());
+    FailureOr<MatmulAllReduce> match =
+        matchMatmulAllReduce(reduce, context.replication, why);
+    if (failed(match))
+      return;
+    if (!match->chainStop.empty())
+      reduce->emitRemark() << "elementwise work stays after the all-reduce: "
+                           << match->chainStop;
+    const CostModel &cost = context.model;
+    int64_t n = site.groupSize;
+    double chainFull = 0, chainPart = 0;
+    for (linalg::LinalgOp e : match->chain) {
+      chainFull += cost.computeTime(e);
+      chainPart += cost.computeTime(e, 1.0 / n);
+    }
+    double gather = cost.collectiveTime(
+        "all_gather", tensorBytes(match->exit), n, site.link);
+    double blockBytes = tensorBytes(reduce.getInput()) / n;
+    for (RingOptions options : context.ringLayouts(match->blockSize)) {
+      // The reduce-scatter ring, then the chain on 1/n, then the gather.
+      Candidate c = ringCandidate(
+          site, context, match->chain.empty() ? "rs_ring_ag" : "rs_ring_ew_ag",
+          options, match->producer, match->loop, blockBytes, true);
+      c.compute += chainFull;
+      c.serial = c.compute + site.comm;
+      c.overlapped = c.overlapped + chainPart + gather;
+      c.apply = [m = *match, options](RewriterBase &r, FollowUps &followUps) {
+        FailureOr<AllGatherOp> gather = decomposeMatmulAllReduce(r, m, options);
+        if (failed(gather))
+          return failure();
+        // The all-gather the rewrite leaves overlaps what follows it.
+        followUps.async.push_back(*gather);
+        return success();
+      };
+      out.push_back(std::move(c));
+    }
+  }
+};
 
-  // The peers' partial blocks are summed in the chain's kernel (one shot
-  // of blocks).
-  if (failed(directExchange(rewriter, scatter, /*oneShot=*/true)))
-    return failure();
-  return gathers;
+} // namespace
+
+std::unique_ptr<OverlapPattern> overlap::createRingMatmulAllReducePattern() {
+  return std::make_unique<RingMatmulAllReducePattern>();
 }

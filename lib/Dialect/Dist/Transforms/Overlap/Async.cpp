@@ -1,4 +1,4 @@
-//===- HideLatency.cpp - Start collectives early, wait late -----*- C++ -*-===//
+//===- Async.cpp - async: start collectives early, wait late ---*- C++ -*-===//
 //
 // Part of Braid.
 //
@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Decompositions.h"
+#include "Pattern.h"
 
 using namespace mlir;
 using namespace braid::dist;
@@ -75,4 +76,51 @@ void overlap::makeAsync(RewriterBase &rewriter, CollectiveOpInterface op,
                                op.getCollectiveResult().getType(),
                                start->getResult(0), start->getResult(1));
   rewriter.replaceOp(raw, ready);
+}
+
+//===- The pattern --------------------------------------------------------===//
+
+namespace {
+
+/// async: the collective stays whole, started right after its input and
+/// waited right before its first use (once every schedule is decided).
+class AsyncPattern final : public OverlapPattern {
+  Family family() const override { return Family::Async; }
+  StringRef label() const override { return "async"; }
+  bool anchorsOn(CollectiveOpInterface) const override { return true; }
+  void propose(Site site, Context &context,
+               SmallVectorImpl<Candidate> &out,
+               std::string &why) const override {
+    AsyncPlacement placement = planAsync(site.op);
+    double between = 0;
+    int64_t computeOps = 0;
+    for (Operation *other : placement.overlapped)
+      if (isa<linalg::LinalgOp>(other)) {
+        between += context.model.computeTime(other);
+        ++computeOps;
+      }
+    if (computeOps == 0) {
+      why = "no independent computation to overlap it with";
+      return;
+    }
+    Candidate c;
+    c.strategy = "async";
+    c.family = Family::Async;
+    c.compute = between;
+    c.serial = between + site.comm;
+    c.overlapped = context.asyncTime(between, site.comm);
+    c.chunks = 1;
+    c.apply = [op = site.op.getOperation()](RewriterBase &,
+                                            FollowUps &followUps) {
+      followUps.async.push_back(op);
+      return success();
+    };
+    out.push_back(std::move(c));
+  }
+};
+
+} // namespace
+
+std::unique_ptr<OverlapPattern> overlap::createAsyncPattern() {
+  return std::make_unique<AsyncPattern>();
 }

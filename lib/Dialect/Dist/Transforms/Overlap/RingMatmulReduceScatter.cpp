@@ -1,4 +1,4 @@
-//===- DecomposeMatmulReduceScatter.cpp - Compute fused with a ring RS ----===//
+//===- RingMatmulReduceScatter.cpp - ring_matmul_rs ------------*- C++ -*-===//
 //
 // Part of Braid.
 //
@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Decompositions.h"
+#include "Pattern.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -173,4 +174,42 @@ LogicalResult overlap::decomposeMatmulReduceScatter(RewriterBase &rewriter,
   rewriter.replaceOp(match.scatter, *block);
   rewriter.eraseOp(match.producer);
   return success();
+}
+
+//===- The pattern --------------------------------------------------------===//
+
+namespace {
+
+/// ring_matmul_rs (ring_matmul_rs_bidir): one candidate per ring layout.
+class RingMatmulReduceScatterPattern final : public OverlapPattern {
+  Family family() const override { return Family::Fused; }
+  StringRef label() const override { return "ring"; }
+  bool anchorsOn(CollectiveOpInterface op) const override {
+    return isa<ReduceScatterOp>(op.getOperation());
+  }
+  void propose(Site site, Context &context,
+               SmallVectorImpl<Candidate> &out,
+               std::string &why) const override {
+    auto scatter = cast<ReduceScatterOp>(site.op.getOperation());
+    FailureOr<MatmulReduceScatter> match =
+        matchMatmulReduceScatter(scatter, why);
+    if (failed(match))
+      return;
+    double blockBytes = tensorBytes(scatter.getResult());
+    for (RingOptions options : context.ringLayouts(match->blockSize)) {
+      Candidate c =
+          ringCandidate(site, context, "ring_matmul_rs", options,
+                        match->producer, match->loop, blockBytes, true);
+      c.apply = [m = *match, options](RewriterBase &r, FollowUps &) {
+        return decomposeMatmulReduceScatter(r, m, options);
+      };
+      out.push_back(std::move(c));
+    }
+  }
+};
+
+} // namespace
+
+std::unique_ptr<OverlapPattern> overlap::createRingMatmulReduceScatterPattern() {
+  return std::make_unique<RingMatmulReduceScatterPattern>();
 }

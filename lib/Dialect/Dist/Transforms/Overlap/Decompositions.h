@@ -15,13 +15,14 @@
 #ifndef BRAID_LIB_DIALECT_DIST_TRANSFORMS_DECOMPOSITIONS_H
 #define BRAID_LIB_DIALECT_DIST_TRANSFORMS_DECOMPOSITIONS_H
 
-#include "Schedule.h"
+#include "../Schedule.h"
 #include "braid/Dialect/Dist/IR/DistOps.h"
 #include "braid/Dialect/Dist/Transforms/Replication.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include <string>
 
@@ -31,6 +32,7 @@ class CostModel;
 
 namespace braid::dist::overlap {
 
+class Context;
 using schedule::Ring;
 using schedule::RingOptions;
 
@@ -202,6 +204,12 @@ mlir::FailureOr<HaloInterior> matchHaloInterior(mlir::linalg::LinalgOp op,
 /// and the rest where the op was.
 mlir::LogicalResult splitHaloInterior(mlir::RewriterBase &rewriter,
                                       HaloInterior match);
+/// braid-overlap's halo stage: every stencil of `function` after a halo
+/// exchange computes its interior while the halos travel, under auto when
+/// that is predicted faster (a remark says which box, or why not).
+mlir::LogicalResult overlapHalos(mlir::FunctionOpInterface function,
+                                 const Context &context,
+                                 mlir::RewriterBase &rewriter);
 
 //===- contraction -> ReduceScatter
 //----------------------------------------===//
@@ -302,6 +310,10 @@ struct MatmulAllReduce {
   /// Why the chain stops where it does (empty if nothing follows).
   std::string chainStop;
 };
+/// The ring of an all-reduce whose reduction the decompositions combine
+/// (not a bitwise one), or why not.
+mlir::FailureOr<Ring> reducingRing(AllReduceOp op, std::string &reason);
+
 mlir::FailureOr<MatmulAllReduce>
 matchMatmulAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
                      std::string &reason);

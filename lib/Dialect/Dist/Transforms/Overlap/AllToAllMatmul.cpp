@@ -1,4 +1,4 @@
-//===- DecomposeAllToAllMatmul.cpp - Per-peer pipelined all-to-all --------===//
+//===- AllToAllMatmul.cpp - a2a_dispatch, a2a_combine ----------*- C++ -*-===//
 //
 // Part of Braid.
 //
@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Decompositions.h"
+#include "Pattern.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -168,4 +169,47 @@ LogicalResult overlap::decomposeAllToAllMatmul(RewriterBase &rewriter,
   rewriter.replaceOp(op, result);
   rewriter.eraseOp(producer);
   return success();
+}
+
+//===- The pattern --------------------------------------------------------===//
+
+namespace {
+
+/// a2a_dispatch / a2a_combine: per-peer exchanges pipelined with the
+/// computation on the blocks.
+class AllToAllMatmulPattern final : public OverlapPattern {
+  Family family() const override { return Family::Fused; }
+  StringRef label() const override { return "per peer"; }
+  bool anchorsOn(CollectiveOpInterface op) const override {
+    return isa<AllToAllOp>(op.getOperation());
+  }
+  void propose(Site site, Context &context,
+               SmallVectorImpl<Candidate> &out,
+               std::string &why) const override {
+    auto exchange = cast<AllToAllOp>(site.op.getOperation());
+    FailureOr<AllToAllMatmul> match = matchAllToAllMatmul(exchange, why);
+    if (failed(match))
+      return;
+    const CostModel &cost = context.model;
+    int64_t n = site.groupSize;
+    double compute = cost.computeTime(match->compute);
+    double piece = cost.computeTime(match->compute, 1.0 / n, match->loop);
+    Candidate c;
+    c.strategy = match->dispatch ? "a2a_dispatch" : "a2a_combine";
+    c.with = nameOf(match->compute);
+    c.chunks = n;
+    c.compute = compute;
+    c.serial = compute + site.comm;
+    c.overlapped = context.pipeline(piece, n, site.comm / (n - 1), n - 1);
+    c.apply = [m = *match](RewriterBase &r, FollowUps &) {
+      return decomposeAllToAllMatmul(r, m);
+    };
+    out.push_back(std::move(c));
+  }
+};
+
+} // namespace
+
+std::unique_ptr<OverlapPattern> overlap::createAllToAllMatmulPattern() {
+  return std::make_unique<AllToAllMatmulPattern>();
 }

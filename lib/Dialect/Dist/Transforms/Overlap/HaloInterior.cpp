@@ -1,4 +1,4 @@
-//===- HaloInterior.cpp - The interior computed while halos travel --------===//
+//===- HaloInterior.cpp - Halo interiors computed during the exchange ----===//
 //
 // Part of Braid.
 //
@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Decompositions.h"
+#include "Pattern.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -491,5 +492,72 @@ LogicalResult overlap::splitHaloInterior(RewriterBase &rewriter,
   }
   result = insertChunk(rewriter, loc, *interior, result);
   rewriter.replaceOp(op, result);
+  return success();
+}
+
+//===- The stage in braid-overlap -----------------------------------------===//
+
+LogicalResult overlap::overlapHalos(FunctionOpInterface function,
+                                    const Context &context,
+                                    RewriterBase &rewriter) {
+  SmallVector<linalg::LinalgOp> consumers;
+  function->walk([&](linalg::LinalgOp op) { consumers.push_back(op); });
+  const CostModel &model = context.model;
+  for (linalg::LinalgOp op : consumers) {
+    std::string why;
+    FailureOr<HaloInterior> match = matchHaloInterior(op, why);
+    if (failed(match)) {
+      if (!why.empty())
+        emitRemark(op.getLoc()) << "halo exchange not overlapped: " << why;
+      continue;
+    }
+    std::string name = nameOf(op);
+    Location loc = op.getLoc();
+    HaloInterior m = *match;
+    // Under auto, as the asynchronous form the shifts then take is
+    // judged: the interior's compute against the exchange, with the
+    // overlap's interference and the frame's extra kernels.
+    int64_t inside = 1, all = 1;
+    for (size_t i = 0; i < m.loops.size(); ++i) {
+      inside *= m.rows[i];
+      all *= m.extent[i];
+    }
+    // Each shift's asynchronous form is judged by its own transfer.
+    double exchange = 0;
+    for (ShiftOp shift : m.shifts)
+      exchange = std::max(
+          exchange,
+          model.messageTime(tensorBytes(shift.getInput()),
+                            model.link(shift, shift.getGridAttr(),
+                                       shift.getAxes())));
+    double interior = model.computeTime(op, double(inside) / all);
+    double serial = interior + exchange;
+    double overlapped = context.asyncTime(interior, exchange) +
+                        2.0 * m.loops.size() * model.getTarget().launchOverhead;
+    if (context.options.mode != braid::OverlapMode::Force &&
+        !Context::worthIt(serial, overlapped)) {
+      emitRemark(loc) << "halo exchange not overlapped: the interior of '"
+                      << name << "' predicted " << us(overlapped)
+                      << " with the exchange overlapped (its extra kernels "
+                         "included) against "
+                      << us(serial) << " serial";
+      continue;
+    }
+    if (failed(splitHaloInterior(rewriter, m)))
+      return emitError(loc) << "braid-overlap: the halo interior split failed";
+    std::string box, loops;
+    for (size_t i = 0; i < m.loops.size(); ++i) {
+      box += (i ? " x " : "") + std::to_string(m.first[i]) + ".." +
+             std::to_string(m.first[i] + m.rows[i]) + " of " +
+             std::to_string(m.extent[i]);
+      loops += (i ? ", " : "") + std::to_string(m.loops[i]);
+    }
+    emitRemark(loc) << "'" << name << "' computes iterations " << box
+                    << " along loop" << (m.loops.size() > 1 ? "s " : " ")
+                    << loops
+                    << " (which read no halo row) before the halo exchange "
+                       "completes, the other "
+                    << all - inside << " after it";
+  }
   return success();
 }

@@ -1,4 +1,4 @@
-//===- SplitMicroBatches.cpp - Overlap one micro-batch's collective -------===//
+//===- MicroBatch.cpp - micro_batch ----------------------------*- C++ -*-===//
 //
 // Part of Braid.
 //
@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Decompositions.h"
+#include "Pattern.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -107,4 +108,55 @@ LogicalResult overlap::splitMicroBatches(RewriterBase &rewriter,
   rewriter.replaceOp(op, result);
   rewriter.eraseOp(match.producer);
   return success();
+}
+
+//===- The pattern --------------------------------------------------------===//
+
+namespace {
+
+/// micro_batch: one candidate per count of micro-batches (2, 3 and 4, or
+/// the one micro-batches= asks for).
+class MicroBatchPattern final : public OverlapPattern {
+  Family family() const override { return Family::MicroBatch; }
+  StringRef label() const override { return "micro-batches"; }
+  bool anchorsOn(CollectiveOpInterface) const override { return true; }
+  void propose(Site site, Context &context,
+               SmallVectorImpl<Candidate> &out,
+               std::string &why) const override {
+    int64_t requested = context.options.microBatches;
+    SmallVector<int64_t> counts = requested > 0
+                                      ? SmallVector<int64_t>{requested}
+                                      : SmallVector<int64_t>{2, 3, 4};
+    const CostModel &cost = context.model;
+    CollectiveOpInterface op = site.op;
+    for (int64_t parts : counts) {
+      FailureOr<MicroBatch> match = matchMicroBatch(op, parts, why);
+      if (failed(match))
+        continue;
+      double compute = cost.computeTime(match->producer);
+      double piece = cost.computeTime(match->producer, 1.0 / parts, match->loop);
+      double part = cost.collectiveTime(
+          op.getCollectiveKind(), commBytes(op) / parts, site.groupSize,
+          site.link);
+      Candidate c;
+      c.strategy = "micro_batch";
+      c.family = Family::MicroBatch;
+      c.with = nameOf(match->producer);
+      c.chunks = parts;
+      c.compute = compute;
+      c.serial = compute + site.comm;
+      c.overlapped =
+          piece + (parts - 1) * context.asyncTime(piece, part) + part;
+      c.apply = [m = *match, parts](RewriterBase &r, FollowUps &) {
+        return splitMicroBatches(r, m, parts);
+      };
+      out.push_back(std::move(c));
+    }
+  }
+};
+
+} // namespace
+
+std::unique_ptr<OverlapPattern> overlap::createMicroBatchPattern() {
+  return std::make_unique<MicroBatchPattern>();
 }

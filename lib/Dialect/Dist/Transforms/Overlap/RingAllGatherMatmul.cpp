@@ -1,4 +1,4 @@
-//===- DecomposeAllGatherMatmul.cpp - Ring all-gather fused with compute -===//
+//===- RingAllGatherMatmul.cpp - ring_ag_matmul ----------------*- C++ -*-===//
 //
 // Part of Braid.
 //
@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Decompositions.h"
+#include "Pattern.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -202,4 +203,46 @@ LogicalResult overlap::decomposeAllGatherMatmul(RewriterBase &rewriter,
   else
     rewriter.eraseOp(match.gather);
   return success();
+}
+
+//===- The pattern --------------------------------------------------------===//
+
+namespace {
+
+/// ring_ag_matmul (ring_ag_matmul_bidir on two rings): one candidate per
+/// ring layout the chunk splits into.
+class RingAllGatherMatmulPattern final : public OverlapPattern {
+  Family family() const override { return Family::Fused; }
+  StringRef label() const override { return "ring"; }
+  bool anchorsOn(CollectiveOpInterface op) const override {
+    return isa<AllGatherOp>(op.getOperation());
+  }
+  void propose(Site site, Context &context,
+               SmallVectorImpl<Candidate> &out,
+               std::string &why) const override {
+    auto gather = cast<AllGatherOp>(site.op.getOperation());
+    FailureOr<AllGatherMatmul> match = matchAllGatherMatmul(gather, why);
+    if (failed(match))
+      return;
+    double chunkBytes = tensorBytes(gather.getInput());
+    size_t before = out.size();
+    for (RingOptions options : context.ringLayouts(match->chunkSize)) {
+      Candidate c =
+          ringCandidate(site, context, "ring_ag_matmul", options,
+                        match->consumer, match->loop, chunkBytes, false);
+      c.apply = [m = *match, options](RewriterBase &r, FollowUps &) {
+        return decomposeAllGatherMatmul(r, m, options);
+      };
+      out.push_back(std::move(c));
+    }
+    if (out.size() == before)
+      why = "the local chunk of " + std::to_string(match->chunkSize) +
+            " rows does not split into the requested pieces";
+  }
+};
+
+} // namespace
+
+std::unique_ptr<OverlapPattern> overlap::createRingAllGatherMatmulPattern() {
+  return std::make_unique<RingAllGatherMatmulPattern>();
 }
