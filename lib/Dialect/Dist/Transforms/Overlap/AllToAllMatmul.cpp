@@ -183,8 +183,7 @@ class AllToAllMatmulPattern final : public OverlapPattern {
   bool anchorsOn(CollectiveOpInterface op) const override {
     return isa<AllToAllOp>(op.getOperation());
   }
-  void propose(Site site, Context &context,
-               SmallVectorImpl<Candidate> &out,
+  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override {
     auto exchange = cast<AllToAllOp>(site.op.getOperation());
     FailureOr<AllToAllMatmul> match = matchAllToAllMatmul(exchange, why);

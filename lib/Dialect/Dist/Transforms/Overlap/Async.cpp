@@ -88,8 +88,7 @@ class AsyncPattern final : public OverlapPattern {
   Family family() const override { return Family::Async; }
   StringRef label() const override { return "async"; }
   bool anchorsOn(CollectiveOpInterface) const override { return true; }
-  void propose(Site site, Context &context,
-               SmallVectorImpl<Candidate> &out,
+  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override {
     AsyncPlacement placement = planAsync(site.op);
     double between = 0;

@@ -78,8 +78,7 @@ private:
                : braid::options::spelling(preset.getValue());
   }
 
-  LogicalResult processFunction(FunctionOpInterface function,
-                                Context &context);
+  LogicalResult processFunction(FunctionOpInterface function, Context &context);
   /// Moves row-local work after each all-gather before it.
   void sinkGathers(SmallVectorImpl<CollectiveOpInterface> &collectives,
                    Context &context);
@@ -358,10 +357,9 @@ LogicalResult OverlapPass::processFunction(FunctionOpInterface function,
   return finish(function, context, followUps);
 }
 
-std::optional<Candidate>
-OverlapPass::proposeAttention(CollectiveOpInterface op, Context &context) {
-  if (mode == braid::OverlapMode::Off ||
-      ShapedType::isDynamic(groupSizeOf(op)))
+std::optional<Candidate> OverlapPass::proposeAttention(CollectiveOpInterface op,
+                                                       Context &context) {
+  if (mode == braid::OverlapMode::Off || ShapedType::isDynamic(groupSizeOf(op)))
     return std::nullopt;
   Site site{op, groupSizeOf(op), 0, context.link(op)};
   SmallVector<Candidate, 1> out;
@@ -395,7 +393,7 @@ OverlapPass::decide(FunctionOpInterface function, Context &context,
   site.comm = ShapedType::isDynamic(n)
                   ? 0
                   : context.model.collectiveTime(op.getCollectiveKind(),
-                                           commBytes(op), n, site.link);
+                                                 commBytes(op), n, site.link);
   record.comm = site.comm;
   record.serial = record.overlapped = record.comm;
   if (mode == braid::OverlapMode::Off) {
@@ -485,8 +483,8 @@ LogicalResult OverlapPass::apply(CollectiveOpInterface op,
                            "symmetric slots"
                          : "the kernel sums the partials the peers put into "
                            "this rank's symmetric slots";
-  bool symmetric = chosen.inKernel() ||
-                   chooseSymmetric(op, chosen, context, whyTransport);
+  bool symmetric =
+      chosen.inKernel() || chooseSymmetric(op, chosen, context, whyTransport);
   // The asynchronous form keeps the collective whole.
   if (!chosen.fused())
     noteWholeTransport(op, context, record, remark);
@@ -495,9 +493,8 @@ LogicalResult OverlapPass::apply(CollectiveOpInterface op,
   if (chosen.partner) {
     partnerRecord = record;
     partnerRecord->loc = formatLoc(chosen.partner->getLoc());
-    partnerRecord->reason =
-        "travels in the " + chosen.strategy + " of the all_gather at " +
-        record.loc;
+    partnerRecord->reason = "travels in the " + chosen.strategy +
+                            " of the all_gather at " + record.loc;
   }
   ShiftCollector collector;
   rewriter->setListener(&collector);

@@ -526,10 +526,9 @@ LogicalResult overlap::overlapHalos(FunctionOpInterface function,
     double exchange = 0;
     for (ShiftOp shift : m.shifts)
       exchange = std::max(
-          exchange,
-          model.messageTime(tensorBytes(shift.getInput()),
-                            model.link(shift, shift.getGridAttr(),
-                                       shift.getAxes())));
+          exchange, model.messageTime(tensorBytes(shift.getInput()),
+                                      model.link(shift, shift.getGridAttr(),
+                                                 shift.getAxes())));
     double interior = model.computeTime(op, double(inside) / all);
     double serial = interior + exchange;
     double overlapped = context.asyncTime(interior, exchange) +

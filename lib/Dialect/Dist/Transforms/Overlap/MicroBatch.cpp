@@ -120,8 +120,7 @@ class MicroBatchPattern final : public OverlapPattern {
   Family family() const override { return Family::MicroBatch; }
   StringRef label() const override { return "micro-batches"; }
   bool anchorsOn(CollectiveOpInterface) const override { return true; }
-  void propose(Site site, Context &context,
-               SmallVectorImpl<Candidate> &out,
+  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override {
     int64_t requested = context.options.microBatches;
     SmallVector<int64_t> counts = requested > 0
@@ -134,10 +133,11 @@ class MicroBatchPattern final : public OverlapPattern {
       if (failed(match))
         continue;
       double compute = cost.computeTime(match->producer);
-      double piece = cost.computeTime(match->producer, 1.0 / parts, match->loop);
-      double part = cost.collectiveTime(
-          op.getCollectiveKind(), commBytes(op) / parts, site.groupSize,
-          site.link);
+      double piece =
+          cost.computeTime(match->producer, 1.0 / parts, match->loop);
+      double part =
+          cost.collectiveTime(op.getCollectiveKind(), commBytes(op) / parts,
+                              site.groupSize, site.link);
       Candidate c;
       c.strategy = "micro_batch";
       c.family = Family::MicroBatch;

@@ -27,8 +27,7 @@ class OneShotPattern final : public OverlapPattern {
   bool anchorsOn(CollectiveOpInterface op) const override {
     return isa<AllReduceOp, ReduceScatterOp>(op.getOperation());
   }
-  void propose(Site site, Context &context,
-               SmallVectorImpl<Candidate> &out,
+  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override;
 };
 

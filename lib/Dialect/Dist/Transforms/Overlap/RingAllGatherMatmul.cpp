@@ -217,8 +217,7 @@ class RingAllGatherMatmulPattern final : public OverlapPattern {
   bool anchorsOn(CollectiveOpInterface op) const override {
     return isa<AllGatherOp>(op.getOperation());
   }
-  void propose(Site site, Context &context,
-               SmallVectorImpl<Candidate> &out,
+  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override {
     auto gather = cast<AllGatherOp>(site.op.getOperation());
     FailureOr<AllGatherMatmul> match = matchAllGatherMatmul(gather, why);

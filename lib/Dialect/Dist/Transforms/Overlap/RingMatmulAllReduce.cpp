@@ -296,8 +296,7 @@ class RingMatmulAllReducePattern final : public OverlapPattern {
   bool anchorsOn(CollectiveOpInterface op) const override {
     return isa<AllReduceOp>(op.getOperation());
   }
-  void propose(Site site, Context &context,
-               SmallVectorImpl<Candidate> &out,
+  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override {
     auto reduce = cast<AllReduceOp>(site.op.getOperation());
     FailureOr<MatmulAllReduce> match =
@@ -314,8 +313,8 @@ class RingMatmulAllReducePattern final : public OverlapPattern {
       chainFull += cost.computeTime(e);
       chainPart += cost.computeTime(e, 1.0 / n);
     }
-    double gather = cost.collectiveTime(
-        "all_gather", tensorBytes(match->exit), n, site.link);
+    double gather = cost.collectiveTime("all_gather", tensorBytes(match->exit),
+                                        n, site.link);
     double blockBytes = tensorBytes(reduce.getInput()) / n;
     for (RingOptions options : context.ringLayouts(match->blockSize)) {
       // The reduce-scatter ring, then the chain on 1/n, then the gather.

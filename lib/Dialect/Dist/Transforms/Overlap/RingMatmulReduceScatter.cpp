@@ -187,8 +187,7 @@ class RingMatmulReduceScatterPattern final : public OverlapPattern {
   bool anchorsOn(CollectiveOpInterface op) const override {
     return isa<ReduceScatterOp>(op.getOperation());
   }
-  void propose(Site site, Context &context,
-               SmallVectorImpl<Candidate> &out,
+  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override {
     auto scatter = cast<ReduceScatterOp>(site.op.getOperation());
     FailureOr<MatmulReduceScatter> match =
@@ -210,6 +209,7 @@ class RingMatmulReduceScatterPattern final : public OverlapPattern {
 
 } // namespace
 
-std::unique_ptr<OverlapPattern> overlap::createRingMatmulReduceScatterPattern() {
+std::unique_ptr<OverlapPattern>
+overlap::createRingMatmulReduceScatterPattern() {
   return std::make_unique<RingMatmulReduceScatterPattern>();
 }

@@ -22,8 +22,7 @@ using namespace braid::dist;
 using namespace braid::dist::overlap;
 
 bool overlap::proposeFamily(Family family, Site site, Context &context,
-                            SmallVectorImpl<Candidate> &out,
-                            std::string &why) {
+                            SmallVectorImpl<Candidate> &out, std::string &why) {
   size_t before = out.size();
   SmallVector<std::pair<StringRef, std::string>> reasons;
   for (const std::unique_ptr<OverlapPattern> &pattern : registeredPatterns()) {

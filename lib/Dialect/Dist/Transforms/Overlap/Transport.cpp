@@ -101,9 +101,8 @@ void overlap::noteWholeTransport(CollectiveOpInterface op,
     noteTransport(record, remark, symmetric, why);
 }
 
-bool overlap::chooseSymmetric(CollectiveOpInterface op,
-                              const Candidate &chosen, const Context &context,
-                              std::string &why) {
+bool overlap::chooseSymmetric(CollectiveOpInterface op, const Candidate &chosen,
+                              const Context &context, std::string &why) {
   switch (context.options.comm) {
   case braid::CommMode::TwoSided:
     why = "comm=two-sided";

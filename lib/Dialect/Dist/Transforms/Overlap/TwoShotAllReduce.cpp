@@ -20,7 +20,6 @@ using namespace braid::dist;
 using namespace braid::dist::overlap;
 using namespace braid::dist::schedule;
 
-
 FailureOr<TwoShotAllReduce>
 overlap::matchTwoShotAllReduce(AllReduceOp op, ReplicationAnalysis &replication,
                                std::string &reason) {
@@ -129,7 +128,6 @@ overlap::decomposeTwoShotAllReduce(RewriterBase &rewriter, AllReduceOp reduce,
   return gathers;
 }
 
-
 //===- The pattern --------------------------------------------------------===//
 
 namespace {
@@ -140,10 +138,10 @@ class TwoShotAllReducePattern final : public OverlapPattern {
   bool anchorsOn(CollectiveOpInterface op) const override {
     return isa<AllReduceOp>(op.getOperation());
   }
-  void propose(Site site, Context &context,
-               SmallVectorImpl<Candidate> &out,
+  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override {
-    if (context.options.fuseCollectives == braid::FuseCollectivesMode::OneShot) {
+    if (context.options.fuseCollectives ==
+        braid::FuseCollectivesMode::OneShot) {
       why = "fuse-collectives=one-shot";
       return;
     }

@@ -1,18 +1,18 @@
-//===- RingAttentionPattern.cpp - ring_attention: price, gate --*- C++ -*-===//
+//===- Pattern.cpp - ring_attention: its price, gate and record -*- C++ -*-===//
 //
 // Part of Braid.
 //
 //===----------------------------------------------------------------------===//
 //
 // The gathers of k and v feeding softmax(s(q, k)) v become one ring with an
-// online softmax (RingAttention.cpp matches and rewrites). Under auto the
+// online softmax (Match.cpp matches, Rewrite.cpp rewrites). Under auto the
 // ring is taken when predicted faster, or when the scores a rank would hold
 // whole exceed a budget; under force always. Its record adds "scores".
 //
 //===----------------------------------------------------------------------===//
 
-#include "Decompositions.h"
-#include "Pattern.h"
+#include "../Pattern.h"
+#include "RingAttention.h"
 
 #include "llvm/Support/JSON.h"
 
@@ -52,8 +52,7 @@ struct ScoreDetails {
     remark << "; with the all_gather at " << partnerLoc
            << " in the same ring; a rank holds "
            << schedule::formatBytes(stepBytes)
-           << " of scores per step instead of "
-           << schedule::formatBytes(bytes)
+           << " of scores per step instead of " << schedule::formatBytes(bytes)
            << (skipsMasked ? "; skips the pieces its mask fills whole" : "")
            << (balanced ? "; balanced: each rank also scores the rows of the "
                           "block it holds"
@@ -68,8 +67,7 @@ class RingAttentionPattern final : public OverlapPattern {
   bool anchorsOn(CollectiveOpInterface op) const override {
     return isa<AllGatherOp>(op.getOperation());
   }
-  void propose(Site site, Context &context,
-               SmallVectorImpl<Candidate> &out,
+  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override;
 
 private:
@@ -156,10 +154,10 @@ void RingAttentionPattern::propose(Site site, Context &context,
                                     2 * tensorBytes(match->max->getResult(0)),
                                 site.link);
   }
-  c.overlapped = context.pipeline(c.compute / n, n,
-                                  cost.messageTime(stepBytes, site.link),
-                                  steps - 1) +
-                 returned;
+  c.overlapped =
+      context.pipeline(c.compute / n, n, cost.messageTime(stepBytes, site.link),
+                       steps - 1) +
+      returned;
   details.bytes = tensorBytes(match->scores->getResult(0));
   details.stepBytes = details.bytes / (n * (match->chunk / match->pieceSize));
   details.skipsMasked = match->mask.has_value();
