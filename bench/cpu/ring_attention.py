@@ -35,16 +35,16 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "test", "lib"))
 from common import rank_parser, report_records, time_program  # noqa: E402
-import e2e  # noqa: E402
+from e2e_patterns import PATTERNS, Config  # noqa: E402
 
 
 def program(ranks, tokens, heads, head_dim):
-    cfg = e2e.Config()
+    cfg = Config()
     cfg.grid, cfg.axis, cfg.group = [ranks], 0, ranks
     cfg.dtype, cfg.variant = "bf16", "causal"
     cfg.scale = tokens // ranks // 4
     cfg.heads, cfg.head_dim = heads, head_dim
-    return e2e.pattern_ring_attention(cfg)[0]
+    return PATTERNS["ring_attention"](cfg)[0]
 
 
 def unskippable(text):

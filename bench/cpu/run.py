@@ -26,7 +26,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "test", "lib"))
-import e2e  # noqa: E402
+from e2e_patterns import PATTERNS, Config  # noqa: E402
 
 CASES = [("ag_matmul", "rows"), ("ag_matmul", "reduction"), ("matmul_rs", "rows"),
          ("matmul_ar", "replicated"), ("a2a", "dispatch"), ("a2a", "combine"),
@@ -49,10 +49,10 @@ def main():
         for ranks in [int(r) for r in args.ranks.split(",")]:
             for scale in [int(s) for s in args.scales.split(",")]:
                 for pattern, variant in CASES:
-                    cfg = e2e.Config()
+                    cfg = Config()
                     cfg.grid, cfg.axis, cfg.group = [ranks], 0, ranks
                     cfg.dtype, cfg.variant, cfg.scale = args.dtype, variant, scale
-                    text = e2e.PATTERNS[pattern](cfg)[0]
+                    text = PATTERNS[pattern](cfg)[0]
                     program = os.path.join(tmp, "p.mlir")
                     with open(program, "w") as f:
                         f.write(text)

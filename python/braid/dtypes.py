@@ -2,6 +2,8 @@
 
 numpy has no bfloat16: bf16 travels as its uint16 bit pattern, converted
 from float arrays by rounding to nearest even and returned as float32.
+The tolerances results are checked with, per kind of check and element
+type, are here too (TOLERANCE), so that every check reads one table.
 """
 import numpy as np
 
@@ -56,6 +58,41 @@ def quantize(values, dtype):
     if dtype in ("f16", "f32"):
         return values.astype(_STORAGE[dtype]).astype(np.float64)
     return values
+
+
+#: The largest error a result may have against its float64 reference, per
+#: kind of check and element type: the one table of the Python library and
+#: the tests. The reference starts from the same rounded inputs; the error
+#: is relative_error's (relative to the reference's largest magnitude)
+#: unless an entry says otherwise. The kinds differ on purpose, by what a
+#: result has been through.
+TOLERANCE = {
+    # A whole end-to-end program (test/lib/e2e_patterns): contractions in
+    # the element type (f16 accumulating in f16) whose sums the schedules
+    # split and reorder, then elementwise work.
+    "program": {"f32": 2e-4, "f16": 2e-2, "bf16": 4e-2},
+    # One memory-bound kernel (test/lib/vector_check.py: a norm, a softmax,
+    # GELU along a row): one rounding to the element type and, in f32, the
+    # polynomial approximations of exp, tanh, erf and log. Relative to at
+    # least 1.
+    "kernel": {"f32": 2e-5, "f16": 4e-3, "bf16": 2e-2},
+    # One block of braid.models (MLP, attention, MoE, norm), whose
+    # reference rounds where the block does. Relative to at least 1.
+    "block": {"f32": 1e-4, "f16": 1e-2, "bf16": 3e-2},
+    # braid.models.Transformer: layers of blocks, each one's error feeding
+    # the next, so looser than one block.
+    "transformer": {"f32": 1e-3, "f16": 3e-2, "bf16": 6e-2},
+    # A PyTorch module parallelized by Braid against the module run by
+    # torch in the same dtype (python/tests/test_hf.py): in bf16 both round
+    # at every op, in different orders. A test may assert a tighter bound
+    # where its module allows one.
+    "module": {"f32": 1e-4, "bf16": 4e-2},
+    # Attention through braid.pytorch.export against torch's f32 attention
+    # of the same inputs (python/tests/test_pytorch.py), elementwise: the
+    # rtol and atol of torch.testing.assert_close. In bf16 the
+    # probabilities round to bf16 before the product with v.
+    "attention": {"f32": 1e-5, "bf16": 3e-2},
+}
 
 
 def relative_error(got, want, floor=1e-6):

@@ -35,7 +35,7 @@ import math
 import numpy as np
 
 from .compiler import integer, positive_int
-from .dtypes import FLOAT_TYPES, quantize, relative_error, to_storage
+from .dtypes import FLOAT_TYPES, TOLERANCE, quantize, relative_error, to_storage
 
 __all__ = ["Grid", "Function", "MLP", "Attention", "MoE", "Transformer"]
 
@@ -467,8 +467,9 @@ class Block:
     """Common parts: the function, inputs and the reference."""
 
     name = "block"
-    #: Largest error allowed, relative to the largest magnitude of a result.
-    TOLERANCE = {"f32": 1e-4, "f16": 1e-2, "bf16": 3e-2}
+    #: The kind of check (braid.dtypes.TOLERANCE) whose tolerance bounds
+    #: the error relative to the largest magnitude of a result.
+    CHECK = "block"
 
     def __init__(self, grid, axis, dtype):
         self.grid = grid if isinstance(grid, Grid) else Grid(grid)
@@ -482,7 +483,7 @@ class Block:
 
     @property
     def tolerance(self):
-        return self.TOLERANCE[self.dtype]
+        return TOLERANCE[self.CHECK][self.dtype]
 
     def _require(self, value, what):
         if value % self.n:
@@ -976,7 +977,7 @@ class Transformer(_ActivationBlock):
     l{i}_w_qkv, l{i}_w_o, l{i}_w_up, ..."""
 
     name = "transformer"
-    TOLERANCE = {"f32": 1e-3, "f16": 3e-2, "bf16": 6e-2}
+    CHECK = "transformer"
 
     def __init__(self, grid, layers, tokens, hidden, heads, ffn, head_dim=None,
                  axis=0, dtype="f32", kind="llama", parallel="sp",

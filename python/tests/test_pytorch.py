@@ -17,6 +17,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import braid  # noqa: E402
 import braid.pytorch as bp  # noqa: E402
+from braid.dtypes import TOLERANCE  # noqa: E402
 
 
 class GPTMLP(nn.Module):
@@ -264,5 +265,5 @@ def test_sdpa_context_parallel_is_ring_attention(ranks, masked, dtype):
             row.append(mask[r * local:(r + 1) * local].numpy())
     outputs = artifact.run(inputs)
     got = torch.cat([torch.from_numpy(o[0]) for o in outputs], dim=2)
-    tolerance = 3e-2 if dtype == "bf16" else 1e-5
+    tolerance = TOLERANCE["attention"][dtype]
     torch.testing.assert_close(got, expected, rtol=tolerance, atol=tolerance)

@@ -21,8 +21,12 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import e2e  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)),
+                                "python"))
+import launch  # noqa: E402
+from braid.dtypes import quantize  # noqa: E402
 
 M, K, N, B = 96, 160, 128, 3
 
@@ -147,16 +151,16 @@ def main():
         np.save(path, value)
         paths.append(path)
     outs = [os.path.join(args.work, f"out{j}.{{rank}}.npy") for j in range(7)]
-    cmd = (e2e.launch.mpirun(args.ranks, os.path.join(args.bin, "braid-exec"),
-                             lib, "--timeout=60") +
+    cmd = (launch.mpirun(args.ranks, os.path.join(args.bin, "braid-exec"),
+                         lib, "--timeout=60") +
            [f"--input=@{p}" for p in paths] + [f"--output=@{o}" for o in outs])
     ran = subprocess.run(cmd, capture_output=True, text=True)
     if ran.returncode:
         sys.exit(f"FAIL: braid-exec:\n{ran.stdout}{ran.stderr}")
 
     x, w, wt, bias, p, q, acc, big = [v.astype(np.float64) for v in inputs]
-    bf = lambda v: e2e.quantize(v, "bf16").astype(np.float64)  # noqa: E731
-    hf = lambda v: v.astype(np.float16).astype(np.float64)  # noqa: E731
+    bf = lambda v: quantize(v, "bf16")  # noqa: E731
+    hf = lambda v: quantize(v, "f16")  # noqa: E731
     expected = [
         ("bias + GELU", gelu(x @ w + bias), 2e-5),
         ("bf16, ReLU", np.maximum(bf(x) @ bf(w), 0), 2e-5),

@@ -38,20 +38,14 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "python"))
+from braid.dtypes import bf16_bits, bf16_values  # noqa: E402
+
 
 def fail(message):
     print("error: " + message, file=sys.stderr)
     sys.exit(1)
-
-
-def bf16_bits(values):
-    """float32 -> bfloat16 bit patterns, rounding to nearest even."""
-    bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def bf16_to_f32(bits):
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 def axpy_inputs(directory, ranks):
@@ -87,7 +81,7 @@ def axpy_check(directory, ranks, pattern):
     reference = np.zeros((4, 3), np.float32)
     for rank in range(ranks):
         x = np.load(f"{directory}/x.rank{rank}.npy")
-        y = bf16_to_f32(np.load(f"{directory}/y.rank{rank}.npy"))
+        y = bf16_values(np.load(f"{directory}/y.rank{rank}.npy"))
         reference = reference + (np.float32(2) * x + y[np.newaxis, :])
     for rank in range(ranks):
         path = pattern.replace("{rank}", str(rank))
