@@ -21,13 +21,26 @@ def pattern_ring_attention(cfg):
     of the key and row positions, sliced to this rank's rows and added to
     the scores). q/k/v are
     in the test's dtype, the softmax computes in f32, the probabilities are
-    stored in the test's dtype for the second product, as frontends do."""
+    stored in the test's dtype for the second product, as frontends do.
+
+    A variant may add `+SPELLING`, another way to write the same softmax
+    (not with `softmax`): `select-max` (the row max as a select of the
+    larger), `exp2` (the scale moved into exp2 of the difference, times
+    log2(e)), `scaled-exp` (the scale in exp(c s - c m)), `reciprocal`
+    (the exponentials times 1 / sum), `reciprocal-op` (1 / sum in an op of
+    its own), `flash` (the division after the product with v)."""
     n, dt = cfg.group, cfg.dtype
     z = cfg.scale
-    variant = cfg.variant or "causal"
+    variant, _, spelling = (cfg.variant or "causal").partition("+")
     if variant not in ("causal", "keep", "full", "gqa", "mask", "softmax", "transposed",
                        "iota"):
         raise SystemExit(f"unknown variant {variant}")
+    if spelling not in ("", "select-max", "exp2", "scaled-exp", "reciprocal",
+                        "reciprocal-op", "flash") or (spelling and variant == "softmax"):
+        raise SystemExit(f"unknown spelling {spelling} of variant {variant}")
+    # The scale inside the exponential: the score ops leave the scores
+    # unscaled.
+    scale_in_exp = spelling in ("exp2", "scaled-exp")
     # bench/cpu/ring_attention.py sets larger heads and head_dim.
     heads, tl, d = getattr(cfg, "heads", 2), 4 * z, getattr(cfg, "head_dim", 8)
     kv_heads = heads // 2 if variant == "gqa" else heads
@@ -91,6 +104,9 @@ def pattern_ring_attention(cfg):
         kname, key_map = "%kt", "(h, i, j, c) -> (h, c, j)"
     contraction("s", ["(h, i, j, c) -> (h, i, c)", key_map, "(h, i, j, c) -> (h, i, j)"],
                 "%q", kname, tensor(qs, dt), ss, b_type=tensor((heads, d, t), dt) if variant == "transposed" else None)
+    # How the score ops scale a score (not at all when the exponential does).
+    scaled = ("%y = arith.addf %x, %zero : f32" if scale_in_exp
+              else "%y = arith.mulf %x, %scale : f32")
     ident3 = "affine_map<(h, i, j) -> (h, i, j)>"
     rows3 = "affine_map<(h, i, j) -> (h, i)>"
     par3 = '"parallel", "parallel", "parallel"'
@@ -125,7 +141,7 @@ def pattern_ring_attention(cfg):
         emit(f"%sm = linalg.generic {{indexing_maps = [{ident3}, affine_map<(h, i, j) -> (i, j)>, {ident3}], iterator_types = [{par3}]}} "
              f"ins(%s, %mine : {tensor(ss, f32)}, {tensor((tl, t), f32)}) outs(%me : {tensor(ss, f32)}) "
              + body([("%x", f32), ("%mk", f32), ("%o", f32)],
-                    ["%y = arith.mulf %x, %scale : f32", "%r = arith.addf %y, %mk : f32",
+                    [scaled, "%r = arith.addf %y, %mk : f32",
                      "linalg.yield %r : f32"]) + f" -> {tensor(ss, f32)}")
     elif causal:
         emit(f"%pos = shard.process_multi_index on @g axes = [{cfg.axis}] : index")
@@ -137,21 +153,21 @@ def pattern_ring_attention(cfg):
              + body([("%x", f32), ("%o", f32)],
                     ["%i = linalg.index 1 : index", "%j = linalg.index 2 : index",
                      "%gi = arith.addi %base, %i : index"] +
-                    (["%past = arith.cmpi sle, %j, %gi : index", "%y = arith.mulf %x, %scale : f32",
+                    (["%past = arith.cmpi sle, %j, %gi : index", scaled,
                       "%r = arith.select %past, %y, %neg : f32"] if variant == "keep" else
-                     ["%future = arith.cmpi ugt, %j, %gi : index", "%y = arith.mulf %x, %scale : f32",
+                     ["%future = arith.cmpi ugt, %j, %gi : index", scaled,
                       "%r = arith.select %future, %neg, %y : f32"]) +
                     ["linalg.yield %r : f32"]) + f" -> {tensor(ss, f32)}")
     elif variant == "mask":
         emit(f"%sm = linalg.generic {{indexing_maps = [{ident3}, affine_map<(h, i, j) -> (i, j)>, {ident3}], iterator_types = [{par3}]}} "
              f"ins(%s, %mask : {tensor(ss, f32)}, {tensor((tl, t), f32)}) outs(%me : {tensor(ss, f32)}) "
              + body([("%x", f32), ("%mk", f32), ("%o", f32)],
-                    ["%y = arith.mulf %x, %scale : f32", "%r = arith.addf %y, %mk : f32",
+                    [scaled, "%r = arith.addf %y, %mk : f32",
                      "linalg.yield %r : f32"]) + f" -> {tensor(ss, f32)}")
     else:
         emit(f"%sm = linalg.generic {{indexing_maps = [{ident3}, {ident3}], iterator_types = [{par3}]}} "
              f"ins(%s : {tensor(ss, f32)}) outs(%me : {tensor(ss, f32)}) "
-             + body([("%x", f32), ("%o", f32)], ["%y = arith.mulf %x, %scale : f32", "linalg.yield %y : f32"])
+             + body([("%x", f32), ("%o", f32)], [scaled, "linalg.yield %y : f32"])
              + f" -> {tensor(ss, f32)}")
     pt = tensor(ss, dt)
     if variant == "softmax":
@@ -172,13 +188,24 @@ def pattern_ring_attention(cfg):
         emit(f"%mx1 = linalg.fill ins(%low : f32) outs(%mx0 : {rt}) -> {rt}")
         emit(f"%mx = linalg.generic {{indexing_maps = [{ident3}, {rows3}], iterator_types = [{red}]}} "
              f"ins(%sm : {tensor(ss, f32)}) outs(%mx1 : {rt}) "
-             + body([("%x", f32), ("%acc", f32)], ["%r = arith.maximumf %acc, %x : f32", "linalg.yield %r : f32"])
+             + body([("%x", f32), ("%acc", f32)],
+                    (["%c = arith.cmpf ogt, %x, %acc : f32", "%r = arith.select %c, %x, %acc : f32"]
+                     if spelling == "select-max" else ["%r = arith.maximumf %acc, %x : f32"])
+                    + ["linalg.yield %r : f32"])
              + f" -> {rt}")
+        if spelling == "exp2":
+            exponential = ["%y = arith.subf %x, %m : f32",
+                           f"%c2 = arith.constant {scale / np.log(2.0)!r} : f32",
+                           "%y2 = arith.mulf %y, %c2 : f32", "%r = math.exp2 %y2 : f32"]
+        elif spelling == "scaled-exp":
+            exponential = ["%xs = arith.mulf %x, %scale : f32", "%ms = arith.mulf %m, %scale : f32",
+                           "%y = arith.subf %xs, %ms : f32", "%r = math.exp %y : f32"]
+        else:
+            exponential = ["%y = arith.subf %x, %m : f32", "%r = math.exp %y : f32"]
         emit(f"%ee = tensor.empty() : {tensor(ss, f32)}")
         emit(f"%e = linalg.generic {{indexing_maps = [{ident3}, {rows3}, {ident3}], iterator_types = [{par3}]}} "
              f"ins(%sm, %mx : {tensor(ss, f32)}, {rt}) outs(%ee : {tensor(ss, f32)}) "
-             + body([("%x", f32), ("%m", f32), ("%o", f32)],
-                    ["%y = arith.subf %x, %m : f32", "%r = math.exp %y : f32", "linalg.yield %r : f32"])
+             + body([("%x", f32), ("%m", f32), ("%o", f32)], exponential + ["linalg.yield %r : f32"])
              + f" -> {tensor(ss, f32)}")
         emit(f"%sum1 = linalg.fill ins(%zero : f32) outs(%mx0 : {rt}) -> {rt}")
         emit(f"%sum = linalg.generic {{indexing_maps = [{ident3}, {rows3}], iterator_types = [{red}]}} "
@@ -186,21 +213,52 @@ def pattern_ring_attention(cfg):
              + body([("%x", f32), ("%acc", f32)], ["%r = arith.addf %x, %acc : f32", "linalg.yield %r : f32"])
              + f" -> {rt}")
         emit(f"%pe = tensor.empty() : {pt}")
-        div = ["%r = arith.divf %x, %zz : f32"]
-        div += [f"%rt = arith.truncf %r : f32 to {dt}", f"linalg.yield %rt : {dt}"] if dt != "f32" else ["linalg.yield %r : f32"]
-        emit(f"%p = linalg.generic {{indexing_maps = [{ident3}, {rows3}, {ident3}], iterator_types = [{par3}]}} "
-             f"ins(%e, %sum : {tensor(ss, f32)}, {rt}) outs(%pe : {pt}) "
-             + body([("%x", f32), ("%zz", f32), ("%o", dt)], div) + f" -> {pt}")
+        store = ([f"%rt = arith.truncf %r : f32 to {dt}", f"linalg.yield %rt : {dt}"] if dt != "f32"
+                 else ["linalg.yield %r : f32"])
+        divisor = "%sum"
+        if spelling == "reciprocal-op":
+            emit(f"%ie = tensor.empty() : {rt}")
+            emit(f"%inv = linalg.generic {{indexing_maps = [affine_map<(h, i) -> (h, i)>, affine_map<(h, i) -> (h, i)>], "
+                 f"iterator_types = [\"parallel\", \"parallel\"]}} ins(%sum : {rt}) outs(%ie : {rt}) "
+                 + body([("%x", f32), ("%o", f32)], ["%one = arith.constant 1.0 : f32", "%r = arith.divf %one, %x : f32",
+                                                     "linalg.yield %r : f32"]) + f" -> {rt}")
+            divisor, div = "%inv", ["%r = arith.mulf %x, %zz : f32"]
+        elif spelling == "reciprocal":
+            div = ["%one = arith.constant 1.0 : f32", "%i = arith.divf %one, %zz : f32", "%r = arith.mulf %i, %x : f32"]
+        elif spelling == "flash":
+            # Stored as they are, in the test's dtype.
+            div, store = [], ([f"%rt = arith.truncf %x : f32 to {dt}", f"linalg.yield %rt : {dt}"]
+                              if dt != "f32" else ["linalg.yield %x : f32"])
+        else:
+            div = ["%r = arith.divf %x, %zz : f32"]
+        if spelling == "flash":
+            emit(f"%p = linalg.generic {{indexing_maps = [{ident3}, {ident3}], iterator_types = [{par3}]}} "
+                 f"ins(%e : {tensor(ss, f32)}) outs(%pe : {pt}) "
+                 + body([("%x", f32), ("%o", dt)], div + store) + f" -> {pt}")
+        else:
+            emit(f"%p = linalg.generic {{indexing_maps = [{ident3}, {rows3}, {ident3}], iterator_types = [{par3}]}} "
+                 f"ins(%e, {divisor} : {tensor(ss, f32)}, {rt}) outs(%pe : {pt}) "
+                 + body([("%x", f32), ("%zz", f32), ("%o", dt)], div + store) + f" -> {pt}")
     # out[h, i, c] = sum_j p[h, i, j] v[h, j, c]
     contraction("out", ["(h, i, c, j) -> (h, i, j)", "(h, i, c, j) -> (h, j, c)", "(h, i, c, j) -> (h, i, c)"],
                 "%p", vname, pt, os_)
+    result = "%out"
+    if spelling == "flash":
+        # (e v) / sum: the division after the product.
+        ot = tensor(os_, f32)
+        emit(f"%fe = tensor.empty() : {ot}")
+        emit(f"%res = linalg.generic {{indexing_maps = [{ident3}, {rows3}, {ident3}], iterator_types = [{par3}]}} "
+             f"ins(%out, %sum : {ot}, {rt}) outs(%fe : {ot}) "
+             + body([("%x", f32), ("%zz", f32), ("%o", f32)], ["%r = arith.divf %x, %zz : f32", "linalg.yield %r : f32"])
+             + f" -> {ot}")
+        result = "%res"
     args = f"%q: {tensor(qs, dt)}, %k: {tensor(ks, dt)}, %v: {tensor(ks, dt)}"
     specs = [(qs, dt), (ks, dt), (ks, dt)]
     if variant == "mask":
         args += f", %mask: {tensor((tl, t), f32)}"
         specs.append(((tl, t), f32))
     text = (header(cfg.grid) + f"func.func @main({args}) -> {tensor(os_, f32)} {{\n" +
-            "\n".join(lines) + f"\n  return %out : {tensor(os_, f32)}\n}}\n")
+            "\n".join(lines) + f"\n  return {result} : {tensor(os_, f32)}\n}}\n")
 
     def ref(grid, ins):
         q, k, v = ins[:3]
@@ -219,6 +277,10 @@ def pattern_ring_attention(cfg):
                 s = s + ins[3][r]
             s = s - s.max(axis=-1, keepdims=True)
             p = np.exp(s)
+            if spelling == "flash":
+                o = np.einsum("hij,hjc->hic", quantize(p, dt), vv)
+                out.append([o / p.sum(axis=-1, keepdims=True)])
+                continue
             p = quantize(p / p.sum(axis=-1, keepdims=True), dt)
             out.append([np.einsum("hij,hjc->hic", p, vv)])
         return out

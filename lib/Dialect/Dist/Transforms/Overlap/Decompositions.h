@@ -94,9 +94,11 @@ struct AttentionMask {
 
 /// all_gather(k) and all_gather(v) along the sequence feeding
 /// softmax(s(q, k)) v: the scores' product, elementwise score ops (scale,
-/// masks), a row max, exp(s - max), its row sum, the division by it, an
+/// masks), a row max, exp(c (s - max)) for a positive c (exp or exp2), its
+/// row sum, the division by it (or a multiplication by its reciprocal), an
 /// optional conversion, and the probabilities' product with v, each the
-/// only user of what it reads from the chain.
+/// only user of what it reads from the chain; or the division after the
+/// product (flash attention's order: (e v) / sum).
 struct RingAttention {
   AllGatherOp keys, values;
   /// What reads each gather before the products (GQA's repeat of the kv
@@ -117,7 +119,15 @@ struct RingAttention {
   /// and-reduction over the keys, and the select of 0 for the rows where
   /// it holds after the division.
   mlir::linalg::GenericOp flagTest, flagAll, safeSelect;
-  unsigned expScores = 0, expMax = 0, divExps = 0, divSum = 0;
+  unsigned expScores = 0, expMax = 0;
+  /// The exponentials are exp(expFactor * (s - max)): a scale inside the
+  /// exponential (exp2's is ln 2 times its own), which the ring's rescaling
+  /// of its running sums takes too.
+  double expFactor = 1;
+  /// The row sum's reciprocal, when the division is a multiplication by it
+  /// computed on its own; the division after the product with v (then
+  /// `div` is null and the exponentials feed the product).
+  mlir::linalg::GenericOp reciprocal, divAfter;
   /// A reshape of the probabilities before their product (torch-mlir's
   /// collapse_shape of batch and heads), and its reassociation of the
   /// rows' dims, which the row max and sum take to meet the output.

@@ -171,7 +171,10 @@ private:
   LogicalResult matchFlag();
   LogicalResult matchExp();
   LogicalResult matchSumAndDivision();
+  LogicalResult matchDivisor(linalg::GenericOp op, unsigned numerator,
+                             AffineMap rowsMap);
   LogicalResult matchProbabilities();
+  LogicalResult matchDivisionAfter();
   LogicalResult matchOutput();
   LogicalResult matchValues();
   LogicalResult finish();
@@ -216,7 +219,8 @@ FailureOr<RingAttention> Matcher::run(OpOperand *product, unsigned loop,
   rows = m.max.getMatchingIndexingMap(m.max.getDpsInitOperand(0));
   if (failed(matchFlag()) || failed(matchExp()) ||
       failed(matchSumAndDivision()) || failed(matchProbabilities()) ||
-      failed(matchOutput()) || failed(matchValues()) || failed(finish()))
+      failed(matchOutput()) || failed(matchValues()) ||
+      failed(matchDivisionAfter()) || failed(finish()))
     return failure();
   return m;
 }
@@ -258,8 +262,7 @@ LogicalResult Matcher::matchFanOut() {
   for (OpOperand &use : scores.getUses()) {
     auto generic = dyn_cast<linalg::GenericOp>(use.getOwner());
     if (generic && !max && isRowReduction(generic, m.keyDim) &&
-        (combinesArgs(yielded<arith::MaximumFOp>(generic), generic, 0, 1) ||
-         combinesArgs(yielded<arith::MaxNumFOp>(generic), generic, 0, 1))) {
+        isMaxCombiner(generic)) {
       max = generic;
     } else if (generic && !flagTest && isMinusInfTest(generic)) {
       flagTest = generic;
@@ -285,7 +288,7 @@ LogicalResult Matcher::matchFanOut() {
   looksLike = true;
   if (!max)
     return refuse("the scores' reduction over the keys is not a row max "
-                  "(maximumf or maxnumf of the score and the running value)");
+                  "(the larger of the score and the running value)");
   if (!exp)
     return refuse("no elementwise op reads the scores besides their row max "
                   "(exp(s - max))");
@@ -317,51 +320,60 @@ LogicalResult Matcher::matchFlag() {
   return success();
 }
 
-/// exp(s - max), as one op or a difference and its exponential.
+/// exp(c (s - max)), as one op or a difference and its exponential.
 LogicalResult Matcher::matchExp() {
   linalg::GenericOp exp = m.exp;
   Value maxValue = m.max->getResult(0);
   if (!maxValue.hasOneUse() || *maxValue.getUsers().begin() != exp)
     return refuse("the row max is used besides the exponentials");
   m.expMax = maxValue.getUses().begin()->getOperandNumber();
-  auto diff = yielded<arith::SubFOp>(exp);
-  if (auto expOp = yielded<math::ExpOp>(exp)) {
-    diff = expOp.getOperand().getDefiningOp<arith::SubFOp>();
-  } else if (Value d = exp->getResult(0); d.hasOneUse()) {
-    auto then = dyn_cast<linalg::GenericOp>(*d.getUsers().begin());
-    auto expOp = then && then.getNumDpsInputs() == 1 && isElementwiseOn(then, 0)
-                     ? yielded<math::ExpOp>(then)
-                     : math::ExpOp();
-    if (expOp && isArg(expOp.getOperand(), then, 0))
-      m.expThen = then;
-    else
-      diff = {};
-  } else {
-    diff = {};
-  }
   if (!isElementwiseOn(exp, m.expScores) ||
-      exp.getIndexingMapsArray()[m.expMax] != rows || !diff ||
-      !isArg(diff.getLhs(), exp, m.expScores) ||
-      !isArg(diff.getRhs(), exp, m.expMax))
+      exp.getIndexingMapsArray()[m.expMax] != rows)
     return refuse("no exp(s - max) over the scores follows their row max");
+  std::optional<double> factor =
+      exponentFactor(exp, m.expScores, m.expMax, linalg::GenericOp());
+  if (!factor) {
+    // The difference, then its exponential in an op of its own.
+    Value d = exp->getResult(0);
+    auto then = d.hasOneUse()
+                    ? dyn_cast<linalg::GenericOp>(*d.getUsers().begin())
+                    : linalg::GenericOp();
+    if (then && then.getNumDpsInputs() == 1 && isElementwiseOn(then, 0))
+      factor = exponentFactor(exp, m.expScores, m.expMax, then);
+    if (factor)
+      m.expThen = then;
+  }
+  if (!factor)
+    return refuse("no exp(s - max) over the scores follows their row max "
+                  "(an exponential, exp or exp2, of the difference or of "
+                  "a positive multiple of it)");
+  m.expFactor = *factor;
   return success();
 }
 
-/// The exponentials' row sum, and the division by it.
+/// The exponentials' row sum, and the division by it: by the sum or as a
+/// product with its reciprocal, before the product with v (or after it:
+/// matchDivisionAfter).
 LogicalResult Matcher::matchSumAndDivision() {
   Value exps = (m.expThen ? m.expThen : m.exp)->getResult(0);
   linalg::GenericOp sum, div;
+  unsigned divExps = 0;
   for (OpOperand &use : exps.getUses()) {
     auto generic = dyn_cast<linalg::GenericOp>(use.getOwner());
+    bool reciprocal = false;
     if (generic && isRowReduction(generic, m.keyDim) && !sum)
       sum = generic;
-    else if (generic && !div && generic.getNumDpsInputs() == 2)
-      div = generic, m.divExps = use.getOperandNumber();
+    else if (generic && !div && generic.getNumDpsInputs() == 2 &&
+             isElementwiseOn(generic, use.getOperandNumber()) &&
+             quotientDenominator(generic, use.getOperandNumber(), reciprocal))
+      div = generic, divExps = use.getOperandNumber();
+    else if (!probsUse)
+      probsUse = &use;
     else
       return refuse("the exponentials are used besides their sum and the "
                     "division by it");
   }
-  if (!sum || !div)
+  if (!sum || (!div && !probsUse))
     return refuse("the exponentials are not divided by their row sum");
   m.sum = sum;
   m.div = div;
@@ -370,15 +382,43 @@ LogicalResult Matcher::matchSumAndDivision() {
     return refuse("the exponentials' reduction is not a row sum like the max");
   if (!isZeroFill(sum.getDpsInitOperand(0)->get()))
     return refuse("the row sum does not start from zero");
+  // 1 / sum in an op of its own, multiplied by.
   Value sums = sum->getResult(0);
-  if (!sums.hasOneUse() || *sums.getUsers().begin() != div)
+  if (sums.hasOneUse())
+    if (auto inverse = dyn_cast<linalg::GenericOp>(*sums.getUsers().begin());
+        isReciprocal(inverse) &&
+        inverse.getMatchingIndexingMap(inverse.getDpsInitOperand(0))
+            .isIdentity())
+      m.reciprocal = inverse;
+  if (!div) {
+    // The product with v comes first (flash attention's order).
+    if (m.flagTest)
+      return refuse("torch's safe softmax divides before the product with v");
+    return success();
+  }
+  if (probsUse)
+    return refuse("the exponentials are used besides their sum and the "
+                  "division by it");
+  return matchDivisor(div, divExps, rows);
+}
+
+/// That `op` divides its operand `numerator` by the row sum, read through
+/// `rowsMap` (or multiplies it by the sum's reciprocal).
+LogicalResult Matcher::matchDivisor(linalg::GenericOp op, unsigned numerator,
+                                    AffineMap rowsMap) {
+  Value sums = m.sum->getResult(0);
+  Value denominator = m.reciprocal ? m.reciprocal->getResult(0) : sums;
+  if (!sums.hasOneUse() ||
+      (m.reciprocal &&
+       (!denominator.hasOneUse() || *denominator.getUsers().begin() != op)) ||
+      (!m.reciprocal && *sums.getUsers().begin() != op))
     return refuse("the row sum is used besides the division");
-  m.divSum = 1 - m.divExps;
-  auto quotient = yielded<arith::DivFOp>(div);
-  if (!isElementwiseOn(div, m.divExps) ||
-      div.getIndexingMapsArray()[m.divSum] != rows || !quotient ||
-      !isArg(quotient.getLhs(), div, m.divExps) ||
-      !isArg(quotient.getRhs(), div, m.divSum))
+  bool byReciprocal = false;
+  std::optional<unsigned> divisor =
+      quotientDenominator(op, numerator, byReciprocal);
+  if (!divisor || byReciprocal != static_cast<bool>(m.reciprocal) ||
+      op.getDpsInputOperand(*divisor)->get() != denominator ||
+      op.getIndexingMapsArray()[*divisor] != rowsMap)
     return refuse("the exponentials are not divided by their row sum");
   return success();
 }
@@ -386,10 +426,13 @@ LogicalResult Matcher::matchSumAndDivision() {
 /// The safe softmax's select of 0 for the rows masked whole, an optional
 /// conversion, and a reshape folding the rows, up to the product with v.
 LogicalResult Matcher::matchProbabilities() {
-  Value probs = m.div->getResult(0);
-  if (!probs.hasOneUse())
-    return refuse("the probabilities are used besides their product with v");
-  probsUse = &*probs.getUses().begin();
+  Value probs;
+  if (m.div) {
+    probs = m.div->getResult(0);
+    if (!probs.hasOneUse())
+      return refuse("the probabilities are used besides their product with v");
+    probsUse = &*probs.getUses().begin();
+  }
   if (m.flagAll) {
     auto select = dyn_cast<linalg::GenericOp>(probsUse->getOwner());
     if (!m.flagAll->hasOneUse())
@@ -503,18 +546,41 @@ LogicalResult Matcher::matchValues() {
   return success();
 }
 
-/// The rows as the output holds them, one block for every op, the mask,
-/// and whether a rank can compute another's rows.
-LogicalResult Matcher::finish() {
+/// The rows as the output holds them; with the division after the
+/// product, that division: the output's one user, dividing it by the row
+/// sum (or multiplying it by its reciprocal) at the rows.
+LogicalResult Matcher::matchDivisionAfter() {
   m.rowsInOutput = rowsInResult(m.output, m.probsOperand, probsRows);
   if (!m.rowsInOutput)
     return refuse("a row of the scores does not reach the output");
+  if (m.div)
+    return success();
+  Value out = m.output->getResult(0);
+  auto after = out.hasOneUse()
+                   ? dyn_cast<linalg::GenericOp>(*out.getUsers().begin())
+                   : linalg::GenericOp();
+  unsigned numerator =
+      out.hasOneUse() ? out.getUses().begin()->getOperandNumber() : 0;
+  if (!after || after.getNumDpsInputs() != 2 ||
+      !isElementwiseOn(after, numerator))
+    return refuse("the exponentials are not divided by their row sum, "
+                  "before the product with v or after it");
+  if (failed(matchDivisor(after, numerator, m.rowsInOutput)))
+    return failure();
+  m.divAfter = after;
+  return success();
+}
+
+/// One block for every op, the mask, and whether a rank can compute
+/// another's rows.
+LogicalResult Matcher::finish() {
   // The block ops are rebuilt where the product with v was.
-  SmallVector<Operation *> ops{m.scores, m.max, m.exp, m.sum, m.div};
+  SmallVector<Operation *> ops{m.scores, m.max, m.exp, m.sum};
   for (const AttentionPrefix &p : m.scoreOps)
     ops.push_back(p.op);
   for (Operation *op : std::initializer_list<Operation *>{
-           m.expThen, m.flagTest, m.flagAll, m.safeSelect, m.probsCollapse})
+           m.div, m.reciprocal, m.divAfter, m.expThen, m.flagTest, m.flagAll,
+           m.safeSelect, m.probsCollapse})
     if (op)
       ops.push_back(op);
   if (llvm::any_of(ops, [&](Operation *o) {

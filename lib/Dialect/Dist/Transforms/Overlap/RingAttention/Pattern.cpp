@@ -116,12 +116,16 @@ void RingAttentionPattern::propose(Site site, Context &context,
   const CostModel &cost = context.model;
   int64_t n = match->ring.groupSize;
   SmallVector<Operation *> ops{match->scores, match->max, match->exp,
-                               match->sum,    match->div, match->output};
+                               match->sum, match->output};
+  if (match->div)
+    ops.insert(ops.begin() + 4, match->div);
   for (const AttentionPrefix &p : match->scoreOps)
     if (isa<linalg::LinalgOp>(p.op))
       ops.push_back(p.op);
-  if (match->expThen)
-    ops.push_back(match->expThen);
+  for (Operation *op : std::initializer_list<Operation *>{
+           match->expThen, match->reciprocal, match->divAfter})
+    if (op)
+      ops.push_back(op);
   Candidate c;
   c.strategy = "ring_attention";
   c.family = Family::Attention;

@@ -277,14 +277,21 @@ Value RingBuilder::safeOf(Value max) {
       });
 }
 
-/// exp(old - safe): what rows kept under `old` are scaled by.
+/// exp(c (old - safe)): what rows kept under `old` are scaled by, c the
+/// factor the exponentials apply.
 Value RingBuilder::scaleOf(Value old, Value safe) {
-  return rowwise(rewriter, loc, emptyLike(rewriter, loc, old),
-                 {{old, sameRows}, {safe, sameRows}},
-                 [](OpBuilder &b, Location at, ValueRange args) {
-                   Value d = arith::SubFOp::create(b, at, args[0], args[1]);
-                   return math::ExpOp::create(b, at, d);
-                 });
+  double factor = m.expFactor;
+  return rowwise(
+      rewriter, loc, emptyLike(rewriter, loc, old),
+      {{old, sameRows}, {safe, sameRows}},
+      [&](OpBuilder &b, Location at, ValueRange args) {
+        Value d = arith::SubFOp::create(b, at, args[0], args[1]);
+        if (factor != 1)
+          d = arith::MulFOp::create(
+              b, at, d,
+              arith::ConstantOp::create(b, at, b.getF32FloatAttr(factor)));
+        return math::ExpOp::create(b, at, d);
+      });
 }
 
 static Value rowsTimes(OpBuilder &b, Location at, ValueRange args) {
@@ -567,15 +574,32 @@ void RingBuilder::finish(const State &state) {
                                            args[1], zero);
         return arith::SelectOp::create(b, at, none, zero, quotient);
       });
-  rewriter.replaceOp(m.output, result);
   SmallVector<Operation *> dead;
+  if (m.divAfter) {
+    // It divided the product by the sums after the fact; the ring's result
+    // takes its place (in its element type).
+    Type element = getElementTypeOrSelf(m.divAfter->getResult(0).getType());
+    if (getElementTypeOrSelf(result.getType()) != element)
+      result =
+          rowwise(rewriter, loc, emptyLike(rewriter, loc, result, element),
+                  {whole(result)}, [](OpBuilder &, Location, ValueRange args) {
+                    return args[0];
+                  });
+    rewriter.replaceOp(m.divAfter, result);
+    dead.push_back(m.output);
+  } else {
+    rewriter.replaceOp(m.output, result);
+  }
   if (m.probsCollapse)
     dead.push_back(m.probsCollapse);
   if (m.convert)
     dead.push_back(m.convert);
   if (m.safeSelect)
     dead.append({m.safeSelect, m.flagAll, m.flagTest});
-  dead.append({m.div, m.sum});
+  for (Operation *op :
+       std::initializer_list<Operation *>{m.div, m.reciprocal, m.sum})
+    if (op)
+      dead.push_back(op);
   if (m.expThen)
     dead.push_back(m.expThen);
   dead.append({m.exp, m.max});

@@ -66,6 +66,33 @@ bool isRowReduction(mlir::linalg::GenericOp op, unsigned loop);
 /// A float constant, defined outside the body or inside it.
 std::optional<double> floatConstant(mlir::Value value);
 
+//===- Reading what a softmax's generics compute
+//---------------------------===//
+
+/// Whether a reduction generic combines its two block arguments into the
+/// larger: maximumf, maxnumf, or a select of one by comparing the two.
+bool isMaxCombiner(mlir::linalg::GenericOp op);
+
+/// Whether `op` computes 1 / x of its one input, elementwise.
+bool isReciprocal(mlir::linalg::GenericOp op);
+
+/// The operand `op` divides its operand `numerator` by: it yields
+/// numerator / d or numerator * (1 / d), either way round; or, with
+/// `byReciprocal` set, numerator * d, whose d the caller must prove a
+/// reciprocal.
+std::optional<unsigned> quotientDenominator(mlir::linalg::GenericOp op,
+                                            unsigned numerator,
+                                            bool &byReciprocal);
+
+/// The c of exponentials exp(c (s - m)) (for exp2, c is ln 2 times its
+/// factor), computed by `exp` from its operands `scores` and `max` (s - m,
+/// c (s - m), c s - c m, (s - m) / c, and their exponential), or by `exp`
+/// (the difference) and `then` (its exponential, with a factor); nothing
+/// when they compute anything else or c is not positive.
+std::optional<double> exponentFactor(mlir::linalg::GenericOp exp,
+                                     unsigned scores, unsigned max,
+                                     mlir::linalg::GenericOp then);
+
 /// The keys' dimension after reshape `op` of a tensor whose keys'
 /// dimension is `dim`: a collapse folding it only with unit dimensions, or
 /// an expand keeping one non-unit dimension of its group; nullopt for any
