@@ -10,8 +10,7 @@
 # from libBraidRuntimeCUDA.so name; "" for NCCL, whose symbols are not
 # versioned). Putting OUTPUT_DIR on LD_LIBRARY_PATH makes the real runtime,
 # runners and compiled programs load it instead of the toolkit's. Used by
-# the test fakes (test/Runtime/FakeCuda) and the emulated device
-# (lib/Emulator).
+# the emulated device (lib/Emulator).
 
 function(braid_cuda_stand_in target soname node exports output_dir)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;INCLUDES" ${ARGN})

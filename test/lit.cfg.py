@@ -44,14 +44,9 @@ if config.mpi_found in ("TRUE", "ON", "1"):
 if config.cuda_found in ("TRUE", "ON", "1"):
     config.available_features.add("cuda")
     config.substitutions.append(("%cuda_root", config.cuda_root))
-    # The host-only CUDA, cuBLASLt and NCCL of test/Runtime/FakeCuda, which
-    # the real runtime and runners load instead of the toolkit's (REQUIRES:
-    # cuda, mpi: they are built with the cuda runtime).
-    config.substitutions.append(
-        ("%fake_cuda", "env LD_LIBRARY_PATH=" +
-         os.path.join(config.braid_obj_root, "lib", "fake-cuda")))
     # The emulated device (lib/Emulator): its libraries first, for tools
-    # that do not re-run themselves on it as braid-exec-cuda --emulate does.
+    # that do not re-run themselves on it as braid-exec-cuda --emulate does
+    # (REQUIRES: cuda, mpi: they are built with the cuda runtime).
     config.substitutions.append(
         ("%emulated", "env LD_LIBRARY_PATH=" +
          os.path.join(config.braid_obj_root, "lib", "emulator")))

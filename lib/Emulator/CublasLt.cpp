@@ -1,23 +1,24 @@
-//===- CublasLt.cpp - A host libcublasLt for devices without a GPU --------===//
+//===- CublasLt.cpp - The emulated device's libcublasLt -------------------===//
 //
 // Part of Braid.
 //
 //===----------------------------------------------------------------------===//
 //
-// What braid_rt_gemm calls, done on the host with cuBLASLt's documented
-// semantics: column-major layouts with leading dimensions, TRANSA/TRANSB,
-// strided batches, D = act(alpha op(A) op(B) + beta C + bias) with the bias
-// along D's rows, GELU in its tanh form, accumulation in f32. Built twice:
-// for the emulated device and for the test fake (test/Runtime/FakeCuda),
-// each linking its own libcudart.so.13, which says what device memory is
-// and runs the GEMM in its stream's order (StandIn.h). Every matrix must lie
-// in device memory. With BRAID_FAKE_CUBLASLT_NO_ALGORITHM=1 the heuristic
-// finds no algorithm (as the real one does for a shape or alignment it
-// cannot handle).
+// libcublasLt.so.13 of the emulated device: what braid_rt_gemm calls, done
+// on the host with cuBLASLt's documented semantics: column-major layouts
+// with leading dimensions, TRANSA/TRANSB, strided batches, D = act(alpha
+// op(A) op(B) + beta C + bias) with the bias along D's rows, GELU in its
+// tanh form, accumulation in f32. Every matrix must lie in device memory;
+// the GEMM runs as an operation of its stream (Device.h), which checks its
+// ranges again when it runs and records them for the race detector. With
+// BRAID_EMULATE_CUBLASLT_NO_ALGORITHM=1 the heuristic finds no algorithm
+// (as the real one does for a shape or alignment it cannot handle), so that
+// the runtime's error path can be tested.
 //
 //===----------------------------------------------------------------------===//
 
-#include "StandIn.h"
+#include "Device.h"
+#include "Memory.h"
 
 #include "HalfFloat.h"
 
@@ -26,9 +27,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
-#define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+#define EMU_EXPORT extern "C" __attribute__((visibility("default")))
+
+using namespace braid::emu;
 
 namespace {
 
@@ -90,10 +94,16 @@ size_t spanOf(const Layout &layout) {
   return static_cast<size_t>(elements * bytesOf(layout.type));
 }
 
+/// Whether [p, p + bytes) lies in device-visible memory of the device.
+bool deviceMemory(const void *p, size_t bytes) {
+  const char *what = classify(p, bytes);
+  return what && std::strcmp(what, "host") != 0;
+}
+
 /// Whether every element of `layout` at `p` lies in device-side memory.
 bool inDeviceMemory(const void *p, const Layout &layout) {
   size_t bytes = spanOf(layout);
-  return bytes == 0 || braidStandInDeviceMemory(p, bytes);
+  return bytes == 0 || deviceMemory(p, bytes);
 }
 
 /// One GEMM, with copies of its descriptors (the call may return before it
@@ -108,8 +118,7 @@ struct Gemm {
   cudaDataType biasType;
 };
 
-void runGemm(void *argument) {
-  const Gemm &g = *static_cast<const Gemm *>(argument);
+void runGemm(const Gemm &g) {
   const Desc &desc = g.desc;
   const Layout &a = g.a, &b = g.b, &c = g.c, &out = g.out;
   bool ta = desc.transA == CUBLAS_OP_T, tb = desc.transB == CUBLAS_OP_T;
@@ -155,25 +164,23 @@ void runGemm(void *argument) {
   }
 }
 
-void releaseGemm(void *argument) { delete static_cast<Gemm *>(argument); }
-
 bool supported(cudaDataType type) {
   return type == CUDA_R_32F || type == CUDA_R_16F || type == CUDA_R_16BF;
 }
 
 } // namespace
 
-FAKE_EXPORT cublasStatus_t cublasLtCreate(cublasLtHandle_t *handle) {
+EMU_EXPORT cublasStatus_t cublasLtCreate(cublasLtHandle_t *handle) {
   *handle = reinterpret_cast<cublasLtHandle_t>(new int(1));
   return CUBLAS_STATUS_SUCCESS;
 }
 
-FAKE_EXPORT cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
+EMU_EXPORT cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
   delete reinterpret_cast<int *>(handle);
   return CUBLAS_STATUS_SUCCESS;
 }
 
-FAKE_EXPORT const char *cublasLtGetStatusString(cublasStatus_t status) {
+EMU_EXPORT const char *cublasLtGetStatusString(cublasStatus_t status) {
   switch (status) {
   case CUBLAS_STATUS_SUCCESS:
     return "CUBLAS_STATUS_SUCCESS";
@@ -188,21 +195,21 @@ FAKE_EXPORT const char *cublasLtGetStatusString(cublasStatus_t status) {
   }
 }
 
-FAKE_EXPORT cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc,
-                                                    cublasComputeType_t compute,
-                                                    cudaDataType_t scale) {
+EMU_EXPORT cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc,
+                                                   cublasComputeType_t compute,
+                                                   cudaDataType_t scale) {
   if (compute != CUBLAS_COMPUTE_32F || scale != CUDA_R_32F)
     return CUBLAS_STATUS_NOT_SUPPORTED;
   *desc = reinterpret_cast<cublasLtMatmulDesc_t>(new Desc());
   return CUBLAS_STATUS_SUCCESS;
 }
 
-FAKE_EXPORT cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
+EMU_EXPORT cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
   delete reinterpret_cast<Desc *>(d);
   return CUBLAS_STATUS_SUCCESS;
 }
 
-FAKE_EXPORT cublasStatus_t cublasLtMatmulDescSetAttribute(
+EMU_EXPORT cublasStatus_t cublasLtMatmulDescSetAttribute(
     cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attribute,
     const void *buffer, size_t size) {
   auto *desc = reinterpret_cast<Desc *>(d);
@@ -230,7 +237,7 @@ FAKE_EXPORT cublasStatus_t cublasLtMatmulDescSetAttribute(
   return CUBLAS_STATUS_SUCCESS;
 }
 
-FAKE_EXPORT cublasStatus_t
+EMU_EXPORT cublasStatus_t
 cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout, cudaDataType type,
                            uint64_t rows, uint64_t cols, int64_t ld) {
   if (!supported(type) || ld < static_cast<int64_t>(rows))
@@ -240,13 +247,13 @@ cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout, cudaDataType type,
   return CUBLAS_STATUS_SUCCESS;
 }
 
-FAKE_EXPORT cublasStatus_t
+EMU_EXPORT cublasStatus_t
 cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
   delete reinterpret_cast<Layout *>(layout);
   return CUBLAS_STATUS_SUCCESS;
 }
 
-FAKE_EXPORT cublasStatus_t cublasLtMatrixLayoutSetAttribute(
+EMU_EXPORT cublasStatus_t cublasLtMatrixLayoutSetAttribute(
     cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attribute,
     const void *buffer, size_t size) {
   auto *layout = reinterpret_cast<Layout *>(l);
@@ -259,19 +266,19 @@ FAKE_EXPORT cublasStatus_t cublasLtMatrixLayoutSetAttribute(
   return CUBLAS_STATUS_SUCCESS;
 }
 
-FAKE_EXPORT cublasStatus_t
+EMU_EXPORT cublasStatus_t
 cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *preference) {
   *preference = reinterpret_cast<cublasLtMatmulPreference_t>(new Preference());
   return CUBLAS_STATUS_SUCCESS;
 }
 
-FAKE_EXPORT cublasStatus_t
+EMU_EXPORT cublasStatus_t
 cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t preference) {
   delete reinterpret_cast<Preference *>(preference);
   return CUBLAS_STATUS_SUCCESS;
 }
 
-FAKE_EXPORT cublasStatus_t cublasLtMatmulPreferenceSetAttribute(
+EMU_EXPORT cublasStatus_t cublasLtMatmulPreferenceSetAttribute(
     cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr,
     const void *buffer, size_t size) {
   if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
@@ -280,7 +287,7 @@ FAKE_EXPORT cublasStatus_t cublasLtMatmulPreferenceSetAttribute(
   return CUBLAS_STATUS_SUCCESS;
 }
 
-FAKE_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
+EMU_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
     cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
     cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
     cublasLtMatmulPreference_t, int requested,
@@ -288,9 +295,10 @@ FAKE_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   *found = 0;
   if (requested < 1)
     return CUBLAS_STATUS_INVALID_VALUE;
-  const char *none = std::getenv("BRAID_FAKE_CUBLASLT_NO_ALGORITHM");
+  const char *none = std::getenv("BRAID_EMULATE_CUBLASLT_NO_ALGORITHM");
   if (none && std::strcmp(none, "1") == 0) {
-    braidStandInLog("cublasLtMatmulAlgoGetHeuristic: no algorithm");
+    BRAID_EMU_LOG("cublasLtMatmulAlgoGetHeuristic: no algorithm "
+                  "(BRAID_EMULATE_CUBLASLT_NO_ALGORITHM)");
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
   std::memset(&results[0], 0, sizeof(results[0]));
@@ -300,7 +308,7 @@ FAKE_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   return CUBLAS_STATUS_SUCCESS;
 }
 
-FAKE_EXPORT cublasStatus_t cublasLtMatmul(
+EMU_EXPORT cublasStatus_t cublasLtMatmul(
     cublasLtHandle_t, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
     cublasLtMatrixLayout_t aLayout, const void *B,
     cublasLtMatrixLayout_t bLayout, const void *beta, const void *C,
@@ -314,10 +322,10 @@ FAKE_EXPORT cublasStatus_t cublasLtMatmul(
   bool ta = desc.transA == CUBLAS_OP_T, tb = desc.transB == CUBLAS_OP_T;
   uint64_t m = out.rows, n = out.cols;
   uint64_t k = ta ? a.rows : a.cols;
-  braidStandInLog(
-      "cublasLtMatmul %llux%llux%llu (column-major) on %s",
-      static_cast<unsigned long long>(m), static_cast<unsigned long long>(n),
-      static_cast<unsigned long long>(k), braidStandInStreamName(stream));
+  BRAID_EMU_LOG("cublasLtMatmul %llux%llux%llu (column-major) on %s",
+                static_cast<unsigned long long>(m),
+                static_cast<unsigned long long>(n),
+                static_cast<unsigned long long>(k), streamName(stream).c_str());
   if ((ta ? a.cols : a.rows) != m || (tb ? b.cols : b.rows) != k ||
       (tb ? b.rows : b.cols) != n || c.rows != m || c.cols != n ||
       a.batch != out.batch || b.batch != out.batch || c.batch != out.batch)
@@ -331,28 +339,18 @@ FAKE_EXPORT cublasStatus_t cublasLtMatmul(
   cudaDataType biasType =
       desc.biasType < 0 ? out.type : static_cast<cudaDataType>(desc.biasType);
   size_t biasBytes = hasBias ? static_cast<size_t>(m * bytesOf(biasType)) : 0;
-  if (hasBias && !braidStandInDeviceMemory(desc.bias, biasBytes))
+  if (hasBias && !deviceMemory(desc.bias, biasBytes))
     return CUBLAS_STATUS_INVALID_VALUE;
-  auto *gemm = new Gemm{desc,
-                        a,
-                        b,
-                        c,
-                        out,
-                        A,
-                        B,
-                        C,
-                        D,
-                        *static_cast<const float *>(alpha),
-                        *static_cast<const float *>(beta),
-                        hasBias,
-                        biasType};
-  BraidStandInRange ranges[] = {{A, spanOf(a), false},
-                                {B, spanOf(b), false},
-                                {C, gemm->beta != 0 ? spanOf(c) : 0, false},
-                                {desc.bias, biasBytes, false},
-                                {D, spanOf(out), true}};
-  if (braidStandInRun(stream, "cublasLtMatmul", ranges, 5, runGemm, gemm,
-                      releaseGemm) != 0)
+  auto gemm = std::make_shared<Gemm>(
+      Gemm{desc, a, b, c, out, A, B, C, D, *static_cast<const float *>(alpha),
+           *static_cast<const float *>(beta), hasBias, biasType});
+  std::vector<Range> ranges = {{A, spanOf(a), Read},
+                               {B, spanOf(b), Read},
+                               {C, gemm->beta != 0 ? spanOf(c) : 0, Read},
+                               {desc.bias, biasBytes, Read},
+                               {D, spanOf(out), Write}};
+  if (enqueueRanges(stream, "cublasLtMatmul", std::move(ranges),
+                    [gemm] { runGemm(*gemm); }) != 0)
     return CUBLAS_STATUS_EXECUTION_FAILED;
   return CUBLAS_STATUS_SUCCESS;
 }

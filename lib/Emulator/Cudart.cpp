@@ -25,6 +25,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -191,23 +192,35 @@ EMU_EXPORT cudaError_t cudaDeviceSynchronize(void) {
 // Streams and events
 //===----------------------------------------------------------------------===//
 
-EMU_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *stream,
-                                                    unsigned int flags,
-                                                    int priority) {
+namespace {
+
+cudaError_t newStream(const char *call, cudaStream_t *stream,
+                      unsigned int flags, int priority) {
   if (!stream)
     return note(cudaErrorInvalidValue);
   *stream = static_cast<cudaStream_t>(
       createStream(std::clamp(priority, -5, 0), flags & cudaStreamNonBlocking));
+  BRAID_EMU_LOG("%s%s -> %s", call,
+                flags & cudaStreamNonBlocking ? " (non-blocking)" : "",
+                streamName(*stream).c_str());
   return cudaSuccess;
+}
+
+} // namespace
+
+EMU_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *stream,
+                                                    unsigned int flags,
+                                                    int priority) {
+  return newStream("cudaStreamCreateWithPriority", stream, flags, priority);
 }
 
 EMU_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream,
                                                  unsigned int flags) {
-  return cudaStreamCreateWithPriority(stream, flags, 0);
+  return newStream("cudaStreamCreateWithFlags", stream, flags, 0);
 }
 
 EMU_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *stream) {
-  return cudaStreamCreateWithPriority(stream, 0, 0);
+  return newStream("cudaStreamCreate", stream, 0, 0);
 }
 
 EMU_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) {
@@ -224,6 +237,8 @@ EMU_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 
 EMU_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream,
                                            cudaEvent_t event, unsigned int) {
+  BRAID_EMU_LOG("cudaStreamWaitEvent: %s waits for an event",
+                streamName(stream).c_str());
   return note(static_cast<cudaError_t>(
       streamWaitEvent(stream, reinterpret_cast<Event *>(event))));
 }
@@ -247,6 +262,11 @@ EMU_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 
 EMU_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  BRAID_EMU_LOG("cudaEventRecord: %s on %s",
+                timingEvent(reinterpret_cast<Event *>(event))
+                    ? "a timing event"
+                    : "an event without timing",
+                streamName(stream).c_str());
   return note(static_cast<cudaError_t>(
       recordEvent(reinterpret_cast<Event *>(event), stream)));
 }
@@ -262,6 +282,7 @@ EMU_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 
 EMU_EXPORT cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
                                             cudaEvent_t end) {
+  BRAID_EMU_LOG("cudaEventElapsedTime");
   return static_cast<cudaError_t>(elapsedTime(
       ms, reinterpret_cast<Event *>(start), reinterpret_cast<Event *>(end)));
 }
@@ -289,34 +310,29 @@ cudaError_t releaseFrom(void *p, bool pinned) {
   return cudaSuccess;
 }
 
-/// Checks that [p, p + bytes), which a stream operation reads or writes,
-/// is still device memory when it runs.
-bool stillThere(const void *p, uint64_t bytes, const char *what, int &code,
-                std::string &report) {
+/// The size of the allocation at `p`, for the call log (0 if none).
+unsigned long long allocationBytes(const void *p) {
   Region region;
   std::string why;
-  if (findMemory(reinterpret_cast<uintptr_t>(p), bytes, region, why))
-    return true;
-  code = kIllegalAddress;
-  char address[32];
-  std::snprintf(
-      address, sizeof(address), "0x%llx",
-      static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p)));
-  report = std::string(what) + " of " + std::to_string(bytes) + " bytes at " +
-           address + ": " + why;
-  return false;
+  return findMemory(reinterpret_cast<uintptr_t>(p), 1, region, why)
+             ? region.size
+             : 0;
 }
+
+/// The call log's name of memory `what` (a classify result, null when a
+/// range runs outside its allocation).
+const char *orBad(const char *what) { return what ? what : "(bad)"; }
 
 cudaError_t copy(const char *call, void *dst, const void *src, size_t bytes,
                  cudaMemcpyKind kind, cudaStream_t stream, bool sync) {
+  const char *to = dst ? classify(dst, bytes) : nullptr;
+  const char *from = src ? classify(src, bytes) : nullptr;
+  BRAID_EMU_LOG("%s %zu B %s -> %s on %s", call, bytes, orBad(from), orBad(to),
+                streamName(stream).c_str());
   if (cudaError_t error = sticky())
     return error;
   if (bytes == 0)
     return cudaSuccess;
-  if (!dst || !src)
-    return note(cudaErrorInvalidValue);
-  const char *to = classify(dst, bytes);
-  const char *from = classify(src, bytes);
   if (!to || !from)
     return note(cudaErrorInvalidValue);
   bool ok = true;
@@ -348,25 +364,14 @@ cudaError_t copy(const char *call, void *dst, const void *src, size_t bytes,
         static_cast<const uint8_t *>(src),
         static_cast<const uint8_t *>(src) + bytes);
   }
-  cudaError_t error = static_cast<cudaError_t>(enqueue(
-      stream, call, [=](OpContext &context, int &code, std::string &report) {
-        if (fromDevice &&
-            !stillThere(src, bytes, "a copy's read", code, report))
-          return false;
-        if (toDevice && !stillThere(dst, bytes, "a copy's write", code, report))
-          return false;
-        std::string race;
-        if (fromDevice)
-          race = recordOperationAccess(context, src, bytes, Read, call);
-        if (toDevice && race.empty())
-          race = recordOperationAccess(context, dst, bytes, Write, call);
+  std::vector<Range> ranges;
+  if (fromDevice)
+    ranges.push_back({src, bytes, Read});
+  if (toDevice)
+    ranges.push_back({dst, bytes, Write});
+  cudaError_t error = static_cast<cudaError_t>(
+      enqueueRanges(stream, call, std::move(ranges), [=] {
         std::memmove(dst, staged ? staged->data() : src, bytes);
-        if (!race.empty()) {
-          code = kLaunchFailure;
-          report = race;
-          return false;
-        }
-        return true;
       }));
   if (error != cudaSuccess)
     return note(error);
@@ -378,27 +383,33 @@ cudaError_t copy(const char *call, void *dst, const void *src, size_t bytes,
 } // namespace
 
 EMU_EXPORT cudaError_t cudaMalloc(void **p, size_t size) {
+  BRAID_EMU_LOG("cudaMalloc %zu B", size);
   return allocateInto(p, size, MemoryKind::Device, "cudaMalloc");
 }
 
 EMU_EXPORT cudaError_t cudaMallocAsync(void **p, size_t size,
                                        cudaStream_t stream) {
+  BRAID_EMU_LOG("cudaMallocAsync %zu B on %s", size,
+                streamName(stream).c_str());
   if (!validStream(stream))
     return note(cudaErrorInvalidResourceHandle);
   return allocateInto(p, size, MemoryKind::Device, "cudaMallocAsync");
 }
 
 EMU_EXPORT cudaError_t cudaMallocHost(void **p, size_t size) {
+  BRAID_EMU_LOG("cudaMallocHost %zu B", size);
   return allocateInto(p, size, MemoryKind::Pinned, "cudaMallocHost");
 }
 
 EMU_EXPORT cudaError_t cudaMallocManaged(void **p, size_t size, unsigned int) {
+  BRAID_EMU_LOG("cudaMallocManaged %zu B", size);
   return allocateInto(p, size, MemoryKind::Managed, "cudaMallocManaged");
 }
 
 EMU_EXPORT cudaError_t cudaFree(void *p) {
   if (!p)
     return sticky();
+  BRAID_EMU_LOG("cudaFree %llu B", allocationBytes(p));
   // cudaFree synchronizes with the device.
   synchronizeDevice();
   return releaseFrom(p, false);
@@ -407,6 +418,7 @@ EMU_EXPORT cudaError_t cudaFree(void *p) {
 EMU_EXPORT cudaError_t cudaFreeHost(void *p) {
   if (!p)
     return cudaSuccess;
+  BRAID_EMU_LOG("cudaFreeHost %llu B", allocationBytes(p));
   synchronizeDevice();
   return releaseFrom(p, true);
 }
@@ -414,6 +426,8 @@ EMU_EXPORT cudaError_t cudaFreeHost(void *p) {
 EMU_EXPORT cudaError_t cudaFreeAsync(void *p, cudaStream_t stream) {
   if (!p)
     return cudaSuccess;
+  BRAID_EMU_LOG("cudaFreeAsync %llu B on %s", allocationBytes(p),
+                streamName(stream).c_str());
   const char *what = classify(p, 1);
   if (!what || std::strcmp(what, "device") != 0)
     return note(cudaErrorInvalidValue);
@@ -470,26 +484,17 @@ CUresult memset(CUdeviceptr dst, T value, size_t count, CUstream stream,
                 const char *call) {
   void *p = reinterpret_cast<void *>(dst);
   uint64_t bytes = count * sizeof(T);
+  BRAID_EMU_LOG("%s %llu B on %s", call, static_cast<unsigned long long>(bytes),
+                streamName(stream).c_str());
   if (cudaError_t error = sticky())
     return static_cast<CUresult>(error);
   if (bytes && !onDevice(classify(p, bytes)))
     return CUDA_ERROR_INVALID_VALUE;
   if (dst % sizeof(T))
     return CUDA_ERROR_INVALID_VALUE;
-  return static_cast<CUresult>(enqueue(
-      stream, call, [=](OpContext &context, int &code, std::string &report) {
-        if (!stillThere(p, bytes, call, code, report))
-          return false;
-        std::string race =
-            recordOperationAccess(context, p, bytes, Write, call);
-        std::fill_n(static_cast<T *>(p), count, value);
-        if (!race.empty()) {
-          code = kLaunchFailure;
-          report = race;
-          return false;
-        }
-        return true;
-      }));
+  return static_cast<CUresult>(
+      enqueueRanges(stream, call, {Range{p, bytes, Write}},
+                    [=] { std::fill_n(static_cast<T *>(p), count, value); }));
 }
 
 } // namespace
@@ -553,8 +558,29 @@ void replaceModule(LoadedModule &module) {
   module.ptx = std::move(replacement);
 }
 
-CUresult loadModule(CUmodule *handle, const void *image, char *log,
-                    size_t logSize) {
+/// BRAID_EMULATE_PTX_DIR=DIR: every PTX module a program loads is written
+/// to DIR/ENTRY.ptx (its first kernel's name; rejected-N.ptx for one the
+/// emulator cannot parse), for ptxas or a reader.
+void keepModule(const std::string &text, const ptx::Module *parsed) {
+  const char *dir = std::getenv("BRAID_EMULATE_PTX_DIR");
+  if (!dir || !*dir)
+    return;
+  static std::atomic<int> rejected{0};
+  std::string name = parsed && !parsed->name.empty()
+                         ? parsed->name
+                         : "rejected-" + std::to_string(++rejected);
+  std::string path = std::string(dir) + "/" + name + ".ptx";
+  FILE *file = std::fopen(path.c_str(), "w");
+  if (!file) {
+    say("BRAID_EMULATE_PTX_DIR: cannot write " + path);
+    return;
+  }
+  std::fwrite(text.data(), 1, text.size(), file);
+  std::fclose(file);
+}
+
+CUresult loadModule(const char *call, CUmodule *handle, const void *image,
+                    char *log, size_t logSize) {
   if (!handle || !image)
     return CUDA_ERROR_INVALID_VALUE;
   if (cudaError_t error = sticky())
@@ -569,6 +595,9 @@ CUresult loadModule(CUmodule *handle, const void *image, char *log,
   std::memcpy(&magic, bytes, 4);
   if (std::memcmp(bytes, ELFMAG, SELFMAG) == 0 || magic == 0xBA55ED50u ||
       magic == 0x466243B1u) {
+    BRAID_EMU_LOG("%s: a cubin or fatbin, refused (the emulated device runs "
+                  "PTX)",
+                  call);
     say(kPtxOnly);
     writeLog(kPtxOnly);
     return CUDA_ERROR_INVALID_IMAGE;
@@ -579,14 +608,17 @@ CUresult loadModule(CUmodule *handle, const void *image, char *log,
   module.text = static_cast<const char *>(image);
   std::string error;
   module.ptx = ptx::parse(module.text, error);
+  keepModule(module.text, module.ptx.get());
   if (module.ptx)
     replaceModule(module);
   if (!module.ptx) {
     std::string message = "PTX the emulated device cannot run: " + error;
+    BRAID_EMU_LOG("%s: %s", call, message.c_str());
     say(message);
     writeLog(message);
     return CUDA_ERROR_INVALID_PTX;
   }
+  BRAID_EMU_LOG("%s: PTX with %s", call, module.ptx->name.c_str());
   // Names for race reports (another rank's too: it may never launch one).
   for (const auto &entry : module.ptx->entries)
     nameKernel(kernelHash(entry.first), entry.first);
@@ -611,7 +643,7 @@ CUresult loadModule(CUmodule *handle, const void *image, char *log,
 }
 
 CUresult emuModuleLoadData(CUmodule *module, const void *image) {
-  return loadModule(module, image, nullptr, 0);
+  return loadModule("cuModuleLoadData", module, image, nullptr, 0);
 }
 
 CUresult emuModuleLoadDataEx(CUmodule *module, const void *image,
@@ -619,13 +651,17 @@ CUresult emuModuleLoadDataEx(CUmodule *module, const void *image,
                              void **values) {
   char *log = nullptr;
   size_t logSize = 0;
+  long level = -1;
   for (unsigned i = 0; i < numOptions; ++i) {
     if (options[i] == CU_JIT_ERROR_LOG_BUFFER)
       log = static_cast<char *>(values[i]);
     else if (options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
       logSize = reinterpret_cast<size_t>(values[i]);
+    else if (options[i] == CU_JIT_OPTIMIZATION_LEVEL)
+      level = static_cast<long>(reinterpret_cast<intptr_t>(values[i]));
   }
-  return loadModule(module, image, log, logSize);
+  BRAID_EMU_LOG("cuModuleLoadDataEx: JIT optimization level %ld", level);
+  return loadModule("cuModuleLoadDataEx", module, image, log, logSize);
 }
 
 CUresult emuModuleUnload(CUmodule handle) {
@@ -679,6 +715,22 @@ CUresult emuFuncSetAttribute(CUfunction handle, CUfunction_attribute attribute,
   return CUDA_SUCCESS;
 }
 
+/// The sticky error a launch that failed with `status` leaves.
+int stickyError(LaunchStatus status) {
+  switch (status) {
+  case LaunchStatus::IllegalAddress:
+    return kIllegalAddress;
+  case LaunchStatus::MisalignedAddress:
+    return kMisalignedAddress;
+  case LaunchStatus::IllegalInstruction:
+    return kIllegalInstruction;
+  case LaunchStatus::Timeout:
+    return kLaunchTimeout;
+  default: // a trap, a race
+    return kLaunchFailure;
+  }
+}
+
 CUresult emuLaunchKernel(CUfunction handle, unsigned gridX, unsigned gridY,
                          unsigned gridZ, unsigned blockX, unsigned blockY,
                          unsigned blockZ, unsigned sharedBytes, CUstream stream,
@@ -686,6 +738,11 @@ CUresult emuLaunchKernel(CUfunction handle, unsigned gridX, unsigned gridY,
   auto *f = reinterpret_cast<Function *>(handle);
   if (!f)
     return CUDA_ERROR_INVALID_HANDLE;
+  BRAID_EMU_LOG("cuLaunchKernel %s: grid (%u,%u,%u), block (%u,%u,%u), %u B "
+                "of dynamic shared memory, on %s",
+                f->kernel->name.c_str(), gridX, gridY, gridZ, blockX, blockY,
+                blockZ, sharedBytes,
+                streamName(reinterpret_cast<cudaStream_t>(stream)).c_str());
   if (cudaError_t error = sticky())
     return static_cast<CUresult>(error);
   const ptx::Function &kernel = *f->kernel;
@@ -745,33 +802,14 @@ CUresult emuLaunchKernel(CUfunction handle, unsigned gridX, unsigned gridY,
                 c.where = context.where;
                 c.cancelled = &context.cancelled;
                 LaunchResult result = runLaunch(c, context.clock);
-                switch (result.status) {
-                case LaunchStatus::Success:
-                case LaunchStatus::Cancelled:
+                if (result.status == LaunchStatus::Success ||
+                    result.status == LaunchStatus::Cancelled)
                   return true;
-                case LaunchStatus::Race:
-                  if (!racesFatal()) {
-                    say(context.where + ": " + result.report);
-                    return true;
-                  }
-                  code = kLaunchFailure;
-                  break;
-                case LaunchStatus::IllegalAddress:
-                  code = kIllegalAddress;
-                  break;
-                case LaunchStatus::MisalignedAddress:
-                  code = kMisalignedAddress;
-                  break;
-                case LaunchStatus::IllegalInstruction:
-                  code = kIllegalInstruction;
-                  break;
-                case LaunchStatus::Trap:
-                  code = kLaunchFailure;
-                  break;
-                case LaunchStatus::Timeout:
-                  code = kLaunchTimeout;
-                  break;
+                if (result.status == LaunchStatus::Race && !racesFatal()) {
+                  say(context.where + ": " + result.report);
+                  return true;
                 }
+                code = stickyError(result.status);
                 report = result.report;
                 return false;
               }));
@@ -821,6 +859,20 @@ CUresult emuGetErrorString(CUresult rc, const char **text) {
   return CUDA_SUCCESS;
 }
 
+/// How the call log writes a stream wait's comparison.
+const char *waitComparison(unsigned flags) {
+  switch (flags & 0xF) {
+  case CU_STREAM_WAIT_VALUE_EQ:
+    return "==";
+  case CU_STREAM_WAIT_VALUE_AND:
+    return "&";
+  case CU_STREAM_WAIT_VALUE_NOR:
+    return "nor";
+  default:
+    return ">=";
+  }
+}
+
 bool valueMet(uint32_t now, uint32_t value, unsigned flags) {
   switch (flags & 0xF) {
   case CU_STREAM_WAIT_VALUE_EQ:
@@ -837,6 +889,8 @@ bool valueMet(uint32_t now, uint32_t value, unsigned flags) {
 CUresult emuStreamWriteValue32(CUstream stream, CUdeviceptr address,
                                cuuint32_t value, unsigned int) {
   void *p = reinterpret_cast<void *>(address);
+  BRAID_EMU_LOG("cuStreamWriteValue32 %u on %s", value,
+                streamName(reinterpret_cast<cudaStream_t>(stream)).c_str());
   if (address % 4 || !onDevice(classify(p, 4)))
     return CUDA_ERROR_INVALID_VALUE;
   return static_cast<CUresult>(enqueue(
@@ -856,6 +910,8 @@ CUresult emuStreamWriteValue32(CUstream stream, CUdeviceptr address,
 CUresult emuStreamWaitValue32(CUstream stream, CUdeviceptr address,
                               cuuint32_t value, unsigned int flags) {
   void *p = reinterpret_cast<void *>(address);
+  BRAID_EMU_LOG("cuStreamWaitValue32 %s %u on %s", waitComparison(flags), value,
+                streamName(reinterpret_cast<cudaStream_t>(stream)).c_str());
   if (address % 4 || !onDevice(classify(p, 4)))
     return CUDA_ERROR_INVALID_VALUE;
   return static_cast<CUresult>(
@@ -917,53 +973,4 @@ EMU_EXPORT cudaError_t cudaGetDriverEntryPointByVersion(
         *status = cudaDriverEntryPointSuccess;
     }
   return cudaSuccess;
-}
-
-//===----------------------------------------------------------------------===//
-// StandIn.h: the emulated device's side, for its libcublasLt
-//===----------------------------------------------------------------------===//
-
-#include "StandIn.h"
-
-EMU_EXPORT bool braidStandInDeviceMemory(const void *p, size_t bytes) {
-  return onDevice(classify(p, bytes));
-}
-
-EMU_EXPORT int braidStandInRun(cudaStream_t stream, const char *what,
-                               const BraidStandInRange *ranges, int count,
-                               void (*work)(void *), void *argument,
-                               void (*release)(void *)) {
-  std::vector<BraidStandInRange> touched(ranges, ranges + count);
-  std::string name = what;
-  // Released once, whether the work runs or is dropped.
-  std::shared_ptr<void> owned(argument, release);
-  return enqueue(
-      stream, what, [=](OpContext &context, int &code, std::string &report) {
-        std::string race;
-        for (const BraidStandInRange &range : touched) {
-          if (!range.bytes)
-            continue;
-          if (!stillThere(range.p, range.bytes, name.c_str(), code, report))
-            return false;
-          if (race.empty())
-            race =
-                recordOperationAccess(context, range.p, range.bytes,
-                                      range.write ? Write : Read, name.c_str());
-        }
-        work(owned.get());
-        if (!race.empty()) {
-          code = kLaunchFailure;
-          report = race;
-          return false;
-        }
-        return true;
-      });
-}
-
-EMU_EXPORT void braidStandInLog(const char *, ...) {}
-
-EMU_EXPORT const char *braidStandInStreamName(cudaStream_t stream) {
-  thread_local std::string name;
-  name = streamName(stream);
-  return name.c_str();
 }

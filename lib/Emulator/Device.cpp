@@ -10,12 +10,15 @@
 #include "Streams.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <fcntl.h>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -235,6 +238,52 @@ void failDevice(int code, const std::string &report) {
 
 int deviceError() { return state().error.load(); }
 
+namespace {
+
+/// The call log's file, opened at the first call that asks; -1 when off.
+int callLogFile() {
+  static const int fd = [] {
+    const char *value = std::getenv("BRAID_EMULATE_LOG");
+    if (!value || !*value)
+      return -1;
+    std::string path = value;
+    for (size_t at = path.find("{rank}"); at != std::string::npos;
+         at = path.find("{rank}", at))
+      path.replace(at, 6, std::to_string(processRank()));
+    int opened =
+        open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (opened < 0)
+      say("BRAID_EMULATE_LOG: cannot write " + path + ": " +
+          std::strerror(errno));
+    return opened;
+  }();
+  return fd;
+}
+
+} // namespace
+
+bool logging() { return callLogFile() >= 0; }
+
+void logLine(const char *format, ...) {
+  int fd = callLogFile();
+  if (fd < 0)
+    return;
+  char line[1024];
+  int prefix = std::snprintf(line, sizeof(line), "rank %u: ", processRank());
+  va_list args;
+  va_start(args, format);
+  int length =
+      std::vsnprintf(line + prefix, sizeof(line) - prefix - 1, format, args);
+  va_end(args);
+  size_t size =
+      std::min<size_t>(prefix + std::max(length, 0), sizeof(line) - 2);
+  line[size++] = '\n';
+  // One write per line: O_APPEND keeps lines of several processes whole.
+  if (write(fd, line, size) < 0) {
+    // Nothing to do: the log is a diagnostic aid.
+  }
+}
+
 double waitTimeout() {
   static const double seconds = [] {
     if (const char *value = std::getenv("BRAID_EMULATE_TIMEOUT"))
@@ -303,6 +352,50 @@ int synchronize(void *handle) {
   stream->done.wait(lock, [&] { return stream->completed >= target; });
   hostLearns(stream->clock);
   return s.error.load();
+}
+
+bool stillThere(const void *p, uint64_t bytes, const char *what, int &code,
+                std::string &report) {
+  Region region;
+  std::string why;
+  if (findMemory(reinterpret_cast<uintptr_t>(p), bytes, region, why))
+    return true;
+  code = kIllegalAddress;
+  char address[32];
+  std::snprintf(
+      address, sizeof(address), "0x%llx",
+      static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p)));
+  report = std::string(what) + " of " + std::to_string(bytes) + " bytes at " +
+           address + ": " + why;
+  return false;
+}
+
+int enqueueRanges(void *stream, const char *what, std::vector<Range> ranges,
+                  std::function<void()> work) {
+  std::string name = what;
+  return enqueue(
+      stream, what,
+      [ranges = std::move(ranges), work = std::move(work),
+       name](OpContext &context, int &code, std::string &report) {
+        std::string race;
+        for (const Range &range : ranges) {
+          if (!range.bytes)
+            continue;
+          std::string label =
+              name + (range.kind & Write ? "'s write" : "'s read");
+          if (!stillThere(range.p, range.bytes, label.c_str(), code, report))
+            return false;
+          if (race.empty())
+            race = recordOperationAccess(context, range.p, range.bytes,
+                                         range.kind, name.c_str());
+        }
+        work();
+        if (race.empty())
+          return true;
+        code = kLaunchFailure;
+        report = race;
+        return false;
+      });
 }
 
 std::string recordOperationAccess(OpContext &context, const void *p,
@@ -441,6 +534,11 @@ static std::shared_ptr<Event> findEvent(Event *event) {
   std::lock_guard<std::mutex> lock(s.mutex);
   auto found = s.events.find(event);
   return found == s.events.end() ? nullptr : found->second;
+}
+
+bool timingEvent(Event *handle) {
+  std::shared_ptr<Event> event = findEvent(handle);
+  return event && event->timing;
 }
 
 int destroyEvent(Event *event) {

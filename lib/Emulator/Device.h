@@ -22,6 +22,10 @@
 // every later call returns the sticky error, as CUDA's do after an illegal
 // address, and queued work is dropped.
 //
+// The call log (BRAID_EMULATE_LOG) has a line for each call of the three
+// libraries that matters to what the device does, written by the host
+// thread that makes it, when it makes it.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef BRAID_EMULATOR_DEVICE_H
@@ -33,6 +37,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace braid::emu {
 
@@ -61,6 +66,26 @@ using Work = std::function<bool(OpContext &, int &code, std::string &report)>;
 /// Puts `work` on `stream` (a cudaStream_t; null: the legacy stream).
 /// Returns 0, or the sticky error if the device has failed.
 int enqueue(void *stream, const char *what, Work work);
+
+/// A range a stream operation reads or writes (`kind`: Read or Write).
+struct Range {
+  const void *p;
+  uint64_t bytes;
+  uint8_t kind;
+};
+
+/// Puts `work` on `stream` as an operation named `what` that touches
+/// `ranges`: when it runs, each range must still be device memory (else
+/// the device fails with an illegal address naming it) and is recorded for
+/// the race detector; a race fails the device once `work` has run.
+int enqueueRanges(void *stream, const char *what, std::vector<Range> ranges,
+                  std::function<void()> work);
+
+/// Whether [p, p + bytes), which a running operation touches, is still
+/// device memory; else `code` and `report` ("WHAT of N bytes at 0x...:
+/// why").
+bool stillThere(const void *p, uint64_t bytes, const char *what, int &code,
+                std::string &report);
 
 /// Waits until everything enqueued on `stream` so far has run (the host
 /// thread then knows what it did). Returns 0 or the sticky error.
@@ -100,6 +125,25 @@ std::string streamName(void *stream);
 /// Prints one line to stderr prefixed "braid emulated device: rank R: ".
 void say(const std::string &message);
 
+/// The call log (BRAID_EMULATE_LOG=FILE, `{rank}` in FILE replaced by the
+/// process's rank): whether it is on.
+bool logging();
+
+/// Appends "rank R: " and the formatted text as one line to the call log,
+/// with one write, so that rank processes may share the file. Called by
+/// the host thread making the call, when it makes it, so the log is the
+/// host's program order. Use BRAID_EMU_LOG, which formats nothing when the
+/// log is off.
+void logLine(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
 } // namespace braid::emu
+
+/// Logs one line of the call log if it is on (the arguments are evaluated
+/// only then).
+#define BRAID_EMU_LOG(...)                                                     \
+  do {                                                                         \
+    if (::braid::emu::logging())                                               \
+      ::braid::emu::logLine(__VA_ARGS__);                                      \
+  } while (false)
 
 #endif // BRAID_EMULATOR_DEVICE_H

@@ -310,14 +310,21 @@ bool release(void *p, bool pinned, std::string &why) {
   return true;
 }
 
-void releaseModule(void *p) {
+namespace {
+
+/// Retires the entry at `p` if it is of `kind`; leaves any other.
+void retireOfKind(void *p, MemoryKind kind) {
   if (Entry *entry = remove(p)) {
-    if (entry->region.kind == MemoryKind::Module)
+    if (entry->region.kind == kind)
       retire(entry);
     else
       add(entry);
   }
 }
+
+} // namespace
+
+void releaseModule(void *p) { retireOfKind(p, MemoryKind::Module); }
 
 uint64_t symmetricStride(uint64_t bytes) {
   return roundUp(std::max<uint64_t>(bytes, 1), 1ull << 32);
@@ -507,12 +514,7 @@ bool mapPeerSymmetric(void *address, const Backing &backing, uint32_t owner,
 }
 
 void unmapPeerSymmetric(void *address) {
-  if (Entry *entry = remove(address)) {
-    if (entry->region.kind == MemoryKind::PeerSymmetric)
-      retire(entry);
-    else
-      add(entry);
-  }
+  retireOfKind(address, MemoryKind::PeerSymmetric);
 }
 
 bool findMemory(uintptr_t address, uint64_t bytes, Region &region,

@@ -300,6 +300,23 @@ bool waitUntil(Comm &comm, F ready, const std::atomic<bool> *cancelled,
   return true;
 }
 
+/// Waits until every rank's `counter(r)` (a field of its slot in the
+/// segment) has reached `seq`, as waitUntil does.
+template <typename F>
+bool waitForAll(Comm &comm, uint64_t seq, F counter,
+                const std::atomic<bool> *cancelled, const std::string &what,
+                std::string &why) {
+  return waitUntil(
+      comm,
+      [&] {
+        for (int r = 0; r < comm.nranks; ++r)
+          if (counter(r).load() < seq)
+            return false;
+        return true;
+      },
+      cancelled, what, why);
+}
+
 /// The lowest rank that has not reached `seq` of `field` (for messages).
 template <typename F> int laggard(Comm &comm, F behind) {
   for (int r = 0; r < comm.nranks; ++r)
@@ -325,99 +342,71 @@ template <typename T> T combine(ncclRedOp_t op, T a, T b) {
   }
 }
 
+/// How a reduction reads and writes elements of type T: as themselves.
+template <typename T> struct Plain {
+  using Value = T;
+  static T load(const void *p, size_t i) {
+    return static_cast<const T *>(p)[i];
+  }
+  static void store(void *p, size_t i, T value) {
+    static_cast<T *>(p)[i] = value;
+  }
+};
+
+/// 16-bit floats: widened to f32, reduced there, rounded once.
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+struct Widened {
+  using Value = float;
+  static float load(const void *p, size_t i) {
+    return ToFloat(static_cast<const uint16_t *>(p)[i]);
+  }
+  static void store(void *p, size_t i, float value) {
+    static_cast<uint16_t *>(p)[i] = FromFloat(value);
+  }
+};
+
+/// dst[i] = op over the sources, in order, for `count` elements of E.
+template <typename E>
+void reduceAs(void *dst, const std::vector<const void *> &sources, size_t count,
+              ncclRedOp_t op) {
+  using Value = typename E::Value;
+  size_t n = sources.size();
+  ncclRedOp_t each = op == ncclAvg ? ncclSum : op;
+  for (size_t i = 0; i < count; ++i) {
+    Value value = E::load(sources[0], i);
+    for (size_t s = 1; s < n; ++s)
+      value = combine<Value>(each, value, E::load(sources[s], i));
+    if (op == ncclAvg)
+      value = value / static_cast<Value>(n);
+    E::store(dst, i, value);
+  }
+}
+
 /// dst[i] = op over the sources, in order, for `count` elements.
 void reduce(void *dst, const std::vector<const void *> &sources, size_t count,
             ncclDataType_t type, ncclRedOp_t op) {
   using namespace braid::rt;
-  size_t n = sources.size();
-  auto each = [&](auto load, auto store, auto zero) {
-    for (size_t i = 0; i < count; ++i) {
-      auto value = load(sources[0], i);
-      for (size_t s = 1; s < n; ++s)
-        value =
-            combine(op == ncclAvg ? ncclSum : op, value, load(sources[s], i));
-      if (op == ncclAvg)
-        value = value / static_cast<decltype(zero)>(n);
-      store(dst, i, value);
-    }
-  };
   switch (type) {
   case ncclFloat32:
-    each([](const void *p,
-            size_t i) { return static_cast<const float *>(p)[i]; },
-         [](void *p, size_t i, float v) { static_cast<float *>(p)[i] = v; },
-         0.0f);
-    break;
+    return reduceAs<Plain<float>>(dst, sources, count, op);
   case ncclFloat64:
-    each([](const void *p,
-            size_t i) { return static_cast<const double *>(p)[i]; },
-         [](void *p, size_t i, double v) { static_cast<double *>(p)[i] = v; },
-         0.0);
-    break;
+    return reduceAs<Plain<double>>(dst, sources, count, op);
   case ncclFloat16:
-    each(
-        [](const void *p, size_t i) {
-          return halfToFloat(static_cast<const uint16_t *>(p)[i]);
-        },
-        [](void *p, size_t i, float v) {
-          static_cast<uint16_t *>(p)[i] = floatToHalf(v);
-        },
-        0.0f);
-    break;
+    return reduceAs<Widened<halfToFloat, floatToHalf>>(dst, sources, count, op);
   case ncclBfloat16:
-    each(
-        [](const void *p, size_t i) {
-          return bf16ToFloat(static_cast<const uint16_t *>(p)[i]);
-        },
-        [](void *p, size_t i, float v) {
-          static_cast<uint16_t *>(p)[i] = floatToBf16(v);
-        },
-        0.0f);
-    break;
+    return reduceAs<Widened<bf16ToFloat, floatToBf16>>(dst, sources, count, op);
   case ncclInt8:
-    each([](const void *p,
-            size_t i) { return static_cast<const int8_t *>(p)[i]; },
-         [](void *p, size_t i, int v) {
-           static_cast<int8_t *>(p)[i] = static_cast<int8_t>(v);
-         },
-         0);
-    break;
+    return reduceAs<Plain<int8_t>>(dst, sources, count, op);
   case ncclUint8:
-    each([](const void *p,
-            size_t i) { return static_cast<const uint8_t *>(p)[i]; },
-         [](void *p, size_t i, unsigned v) {
-           static_cast<uint8_t *>(p)[i] = static_cast<uint8_t>(v);
-         },
-         0u);
-    break;
+    return reduceAs<Plain<uint8_t>>(dst, sources, count, op);
   case ncclInt32:
-    each([](const void *p,
-            size_t i) { return static_cast<const int32_t *>(p)[i]; },
-         [](void *p, size_t i, int32_t v) { static_cast<int32_t *>(p)[i] = v; },
-         int32_t(0));
-    break;
+    return reduceAs<Plain<int32_t>>(dst, sources, count, op);
   case ncclUint32:
-    each([](const void *p,
-            size_t i) { return static_cast<const uint32_t *>(p)[i]; },
-         [](void *p, size_t i, uint32_t v) {
-           static_cast<uint32_t *>(p)[i] = v;
-         },
-         uint32_t(0));
-    break;
+    return reduceAs<Plain<uint32_t>>(dst, sources, count, op);
   case ncclInt64:
-    each([](const void *p,
-            size_t i) { return static_cast<const int64_t *>(p)[i]; },
-         [](void *p, size_t i, int64_t v) { static_cast<int64_t *>(p)[i] = v; },
-         int64_t(0));
-    break;
+    return reduceAs<Plain<int64_t>>(dst, sources, count, op);
   default:
-    each([](const void *p,
-            size_t i) { return static_cast<const uint64_t *>(p)[i]; },
-         [](void *p, size_t i, uint64_t v) {
-           static_cast<uint64_t *>(p)[i] = v;
-         },
-         uint64_t(0));
-    break;
+    return reduceAs<Plain<uint64_t>>(dst, sources, count, op);
   }
 }
 
@@ -493,22 +482,12 @@ bool runCollective(Comm &comm, const Collective &c, OpContext &context,
   mine.clock = context.clock;
   mine.posted.store(c.seq, std::memory_order_release);
   std::string why;
-  if (!waitUntil(
-          comm,
-          [&] {
-            for (int r = 0; r < comm.nranks; ++r)
-              if (segment.collectives[r].posted.load(
-                      std::memory_order_acquire) < c.seq)
-                return false;
-            return true;
-          },
-          &context.cancelled,
+  auto posted = [&](int r) -> auto & { return segment.collectives[r].posted; };
+  if (!waitForAll(
+          comm, c.seq, posted, &context.cancelled,
           what + " waits for rank " +
-              std::to_string(
-                  laggard(comm,
-                          [&](int r) {
-                            return segment.collectives[r].posted.load() < c.seq;
-                          })),
+              std::to_string(laggard(
+                  comm, [&](int r) { return posted(r).load() < c.seq; })),
           why))
     return failWith(why);
   for (int r = 0; r < comm.nranks; ++r)
@@ -557,15 +536,9 @@ bool runCollective(Comm &comm, const Collective &c, OpContext &context,
   if (sends && sendBytes)
     recordOperationAccess(context, c.send, sendBytes, Read, kindName(c.kind));
   mine.done.store(c.seq, std::memory_order_release);
-  if (!waitUntil(
+  if (!waitForAll(
           comm,
-          [&] {
-            for (int r = 0; r < comm.nranks; ++r)
-              if (segment.collectives[r].done.load(std::memory_order_acquire) <
-                  c.seq)
-                return false;
-            return true;
-          },
+          c.seq, [&](int r) -> auto & { return segment.collectives[r].done; },
           &context.cancelled, what + " (finishing)", why))
     return failWith(why);
   if (recvBytes) {
@@ -608,6 +581,8 @@ ncclResult_t enqueueCollective(Comm *comm, Collective c, cudaStream_t stream) {
                   std::string(kindName(c.kind)) +
                       ": a buffer is not device memory of the emulated device");
   }
+  BRAID_EMU_LOG("%s %zu B on %s", kindName(c.kind), count * element,
+                streamName(stream).c_str());
   {
     std::lock_guard<std::mutex> lock(comm->mutex);
     c.seq = ++comm->collectiveSeq;
@@ -771,6 +746,8 @@ ncclResult_t pointToPoint(bool send, const void *buffer, size_t count,
                                          std::to_string(peer) +
                                          " out of range");
   size_t bytes = count * typeBytes(type);
+  BRAID_EMU_LOG("%s %zu B %s rank %d on %s", call, bytes, send ? "to" : "from",
+                peer, streamName(stream).c_str());
   if (bytes && !onDeviceMemory(buffer, bytes))
     return fail(ncclInvalidArgument,
                 std::string(call) +
@@ -789,7 +766,8 @@ ncclResult_t pointToPoint(bool send, const void *buffer, size_t count,
 // Joining communicators
 //===----------------------------------------------------------------------===//
 
-ncclResult_t join(Segment *segment, int nranks, int rank, Comm **out) {
+ncclResult_t join(const char *call, Segment *segment, int nranks, int rank,
+                  Comm **out) {
   if (nranks < 1 || nranks > kMaxRanks)
     return fail(ncclInvalidArgument,
                 "the emulated NCCL runs 1 to " + std::to_string(kMaxRanks) +
@@ -820,6 +798,7 @@ ncclResult_t join(Segment *segment, int nranks, int rank, Comm **out) {
           *comm, [&] { return segment->joined.load() >= nranks; }, nullptr,
           "ncclCommInitRank waits for the other ranks", why))
     return fail(ncclSystemError, why);
+  BRAID_EMU_LOG("%s: rank %d of %d", call, rank, nranks);
   *out = comm.release();
   return ncclSuccess;
 }
@@ -890,7 +869,7 @@ EMU_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks,
       segment->nonce != id.nonce)
     return fail(ncclInvalidArgument, "a stale unique id");
   Comm *created = nullptr;
-  ncclResult_t rc = join(segment, nranks, rank, &created);
+  ncclResult_t rc = join("ncclCommInitRank", segment, nranks, rank, &created);
   if (rc != ncclSuccess)
     return rc;
   *comm = reinterpret_cast<ncclComm_t>(created);
@@ -909,14 +888,8 @@ EMU_EXPORT ncclResult_t ncclCommSplit(ncclComm_t handle, int color, int key,
   mine.key = key;
   mine.posted.store(seq, std::memory_order_release);
   std::string why;
-  if (!waitUntil(
-          *comm,
-          [&] {
-            for (int r = 0; r < comm->nranks; ++r)
-              if (segment.splits[r].posted.load() < seq)
-                return false;
-            return true;
-          },
+  if (!waitForAll(
+          *comm, seq, [&](int r) -> auto & { return segment.splits[r].posted; },
           nullptr, "ncclCommSplit waits for the other ranks", why))
     return fail(ncclSystemError, why);
   *newcomm = nullptr;
@@ -955,7 +928,8 @@ EMU_EXPORT ncclResult_t ncclCommSplit(ncclComm_t handle, int color, int key,
     }
     Comm *created = nullptr;
     ncclResult_t rc =
-        join(child, static_cast<int>(members.size()), position, &created);
+        join("ncclCommSplit", child, static_cast<int>(members.size()), position,
+             &created);
     if (rc != ncclSuccess)
       return rc;
     *newcomm = reinterpret_cast<ncclComm_t>(created);
@@ -1090,6 +1064,7 @@ EMU_EXPORT ncclResult_t ncclBroadcast(const void *send, void *recv,
 EMU_EXPORT ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
   if (!ptr)
     return fail(ncclInvalidArgument, "ncclMemAlloc: a null result");
+  BRAID_EMU_LOG("ncclMemAlloc %zu B", size);
   *ptr = allocateSymmetric(size);
   return *ptr ? ncclSuccess
               : fail(ncclSystemError, "ncclMemAlloc: out of memory");
@@ -1107,7 +1082,8 @@ EMU_EXPORT ncclResult_t ncclMemFree(void *ptr) {
 
 EMU_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t handle, void *buffer,
                                                size_t size, ncclWindow_t *win,
-                                               int) {
+                                               int flags) {
+  BRAID_EMU_LOG("ncclCommWindowRegister %zu B (flags %d)", size, flags);
   auto *comm = reinterpret_cast<Comm *>(handle);
   if (!comm || !comm->segment || !win)
     return fail(ncclInvalidArgument, "ncclCommWindowRegister: bad arguments");
@@ -1132,14 +1108,9 @@ EMU_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t handle, void *buffer,
   mine.host = hostKnowledge();
   mine.posted.store(seq, std::memory_order_release);
   std::string why;
-  if (!waitUntil(
+  if (!waitForAll(
           *comm,
-          [&] {
-            for (int r = 0; r < comm->nranks; ++r)
-              if (segment.windows[r].posted.load() < seq)
-                return false;
-            return true;
-          },
+          seq, [&](int r) -> auto & { return segment.windows[r].posted; },
           nullptr, "ncclCommWindowRegister waits for the other ranks", why))
     return fail(ncclSystemError, why);
   // A host-level collective: each rank's host has seen what the others had
@@ -1169,14 +1140,8 @@ EMU_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t handle, void *buffer,
   // Nobody posts its next registration into the slots before every rank
   // has read this one's.
   mine.read.store(seq, std::memory_order_release);
-  if (!waitUntil(
-          *comm,
-          [&] {
-            for (int r = 0; r < comm->nranks; ++r)
-              if (segment.windows[r].read.load() < seq)
-                return false;
-            return true;
-          },
+  if (!waitForAll(
+          *comm, seq, [&](int r) -> auto & { return segment.windows[r].read; },
           nullptr, "ncclCommWindowRegister waits for the other ranks", why))
     return fail(ncclSystemError, why);
   // The window's fields in device memory, where NCCL keeps them.

@@ -24,6 +24,8 @@ int queryStream(void *stream);
 int synchronizeDevice();
 
 Event *createEvent(bool timing);
+/// Whether `event` was created with timing (false for an unknown one).
+bool timingEvent(Event *event);
 int destroyEvent(Event *event);
 int recordEvent(Event *event, void *stream);
 int streamWaitEvent(void *stream, Event *event);

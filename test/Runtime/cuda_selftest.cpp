@@ -30,8 +30,8 @@
 // It runs wherever braid-exec-cuda does: BRAID_LOOPBACK=N (N ranks as
 // threads of one process), BRAID_NCCL_ID_FILE with BRAID_RANK and
 // BRAID_WORLD_SIZE (one process per GPU without MPI), or under mpirun. On
-// a GPU machine it checks the real thing; with the fake CUDA libraries of
-// test/Runtime/FakeCuda it checks the runtime's control flow on a CPU.
+// a GPU machine it checks the real thing; on the emulated device
+// (lib/Emulator) it runs the same, every kernel from its PTX, on a CPU.
 // The ranks agree on every check with braid_rt_host_max; rank 0 prints
 // "OK <check>" or "FAIL <check>" for each and a summary line, failing
 // ranks print the first wrong element to stderr, and the exit code is 1

@@ -44,6 +44,7 @@
 #include <nccl.h>
 #include <nccl_device/impl/core__types.h>
 
+#include <algorithm>
 #include <cfenv>
 #include <cmath>
 #include <cstdint>
@@ -741,77 +742,97 @@ std::vector<uint32_t> floatInputs() {
   return v;
 }
 
+/// Checks each of `threads` threads' results (`stride` words apart in
+/// `got`) against `reference(t)`, as many as it gives.
+void expectThreads(
+    const char *family, const std::vector<uint32_t> &got, size_t threads,
+    size_t stride,
+    const std::function<std::vector<uint32_t>(uint32_t)> &reference) {
+  for (uint32_t t = 0; t < threads; ++t) {
+    std::vector<uint32_t> want = reference(t);
+    for (size_t k = 0; k < want.size(); ++k)
+      expectEqual(family, static_cast<int>(t), static_cast<int>(k),
+                  got[t * stride + k], want[k]);
+  }
+}
+
+/// "OK integer: 64 threads x 28 results", or FAIL when a check since
+/// `before` failures did.
+void reportFamily(const char *family, int before, size_t threads,
+                  size_t results, const char *more = "") {
+  std::printf("%s %s: %zu threads x %zu results%s\n",
+              failures == before ? "OK" : "FAIL", family, threads, results,
+              more);
+}
+
+/// Runs `name` of `ptx` (after the battery's header) on one block of
+/// `threads` threads with `params`, the null one replaced by an output of
+/// `threads * stride` words, and returns the output.
+std::vector<uint32_t> runBlock(const char *family, const char *ptx,
+                               const char *name, unsigned threads,
+                               size_t stride, std::vector<void *> params,
+                               unsigned dynamicShared = 0) {
+  std::string text = std::string(header) + ptx;
+  CUfunction f = load(text.c_str(), name);
+  Buffer<uint32_t> out(threads * stride);
+  std::replace(params.begin(), params.end(), static_cast<void *>(nullptr),
+               static_cast<void *>(out.device));
+  std::vector<void *> pointers;
+  for (void *&param : params)
+    pointers.push_back(&param);
+  check(launch(f, 1, threads, pointers, dynamicShared), family);
+  return out.get();
+}
+
+/// A family of operations on input pairs: thread t computes `results`
+/// words from inputs[2t] and inputs[2t + 1], checked against `reference`.
 void runFamily(const char *family, const char *ptx, const char *name,
                const std::vector<uint32_t> &inputs, size_t results,
                std::function<std::vector<uint32_t>(uint32_t, uint32_t)> ref) {
-  std::string text = std::string(header) + ptx;
-  CUfunction f = load(text.c_str(), name);
   size_t threads = inputs.size() / 2;
-  Buffer<uint32_t> in(inputs.size()), out(threads * results);
+  Buffer<uint32_t> in(inputs.size());
   in.put(inputs);
-  void *inPtr = in.device, *outPtr = out.device;
-  check(launch(f, 1, static_cast<unsigned>(threads), {&inPtr, &outPtr}),
-        family);
-  std::vector<uint32_t> got = out.get();
+  std::vector<uint32_t> got =
+      runBlock(family, ptx, name, static_cast<unsigned>(threads), results,
+               {in.device, nullptr});
   int before = failures;
-  for (size_t t = 0; t < threads; ++t) {
-    std::vector<uint32_t> want = ref(inputs[2 * t], inputs[2 * t + 1]);
-    for (size_t k = 0; k < results; ++k)
-      expectEqual(family, static_cast<int>(t), static_cast<int>(k),
-                  got[t * results + k], want[k]);
-  }
-  std::printf("%s %s: %zu threads x %zu results\n",
-              failures == before ? "OK" : "FAIL", family, threads, results);
+  expectThreads(family, got, threads, results, [&](uint32_t t) {
+    return ref(inputs[2 * t], inputs[2 * t + 1]);
+  });
+  reportFamily(family, before, threads, results);
+}
+
+/// What thread t of memory_ops stores (its 8th word, the inc's old value,
+/// depends on the order the threads ran in and is not checked).
+std::vector<uint32_t> memoryReference(uint32_t t) {
+  const uint32_t table[4] = {7, 11, 13, 17};
+  // The dynamic region starts after the 20 static bytes, at 16-byte
+  // alignment; both extern arrays are it.
+  return {32, 0, t * 3, t * 3, table[t % 4], 63, 256};
 }
 
 int semantics() {
   runFamily("integer", intKernel, "int_ops", intInputs(), 28, intReference);
   runFamily("float", floatKernel, "float_ops", floatInputs(), 31,
             floatReference);
-  {
-    std::string text = std::string(header) + warpKernel;
-    CUfunction f = load(text.c_str(), "warp_ops");
-    Buffer<uint32_t> out(64 * 16);
-    void *outPtr = out.device;
-    check(launch(f, 1, 64, {&outPtr}), "warp");
-    std::vector<uint32_t> got = out.get();
-    int before = failures;
-    for (uint32_t t = 0; t < 64; ++t) {
-      std::vector<uint32_t> want = warpReference(t);
-      for (size_t k = 0; k < want.size(); ++k)
-        expectEqual("warp", static_cast<int>(t), static_cast<int>(k),
-                    got[t * 16 + k], want[k]);
-    }
-    std::printf("%s warp: 64 threads x 14 results\n",
-                failures == before ? "OK" : "FAIL");
-  }
-  {
-    std::string text = std::string(header) + memoryKernel;
-    CUfunction f = load(text.c_str(), "memory_ops");
-    Buffer<uint32_t> out(64 * 8), counter(4);
-    void *outPtr = out.device, *counterPtr = counter.device;
-    check(launch(f, 1, 64, {&outPtr, &counterPtr}, 256), "memory");
-    std::vector<uint32_t> got = out.get(), count = counter.get();
-    int before = failures;
-    const uint32_t table[4] = {7, 11, 13, 17};
-    for (uint32_t t = 0; t < 64; ++t) {
-      // The dynamic region starts after the 20 static bytes, at 16-byte
-      // alignment; both extern arrays are it.
-      std::vector<uint32_t> want = {32,           0,  t * 3, t * 3,
-                                    table[t % 4], 63, 256,   0};
-      for (size_t k = 0; k < want.size(); ++k)
-        if (k != 7)
-          expectEqual("memory", static_cast<int>(t), static_cast<int>(k),
-                      got[t * 8 + k], want[k]);
-    }
-    // inc wraps at 9: 64 increments from 0 leave 64 mod 10.
-    expectEqual("memory", -1, 0, count[0], 64);
-    expectEqual("memory", -1, 1, count[1], 64 % 10);
-    expectEqual("memory", -1, 2, count[2], 77);
-    expectEqual("memory", -1, 3, count[3], 5);
-    std::printf("%s memory: 64 threads x 7 results, 4 atomics\n",
-                failures == before ? "OK" : "FAIL");
-  }
+  int before = failures;
+  expectThreads("warp",
+                runBlock("warp", warpKernel, "warp_ops", 64, 16, {nullptr}), 64,
+                16, warpReference);
+  reportFamily("warp", before, 64, 14);
+
+  before = failures;
+  Buffer<uint32_t> counter(4);
+  expectThreads("memory",
+                runBlock("memory", memoryKernel, "memory_ops", 64, 8,
+                         {nullptr, counter.device}, 256),
+                64, 8, memoryReference);
+  // inc wraps at 9: 64 increments from 0 leave 64 mod 10.
+  std::vector<uint32_t> count = counter.get();
+  const uint32_t counts[4] = {64, 64 % 10, 77, 5};
+  for (int k = 0; k < 4; ++k)
+    expectEqual("memory", -1, k, count[k], counts[k]);
+  reportFamily("memory", before, 64, 7, ", 4 atomics");
   std::printf("semantics: %d mismatches\n", failures);
   return failures ? 1 : 0;
 }

@@ -9,7 +9,7 @@
 #   - the overlap and fusion programs (GEMMs of Llama-70B size, kernels)
 #     print a median instead of running;
 #   - everything else runs: the real runner (braid-exec-cuda.real), which
-#     the test puts on the fake CUDA.
+#     the test puts on the emulated device.
 library="" timeout=120
 for arg in "$@"; do
   case "$arg" in

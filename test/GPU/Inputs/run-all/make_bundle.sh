@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds the bundle run-all-dry.test runs run_all.sh on: Braid's real
 # runner behind fake_runner.sh, the real runtime and self-test, the
-# end-to-end programs of CONFIGS built for real, the overlap programs built
+# end-to-end programs of CONFIGS built for real (their kernels as PTX, for
+# the emulated device the test runs them on), the overlap programs built
 # for real, empty collectives and fusion programs (fake_runner.sh times
-# them), and the fake
-# microbench, nvidia-smi and python.
+# them), and the fake microbench, nvidia-smi and python.
 # Usage: make_bundle.sh BIN LIB CONFIGS BUNDLE
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,7 +26,7 @@ while read -r line; do
   n=$((n + 1))
   # shellcheck disable=SC2086
   /usr/bin/python3 "$ROOT/test/lib/e2e.py" --bin "$BIN" ${line/--transport nccl-file/} \
-    --target cuda --build-only "$BUNDLE/e2e/$n" > /dev/null
+    --target cuda --emulate --build-only "$BUNDLE/e2e/$n" > /dev/null
 done < "$CONFIGS"
 /usr/bin/python3 "$ROOT/bench/gpu/overlap.py" prepare "$BUNDLE" --bin "$BIN" > /dev/null
 /usr/bin/python3 "$ROOT/bench/gpu/collectives.py" prepare "$BUNDLE" --placeholders > /dev/null
