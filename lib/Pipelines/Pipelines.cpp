@@ -204,6 +204,19 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     // for each use that wants it resharded (q, k and v each gather the
     // normed activations).
     pm.addPass(createCSEPass());
+    // Row-local work after each all-gather runs before it, on this rank's
+    // rows, so that the gathers feed the matmuls; then, when asked, the
+    // gathers send fewer bits. The schedules see both.
+    if (options.overlap != OverlapMode::Off) {
+      dist::SinkAllGatherOptions sink;
+      sink.preset = options.targetPreset;
+      pm.addPass(dist::createSinkAllGather(sink));
+    }
+    if (options.quantizeAllGather != QuantizeMode::Off) {
+      dist::QuantizeAllGatherOptions quantize;
+      quantize.format = options.quantizeAllGather;
+      pm.addPass(dist::createQuantizeAllGather(quantize));
+    }
     dist::OverlapOptions overlap;
     overlap.mode = options.overlap;
     overlap.preset = options.targetPreset;
@@ -211,7 +224,6 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     overlap.subChunks = options.subChunks;
     overlap.bidirectional = options.bidirectional;
     overlap.balanceAttention = options.balanceAttention;
-    overlap.quantizeAllGather = options.quantizeAllGather;
     overlap.comm = options.comm;
     // The sum joins the chain's kernel only when memory-bound fusion runs.
     overlap.fuseCollectives = options.fuse == FuseMode::Off

@@ -394,6 +394,24 @@ func.func @symmetric_on_gather(%x: tensor<4xf32>) -> tensor<16xf32> {
 
 // -----
 
+shard.grid @g(shape = 4)
+func.func @quantized_on_reduce(%x: tensor<16xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'dist.quantized' must be "bf16" or "fp8-e4m3" on an all-gather}}
+  %0 = dist.reduce_scatter %x on @g axes = [0] dim = 0 reduce = sum {dist.quantized = "bf16"} : tensor<16xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 4)
+func.func @quantized_format(%x: tensor<4xf32>) -> tensor<16xf32> {
+  // expected-error @+1 {{'dist.quantized' must be "bf16" or "fp8-e4m3" on an all-gather}}
+  %0 = dist.all_gather %x on @g axes = [0] dim = 0 {dist.quantized = "int4"} : tensor<4xf32> -> tensor<16xf32>
+  return %0 : tensor<16xf32>
+}
+
+// -----
+
 // expected-error @+1 {{unknown dist attribute 'dist.color'}}
 shard.grid @g(shape = 4) {dist.color = 1}
 

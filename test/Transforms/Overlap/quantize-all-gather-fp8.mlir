@@ -3,9 +3,9 @@
 // per-rank scales (one f32 each), and decoded with the scale of the chunk
 // each element came in; f32, bf16 and f16 qualify. The bound is a remark
 // and a report entry.
-// RUN: braid-opt %s --braid-overlap="mode=off quantize-all-gather=fp8 report=%t.json" 2>/dev/null | FileCheck %s
+// RUN: braid-opt %s --braid-quantize-all-gather=format=fp8 --braid-overlap="mode=off report=%t.json" 2>/dev/null | FileCheck %s
 // RUN: FileCheck %s --check-prefix=REPORT < %t.json
-// RUN: braid-opt %s --braid-overlap="mode=off quantize-all-gather=fp8" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
+// RUN: braid-opt %s --braid-quantize-all-gather=format=fp8 --braid-overlap="mode=off" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
 
 // CHECK-DAG: #[[CHUNK:.*]] = affine_map<(d0, d1) -> (d1 floordiv 16)>
 // CHECK-LABEL: func.func @main(

@@ -10,8 +10,8 @@
 // probabilities and the rows' max and sum collapsed like them before the
 // product with v, the flag folded into the final division (a row of -inf
 // scores has a sum of 0).
-// RUN: braid-opt %s -split-input-file --braid-overlap=mode=force 2>/dev/null | FileCheck %s
-// RUN: braid-opt %s -split-input-file --braid-overlap=mode=force -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
+// RUN: braid-opt %s -split-input-file --braid-sink-all-gather --braid-overlap=mode=force 2>/dev/null | FileCheck %s
+// RUN: braid-opt %s -split-input-file --braid-sink-all-gather --braid-overlap=mode=force -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
 // RUN: braid-opt %s -split-input-file --braid-pipeline="stop-after=xfer check-schedule=1 overlap=force" -o /dev/null
 
 #map = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>

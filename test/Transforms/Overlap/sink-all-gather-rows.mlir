@@ -3,9 +3,9 @@
 // follows them per row move before the gather too, and each value used
 // afterwards is gathered instead, when that moves no more bytes or the
 // work saved outweighs the extra bytes.
-// RUN: braid-opt %s -split-input-file --braid-overlap=mode=auto 2>/dev/null | FileCheck %s
-// RUN: braid-opt %s -split-input-file --braid-overlap=mode=auto -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
-// RUN: braid-opt %s -split-input-file --braid-overlap="mode=auto target-preset=h200" 2>/dev/null | FileCheck %s --check-prefix=H200
+// RUN: braid-opt %s -split-input-file --braid-sink-all-gather --braid-overlap=mode=auto 2>/dev/null | FileCheck %s
+// RUN: braid-opt %s -split-input-file --braid-sink-all-gather --braid-overlap=mode=auto -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
+// RUN: braid-opt %s -split-input-file --braid-sink-all-gather=target-preset=h200 --braid-overlap="mode=auto target-preset=h200" 2>/dev/null | FileCheck %s --check-prefix=H200
 
 #rows = affine_map<(i, j) -> (i, j)>
 shard.grid @cp(shape = 4)

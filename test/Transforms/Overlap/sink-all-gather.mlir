@@ -3,8 +3,8 @@
 // what follows: a norm's weight multiply and the reshape before a matmul,
 // under sequence parallelism. The gather then feeds the matmul (a ring),
 // whose weight is split by the plan (a column-parallel projection).
-// RUN: braid-opt %s -split-input-file --braid-overlap=mode=force 2>/dev/null | FileCheck %s
-// RUN: braid-opt %s -split-input-file --braid-overlap=mode=force -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
+// RUN: braid-opt %s -split-input-file --braid-sink-all-gather --braid-overlap=mode=force 2>/dev/null | FileCheck %s
+// RUN: braid-opt %s -split-input-file --braid-sink-all-gather --braid-overlap=mode=force -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
 // REMARK: sink-all-gather.mlir:{{[0-9]+}}:8: remark: all_gather moved after the 2 row-local ops that followed it
 // REMARK: sink-all-gather.mlir:{{[0-9]+}}:8: remark: all_gather fused with 'linalg.matmul' as ring_ag_matmul
 

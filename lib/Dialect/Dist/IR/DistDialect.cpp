@@ -65,6 +65,15 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                 "dist.shift_start) or its transfers (xfer.send, xfer.recv)";
     return success();
   }
+  if (attr.getName() == getQuantizedAttrName()) {
+    auto format = dyn_cast<StringAttr>(attr.getValue());
+    if (!isa<AllGatherOp, AllGatherStartOp>(op) || !format ||
+        !llvm::is_contained({"bf16", "fp8-e4m3"}, format.getValue()))
+      return op->emitError()
+             << "'" << getQuantizedAttrName()
+             << "' must be \"bf16\" or \"fp8-e4m3\" on an all-gather";
+    return success();
+  }
   if (attr.getName() == getPlacementAttrName())
     return op->emitError() << "'" << getPlacementAttrName()
                            << "' belongs on function arguments and results; "

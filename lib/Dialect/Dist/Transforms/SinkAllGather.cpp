@@ -27,12 +27,21 @@
 #include "Overlap/Decompositions.h"
 
 #include "braid/Dialect/Dist/Transforms/CostModel.h"
+#include "braid/Dialect/Dist/Transforms/Passes.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Transforms/RegionUtils.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
+
+#include <functional>
+
+namespace braid::dist {
+#define GEN_PASS_DEF_SINKALLGATHER
+#include "braid/Dialect/Dist/Transforms/Passes.h.inc"
+} // namespace braid::dist
 
 using namespace mlir;
 using namespace braid::dist;
@@ -729,3 +738,114 @@ overlap::sinkAllGather(AllGatherOp gather, ReplicationAnalysis &replication,
     rewriter.eraseOp(gather);
   return sunk;
 }
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Erases the all-gathers of `gathers` that nothing reads any more, once
+/// the ops without effect that read them and are unused are gone (rotary
+/// tables partitioning gathered back, whose readers moved before another
+/// gather). Every rank drops the same ones.
+void dropUnreadGathers(ArrayRef<AllGatherOp> gathers) {
+  // Users first; never a collective.
+  std::function<void(Operation *)> eraseDeadUsers = [&](Operation *op) {
+    for (Operation *user : llvm::make_early_inc_range(op->getUsers())) {
+      if (isa<CollectiveOpInterface>(user))
+        continue;
+      eraseDeadUsers(user);
+      if (isOpTriviallyDead(user))
+        user->erase();
+    }
+  };
+  for (AllGatherOp gather : gathers) {
+    eraseDeadUsers(gather);
+    if (!gather->use_empty())
+      continue;
+    emitRemark(gather.getLoc())
+        << "all_gather removed: nothing reads its result any more";
+    gather->erase();
+  }
+}
+
+struct SinkAllGatherPass
+    : public braid::dist::impl::SinkAllGatherBase<SinkAllGatherPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    std::string name = preset == braid::TargetPreset::Auto
+                           ? "cpu"
+                           : braid::options::spelling(preset.getValue());
+    std::optional<TargetDescription> target = TargetDescription::preset(name);
+    if (!target) {
+      getOperation().emitError()
+          << "braid-sink-all-gather: no cost model figures for preset '"
+          << name << "'";
+      return signalPassFailure();
+    }
+    CostModel model(*target);
+    ReplicationAnalysis replication;
+    getOperation().walk([&](FunctionOpInterface function) {
+      sinkIn(function, model, replication);
+    });
+  }
+
+private:
+  /// Every gather of `function`, in program order; then the gathers left
+  /// unread (the new ones included) are dropped.
+  void sinkIn(FunctionOpInterface function, const CostModel &model,
+              ReplicationAnalysis &replication);
+};
+
+void SinkAllGatherPass::sinkIn(FunctionOpInterface function,
+                               const CostModel &model,
+                               ReplicationAnalysis &replication) {
+  SmallVector<AllGatherOp> gathers, kept;
+  function->walk([&](AllGatherOp gather) { gathers.push_back(gather); });
+  SmallVector<AllGatherOp> added;
+  for (AllGatherOp gather : gathers) {
+    int64_t moved = 0;
+    double before = tensorBytes(gather.getResult());
+    int64_t n = gather.getResult().getType().getDimSize(gather.getDim()) /
+                std::max<int64_t>(
+                    1, gather.getInput().getType().getDimSize(gather.getDim()));
+    Location loc = gather.getLoc();
+    FailureOr<SmallVector<AllGatherOp>> sunk =
+        overlap::sinkAllGather(gather, replication, &model, moved);
+    if (failed(sunk)) {
+      kept.push_back(gather);
+      continue;
+    }
+    replication.invalidate();
+    if (sunk->empty()) {
+      // Everything after it took this rank's block back.
+      emitRemark(loc) << "all_gather removed: the " << moved
+                      << " row-local ops after it moved before it, and "
+                         "what followed them read only this rank's block";
+      continue;
+    }
+    kept.push_back(sunk->front());
+    llvm::append_range(added, llvm::drop_begin(*sunk));
+    InFlightDiagnostic remark = emitRemark(loc);
+    remark << "all_gather moved after the " << moved
+           << " row-local ops that followed it (their other operands are "
+              "replicated): they run on 1/"
+           << n << " of the rows";
+    if (sunk->size() > 1) {
+      double after = 0;
+      for (AllGatherOp value : *sunk)
+        after += tensorBytes(value.getResult());
+      remark << "; " << sunk->size()
+             << " values are gathered after them instead of one ("
+             << schedule::formatBytes(after) << " instead of "
+             << schedule::formatBytes(before) << ")";
+    }
+  }
+  llvm::append_range(kept, added);
+  dropUnreadGathers(kept);
+  replication.invalidate();
+}
+
+} // namespace

@@ -75,6 +75,12 @@ def Dist_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getKernelAttrName() {
       return ::llvm::StringLiteral("braid.kernel");
     }
+    /// Name of the string attribute on an all-gather that
+    /// braid-quantize-all-gather made send fewer bits ("bf16" or
+    /// "fp8-e4m3"); braid-overlap reports it with its error bound.
+    static constexpr ::llvm::StringLiteral getQuantizedAttrName() {
+      return ::llvm::StringLiteral("dist.quantized");
+    }
     /// Name of the argument/result attribute holding a placement.
     static constexpr ::llvm::StringLiteral getPlacementAttrName() {
       return ::llvm::StringLiteral("dist.placement");

@@ -131,6 +131,69 @@ def FuseMemoryBound : Pass<"braid-fuse-memory-bound", "mlir::func::FuncOp"> {
   ];
 }
 
+def SinkAllGather : Pass<"braid-sink-all-gather", "mlir::ModuleOp"> {
+  let summary = "Moves row-local work after each all-gather before it, on "
+                "this rank's rows";
+  let description = [{
+    Row-local work after each `all_gather` moves before it, on this rank's
+    rows only: elementwise ops, reductions along other dimensions, reshapes,
+    slices and concatenations of other dimensions, contractions with
+    replicated weights (the k and v projections under context parallelism),
+    with their other operands replicated and either constant along the rows
+    or read at each row's position (rotary tables, sliced to this rank's
+    block). Each value used afterwards is gathered instead, when together
+    they are no more bytes than the gather moved, or when the work moved
+    saves more time than the extra bytes cost; a broadcast or a widening
+    cast, and what reads it, stays after the gather. Rows folded with a
+    batch by a collapse move too, until an expand separates the sequence
+    again. A slice of a new gather that takes back this rank's block reads
+    the local value, and a gather left unused is erased. A remark gives the
+    ops moved and the bytes.
+
+    It runs before braid-overlap (in the pipeline when `overlap` is not
+    `off`), so that the gathers then feed the matmuls the fused schedules
+    overlap them with, and ring attention sees both of k and v gathered.
+  }];
+  let options = [
+    Option<"preset", "target-preset", "::braid::TargetPreset",
+           /*default=*/"::braid::TargetPreset::Auto",
+           "Cost model figures (auto: cpu), which weigh the work moved "
+           "against the extra bytes gathered",
+           "::braid::options::EnumValues<::braid::TargetPreset>()">
+  ];
+}
+
+def QuantizeAllGather : Pass<"braid-quantize-all-gather", "mlir::ModuleOp"> {
+  let summary = "Sends all-gathers in fewer bits (opt-in; the error bound "
+                "is reported)";
+  let description = [{
+    Opt-in, `format=bf16` makes each all-gather of f32 values send them as
+    bf16 (half the bytes; low-bit tensor-parallel communication): the values
+    are rounded before the collective, named matmuls consume the bf16 values
+    directly (accumulating in f32), other users read them extended back to
+    f32. The error bound (2^-8 relative per element) is in the remark and
+    under `quantized` in the report. `format=fp8` sends f32, bf16 or f16
+    all-gathers as fp8 e4m3 (a quarter or half of the bytes) with one scale
+    per rank's chunk (its largest magnitude maps to 448), gathered alongside
+    and applied when decoding; each element is within 2^-4 relative (or
+    2^-10/448 of its chunk's largest magnitude, below e4m3's normal range).
+    The decode sits between the all-gather and its users, so the fused rings
+    do not apply to it; the other schedules do.
+
+    Each all-gather it changes carries `dist.quantized` with its format,
+    which braid-overlap's report turns into the error bound. It runs
+    before braid-overlap (in the pipeline under `quantize-all-gather`), so
+    the schedules see the narrow gathers: a ring of k and v then carries
+    narrow blocks and widens each.
+  }];
+  let options = [
+    Option<"format", "format", "::braid::QuantizeMode",
+           /*default=*/"::braid::QuantizeMode::Off",
+           "What all-gathers send",
+           "::braid::options::EnumValues<::braid::QuantizeMode>()">
+  ];
+}
+
 def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
   let summary = "Overlaps collectives with computation, as the cost model "
                 "decides";
@@ -188,38 +251,16 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     - everything else: the asynchronous form, started right after its input
       and waited right before its first use (`async`).
 
-    Before deciding any schedule, row-local work after each `all_gather`
-    moves before it, on this rank's rows only: elementwise ops, reductions
-    along other dimensions, reshapes, slices and concatenations of other
-    dimensions, contractions with replicated weights (the k and v
-    projections under context parallelism), with their other operands
-    replicated and either constant along the rows or read at each row's
-    position (rotary tables, sliced to this rank's block). Each value used
-    afterwards is gathered instead, when together they are no more bytes
-    than the gather moved, or when the work moved saves more time than the
-    extra bytes cost; a broadcast or a widening cast, and what reads it,
-    stays after the gather. Rows folded with a batch by a collapse move
-    too, until an expand separates the sequence again. A slice of a new
-    gather that takes back this rank's block reads the local value, and a
-    gather left unused is erased. A remark gives the ops moved and the
-    bytes.
+    In the pipeline, braid-sink-all-gather has moved the row-local work
+    after each all-gather before it, and braid-quantize-all-gather (when
+    asked) has narrowed the gathers, before this pass decides.
 
     `mode=force` applies the first schedule that matches regardless of the
     model (for tests); `mode=off` changes nothing.
 
-    Opt-in, `quantize-all-gather=bf16` makes each all-gather of f32 values
-    send them as bf16 (half the bytes; low-bit tensor-parallel
-    communication): the values are rounded before the collective, named
-    matmuls consume the bf16 values directly (accumulating in f32), other
-    users read them extended back to f32. The error bound (2^-8 relative
-    per element) is in the remark and under `quantized` in the report.
-    `quantize-all-gather=fp8` sends f32, bf16 or f16 all-gathers as fp8
-    e4m3 (a quarter or half of the bytes) with one scale per rank's chunk
-    (its largest magnitude maps to 448), gathered alongside and applied
-    when decoding; each element is within 2^-4 relative (or 2^-10/448 of
-    its chunk's largest magnitude, below e4m3's normal range). The decode
-    sits between the all-gather and its users, so the fused rings do not
-    apply to it; the other schedules do.
+    An all-gather that braid-quantize-all-gather made send fewer bits
+    (`dist.quantized`) is reported with its format and error bound under
+    `quantized`.
 
     `comm` chooses how a ring schedule's shifts travel: `two-sided`
     (send/receive), `symmetric` (each shift is marked `dist.symmetric`, and
@@ -317,11 +358,7 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
            "::braid::FuseCollectivesMode",
            /*default=*/"::braid::FuseCollectivesMode::Auto",
            "All-reduces summed inside the kernel of the chain that follows",
-           "::braid::options::EnumValues<::braid::FuseCollectivesMode>()">,
-    Option<"quantizeAllGather", "quantize-all-gather", "::braid::QuantizeMode",
-           /*default=*/"::braid::QuantizeMode::Off",
-           "Send all-gathers in fewer bits (opt-in, the bound is reported)",
-           "::braid::options::EnumValues<::braid::QuantizeMode>()">
+           "::braid::options::EnumValues<::braid::FuseCollectivesMode>()">
   ];
   let statistics = [
     Statistic<"numFused", "fused", "Collectives fused with compute">,

@@ -365,6 +365,12 @@ decomposeTwoShotAllReduce(mlir::RewriterBase &rewriter, AllReduceOp op,
 /// Fails (changing nothing) on other all-gathers.
 mlir::FailureOr<AllGatherOp> quantizeAllGatherFp8(AllGatherOp gather);
 
+/// The error bounds of a `dist.quantized` format: relative to each
+/// element, and (fp8) absolute as a fraction of the chunk's largest
+/// magnitude; 0 for an unknown format.
+void quantizationBounds(llvm::StringRef format, double &relative,
+                        double &absolute);
+
 //===- AllToAll <-> contraction
 //--------------------------------------------===//
 

@@ -23,13 +23,9 @@
 
 #include "braid/Dialect/Dist/Transforms/Replication.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/Linalg/Utils/Utils.h"
 #include "mlir/IR/SymbolTable.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include <cmath>
 #include <functional>
 
 namespace braid::dist {
@@ -79,9 +75,6 @@ private:
   }
 
   LogicalResult processFunction(FunctionOpInterface function, Context &context);
-  /// Moves row-local work after each all-gather before it.
-  void sinkGathers(SmallVectorImpl<CollectiveOpInterface> &collectives,
-                   Context &context);
   /// Decides `collectives[index]`, applies the choice and records it;
   /// later entries that its schedule takes along become null.
   LogicalResult decide(FunctionOpInterface function, Context &context,
@@ -91,10 +84,6 @@ private:
   /// it (a remark says why not when a softmax follows).
   std::optional<Candidate> proposeAttention(CollectiveOpInterface op,
                                             Context &context);
-  /// With quantize-all-gather: the all-gather sent in fewer bits, noted in
-  /// its record.
-  CollectiveOpInterface quantize(CollectiveOpInterface op, Record &record,
-                                 Context &context);
   /// Keeps `op` whole: its record and remark.
   void keep(CollectiveOpInterface op, Record record, StringRef why,
             const Context &context);
@@ -134,202 +123,7 @@ OverlapOptions OverlapPass::options() const {
   o.linkLatency = linkLatency;
   o.comm = comm;
   o.fuseCollectives = fuseCollectives;
-  o.quantizeAllGather = quantizeAllGather;
   return o;
-}
-
-/// An elementwise linalg.generic converting `input` to `elementType`.
-static Value convertElements(OpBuilder &b, Location loc, Value input,
-                             Type elementType) {
-  auto type = cast<RankedTensorType>(input.getType());
-  auto resultType = type.clone(elementType);
-  Value init =
-      tensor::EmptyOp::create(b, loc, resultType.getShape(), elementType);
-  SmallVector<AffineMap> maps(2, b.getMultiDimIdentityMap(type.getRank()));
-  SmallVector<utils::IteratorType> iterators(type.getRank(),
-                                             utils::IteratorType::parallel);
-  auto generic = linalg::GenericOp::create(
-      b, loc, resultType, input, init, maps, iterators,
-      [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
-        Value converted =
-            elementType.getIntOrFloatBitWidth() <
-                    type.getElementType().getIntOrFloatBitWidth()
-                ? arith::TruncFOp::create(nested, nestedLoc, elementType,
-                                          args[0])
-                      .getResult()
-                : arith::ExtFOp::create(nested, nestedLoc, elementType, args[0])
-                      .getResult();
-        linalg::YieldOp::create(nested, nestedLoc, converted);
-      });
-  return generic.getResult(0);
-}
-
-/// quantize-all-gather=bf16: an f32 all-gather sends bf16 instead.
-static AllGatherOp quantizeBf16(AllGatherOp gather) {
-  auto type = cast<RankedTensorType>(gather.getInput().getType());
-  OpBuilder b(gather);
-  Location loc = gather.getLoc();
-  Type bf16 = b.getBF16Type();
-  Value narrow = convertElements(b, loc, gather.getInput(), bf16);
-  auto resultType = cast<RankedTensorType>(gather.getResult().getType());
-  auto sent =
-      AllGatherOp::create(b, loc, resultType.clone(bf16), gather.getGridAttr(),
-                          gather.getAxesAttr(), narrow, gather.getDimAttr());
-  // Named matmuls take the bf16 value as it is (they extend each element
-  // as they multiply, accumulating in f32), so the fused schedules still
-  // see an all-gather feeding a contraction; anything else reads it
-  // extended back to f32.
-  Value widened;
-  for (OpOperand &use : llvm::make_early_inc_range(gather->getUses())) {
-    Operation *user = use.getOwner();
-    auto linalgOp = dyn_cast<linalg::LinalgOp>(user);
-    if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(user) &&
-        linalgOp.isDpsInput(&use)) {
-      // A named op's body is typed by its operands: build it anew.
-      SmallVector<Value> inputs(linalgOp.getDpsInputs());
-      inputs[use.getOperandNumber()] = sent.getResult();
-      OpBuilder at(user);
-      Operation *rebuilt;
-      if (auto matmul = dyn_cast<linalg::MatmulOp>(user))
-        rebuilt = linalg::MatmulOp::create(
-            at, matmul.getLoc(), matmul->getResultTypes(), inputs,
-            matmul.getDpsInits(), linalg::getPrunedAttributeList(matmul));
-      else
-        rebuilt = linalg::BatchMatmulOp::create(
-            at, user->getLoc(), user->getResultTypes(), inputs,
-            linalgOp.getDpsInits(),
-            linalg::getPrunedAttributeList(cast<linalg::BatchMatmulOp>(user)));
-      user->replaceAllUsesWith(rebuilt->getResults());
-      user->erase();
-      continue;
-    }
-    if (!widened) {
-      b.setInsertionPointAfter(sent);
-      widened =
-          convertElements(b, loc, sent.getResult(), type.getElementType());
-    }
-    use.set(widened);
-  }
-  gather->erase();
-  return sent;
-}
-
-CollectiveOpInterface OverlapPass::quantize(CollectiveOpInterface op,
-                                            Record &record, Context &context) {
-  auto gather = dyn_cast<AllGatherOp>(op.getOperation());
-  if (!gather)
-    return op;
-  Type element =
-      cast<RankedTensorType>(gather.getInput().getType()).getElementType();
-  if (quantizeAllGather == braid::QuantizeMode::Bf16 && element.isF32()) {
-    op = quantizeBf16(gather);
-    replication.invalidate();
-    record.quantized = "bf16";
-    // Round to nearest: half a unit in the last of bf16's 8 bits.
-    record.quantizationError = std::ldexp(1.0, -8);
-    op->emitRemark() << "all_gather sends bf16 instead of f32 "
-                        "(quantize-all-gather=bf16): relative error of "
-                        "each element at most 2^-8";
-    return op;
-  }
-  if (quantizeAllGather != braid::QuantizeMode::Fp8)
-    return op;
-  FailureOr<AllGatherOp> sent = quantizeAllGatherFp8(gather);
-  if (failed(sent)) {
-    gather->emitRemark() << "all_gather not quantized: fp8 needs a "
-                            "statically shaped f32, bf16 or f16 tensor";
-    return op;
-  }
-  replication.invalidate();
-  record.quantized = "fp8-e4m3";
-  // Nearest of e4m3's 3 mantissa bits: half a unit, 2^-4 relative; below
-  // its smallest normal (2^-6 of 448 after scaling) the spacing is 2^-9,
-  // so at most 2^-10 / 448 of the chunk's largest magnitude absolute.
-  record.quantizationError = std::ldexp(1.0, -4);
-  record.quantizationAbsolute = std::ldexp(1.0, -10) / 448.0;
-  (*sent)->emitRemark()
-      << "all_gather sends fp8 (e4m3) with one scale per rank's chunk "
-         "instead of "
-      << element
-      << " (quantize-all-gather=fp8): each element within 2^-4 "
-         "relative, or 2^-10/448 of its chunk's largest magnitude";
-  return *sent;
-}
-
-/// Erases the all-gathers of `collectives` that nothing reads any more,
-/// once the ops without effect that read them and are unused are gone
-/// (rotary tables partitioning gathered back, whose readers moved before
-/// another gather); their entries become null. Every rank drops the same
-/// ones.
-static void dropUnreadGathers(SmallVectorImpl<CollectiveOpInterface> &list) {
-  // Users first; never a collective, which the list may hold.
-  std::function<void(Operation *)> eraseDeadUsers = [&](Operation *op) {
-    for (Operation *user : llvm::make_early_inc_range(op->getUsers())) {
-      if (isa<CollectiveOpInterface>(user))
-        continue;
-      eraseDeadUsers(user);
-      if (isOpTriviallyDead(user))
-        user->erase();
-    }
-  };
-  for (CollectiveOpInterface &op : list) {
-    auto gather =
-        dyn_cast_if_present<AllGatherOp>(op ? op.getOperation() : nullptr);
-    if (!gather)
-      continue;
-    eraseDeadUsers(gather);
-    if (!gather->use_empty())
-      continue;
-    emitRemark(gather.getLoc())
-        << "all_gather removed: nothing reads its result any more";
-    gather->erase();
-    op = nullptr;
-  }
-}
-
-void OverlapPass::sinkGathers(
-    SmallVectorImpl<CollectiveOpInterface> &collectives, Context &context) {
-  SmallVector<CollectiveOpInterface> added;
-  for (CollectiveOpInterface &op : collectives) {
-    auto gather = dyn_cast<AllGatherOp>(op.getOperation());
-    if (!gather)
-      continue;
-    int64_t moved = 0;
-    double before = tensorBytes(gather.getResult());
-    Location loc = gather.getLoc();
-    FailureOr<SmallVector<AllGatherOp>> sunk =
-        sinkAllGather(gather, replication, &context.model, moved);
-    if (failed(sunk))
-      continue;
-    replication.invalidate();
-    if (sunk->empty()) {
-      // Everything after it took this rank's block back.
-      op = nullptr;
-      emitRemark(loc) << "all_gather removed: the " << moved
-                      << " row-local ops after it moved before it, and "
-                         "what followed them read only this rank's block";
-      continue;
-    }
-    op = sunk->front();
-    llvm::append_range(added, llvm::drop_begin(*sunk));
-    InFlightDiagnostic remark = emitRemark(loc);
-    remark << "all_gather moved after the " << moved
-           << " row-local ops that followed it (their other operands are "
-              "replicated): they run on 1/"
-           << groupSizeOf(op) << " of the rows";
-    if (sunk->size() > 1) {
-      double after = 0;
-      for (AllGatherOp value : *sunk)
-        after += tensorBytes(value.getResult());
-      remark << "; " << sunk->size()
-             << " values are gathered after them instead of one ("
-             << schedule::formatBytes(after) << " instead of "
-             << schedule::formatBytes(before) << ")";
-    }
-  }
-  llvm::append_range(collectives, added);
-  dropUnreadGathers(collectives);
-  replication.invalidate();
 }
 
 LogicalResult OverlapPass::processFunction(FunctionOpInterface function,
@@ -339,14 +133,9 @@ LogicalResult OverlapPass::processFunction(FunctionOpInterface function,
     if (!op.isAsync())
       collectives.push_back(op);
   });
-  // Row-local work after an all-gather (a norm, its weight, a reshape)
-  // runs before it, on 1/n of the data, so that the gather feeds the
-  // matmul. Every gather first: ring attention matches both of k and v.
-  if (mode != braid::OverlapMode::Off) {
-    sinkGathers(collectives, context);
-    if (failed(overlapHalos(function, context, *rewriter)))
-      return failure();
-  }
+  if (mode != braid::OverlapMode::Off &&
+      failed(overlapHalos(function, context, *rewriter)))
+    return failure();
   FollowUps followUps;
   for (size_t index = 0; index < collectives.size(); ++index)
     // Null: taken by an earlier one's schedule (v's gather in ring
@@ -383,11 +172,17 @@ OverlapPass::decide(FunctionOpInterface function, Context &context,
   record.calls = runs.lookup_or(function, 1);
   record.kind = op.getCollectiveKind().str();
   record.loc = formatLoc(op.getLoc());
-  // Ring attention takes both gathers whenever it applies; they are not
-  // quantized.
+  // Sent in fewer bits (braid-quantize-all-gather).
+  if (auto format =
+          op->getAttrOfType<StringAttr>(DistDialect::getQuantizedAttrName())) {
+    record.quantized = format.getValue().str();
+    quantizationBounds(record.quantized, record.quantizationError,
+                       record.quantizationAbsolute);
+    // Reported: the attribute has done its work.
+    op->removeAttr(DistDialect::getQuantizedAttrName());
+  }
+  // Ring attention takes both gathers whenever it applies.
   std::optional<Candidate> attention = proposeAttention(op, context);
-  if (!attention)
-    op = quantize(op, record, context);
   int64_t n = groupSizeOf(op);
   Site site{op, n, 0, context.link(op)};
   site.comm = ShapedType::isDynamic(n)

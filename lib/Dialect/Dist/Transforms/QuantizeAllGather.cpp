@@ -1,26 +1,45 @@
-//===- QuantizeFp8.cpp - All-gathers sent as fp8 with per-chunk scales ----===//
+//===- QuantizeAllGather.cpp - All-gathers sent in fewer bits ---*- C++ -*-===//
 //
 // Part of Braid.
 //
 //===----------------------------------------------------------------------===//
 //
-// quantize-all-gather=fp8: each rank scales its chunk so that its largest
-// magnitude becomes 448 (e4m3's largest finite value), rounds it to fp8
-// e4m3fn (nearest even, saturating), sends the bytes and its scale, and every
-// rank decodes each chunk with the scale that came with it. The codec is
-// integer and f32 arithmetic in linalg payloads: neither the CPU lowering nor
-// LLVM IR has an fp8 type, and on the GPU the same code runs in registers.
+// braid-quantize-all-gather, opt-in:
+//
+// - bf16: an f32 all-gather sends its values rounded to bf16 (nearest even);
+//   named matmuls take the bf16 values as they are (their bodies extend
+//   each element, accumulating in f32), anything else reads them extended
+//   back to f32.
+// - fp8: each rank scales its chunk so that its largest magnitude becomes
+//   448 (e4m3's largest finite value), rounds it to fp8 e4m3fn (nearest
+//   even, saturating), sends the bytes and its scale, and every rank
+//   decodes each chunk with the scale that came with it. The codec is
+//   integer and f32 arithmetic in linalg payloads: neither the CPU lowering
+//   nor LLVM IR has an fp8 type, and on the GPU the same code runs in
+//   registers.
+//
+// Each gather sent narrow carries `dist.quantized`, which braid-overlap's
+// report turns into its error bound (quantizationBounds).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Overlap/Decompositions.h"
 
 #include "braid/Dialect/Dist/IR/DistOps.h"
+#include "braid/Dialect/Dist/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Linalg/Utils/Utils.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <cmath>
+
+namespace braid::dist {
+#define GEN_PASS_DEF_QUANTIZEALLGATHER
+#include "braid/Dialect/Dist/Transforms/Passes.h.inc"
+} // namespace braid::dist
 
 using namespace mlir;
 
@@ -223,4 +242,155 @@ FailureOr<AllGatherOp> quantizeAllGatherFp8(AllGatherOp gather) {
   return sent;
 }
 
+void quantizationBounds(llvm::StringRef format, double &relative,
+                        double &absolute) {
+  relative = absolute = 0;
+  if (format == "bf16") {
+    // Round to nearest: half a unit in the last of bf16's 8 bits.
+    relative = std::ldexp(1.0, -8);
+  } else if (format == "fp8-e4m3") {
+    // Nearest of e4m3's 3 mantissa bits: half a unit, 2^-4 relative; below
+    // its smallest normal (2^-6 of 448 after scaling) the spacing is 2^-9,
+    // so at most 2^-10 / 448 of the chunk's largest magnitude absolute.
+    relative = std::ldexp(1.0, -4);
+    absolute = std::ldexp(1.0, -10) / 448.0;
+  }
+}
+
 } // namespace braid::dist::overlap
+
+//===----------------------------------------------------------------------===//
+// bf16, and the pass
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+using namespace braid::dist;
+
+/// An elementwise linalg.generic converting `input` to `elementType`.
+Value convertElements(OpBuilder &b, Location loc, Value input,
+                      Type elementType) {
+  auto type = cast<RankedTensorType>(input.getType());
+  auto resultType = type.clone(elementType);
+  Value init =
+      tensor::EmptyOp::create(b, loc, resultType.getShape(), elementType);
+  SmallVector<AffineMap> maps(2, b.getMultiDimIdentityMap(type.getRank()));
+  SmallVector<utils::IteratorType> iterators(type.getRank(),
+                                             utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, resultType, input, init, maps, iterators,
+      [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+        Value converted =
+            elementType.getIntOrFloatBitWidth() <
+                    type.getElementType().getIntOrFloatBitWidth()
+                ? arith::TruncFOp::create(nested, nestedLoc, elementType,
+                                          args[0])
+                      .getResult()
+                : arith::ExtFOp::create(nested, nestedLoc, elementType, args[0])
+                      .getResult();
+        linalg::YieldOp::create(nested, nestedLoc, converted);
+      });
+  return generic.getResult(0);
+}
+
+/// An f32 all-gather sent as bf16.
+AllGatherOp quantizeBf16(AllGatherOp gather) {
+  auto type = cast<RankedTensorType>(gather.getInput().getType());
+  OpBuilder b(gather);
+  Location loc = gather.getLoc();
+  Type bf16 = b.getBF16Type();
+  Value narrow = convertElements(b, loc, gather.getInput(), bf16);
+  auto resultType = cast<RankedTensorType>(gather.getResult().getType());
+  auto sent =
+      AllGatherOp::create(b, loc, resultType.clone(bf16), gather.getGridAttr(),
+                          gather.getAxesAttr(), narrow, gather.getDimAttr());
+  // Named matmuls take the bf16 value as it is (they extend each element
+  // as they multiply, accumulating in f32), so the fused schedules still
+  // see an all-gather feeding a contraction; anything else reads it
+  // extended back to f32.
+  Value widened;
+  for (OpOperand &use : llvm::make_early_inc_range(gather->getUses())) {
+    Operation *user = use.getOwner();
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(user);
+    if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(user) &&
+        linalgOp.isDpsInput(&use)) {
+      // A named op's body is typed by its operands: build it anew.
+      SmallVector<Value> inputs(linalgOp.getDpsInputs());
+      inputs[use.getOperandNumber()] = sent.getResult();
+      OpBuilder at(user);
+      Operation *rebuilt;
+      if (auto matmul = dyn_cast<linalg::MatmulOp>(user))
+        rebuilt = linalg::MatmulOp::create(
+            at, matmul.getLoc(), matmul->getResultTypes(), inputs,
+            matmul.getDpsInits(), linalg::getPrunedAttributeList(matmul));
+      else
+        rebuilt = linalg::BatchMatmulOp::create(
+            at, user->getLoc(), user->getResultTypes(), inputs,
+            linalgOp.getDpsInits(),
+            linalg::getPrunedAttributeList(cast<linalg::BatchMatmulOp>(user)));
+      // Its indexing maps (a transposed operand) are an attribute the
+      // builder sets to the default: they come along.
+      rebuilt->setAttr("indexing_maps", user->getAttr("indexing_maps"));
+      user->replaceAllUsesWith(rebuilt->getResults());
+      user->erase();
+      continue;
+    }
+    if (!widened) {
+      b.setInsertionPointAfter(sent);
+      widened =
+          convertElements(b, loc, sent.getResult(), type.getElementType());
+    }
+    use.set(widened);
+  }
+  gather->erase();
+  return sent;
+}
+
+struct QuantizeAllGatherPass
+    : public braid::dist::impl::QuantizeAllGatherBase<QuantizeAllGatherPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (format == braid::QuantizeMode::Off)
+      return;
+    SmallVector<AllGatherOp> gathers;
+    getOperation().walk([&](AllGatherOp gather) { gathers.push_back(gather); });
+    for (AllGatherOp gather : gathers)
+      quantize(gather);
+  }
+
+private:
+  void quantize(AllGatherOp gather);
+};
+
+void QuantizeAllGatherPass::quantize(AllGatherOp gather) {
+  Type element =
+      cast<RankedTensorType>(gather.getInput().getType()).getElementType();
+  StringAttr name =
+      StringAttr::get(&getContext(), DistDialect::getQuantizedAttrName());
+  if (format == braid::QuantizeMode::Bf16) {
+    if (!element.isF32())
+      return;
+    AllGatherOp sent = quantizeBf16(gather);
+    sent->setAttr(name, StringAttr::get(&getContext(), "bf16"));
+    sent->emitRemark() << "all_gather sends bf16 instead of f32 "
+                          "(quantize-all-gather=bf16): relative error of "
+                          "each element at most 2^-8";
+    return;
+  }
+  FailureOr<AllGatherOp> sent = overlap::quantizeAllGatherFp8(gather);
+  if (failed(sent)) {
+    gather->emitRemark() << "all_gather not quantized: fp8 needs a "
+                            "statically shaped f32, bf16 or f16 tensor";
+    return;
+  }
+  (*sent)->setAttr(name, StringAttr::get(&getContext(), "fp8-e4m3"));
+  (*sent)->emitRemark()
+      << "all_gather sends fp8 (e4m3) with one scale per rank's chunk "
+         "instead of "
+      << element
+      << " (quantize-all-gather=fp8): each element within 2^-4 "
+         "relative, or 2^-10/448 of its chunk's largest magnitude";
+}
+
+} // namespace
