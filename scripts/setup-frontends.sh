@@ -11,7 +11,7 @@
 # The venv lives outside the checkout (default ~/.cache/braid/frontends-venv)
 # so that clean clones share it: it is about 4.7 GB.
 #
-# Why these pins (docs/Rationale.md, "The PyTorch front door"):
+# Why these pins (docs/rationale/frontends.md, "The PyTorch front door"):
 #  - torch-mlir publishes one wheel on PyPI, 20261001 (built on LLVM
 #    24.0.0git; the linalg-on-tensors text it prints parses with MLIR 22).
 #    Its metadata names no torch version; torch 2.15.0 is the stable release

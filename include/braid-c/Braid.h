@@ -32,8 +32,8 @@
 |* call with one diagnostic, "internal compiler error: ...; please report     *|
 |* it", instead of ending the process. The crash handlers are installed on    *|
 |* the first call and stay; signals outside a compilation go on to the        *|
-|* handlers they replaced (docs/Rationale.md, "Grid sizes, empty tensors,     *|
-|* and compiler crashes in a host process").                                  *|
+|* handlers they replaced (docs/rationale/limits-and-crashes.md, "Grid        *|
+|* sizes, empty tensors, and compiler crashes in a host process").            *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 

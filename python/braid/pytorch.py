@@ -192,7 +192,8 @@ def _dense_experts(self, hidden_states, top_k_index, top_k_weights):
     operands of batched matmuls, which partitioning splits by experts
     (expert parallelism: the dispatch and the combine become all-to-alls or
     an all-reduce) or by features (tensor parallelism). Costs every
-    expert's FLOPs on every token (docs/Rationale.md, "Experts")."""
+    expert's FLOPs on every token (docs/rationale/frontends.md, "MoE
+    experts are exported dense")."""
     import torch
     experts = self.num_experts
     dtype = hidden_states.dtype

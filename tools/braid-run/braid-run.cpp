@@ -826,7 +826,8 @@ struct Comparison {
 /// `quantized` is the relative error bound of the checked program's
 /// quantized collectives (0: none): it widens floating-point tolerances by
 /// four times the bound, room for a quantized operand to pass through a
-/// product or two (docs/Rationale.md, "--check of quantized builds").
+/// product or two
+/// (docs/rationale/quantization.md, "--check of quantized builds").
 void compareTensor(const TensorType &type, const char *actual,
                    const char *reference, int64_t rank, int64_t output,
                    const std::string &mode, double quantized,

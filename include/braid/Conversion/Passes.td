@@ -32,7 +32,7 @@ def ImportShard : Pass<"braid-import-shard", "mlir::ModuleOp"> {
     becomes a local `tensor.extract_slice`; an `average` reduction becomes a
     sum and a division; an accumulation type different from the input's
     becomes an elementwise cast before the collective); rooted collectives,
-    `update_halo` and `shard_shape` become compositions (docs/Rationale.md);
+    `update_halo` and `shard_shape` become compositions (docs/rationale/import.md);
     a `shard.send` to this rank's position plus k along one grid axis with
     the first `shard.recv` after it from the position minus k becomes a
     `dist.shift` by k (the send's result is its input), and
@@ -573,7 +573,7 @@ def VectorizeKernels : Pass<"braid-vectorize-kernels", "mlir::func::FuncOp"> {
 
     Reductions are reassociated: the partial results are summed in a
     different order than the sequential loop's, as on the cuda target
-    (see docs/Rationale.md). Ops whose innermost dimension indexes an
+    (see docs/rationale/cpu-codegen.md). Ops whose innermost dimension indexes an
     operand with a stride (transposes, contractions' B operands), whose
     payload holds a non-elementwise op (`linalg.index`, calls, regions)
     or whose innermost extent is known to be smaller than a vector stay

@@ -7,8 +7,8 @@
 // A model of L identical layers reaches Braid as one function whose body
 // repeats the same stretch of ops L times. braid-outline-layers turns that
 // stretch into one function called L times, so that every later pass, and
-// the code generator, handle one layer (docs/Rationale.md, "Repeated layers
-// become one function, called per layer").
+// the code generator, handle one layer (docs/rationale/lowering.md,
+// "Repeated layers become one function, called per layer").
 //
 // The search runs on the top-level ops of each single-block function:
 //  1. each op gets a structural hash, operand identities left out;

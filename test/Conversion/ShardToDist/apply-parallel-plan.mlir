@@ -233,7 +233,8 @@ func.func @residual(%x: tensor<1x8x16xf32> {braid.parallel = "sequence"},
 // -----
 
 // With a batch of two the tokens are not the sequence: the rowwise result
-// is only reduced (Rationale: "Sequence parallelism with a batch").
+// is only reduced (docs/rationale/import.md,
+// "Sequence parallelism keeps the residual stream split").
 #id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 shard.grid @g(shape = 2)
 // CHECK-LABEL: func.func @batch_two(

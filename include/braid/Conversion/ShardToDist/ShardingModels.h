@@ -7,8 +7,8 @@
 //
 // External ShardingInterface models, registered by Braid, for the tensor ops
 // upstream `shard` has none for: expand_shape, collapse_shape, extract_slice,
-// insert_slice, concat and pad (docs/Rationale.md, "Sharding models for what
-// frontends emit").
+// insert_slice, concat and pad (docs/rationale/import.md, "Sharding models
+// for reshapes, slices, concat and pad").
 //
 //===----------------------------------------------------------------------===//
 

@@ -47,7 +47,8 @@ struct Ring {
 
 /// The largest group a schedule is built for. Schedules are unrolled: a
 /// ring has a step per rank, a direct exchange a transfer per peer, so a
-/// larger group's collective stays whole (docs/Rationale.md, "Grid sizes").
+/// larger group's collective stays whole
+/// (docs/rationale/limits-and-crashes.md, "Grid sizes").
 constexpr int64_t kMaxScheduleRanks = 128;
 
 /// Common checks: static shapes with elements, one grid axis, a static

@@ -59,7 +59,7 @@ int64_t getGroupSize(mlir::shard::GridOp grid, llvm::ArrayRef<int16_t> axes);
 
 /// The most ranks a grid may span: far more than any machine has, and few
 /// enough that sizes times ranks stay well inside int64_t
-/// (docs/Rationale.md, "Grid sizes").
+/// (docs/rationale/limits-and-crashes.md, "Grid sizes").
 constexpr int64_t kMaxGridRanks = int64_t(1) << 20;
 
 /// Checks that Braid can compile for `grid`: each static axis has at least

@@ -146,7 +146,7 @@ struct RingAttention {
   /// of the block's owner, which travel with the keys, against its own
   /// keys, and returns that partial (row max, sum, output) to the owner,
   /// so that a causal mask leaves every rank one block of work per step
-  /// and the ring ends after n / 2 steps (docs/Rationale.md).
+  /// and the ring ends after n / 2 steps (docs/rationale/ring-attention.md).
   bool balance = false;
   /// Why a rank cannot compute another rank's rows (empty when it can),
   /// and the values the chain reads that are functions of the rank's
@@ -271,7 +271,7 @@ std::optional<unsigned> scatterLoop(mlir::linalg::LinalgOp producer,
 
 /// Row-wise work after an all-reduce that a rank may run on its block of
 /// the reduced rows (see "What moves between a reduce-scatter and its
-/// all-gather" in docs/Rationale.md).
+/// all-gather" in docs/rationale/overlap.md).
 struct RowChain {
   /// In program order; `loops` gives the loop of each that indexes the
   /// scattered dimension.

@@ -20,8 +20,8 @@
 //   o   = o * a + e_b v_b
 //
 // and at the end divides o by l. This is the original computation with its
-// sums reassociated (docs/Rationale.md has the tolerance argument). Every
-// block op is the original op computed for the block's keys
+// sums reassociated (docs/rationale/ring-attention.md has the tolerance
+// argument). Every block op is the original op computed for the block's keys
 // (schedule::computeChunk), so masks through linalg.index see global key
 // positions and a mask tensor is sliced.
 //
