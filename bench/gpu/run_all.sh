@@ -69,6 +69,10 @@ RESULTS="$(cd "$RESULTS" && pwd)"
 : > "$RESULTS/e2e.txt"
 : > "$RESULTS/e2e.log"
 exec > >(tee "$RESULTS/run_all.log") 2>&1
+# tee outlives the script unless waited for: whatever reads our output the
+# moment we exit (a test, a log collector) would miss the last lines.
+TEE_PID=$!
+trap 'exec >&- 2>&-; wait "$TEE_PID"' EXIT
 export PYTHONUNBUFFERED=1
 status=0
 
