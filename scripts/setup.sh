@@ -39,6 +39,10 @@ fi
 PYTHON=/usr/bin/python3
 
 JOBS="${BRAID_JOBS:-$(nproc)}"
+# ccache hashes paths relative to the checkout, so that another clone on
+# the same machine (a fresh clone for scripts/test.sh) reuses the objects
+# this one compiled instead of building everything again.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}"
 if [[ ! -f "$BUILD/build.ninja" ]]; then
   cmake -G Ninja -S "$ROOT" -B "$BUILD" \
     -DCMAKE_BUILD_TYPE=Release \
