@@ -1076,6 +1076,11 @@ uint64_t floatLanes(Type type, uint64_t a, uint64_t b, uint64_t c, F f) {
   return fromReal(f(toReal(a, type), toReal(b, type), toReal(c, type)), type);
 }
 
+/// One case per arithmetic opcode, each a few lines of its semantics. It
+/// stays one function, longer than 200 lines, on purpose: it is the
+/// instruction table (as an interpreter's dispatch loop is), read by
+/// opcode; the cases share the operand reads and the write-back, and
+/// splitting it by length would only move cases apart.
 bool Launch::arithmetic(Block &block, Thread &thread, const Instruction &in) {
   const std::vector<Operand> &ops = in.operands;
   Type type = in.type;

@@ -1040,6 +1040,11 @@ bool Parser::parseInstruction() {
 // Decoding opcodes
 //===----------------------------------------------------------------------===//
 
+/// One branch per PTX opcode family, each reading that family's modifiers.
+/// It stays one function, longer than 200 lines, on purpose: it is a
+/// table, read by opcode, whose branches share the parsed parts and the
+/// error path, and splitting it by length would scatter one opcode's
+/// spelling from its neighbours' without making any branch simpler.
 bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
   std::vector<std::string> parts = splitDots(opcode);
   const std::string &base = parts[0];

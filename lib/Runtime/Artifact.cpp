@@ -234,6 +234,15 @@ std::string braid::artifact::readManifest(const std::string &path,
         if (!parseInt(words[i], size) || size < 1)
           return fail("grid size '" + words[i] + "' is not a positive integer");
       }
+    } else if (key == "quantized") {
+      char *end = nullptr;
+      double bound =
+          words.size() == 2 ? std::strtod(words[1].c_str(), &end) : 0;
+      if (words.size() != 2 || !end || *end || !(bound > 0 && bound < 1))
+        return fail("expected 'quantized BOUND' with 0 < BOUND < 1");
+      if (manifest.quantized > 0)
+        return fail("a second 'quantized' line");
+      manifest.quantized = bound;
     } else if (key == "arg" || key == "result") {
       std::vector<TensorType> &list =
           key == "arg" ? manifest.args : manifest.results;

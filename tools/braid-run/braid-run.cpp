@@ -826,8 +826,8 @@ struct Comparison {
 /// `quantized` is the relative error bound of the checked program's
 /// quantized collectives (0: none): it widens floating-point tolerances by
 /// four times the bound, room for a quantized operand to pass through a
-/// product or two
-/// (docs/rationale/quantization.md, "--check of quantized builds").
+/// product or two (docs/rationale/quantization.md, "--check of quantized
+/// builds").
 void compareTensor(const TensorType &type, const char *actual,
                    const char *reference, int64_t rank, int64_t output,
                    const std::string &mode, double quantized,
@@ -913,26 +913,6 @@ std::string checkOutputPattern(const std::string &dir, const std::string &mode,
                 output);
 }
 
-/// The largest "max_relative_error" the report at `path` states (its
-/// quantized collectives' bounds), or 0.
-double quantizationBound(const std::string &path) {
-  std::FILE *file = std::fopen(path.c_str(), "r");
-  if (!file)
-    return 0;
-  std::string text;
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), file)) > 0;)
-    text.append(buffer, n);
-  std::fclose(file);
-  double bound = 0;
-  const std::string key = "\"max_relative_error\":";
-  for (size_t at = text.find(key); at != std::string::npos;
-       at = text.find(key, at + 1))
-    bound =
-        std::max(bound, std::strtod(text.c_str() + at + key.size(), nullptr));
-  return bound;
-}
-
 /// Compiles twice, runs twice, compares. Returns the exit code.
 int runCheck(const Options &options, const std::string &dir,
              const std::string &compiler, const std::string &exec,
@@ -954,8 +934,6 @@ int runCheck(const Options &options, const std::string &dir,
       referenceOptions.given.push_back(flag);
   if (int status = compile(referenceOptions, plain, compiler, reference, ""))
     return status;
-  // A quantized build differs from the plain one by what it reports.
-  double bound = quantizationBound(report);
   Manifest manifest, referenceManifest;
   std::string problem = readManifest(artifact + ".manifest", manifest);
   if (problem.empty())
@@ -964,6 +942,9 @@ int runCheck(const Options &options, const std::string &dir,
     error(problem);
     return 1;
   }
+  // A quantized build differs from the plain one by at most the bound its
+  // manifest states.
+  double bound = manifest.quantized;
   auto signature = [](const Manifest &m) {
     std::string text = m.entry + " " + std::to_string(m.ranks);
     for (const TensorType &type : m.args)

@@ -98,6 +98,9 @@ std::string substituteRank(std::string path, int64_t rank);
 ///   grid NAME SIZE...        (informational, one per grid)
 ///   arg INDEX DTYPE DIM...   (in order, from 0)
 ///   result INDEX DTYPE DIM...
+///   quantized BOUND          (optional: the largest relative error the
+///                             program's quantized collectives may add to
+///                             an element, 0 < BOUND < 1)
 ///
 /// Blank lines and lines starting with '#' are ignored.
 struct Manifest {
@@ -109,6 +112,8 @@ struct Manifest {
   std::string target;
   std::string kernels;
   int64_t ranks = 0;
+  /// The "quantized" line's bound; 0 when the manifest has none.
+  double quantized = 0;
   std::vector<TensorType> args;
   std::vector<TensorType> results;
 };

@@ -181,6 +181,58 @@ static Value divideByGroup(OpBuilder &builder, Location loc, Value value,
   return arith::DivSIOp::create(builder, loc, value, divisor);
 }
 
+/// A split dimension of a halo exchange: its grid axis and halo sizes.
+struct HaloSplit {
+  int64_t dim;
+  int16_t axis;
+  int64_t lo, hi;
+};
+
+/// The split dimensions of `op` (on a `type` tensor over `grid`), each
+/// with its halo sizes, or an error where the exchange cannot be converted.
+static FailureOr<SmallVector<HaloSplit>>
+haloSplits(shard::UpdateHaloOp op, RankedTensorType type, shard::GridOp grid) {
+  ArrayRef<shard::GridAxesAttr> split = op.getSplitAxesAttr().getAxes();
+  ArrayRef<int64_t> halos = op.getStaticHaloSizes();
+  int64_t rank = type.getRank();
+  SmallVector<HaloSplit> splits;
+  for (auto [dim, axes] : llvm::enumerate(split)) {
+    if (axes.empty())
+      continue;
+    if (static_cast<int64_t>(dim) >= rank)
+      return op.emitError() << "splits tensor dimension " << dim
+                            << " of a rank-" << rank << " tensor";
+    if (axes.size() != 1)
+      return op.emitError() << "cannot convert 'shard.update_halo': tensor "
+                               "dimension "
+                            << dim << " is split over several grid axes";
+    int16_t axis = axes.asArrayRef()[0];
+    if (axis < 0 || axis >= grid.getRank() ||
+        ShapedType::isDynamic(grid.getShape()[axis]))
+      return op.emitError()
+             << "cannot convert 'shard.update_halo' over grid axis " << axis
+             << ": it must exist and have a static size";
+    splits.push_back({static_cast<int64_t>(dim), axis, 0, 0});
+  }
+  if (2 * splits.size() != halos.size())
+    return op.emitError() << "has " << halos.size() << " halo sizes for "
+                          << splits.size()
+                          << " split dimensions (expected two each)";
+  for (auto [k, sp] : llvm::enumerate(splits)) {
+    sp.lo = halos[2 * k];
+    sp.hi = halos[2 * k + 1];
+    // The interior must be at least as wide as either halo.
+    if (sp.lo < 0 || sp.hi < 0 ||
+        std::max(sp.lo, sp.hi) > type.getDimSize(sp.dim) - sp.lo - sp.hi)
+      return op.emitError()
+             << "cannot convert 'shard.update_halo': halos " << sp.lo << " and "
+             << sp.hi << " of dimension " << sp.dim << " do not fit its "
+             << type.getDimSize(sp.dim)
+             << " elements with an interior at least as large";
+  }
+  return splits;
+}
+
 class CollectiveImporter {
 public:
   CollectiveImporter(MLIRContext *context) : rewriter(context) {}
@@ -449,63 +501,24 @@ private:
     shard::GridOp grid = lookupGrid(op, op.getGridAttr());
     if (!grid)
       return op.emitError() << "refers to unknown grid " << op.getGridAttr();
-    ArrayRef<shard::GridAxesAttr> split = op.getSplitAxesAttr().getAxes();
-    ArrayRef<int64_t> halos = op.getStaticHaloSizes();
+    FailureOr<SmallVector<HaloSplit>> found = haloSplits(op, type, grid);
+    if (failed(found))
+      return failure();
+    SmallVector<HaloSplit> splits = std::move(*found);
     int64_t rank = type.getRank();
-    // The split dimensions, their axis and halo sizes.
-    struct Split {
-      int64_t dim;
-      int16_t axis;
-      int64_t lo, hi;
-    };
-    SmallVector<Split> splits;
-    for (auto [dim, axes] : llvm::enumerate(split)) {
-      if (axes.empty())
-        continue;
-      if (static_cast<int64_t>(dim) >= rank)
-        return op.emitError() << "splits tensor dimension " << dim
-                              << " of a rank-" << rank << " tensor";
-      if (axes.size() != 1)
-        return op.emitError() << "cannot convert 'shard.update_halo': tensor "
-                                 "dimension "
-                              << dim << " is split over several grid axes";
-      int16_t axis = axes.asArrayRef()[0];
-      if (axis < 0 || axis >= grid.getRank() ||
-          ShapedType::isDynamic(grid.getShape()[axis]))
-        return op.emitError()
-               << "cannot convert 'shard.update_halo' over grid axis " << axis
-               << ": it must exist and have a static size";
-      splits.push_back({static_cast<int64_t>(dim), axis, 0, 0});
-    }
-    if (2 * splits.size() != halos.size())
-      return op.emitError()
-             << "has " << halos.size() << " halo sizes for " << splits.size()
-             << " split dimensions (expected two each)";
-    for (auto [k, sp] : llvm::enumerate(splits)) {
-      sp.lo = halos[2 * k];
-      sp.hi = halos[2 * k + 1];
-      // The interior must be at least as wide as either halo.
-      if (sp.lo < 0 || sp.hi < 0 ||
-          std::max(sp.lo, sp.hi) > type.getDimSize(sp.dim) - sp.lo - sp.hi)
-        return op.emitError()
-               << "cannot convert 'shard.update_halo': halos " << sp.lo
-               << " and " << sp.hi << " of dimension " << sp.dim
-               << " do not fit its " << type.getDimSize(sp.dim)
-               << " elements with an interior at least as large";
-    }
 
     // Block offsets and sizes: full along the dimensions done so far (the
     // later ones, halos included), interior along the others.
     SmallVector<int64_t> offsets(rank, 0), sizes(type.getShape());
-    for (const Split &sp : splits) {
+    for (const HaloSplit &sp : splits) {
       offsets[sp.dim] = sp.lo;
       sizes[sp.dim] = type.getDimSize(sp.dim) - sp.lo - sp.hi;
     }
     Value result = op.getDestination();
     // The dimension exchanged before this one (one at most), whose halos the
     // rows sent now carry as their corners.
-    std::optional<Split> done;
-    for (const Split &sp : llvm::reverse(splits)) {
+    std::optional<HaloSplit> done;
+    for (const HaloSplit &sp : llvm::reverse(splits)) {
       int64_t extent = type.getDimSize(sp.dim);
       int64_t n = grid.getShape()[sp.axis];
       Value position =

@@ -65,6 +65,14 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                 "dist.shift_start) or its transfers (xfer.send, xfer.recv)";
     return success();
   }
+  if (attr.getName() == getQuantizationBoundAttrName()) {
+    auto bound = dyn_cast<FloatAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !bound || !bound.getType().isF64() ||
+        !(bound.getValueAsDouble() > 0 && bound.getValueAsDouble() < 1))
+      return op->emitError() << "'" << getQuantizationBoundAttrName()
+                             << "' must be an f64 in (0, 1) on a module";
+    return success();
+  }
   if (attr.getName() == getQuantizedAttrName()) {
     auto format = dyn_cast<StringAttr>(attr.getValue());
     if (!isa<AllGatherOp, AllGatherStartOp>(op) || !format ||

@@ -30,10 +30,11 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Linalg/Utils/Utils.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace braid::dist {
@@ -346,6 +347,13 @@ AllGatherOp quantizeBf16(AllGatherOp gather) {
   return sent;
 }
 
+/// The relative error bound of `format` (quantizationBounds).
+double relativeBound(StringRef format) {
+  double relative, absolute;
+  overlap::quantizationBounds(format, relative, absolute);
+  return relative;
+}
+
 struct QuantizeAllGatherPass
     : public braid::dist::impl::QuantizeAllGatherBase<QuantizeAllGatherPass> {
   using Base::Base;
@@ -355,34 +363,47 @@ struct QuantizeAllGatherPass
       return;
     SmallVector<AllGatherOp> gathers;
     getOperation().walk([&](AllGatherOp gather) { gathers.push_back(gather); });
+    double bound = 0;
     for (AllGatherOp gather : gathers)
-      quantize(gather);
+      bound = std::max(bound, quantize(gather));
+    if (bound == 0)
+      return;
+    // The runners read the bound from the manifest (a --check widens its
+    // tolerance by it): the module carries it there.
+    ModuleOp module = getOperation();
+    StringRef name = DistDialect::getQuantizationBoundAttrName();
+    if (auto earlier = module->getAttrOfType<FloatAttr>(name))
+      bound = std::max(bound, earlier.getValueAsDouble());
+    module->setAttr(name,
+                    FloatAttr::get(Float64Type::get(&getContext()), bound));
   }
 
 private:
-  void quantize(AllGatherOp gather);
+  /// Quantizes `gather` if its format applies; returns the relative error
+  /// bound it adds to an element (0: left as it was).
+  double quantize(AllGatherOp gather);
 };
 
-void QuantizeAllGatherPass::quantize(AllGatherOp gather) {
+double QuantizeAllGatherPass::quantize(AllGatherOp gather) {
   Type element =
       cast<RankedTensorType>(gather.getInput().getType()).getElementType();
   StringAttr name =
       StringAttr::get(&getContext(), DistDialect::getQuantizedAttrName());
   if (format == braid::QuantizeMode::Bf16) {
     if (!element.isF32())
-      return;
+      return 0;
     AllGatherOp sent = quantizeBf16(gather);
     sent->setAttr(name, StringAttr::get(&getContext(), "bf16"));
     sent->emitRemark() << "all_gather sends bf16 instead of f32 "
                           "(quantize-all-gather=bf16): relative error of "
                           "each element at most 2^-8";
-    return;
+    return relativeBound("bf16");
   }
   FailureOr<AllGatherOp> sent = overlap::quantizeAllGatherFp8(gather);
   if (failed(sent)) {
     gather->emitRemark() << "all_gather not quantized: fp8 needs a "
                             "statically shaped f32, bf16 or f16 tensor";
-    return;
+    return 0;
   }
   (*sent)->setAttr(name, StringAttr::get(&getContext(), "fp8-e4m3"));
   (*sent)->emitRemark()
@@ -391,6 +412,7 @@ void QuantizeAllGatherPass::quantize(AllGatherOp gather) {
       << element
       << " (quantize-all-gather=fp8): each element within 2^-4 "
          "relative, or 2^-10/448 of its chunk's largest magnitude";
+  return relativeBound("fp8-e4m3");
 }
 
 } // namespace

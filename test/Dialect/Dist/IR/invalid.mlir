@@ -512,3 +512,18 @@ func.func @annotate_count(%x: tensor<8xf32>) {
   %0 = dist.annotate %x as <@g, [replicate]> : tensor<8xf32>
   return
 }
+
+// -----
+
+// expected-error @+1 {{'dist.quantization_bound' must be an f64 in (0, 1) on a module}}
+module attributes {dist.quantization_bound = 2.0 : f64} {
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{'dist.quantization_bound' must be an f64 in (0, 1) on a module}}
+  func.func @bound_on_function() attributes {dist.quantization_bound = 0.5 : f64} {
+    return
+  }
+}

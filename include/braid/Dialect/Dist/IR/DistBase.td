@@ -81,6 +81,12 @@ def Dist_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getQuantizedAttrName() {
       return ::llvm::StringLiteral("dist.quantized");
     }
+    /// Name of the module's f64 attribute that braid-quantize-all-gather
+    /// sets: the largest relative error its quantized all-gathers may add
+    /// to an element. The artifact's manifest carries it to the runners.
+    static constexpr ::llvm::StringLiteral getQuantizationBoundAttrName() {
+      return ::llvm::StringLiteral("dist.quantization_bound");
+    }
     /// Name of the argument/result attribute holding a placement.
     static constexpr ::llvm::StringLiteral getPlacementAttrName() {
       return ::llvm::StringLiteral("dist.placement");

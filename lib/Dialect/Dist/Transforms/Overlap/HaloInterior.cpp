@@ -88,13 +88,21 @@ bool availableAt(Value value, Operation *at) {
 
 } // namespace
 
-FailureOr<HaloInterior> overlap::matchHaloInterior(linalg::LinalgOp op,
-                                                   std::string &reason) {
-  if (!op.hasPureTensorSemantics() || op->getNumResults() != 1 ||
-      op.hasDynamicShape() || op.getNumDpsInits() != 1)
-    return failure();
-  HaloInterior m;
-  m.consumer = op;
+namespace {
+
+/// Whether `operand` of the consumer is one of `m`'s reads of the tile.
+bool readsTile(const HaloInterior &m, OpOperand &operand) {
+  return llvm::any_of(m.reads, [&](const HaloInterior::Read &r) {
+    return r.operand == operand.getOperandNumber();
+  });
+}
+
+/// The haloed tile `op` reads (m.haloed, m.reads), the tile before the
+/// exchange (m.before) and the shifts and inserts that bring the halos
+/// (m.shifts, m.inserts, m.halos). Fails silently where `op` reads no
+/// haloed tile.
+LogicalResult findHaloedTile(linalg::LinalgOp op, HaloInterior &m,
+                             std::string &reason) {
   // The inputs read from a haloed tile, directly or through static slices.
   for (OpOperand *input : op.getDpsInputOperands()) {
     Value tile = input->get();
@@ -126,16 +134,11 @@ FailureOr<HaloInterior> overlap::matchHaloInterior(linalg::LinalgOp op,
   }
   if (!m.haloed)
     return failure();
-  auto readsTile = [&](OpOperand &operand) {
-    return llvm::any_of(m.reads, [&](const HaloInterior::Read &r) {
-      return r.operand == operand.getOperandNumber();
-    });
-  };
   // Ops of the exchange itself (the select of received rows) read a
   // shift's result too.
   for (OpOperand *input : op.getDpsInputOperands()) {
     SmallVector<ShiftOp> shifts;
-    if (!readsTile(*input))
+    if (!readsTile(m, *input))
       shiftsBehind(input->get(), 4, shifts);
     if (!shifts.empty())
       return failure();
@@ -158,6 +161,12 @@ FailureOr<HaloInterior> overlap::matchHaloInterior(linalg::LinalgOp op,
   std::reverse(m.inserts.begin(), m.inserts.end());
   std::reverse(m.halos.begin(), m.halos.end());
 
+  return success();
+}
+
+/// The loops to split (m.loops, m.first, m.rows, m.extent).
+LogicalResult chooseInteriorLoops(linalg::LinalgOp op, HaloInterior &m,
+                                  std::string &reason) {
   // The loops to split: one or two parallel loops the result is indexed
   // by, over which the largest box of iterations reads no halo row (two
   // for a tile haloed along two dimensions, whose stencil reads both). An
@@ -277,6 +286,13 @@ FailureOr<HaloInterior> overlap::matchHaloInterior(linalg::LinalgOp op,
   }
   for (unsigned loop : m.loops)
     m.extent.push_back(extents[loop]);
+  return success();
+}
+
+/// Where the interior runs (m.at): before the first use of a received
+/// halo, with everything else it reads there already.
+LogicalResult placeInterior(linalg::LinalgOp op, HaloInterior &m,
+                            std::string &reason) {
   // The interior runs before the first use of a received halo: what it
   // reads besides the tile must be there already.
   Block *block = op->getBlock();
@@ -292,7 +308,8 @@ FailureOr<HaloInterior> overlap::matchHaloInterior(linalg::LinalgOp op,
   Value init = op.getDpsInitOperand(0)->get();
   auto available = [&](Value v) { return availableAt(v, m.at); };
   for (OpOperand &operand : op->getOpOperands()) {
-    if (readsTile(operand) || operand.get() == init || available(operand.get()))
+    if (readsTile(m, operand) || operand.get() == init ||
+        available(operand.get()))
       continue;
     reason = "operand #" + std::to_string(operand.getOperandNumber()) +
              " is computed after the halos arrive";
@@ -310,6 +327,22 @@ FailureOr<HaloInterior> overlap::matchHaloInterior(linalg::LinalgOp op,
       return failure();
     }
   }
+  return success();
+}
+
+} // namespace
+
+FailureOr<HaloInterior> overlap::matchHaloInterior(linalg::LinalgOp op,
+                                                   std::string &reason) {
+  if (!op.hasPureTensorSemantics() || op->getNumResults() != 1 ||
+      op.hasDynamicShape() || op.getNumDpsInits() != 1)
+    return failure();
+  HaloInterior m;
+  m.consumer = op;
+  if (failed(findHaloedTile(op, m, reason)) ||
+      failed(chooseInteriorLoops(op, m, reason)) ||
+      failed(placeInterior(op, m, reason)))
+    return failure();
   return m;
 }
 
