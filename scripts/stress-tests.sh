@@ -36,7 +36,8 @@ LIT=/usr/lib/llvm-22/bin/lit
 # The tests that start ranks, as paths in the build tree (lit maps them to
 # the sources).
 mapfile -t TESTS < <(cd "$ROOT/test" &&
-  grep -rlE '%mpirun|braid-run|braid-exec|e2e\.py|_check\.py|REQUIRES:.*mpi' \
+  grep -rlE --exclude-dir=Inputs \
+    '%mpirun|braid-run|braid-exec|e2e\.py|_check\.py|REQUIRES:.*mpi' \
     --include='*.test' --include='*.mlir' . | sed 's|^\./||' | sort |
   while read -r t; do echo "$BUILD/test/$t"; done)
 ((${#TESTS[@]})) || { echo "stress-tests.sh: no MPI tests found" >&2; exit 2; }
