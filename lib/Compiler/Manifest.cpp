@@ -6,6 +6,8 @@
 
 #include "Manifest.h"
 
+#include "braid/Dialect/Dist/IR/DistOps.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/Support/Format.h"
@@ -86,7 +88,8 @@ FailureOr<std::string> buildManifest(ModuleOp module, func::FuncOp function,
     ranks = size;
   }
   os << "ranks " << (ranks ? ranks : 1) << "\n" << grids;
-  if (auto bound = module->getAttrOfType<FloatAttr>("dist.quantization_bound"))
+  if (auto bound = module->getAttrOfType<FloatAttr>(
+          braid::dist::DistDialect::getQuantizationBoundAttrName()))
     os << "quantized " << llvm::format("%.17g", bound.getValueAsDouble())
        << "\n";
   auto describe = [&](StringRef kind, unsigned index, Type type) {

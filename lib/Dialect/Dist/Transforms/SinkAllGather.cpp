@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Overlap/Decompositions.h"
+#include "Overlap/Pattern.h"
 
 #include "braid/Dialect/Dist/Transforms/CostModel.h"
 #include "braid/Dialect/Dist/Transforms/Passes.h"
@@ -32,8 +33,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
-#include "mlir/Transforms/RegionUtils.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 
 #include <functional>
@@ -775,14 +776,12 @@ struct SinkAllGatherPass
   using Base::Base;
 
   void runOnOperation() override {
-    std::string name = preset == braid::TargetPreset::Auto
-                           ? "cpu"
-                           : braid::options::spelling(preset.getValue());
+    std::string name = overlap::presetName(preset.getValue());
     std::optional<TargetDescription> target = TargetDescription::preset(name);
     if (!target) {
       getOperation().emitError()
-          << "braid-sink-all-gather: no cost model figures for preset '"
-          << name << "'";
+          << "braid-sink-all-gather: no cost model figures for preset '" << name
+          << "'";
       return signalPassFailure();
     }
     CostModel model(*target);
@@ -808,9 +807,6 @@ void SinkAllGatherPass::sinkIn(FunctionOpInterface function,
   for (AllGatherOp gather : gathers) {
     int64_t moved = 0;
     double before = tensorBytes(gather.getResult());
-    int64_t n = gather.getResult().getType().getDimSize(gather.getDim()) /
-                std::max<int64_t>(
-                    1, gather.getInput().getType().getDimSize(gather.getDim()));
     Location loc = gather.getLoc();
     FailureOr<SmallVector<AllGatherOp>> sunk =
         overlap::sinkAllGather(gather, replication, &model, moved);
@@ -832,7 +828,7 @@ void SinkAllGatherPass::sinkIn(FunctionOpInterface function,
     remark << "all_gather moved after the " << moved
            << " row-local ops that followed it (their other operands are "
               "replicated): they run on 1/"
-           << n << " of the rows";
+           << overlap::groupSizeOf(sunk->front()) << " of the rows";
     if (sunk->size() > 1) {
       double after = 0;
       for (AllGatherOp value : *sunk)

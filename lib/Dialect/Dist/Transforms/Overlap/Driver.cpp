@@ -67,11 +67,8 @@ struct OverlapPass : public braid::dist::impl::OverlapBase<OverlapPass> {
 private:
   /// The pass's options as the patterns read them.
   OverlapOptions options() const;
-  /// The preset's name; `auto` outside a pipeline that resolves it is cpu.
   std::string presetName() const {
-    return preset == braid::TargetPreset::Auto
-               ? "cpu"
-               : braid::options::spelling(preset.getValue());
+    return overlap::presetName(preset.getValue());
   }
 
   LogicalResult processFunction(FunctionOpInterface function, Context &context);

@@ -92,6 +92,11 @@ std::string overlap::nameOf(Operation *op) {
   return op->getName().getStringRef().str();
 }
 
+std::string overlap::presetName(braid::TargetPreset preset) {
+  return preset == braid::TargetPreset::Auto ? "cpu"
+                                             : braid::options::spelling(preset);
+}
+
 int64_t overlap::groupSizeOf(CollectiveOpInterface op) {
   shard::GridOp grid = lookupGrid(op, op.getGridAttr());
   return grid ? getGroupSize(grid, op.getAxes()) : ShapedType::kDynamic;

@@ -167,6 +167,9 @@ std::string formatLoc(mlir::Location loc);
 std::string us(double seconds);
 /// The op's name ("linalg.matmul").
 std::string nameOf(mlir::Operation *op);
+/// The cost model's preset name for `preset`; `auto` outside a pipeline
+/// that resolves it is cpu.
+std::string presetName(braid::TargetPreset preset);
 /// The group size of a collective, or ShapedType::kDynamic.
 int64_t groupSizeOf(CollectiveOpInterface op);
 /// Bytes a collective moves, as CostModel::collectiveTime expects them.
