@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
@@ -23,20 +24,12 @@
 namespace braid::emu {
 
 const char *memoryKindName(MemoryKind kind) {
-  switch (kind) {
-  case MemoryKind::Device:
-    return "device";
-  case MemoryKind::Pinned:
-    return "pinned host";
-  case MemoryKind::Managed:
-    return "managed";
-  case MemoryKind::Symmetric:
-  case MemoryKind::PeerSymmetric:
-    return "symmetric";
-  case MemoryKind::Module:
-    return "module";
-  }
-  return "?";
+  // In MemoryKind's order; a peer's window is symmetric memory too.
+  static const char *const names[] = {"device",    "pinned host", "managed",
+                                      "symmetric", "symmetric",   "module"};
+  static_assert(std::size(names) ==
+                static_cast<size_t>(MemoryKind::Module) + 1);
+  return names[static_cast<size_t>(kind)];
 }
 
 uint32_t processRank() {

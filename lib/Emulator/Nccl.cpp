@@ -35,6 +35,7 @@
 #include "HalfFloat.h"
 
 #include <cuda_runtime_api.h>
+#include <iterator>
 #include <nccl.h>
 #include <nccl_device/impl/core__types.h>
 
@@ -417,19 +418,12 @@ void reduce(void *dst, const std::vector<const void *> &sources, size_t count,
 enum class Kind { AllReduce, AllGather, ReduceScatter, Broadcast, Barrier };
 
 const char *kindName(Kind kind) {
-  switch (kind) {
-  case Kind::AllReduce:
-    return "ncclAllReduce";
-  case Kind::AllGather:
-    return "ncclAllGather";
-  case Kind::ReduceScatter:
-    return "ncclReduceScatter";
-  case Kind::Broadcast:
-    return "ncclBroadcast";
-  case Kind::Barrier:
-    return "a barrier";
-  }
-  return "?";
+  // In Kind's order.
+  static const char *const names[] = {"ncclAllReduce", "ncclAllGather",
+                                      "ncclReduceScatter", "ncclBroadcast",
+                                      "a barrier"};
+  static_assert(std::size(names) == static_cast<size_t>(Kind::Barrier) + 1);
+  return names[static_cast<size_t>(kind)];
 }
 
 struct Collective {

@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <set>
 
 namespace braid::emu::ptx {
@@ -33,12 +34,14 @@ namespace braid::emu::ptx {
 
 namespace {
 
-struct TypeName {
+/// One spelling of an enumerator: what the parser reads and what messages
+/// print, from the same table.
+template <typename E> struct Spelling {
   const char *name;
-  Type type;
+  E value;
 };
 
-const TypeName typeNames[] = {
+const Spelling<Type> typeNames[] = {
     {"pred", Type::Pred},     {"b8", Type::B8},     {"b16", Type::B16},
     {"b32", Type::B32},       {"b64", Type::B64},   {"b128", Type::B128},
     {"u8", Type::U8},         {"u16", Type::U16},   {"u32", Type::U32},
@@ -48,78 +51,54 @@ const TypeName typeNames[] = {
     {"f32", Type::F32},       {"f64", Type::F64},   {"e4m3x2", Type::E4M3x2},
     {"e5m2x2", Type::E5M2x2},
 };
+const Spelling<Space> spaceNames[] = {
+    {"generic", Space::Generic}, {"global", Space::Global},
+    {"shared", Space::Shared},   {"local", Space::Local},
+    {"param", Space::Param},     {"const", Space::Const},
+};
+const Spelling<Sem> semNames[] = {
+    {"weak", Sem::Weak},       {"volatile", Sem::Volatile},
+    {"relaxed", Sem::Relaxed}, {"acquire", Sem::Acquire},
+    {"release", Sem::Release}, {"acq_rel", Sem::AcqRel},
+    {"sc", Sem::Sc},
+};
+// "" is no scope qualifier (membar.gl, gpu scope, is the parser's).
+const Spelling<Scope> scopeNames[] = {
+    {"", Scope::None},   {"cta", Scope::Cta}, {"cluster", Scope::Cluster},
+    {"gpu", Scope::Gpu}, {"sys", Scope::Sys},
+};
 
-bool typeOf(const std::string &name, Type &type) {
-  for (const TypeName &entry : typeNames)
-    if (name == entry.name) {
-      type = entry.type;
-      return true;
-    }
-  return false;
+/// The enumerator `name` spells in `table`, if any.
+template <typename E, size_t N>
+std::optional<E> parseName(const Spelling<E> (&table)[N],
+                           const std::string &name) {
+  for (const Spelling<E> &entry : table)
+    if (name == entry.name)
+      return entry.value;
+  return std::nullopt;
 }
 
-} // namespace
-
-const char *typeName(Type type) {
-  for (const TypeName &entry : typeNames)
-    if (entry.type == type)
+template <typename E, size_t N>
+const char *printName(const Spelling<E> (&table)[N], E value) {
+  for (const Spelling<E> &entry : table)
+    if (entry.value == value)
       return entry.name;
   return "?";
 }
 
-const char *spaceName(Space space) {
-  switch (space) {
-  case Space::Generic:
-    return "generic";
-  case Space::Global:
-    return "global";
-  case Space::Shared:
-    return "shared";
-  case Space::Local:
-    return "local";
-  case Space::Param:
-    return "param";
-  case Space::Const:
-    return "const";
-  }
-  return "?";
+bool typeOf(const std::string &name, Type &type) {
+  std::optional<Type> parsed = parseName(typeNames, name);
+  if (parsed)
+    type = *parsed;
+  return parsed.has_value();
 }
 
-const char *semName(Sem sem) {
-  switch (sem) {
-  case Sem::Weak:
-    return "weak";
-  case Sem::Volatile:
-    return "volatile";
-  case Sem::Relaxed:
-    return "relaxed";
-  case Sem::Acquire:
-    return "acquire";
-  case Sem::Release:
-    return "release";
-  case Sem::AcqRel:
-    return "acq_rel";
-  case Sem::Sc:
-    return "sc";
-  }
-  return "?";
-}
+} // namespace
 
-const char *scopeName(Scope scope) {
-  switch (scope) {
-  case Scope::None:
-    return "";
-  case Scope::Cta:
-    return "cta";
-  case Scope::Cluster:
-    return "cluster";
-  case Scope::Gpu:
-    return "gpu";
-  case Scope::Sys:
-    return "sys";
-  }
-  return "?";
-}
+const char *typeName(Type type) { return printName(typeNames, type); }
+const char *spaceName(Space space) { return printName(spaceNames, space); }
+const char *semName(Sem sem) { return printName(semNames, sem); }
+const char *scopeName(Scope scope) { return printName(scopeNames, scope); }
 
 std::string describe(const Module &module, const Instruction &instruction) {
   (void)module;
@@ -1179,31 +1158,17 @@ bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
       in.uniform = true;
     } else if (m == "to") {
       in.toSpace = true;
-    } else if (m == "global" || m == "shared" || m == "local" || m == "param" ||
-               m == "const") {
-      in.space = m == "global"   ? Space::Global
-                 : m == "shared" ? Space::Shared
-                 : m == "local"  ? Space::Local
-                 : m == "param"  ? Space::Param
-                                 : Space::Const;
-    } else if (m == "volatile") {
-      in.sem = Sem::Volatile;
-    } else if (m == "relaxed") {
-      in.sem = Sem::Relaxed;
-    } else if (m == "acquire") {
-      in.sem = Sem::Acquire;
-    } else if (m == "release") {
-      in.sem = Sem::Release;
-    } else if (m == "acq_rel") {
-      in.sem = Sem::AcqRel;
-    } else if (m == "sc") {
-      in.sem = Sem::Sc;
-    } else if (m == "cta" || m == "gpu" || m == "sys" || m == "cluster" ||
-               (in.op == Op::Fence && base == "membar" && m == "gl")) {
-      in.scope = m == "cta"       ? Scope::Cta
-                 : m == "cluster" ? Scope::Cluster
-                 : m == "sys"     ? Scope::Sys
-                                  : Scope::Gpu;
+    } else if (std::optional<Space> space = parseName(spaceNames, m);
+               space && *space != Space::Generic) {
+      in.space = *space;
+    } else if (std::optional<Sem> sem = parseName(semNames, m);
+               sem && *sem != Sem::Weak) {
+      in.sem = *sem;
+    } else if (std::optional<Scope> scope = parseName(scopeNames, m);
+               scope && *scope != Scope::None) {
+      in.scope = *scope;
+    } else if (in.op == Op::Fence && base == "membar" && m == "gl") {
+      in.scope = Scope::Gpu;
     } else if (m == "v2" || m == "v4" || m == "v8") {
       in.vector = static_cast<uint8_t>(m == "v2" ? 2 : m == "v4" ? 4 : 8);
     } else if (m == "nc" || m == "ca" || m == "cg" || m == "cs" || m == "lu" ||

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 using namespace braid;
 using namespace braid::options;
@@ -219,19 +220,11 @@ std::string jsonValue(const Info &info, const Options &options) {
 }
 
 const char *kindName(Kind kind) {
-  switch (kind) {
-  case Kind::Enum:
-    return "enum";
-  case Kind::Bool:
-    return "bool";
-  case Kind::Int:
-    return "int";
-  case Kind::Double:
-    return "double";
-  case Kind::String:
-    return "string";
-  }
-  return "?";
+  // In Kind's order.
+  static const char *const names[] = {"enum", "bool", "int", "double",
+                                      "string"};
+  static_assert(std::size(names) == static_cast<size_t>(Kind::String) + 1);
+  return names[static_cast<size_t>(kind)];
 }
 
 bool isSpace(char c) {

@@ -25,33 +25,17 @@
 
 #include <algorithm>
 #include <climits>
+#include <iterator>
 
 namespace braid::rt {
 
 const char *opName(OpKind kind) {
-  switch (kind) {
-  case OpKind::Send:
-    return "send";
-  case OpKind::Recv:
-    return "recv";
-  case OpKind::AllGather:
-    return "all_gather";
-  case OpKind::ReduceScatter:
-    return "reduce_scatter";
-  case OpKind::AllReduce:
-    return "all_reduce";
-  case OpKind::AllToAll:
-    return "all_to_all";
-  case OpKind::Broadcast:
-    return "broadcast";
-  case OpKind::Put:
-    return "put";
-  case OpKind::Barrier:
-    return "barrier";
-  case OpKind::Task:
-    return "task";
-  }
-  return "?";
+  // In OpKind's order.
+  static const char *const names[] = {
+      "send",       "recv",      "all_gather", "reduce_scatter", "all_reduce",
+      "all_to_all", "broadcast", "put",        "barrier",        "task"};
+  static_assert(std::size(names) == static_cast<size_t>(OpKind::Task) + 1);
+  return names[static_cast<size_t>(kind)];
 }
 
 const char *dtypeName(int64_t dtype) {

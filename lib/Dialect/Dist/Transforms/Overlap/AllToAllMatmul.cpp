@@ -177,12 +177,9 @@ namespace {
 
 /// a2a_dispatch / a2a_combine: per-peer exchanges pipelined with the
 /// computation on the blocks.
-class AllToAllMatmulPattern final : public OverlapPattern {
-  Family family() const override { return Family::Fused; }
-  StringRef label() const override { return "per peer"; }
-  bool anchorsOn(CollectiveOpInterface op) const override {
-    return isa<AllToAllOp>(op.getOperation());
-  }
+class AllToAllMatmulPattern final : public PatternOf<AllToAllOp> {
+public:
+  AllToAllMatmulPattern() : PatternOf(Family::Fused, "per peer") {}
   void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override {
     auto exchange = cast<AllToAllOp>(site.op.getOperation());

@@ -84,10 +84,9 @@ namespace {
 
 /// async: the collective stays whole, started right after its input and
 /// waited right before its first use (once every schedule is decided).
-class AsyncPattern final : public OverlapPattern {
-  Family family() const override { return Family::Async; }
-  StringRef label() const override { return "async"; }
-  bool anchorsOn(CollectiveOpInterface) const override { return true; }
+class AsyncPattern final : public PatternOf<> {
+public:
+  AsyncPattern() : PatternOf(Family::Async, "async") {}
   void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override {
     AsyncPlacement placement = planAsync(site.op);

@@ -116,10 +116,9 @@ namespace {
 
 /// micro_batch: one candidate per count of micro-batches (2, 3 and 4, or
 /// the one micro-batches= asks for).
-class MicroBatchPattern final : public OverlapPattern {
-  Family family() const override { return Family::MicroBatch; }
-  StringRef label() const override { return "micro-batches"; }
-  bool anchorsOn(CollectiveOpInterface) const override { return true; }
+class MicroBatchPattern final : public PatternOf<> {
+public:
+  MicroBatchPattern() : PatternOf(Family::MicroBatch, "micro-batches") {}
   void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override {
     int64_t requested = context.options.microBatches;

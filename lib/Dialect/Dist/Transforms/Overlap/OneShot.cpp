@@ -21,12 +21,9 @@ using namespace braid::dist::overlap;
 
 namespace {
 
-class OneShotPattern final : public OverlapPattern {
-  Family family() const override { return Family::InKernel; }
-  StringRef label() const override { return "one shot"; }
-  bool anchorsOn(CollectiveOpInterface op) const override {
-    return isa<AllReduceOp, ReduceScatterOp>(op.getOperation());
-  }
+class OneShotPattern final : public PatternOf<AllReduceOp, ReduceScatterOp> {
+public:
+  OneShotPattern() : PatternOf(Family::InKernel, "one shot") {}
   void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override;
 };

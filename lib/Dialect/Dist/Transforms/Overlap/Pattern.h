@@ -136,11 +136,13 @@ struct Site {
 
 class OverlapPattern {
 public:
+  OverlapPattern(Family family, llvm::StringRef label)
+      : kind(family), name(label) {}
   virtual ~OverlapPattern();
-  virtual Family family() const = 0;
+  Family family() const { return kind; }
   /// Names the pattern's reason when several of a family apply to one
   /// collective ("one shot").
-  virtual llvm::StringRef label() const = 0;
+  llvm::StringRef label() const { return name; }
   /// Whether it is a schedule of `op`'s kind of collective at all: if
   /// not, it is not asked, and its family says so.
   virtual bool anchorsOn(CollectiveOpInterface op) const = 0;
@@ -148,6 +150,23 @@ public:
   virtual void propose(Site site, Context &context,
                        llvm::SmallVectorImpl<Candidate> &out,
                        std::string &why) const = 0;
+
+private:
+  Family kind;
+  llvm::StringRef name;
+};
+
+/// A pattern of the collectives `Anchors` (of every collective when none
+/// is named).
+template <typename... Anchors> class PatternOf : public OverlapPattern {
+public:
+  using OverlapPattern::OverlapPattern;
+  bool anchorsOn(CollectiveOpInterface op) const final {
+    if constexpr (sizeof...(Anchors) == 0)
+      return true;
+    else
+      return llvm::isa<Anchors...>(op.getOperation());
+  }
 };
 
 /// Every registered pattern (Patterns.def), in the order candidates are

@@ -22,12 +22,9 @@ using namespace braid::dist::overlap;
 
 namespace {
 
-class PushAllGatherMatmulPattern final : public OverlapPattern {
-  Family family() const override { return Family::InKernel; }
-  StringRef label() const override { return "push"; }
-  bool anchorsOn(CollectiveOpInterface op) const override {
-    return isa<AllGatherOp>(op.getOperation());
-  }
+class PushAllGatherMatmulPattern final : public PatternOf<AllGatherOp> {
+public:
+  PushAllGatherMatmulPattern() : PatternOf(Family::InKernel, "push") {}
   void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override;
 };

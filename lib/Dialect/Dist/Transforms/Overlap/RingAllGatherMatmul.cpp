@@ -211,12 +211,9 @@ namespace {
 
 /// ring_ag_matmul (ring_ag_matmul_bidir on two rings): one candidate per
 /// ring layout the chunk splits into.
-class RingAllGatherMatmulPattern final : public OverlapPattern {
-  Family family() const override { return Family::Fused; }
-  StringRef label() const override { return "ring"; }
-  bool anchorsOn(CollectiveOpInterface op) const override {
-    return isa<AllGatherOp>(op.getOperation());
-  }
+class RingAllGatherMatmulPattern final : public PatternOf<AllGatherOp> {
+public:
+  RingAllGatherMatmulPattern() : PatternOf(Family::Fused, "ring") {}
   void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override {
     auto gather = cast<AllGatherOp>(site.op.getOperation());

@@ -290,12 +290,9 @@ namespace {
 /// rs_ring_ag / rs_ring_ew_ag: the reduce-scatter ring, the row-wise chain
 /// on 1/n of the rows, then the all-gather (made asynchronous once every
 /// schedule is decided).
-class RingMatmulAllReducePattern final : public OverlapPattern {
-  Family family() const override { return Family::Fused; }
-  StringRef label() const override { return "ring"; }
-  bool anchorsOn(CollectiveOpInterface op) const override {
-    return isa<AllReduceOp>(op.getOperation());
-  }
+class RingMatmulAllReducePattern final : public PatternOf<AllReduceOp> {
+public:
+  RingMatmulAllReducePattern() : PatternOf(Family::Fused, "ring") {}
   void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override {
     auto reduce = cast<AllReduceOp>(site.op.getOperation());

@@ -181,12 +181,9 @@ LogicalResult overlap::decomposeMatmulReduceScatter(RewriterBase &rewriter,
 namespace {
 
 /// ring_matmul_rs (ring_matmul_rs_bidir): one candidate per ring layout.
-class RingMatmulReduceScatterPattern final : public OverlapPattern {
-  Family family() const override { return Family::Fused; }
-  StringRef label() const override { return "ring"; }
-  bool anchorsOn(CollectiveOpInterface op) const override {
-    return isa<ReduceScatterOp>(op.getOperation());
-  }
+class RingMatmulReduceScatterPattern final : public PatternOf<ReduceScatterOp> {
+public:
+  RingMatmulReduceScatterPattern() : PatternOf(Family::Fused, "ring") {}
   void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override {
     auto scatter = cast<ReduceScatterOp>(site.op.getOperation());

@@ -132,12 +132,9 @@ overlap::decomposeTwoShotAllReduce(RewriterBase &rewriter, AllReduceOp reduce,
 
 namespace {
 
-class TwoShotAllReducePattern final : public OverlapPattern {
-  Family family() const override { return Family::InKernel; }
-  StringRef label() const override { return "two shot"; }
-  bool anchorsOn(CollectiveOpInterface op) const override {
-    return isa<AllReduceOp>(op.getOperation());
-  }
+class TwoShotAllReducePattern final : public PatternOf<AllReduceOp> {
+public:
+  TwoShotAllReducePattern() : PatternOf(Family::InKernel, "two shot") {}
   void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override {
     if (context.options.fuseCollectives ==

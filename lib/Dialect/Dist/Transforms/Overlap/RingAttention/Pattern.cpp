@@ -61,12 +61,9 @@ struct ScoreDetails {
   }
 };
 
-class RingAttentionPattern final : public OverlapPattern {
-  Family family() const override { return Family::Attention; }
-  StringRef label() const override { return "ring attention"; }
-  bool anchorsOn(CollectiveOpInterface op) const override {
-    return isa<AllGatherOp>(op.getOperation());
-  }
+class RingAttentionPattern final : public PatternOf<AllGatherOp> {
+public:
+  RingAttentionPattern() : PatternOf(Family::Attention, "ring attention") {}
   void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
                std::string &why) const override;
 
