@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "braid/Codegen/Passes.h"
 #include "braid/Conversion/Passes.h"
 #include "braid/Dialect/Dist/Transforms/Passes.h"
 #include "braid/Dialect/Xfer/Transforms/Passes.h"
@@ -17,6 +18,7 @@
 
 void braid::registerAllPasses() {
   registerBraidConversionPasses();
+  registerBraidCodegenPasses();
   dist::registerBraidDistPasses();
   xfer::registerBraidXferPasses();
   registerBraidPipelines();

@@ -6,6 +6,7 @@
 
 #include "braid/Pipelines/Pipelines.h"
 
+#include "braid/Codegen/Passes.h"
 #include "braid/Conversion/Passes.h"
 #include "braid/Dialect/Dist/Transforms/Passes.h"
 #include "braid/Dialect/Xfer/Transforms/Passes.h"

@@ -4,14 +4,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "braid/Conversion/Passes.h"
+#include "braid/Codegen/Passes.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace braid {
 #define GEN_PASS_DEF_NARROWFLOATBITS
-#include "braid/Conversion/Passes.h.inc"
+#include "braid/Codegen/Passes.h.inc"
 } // namespace braid
 
 using namespace mlir;

@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "braid/Conversion/Passes.h"
+#include "braid/Codegen/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -22,7 +22,7 @@
 
 namespace braid {
 #define GEN_PASS_DEF_EXTERNALIZEDYNAMICSHAREDMEMORY
-#include "braid/Conversion/Passes.h.inc"
+#include "braid/Codegen/Passes.h.inc"
 } // namespace braid
 
 using namespace mlir;

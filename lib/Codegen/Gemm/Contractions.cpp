@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ToGPU.h"
+#include "Gemm.h"
 
 #include "mlir/Dialect/Affine/Utils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -19,7 +19,22 @@
 
 using namespace mlir;
 
-namespace braid::togpu {
+namespace braid::codegen {
+
+/// Runtime codes of element types (braid_rt_dtype).
+std::optional<int64_t> runtimeDType(Type type) {
+  if (type.isF32())
+    return BRAID_RT_F32;
+  if (type.isF16())
+    return BRAID_RT_F16;
+  if (type.isBF16())
+    return BRAID_RT_BF16;
+  return std::nullopt;
+}
+
+int64_t elementBytes(Type type) {
+  return (static_cast<int64_t>(type.getIntOrFloatBitWidth()) + 7) / 8;
+}
 
 /// Whether `op`'s payload is exactly acc + cast(a) * cast(b): the
 /// contraction interface also lets other single-operand ops through (an
@@ -539,4 +554,4 @@ LogicalResult replaceWithGemm(linalg::LinalgOp op, StringRef library,
   return success();
 }
 
-} // namespace braid::togpu
+} // namespace braid::codegen

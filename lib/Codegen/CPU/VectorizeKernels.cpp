@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "braid/Conversion/Passes.h"
+#include "braid/Codegen/Passes.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -24,7 +24,7 @@
 
 namespace braid {
 #define GEN_PASS_DEF_VECTORIZEKERNELS
-#include "braid/Conversion/Passes.h.inc"
+#include "braid/Codegen/Passes.h.inc"
 } // namespace braid
 
 using namespace mlir;

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ToGPU.h"
+#include "GPU.h"
 
 #include "mlir/Dialect/Affine/Utils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -18,22 +18,7 @@
 
 using namespace mlir;
 
-namespace braid::togpu {
-
-/// Runtime codes of element types (braid_rt_dtype).
-std::optional<int64_t> runtimeDType(Type type) {
-  if (type.isF32())
-    return BRAID_RT_F32;
-  if (type.isF16())
-    return BRAID_RT_F16;
-  if (type.isBF16())
-    return BRAID_RT_BF16;
-  return std::nullopt;
-}
-
-int64_t elementBytes(Type type) {
-  return (static_cast<int64_t>(type.getIntOrFloatBitWidth()) + 7) / 8;
-}
+namespace braid::codegen {
 
 /// Whether `op` sits in device code already.
 bool inDeviceCode(Operation *op) {
@@ -668,4 +653,4 @@ LogicalResult emitDeviceLoops(OpBuilder &b, Location loc, IRMapping &mapping,
   return emitter.emit(op, threadId, numThreads, cooperative);
 }
 
-} // namespace braid::togpu
+} // namespace braid::codegen

@@ -1,59 +1,32 @@
-//===- ToGPU.h - The pieces of braid-map-to-gpu -----------------*- C++ -*-===//
+//===- Gemm.h - Contractions as library GEMMs -------------------*- C++ -*-===//
 //
 // Part of Braid.
 //
 //===----------------------------------------------------------------------===//
 //
-// Private to lib/Conversion/ToGPU: device loops for linalg ops
-// (DeviceLoops.cpp), the contractions cuBLASLt runs and the epilogues it
-// applies (Contractions.cpp), for the pass in MapToGPU.cpp.
+// Private to lib/Codegen: which contractions a library GEMM runs (cuBLASLt
+// on the cuda target, oneDNN on the cpu target), the epilogues it applies,
+// and the braid_rt_gemm call that replaces them (Contractions.cpp). Used by
+// braid-map-to-gpu and braid-contractions-to-gemm.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef BRAID_LIB_CONVERSION_TOGPU_TOGPU_H
-#define BRAID_LIB_CONVERSION_TOGPU_TOGPU_H
+#ifndef BRAID_LIB_CODEGEN_GEMM_GEMM_H
+#define BRAID_LIB_CODEGEN_GEMM_GEMM_H
 
 #include "braid/Runtime/braid_rt.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/IR/Builders.h"
-#include "mlir/IR/IRMapping.h"
 
 #include <optional>
 #include <string>
 
-namespace braid::togpu {
+namespace braid::codegen {
 
 /// Runtime codes of element types (braid_rt_dtype), for f32, f16 and bf16.
 std::optional<int64_t> runtimeDType(mlir::Type type);
 /// Bytes of an integer or float element.
 int64_t elementBytes(mlir::Type type);
-/// Whether `op` sits in device code already.
-bool inDeviceCode(mlir::Operation *op);
-
-/// Whether a block can reduce `op` together: one output, and a payload whose
-/// last step folds a value into the f32 output with an add, multiply, max
-/// or min.
-bool hasBlockCombiner(mlir::linalg::LinalgOp op);
-
-/// The iterations of the thread-strided loop emitDeviceLoops makes for `op`
-/// outside a cooperative reduction: its output points, or its 16-byte
-/// vectors when it is elementwise over contiguous rows. A launch needs no
-/// more threads than that.
-int64_t threadLoopTrips(mlir::linalg::LinalgOp op);
-
-/// Emits, at `b`'s insertion point in device code, the loops computing `op`
-/// (on buffers, operands looked up in `mapping`) shared by `numThreads`
-/// threads, thread `threadId` taking every numThreads-th point of the
-/// parallel dimensions (consecutive threads, consecutive innermost elements),
-/// 16 bytes per access where a run-time check finds the buffers aligned.
-/// With `cooperative`, a reduction along the innermost dimensions is done by
-/// all threads of the block together (gpu.all_reduce).
-mlir::LogicalResult emitDeviceLoops(mlir::OpBuilder &b, mlir::Location loc,
-                                    mlir::IRMapping &mapping,
-                                    mlir::linalg::LinalgOp op,
-                                    mlir::Value threadId,
-                                    mlir::Value numThreads, bool cooperative);
 
 /// The contraction `op` as braid_rt_gemm arguments, or why it is not one.
 struct GemmMatch {
@@ -121,6 +94,6 @@ std::optional<Epilogue> epilogueAfter(mlir::linalg::LinalgOp op);
 mlir::LogicalResult replaceWithGemm(mlir::linalg::LinalgOp op,
                                     llvm::StringRef library, std::string &why);
 
-} // namespace braid::togpu
+} // namespace braid::codegen
 
-#endif // BRAID_LIB_CONVERSION_TOGPU_TOGPU_H
+#endif // BRAID_LIB_CODEGEN_GEMM_GEMM_H

@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "braid/Conversion/Passes.h"
+#include "braid/Codegen/Passes.h"
 
 #include "braid/Dialect/Dist/IR/DistDialect.h"
 #include "braid/Dialect/Xfer/Transforms/Schedule.h"
@@ -24,7 +24,7 @@
 
 namespace braid {
 #define GEN_PASS_DEF_TILEKERNELS
-#include "braid/Conversion/Passes.h.inc"
+#include "braid/Codegen/Passes.h.inc"
 } // namespace braid
 
 using namespace mlir;

@@ -10,9 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ToGPU.h"
+#include "../Gemm/Gemm.h"
 
-#include "braid/Conversion/Passes.h"
+#include "braid/Codegen/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -20,7 +20,7 @@
 
 namespace braid {
 #define GEN_PASS_DEF_CONTRACTIONSTOGEMM
-#include "braid/Conversion/Passes.h.inc"
+#include "braid/Codegen/Passes.h.inc"
 } // namespace braid
 
 using namespace mlir;
@@ -37,7 +37,7 @@ struct ContractionsToGemmPass
     });
     for (linalg::LinalgOp op : contractions) {
       std::string why;
-      if (succeeded(braid::togpu::replaceWithGemm(op, "oneDNN", why))) {
+      if (succeeded(braid::codegen::replaceWithGemm(op, "oneDNN", why))) {
         ++numGemms;
         continue;
       }

@@ -1,5 +1,4 @@
-//===- CpuKernelScratch.cpp - A kernel's intermediates on the stack -*- C++
-//-*-===//
+//===- CpuKernelScratch.cpp - Kernel intermediates on the stack -*- C++ -*-===//
 //
 // Part of Braid.
 //
@@ -8,12 +7,12 @@
 // On the cpu target the tiles of a fused kernel run one after another, so
 // one tile's intermediates can serve them all. braid-cpu-kernel-scratch
 // makes them allocas (which deallocation leaves alone), and
-// braid-hoist-allocas moves allocas out of the outlined kernels' loops, so
-// that the stack frame holds them once per call.
+// braid-hoist-allocas (HoistAllocas.cpp) moves allocas out of the outlined
+// kernels' loops, so that the stack frame holds them once per call.
 //
 //===----------------------------------------------------------------------===//
 
-#include "braid/Conversion/Passes.h"
+#include "braid/Codegen/Passes.h"
 
 #include "braid/Dialect/Dist/IR/DistDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,8 +23,7 @@
 
 namespace braid {
 #define GEN_PASS_DEF_CPUKERNELSCRATCH
-#define GEN_PASS_DEF_HOISTALLOCAS
-#include "braid/Conversion/Passes.h.inc"
+#include "braid/Codegen/Passes.h.inc"
 } // namespace braid
 
 using namespace mlir;
@@ -79,27 +77,6 @@ struct CpuKernelScratchPass
       rewriter.replaceOpWithNewOp<memref::AllocaOp>(alloc, alloc.getType(),
                                                     alloc.getAlignmentAttr());
       ++numScratch;
-    }
-  }
-};
-
-struct HoistAllocasPass
-    : public braid::impl::HoistAllocasBase<HoistAllocasPass> {
-  void runOnOperation() override {
-    func::FuncOp function = getOperation();
-    if (function.isExternal())
-      return;
-    Block &entry = function.getBody().front();
-    SmallVector<memref::AllocaOp> allocas;
-    function.walk([&](memref::AllocaOp alloca) {
-      if (alloca->getBlock() != &entry && alloca->getNumOperands() == 0 &&
-          alloca.getType().hasStaticShape() &&
-          isa<LoopLikeOpInterface>(alloca->getParentOp()))
-        allocas.push_back(alloca);
-    });
-    for (memref::AllocaOp alloca : allocas) {
-      alloca->moveBefore(&entry, entry.begin());
-      ++numHoisted;
     }
   }
 };

@@ -18,10 +18,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "braid/Conversion/Passes.h"
+#include "braid/Codegen/Passes.h"
 #include "braid/Dialect/Xfer/Transforms/Schedule.h"
 
-#include "ToGPU.h"
+#include "GPU.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Affine/Utils.h"
@@ -46,11 +46,11 @@
 
 namespace braid {
 #define GEN_PASS_DEF_MAPTOGPU
-#include "braid/Conversion/Passes.h.inc"
+#include "braid/Codegen/Passes.h.inc"
 } // namespace braid
 
 using namespace mlir;
-using namespace braid::togpu;
+using namespace braid::codegen;
 
 /// The function a call in the module calls, when it has a body.
 static func::FuncOp definedCallee(func::CallOp call) {

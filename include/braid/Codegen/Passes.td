@@ -1,0 +1,442 @@
+//===- Passes.td - Braid code-generation passes ------------*- tablegen -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// The passes that turn a scheduled program into kernels for one target:
+// placeholders split before bufferization (both targets), the cpu target's
+// tiled, vectorized loops and oneDNN contractions, and the cuda target's
+// device code and cuBLASLt contractions. They rewrite within the dialects
+// they find; the conversions between Braid's levels are
+// braid/Conversion/Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BRAID_CODEGEN_PASSES_TD
+#define BRAID_CODEGEN_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+//===----------------------------------------------------------------------===//
+// Both targets (lib/Codegen/Common)
+//===----------------------------------------------------------------------===//
+
+def UnsharePlaceholders
+    : Pass<"braid-unshare-placeholders", "mlir::func::FuncOp"> {
+  let summary = "Gives each group of uses of a tensor.empty its own";
+  let description = [{
+    CSE merges identical `tensor.empty` placeholders across a whole
+    program: in a model of identical layers one empty ends up the
+    destination of the same op in every layer. One-Shot Bufferize then puts
+    all their results in one alias set, and its conflict analysis grows
+    with the square of the layers (16 s of 21 for 80 layers, against 0.18 s
+    for 8). Run right before bufferization, this pass gives each group of
+    uses its own empty: the uses inside one op of the empty's block (a
+    kernel's slices of it and its shared output) are a group, and so are an
+    `extract_slice` of it and the `insert_slice` back into it of what was
+    computed in place in that slice (a ring's chunk); every other use is a
+    group of its own. Empties cost nothing and bufferize to one allocation
+    each, as they would anyway. Fills stay shared: cloned where nothing
+    folds them they would be kernels of their own (the cuda target folds a
+    GEMM's zero fill into beta = 0), and `braid-fuse-memory-bound` gives
+    each fused use its own.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// CPU (lib/Codegen/CPU)
+//===----------------------------------------------------------------------===//
+
+def ContractionsToGemm
+    : Pass<"braid-contractions-to-gemm", "mlir::ModuleOp"> {
+  let summary = "Sends the contractions of a bufferized CPU program to oneDNN";
+  let description = [{
+    Runs on the cpu target after `convert-xfer-to-runtime`, before kernels
+    are outlined. Every contraction on buffers that qualifies for the cuda
+    target's cuBLASLt (one M, N and K dimension and at most one batch
+    dimension, unit inner strides, f32, f16 or bf16 operands accumulating
+    into f32 or their type; transposed operands, strided ring chunks and
+    batches included) becomes a `braid_rt_gemm` call, which the cpu runtime
+    runs on oneDNN's matmul: AMX, AVX-512 or AVX2 code chosen at run time.
+    As on cuda, a zero fill right before the product becomes beta = 0, and
+    a bias, GELU (tanh form) or ReLU epilogue right after it, or a cast to
+    the output type, is folded into the call (oneDNN's bias and post-ops).
+
+    Every contraction gets a remark: "runs on oneDNN: MxNxK ..." or "runs as
+    a generated kernel, not on oneDNN: <why>". With `--gemm=generated` the
+    pipeline leaves this pass out and every contraction stays a generated
+    loop nest.
+
+    ```mlir
+    // before
+    linalg.fill ins(%zero : f32) outs(%c : memref<256x512xf32>)
+    linalg.matmul ins(%a, %b : memref<256x128xbf16, strided<[512, 1], offset: ?>>, memref<128x512xbf16>)
+                  outs(%c : memref<256x512xf32>)
+    // after (operands' addresses, leading dimensions and batch strides
+    // read from their strided metadata)
+    call @braid_rt_gemm(%m, %n, %k, %batch, %a_ptr, %lda, ...) : (i64, ...) -> ()
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"numGemms", "gemms", "Number of contractions sent to oneDNN">,
+    Statistic<"numGenerated", "generated",
+              "Number of contractions left as generated loops">
+  ];
+}
+
+def FuseElementwiseProducers
+    : Pass<"braid-fuse-elementwise-producers", "mlir::func::FuncOp"> {
+  let summary = "Fuses single-use elementwise producers into their consumer "
+                "on the cpu target";
+  let description = [{
+    Runs on the cpu target's tensors, before `braid-fuse-memory-bound`.
+    An elementwise `linalg.generic` (all loops parallel) whose result has
+    one use, by another `linalg.generic` that is not a contraction, is
+    folded into that consumer's payload by upstream's elementwise fusion
+    (`populateElementwiseOpsFusionPatterns`): the cast to f32 before a row
+    max, the square before a sum of squares, a bias add before an
+    activation. The fused kernel then computes the producer in registers,
+    inside the consumer's vector loop, instead of writing and reading back
+    an intermediate the size of its tile (bf16 softmax, RMSNorm and
+    layernorm at 4096 x 4096 went 10 to 15 % faster). Producers with several
+    uses (the exponentials a softmax sums and divides) stay, since fusing
+    them would compute them twice. The cuda target keeps one op per step of
+    its block-per-row kernels.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def CpuKernelScratch : Pass<"braid-cpu-kernel-scratch", "mlir::func::FuncOp"> {
+  let summary = "Puts a fused kernel's intermediates on the stack on the cpu "
+                "target";
+  let description = [{
+    Runs on the cpu target between One-Shot Bufferize and buffer
+    deallocation. Inside each `scf.forall` marked `braid.kernel` (a fused
+    memory-bound chain, `braid-fuse-memory-bound`), every static
+    `memref.alloc` holds an intermediate of one tile that never leaves the
+    tile: it becomes a `memref.alloca`, which deallocation leaves alone,
+    up to `stack-bytes` per kernel (larger ones stay heap buffers). On CPUs
+    the tiles run one after another, and `braid-hoist-allocas` later moves
+    the allocas out of the outlined kernel's loop, so one set of buffers
+    serves every tile. Without this, each tile allocated and freed its
+    intermediates, and once they exceeded malloc's trim threshold every
+    tile faulted their pages in again (a bf16 layernorm at 4096 x 4096
+    spent more time in page faults than in its loops); hoisting heap
+    allocations to the schedule instead cost deallocation 280 MB and
+    seconds on an 80-layer model.
+  }];
+  let options = [
+    Option<"stackBytes", "stack-bytes", "int64_t", /*default=*/"1048576",
+           "Bytes of intermediates per kernel on the stack">
+  ];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"numScratch", "scratch", "Intermediates put on the stack">
+  ];
+}
+
+def TileKernels : Pass<"braid-tile-kernels", "mlir::ModuleOp"> {
+  let summary = "Runs an outlined fused kernel's tiles on the rank's threads";
+  let description = [{
+    Runs on the cpu target after `braid-outline-kernels`. A kernel function
+    whose body is one 1-D `scf.forall` marked `braid.kernel` (a fused
+    memory-bound chain: independent row tiles) gets a companion
+    `<kernel>_tiles(%begin, %end, args...)` running tiles [begin, end) in an
+    `scf.for`, marked `braid.tiles`; the kernel itself computes its tile
+    count and calls it for all of them. The compiler then turns that call
+    into `braid_rt_parallel_for`, which splits the tiles over the rank's
+    threads (`--threads`, `BRAID_NUM_THREADS`), each thread with its own
+    scratch (the allocas `braid-hoist-allocas` moves to the companion's
+    entry). With one thread the call runs on the calling thread.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::scf::SCFDialect"];
+  let statistics = [
+    Statistic<"numTiled", "tiled", "Kernels whose tiles run on threads">
+  ];
+}
+
+def HoistAllocas : Pass<"braid-hoist-allocas", "mlir::func::FuncOp"> {
+  let summary = "Moves static allocas out of loops to the function's entry";
+  let description = [{
+    Runs on the cpu target after kernels are outlined. A static
+    `memref.alloca` directly inside a loop (a fused kernel's scratch, see
+    `braid-cpu-kernel-scratch`) would take new stack space on every
+    iteration, since LLVM frees allocas only at return; at the function's
+    entry it is one slot of the frame, reused by every iteration. Only
+    correct where iterations run one after another and no value of one
+    iteration's buffer is read by the next, as for kernel scratch.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"numHoisted", "hoisted", "Allocas moved to the entry block">
+  ];
+}
+
+def VectorizeKernels : Pass<"braid-vectorize-kernels", "mlir::func::FuncOp"> {
+  let summary = "Vectorizes the cpu target's elementwise and row-reduction "
+                "loops";
+  let description = [{
+    Runs on the cpu target after kernels are outlined, before the remaining
+    `linalg` ops become loops. Every `linalg` op on buffers whose outer
+    loops are parallel and whose innermost loop is parallel (elementwise,
+    broadcast, casts) or a reduction (sum, max, ...: one combiner, as
+    `matchReduction` finds it) becomes loops over the outer dimensions
+    around a `vector` loop along the innermost one: `vector.load` of every
+    operand that the innermost dimension indexes contiguously (the
+    operand's last dimension, unit stride), a broadcast of every operand it
+    does not (loaded once per outer iteration), the op's payload applied to
+    vectors, and `vector.store`; a reduction keeps a vector of partial
+    results (started at the combiner's neutral element) and folds it with
+    `vector.reduction` after the loop. A scalar loop takes the columns
+    that do not fill a vector. Vectors hold `vector-bytes` bytes of the
+    widest element type of the payload (64: one AVX-512 register, four SSE
+    ones), which LLVM splits to the target's registers.
+
+    Reductions are reassociated: the partial results are summed in a
+    different order than the sequential loop's, as on the cuda target
+    (see docs/rationale/cpu-codegen.md). Ops whose innermost dimension indexes an
+    operand with a stride (transposes, contractions' B operands), whose
+    payload holds a non-elementwise op (`linalg.index`, calls, regions)
+    or whose innermost extent is known to be smaller than a vector stay
+    for `convert-linalg-to-loops`.
+
+    ```mlir
+    // before
+    linalg.generic {indexing_maps = [(d0, d1) -> (d0, d1), (d0, d1) -> (d0)],
+                    iterator_types = ["parallel", "reduction"]}
+        ins(%x : memref<4x4096xf32>) outs(%sum : memref<4xf32>) {
+    ^bb0(%in: f32, %acc: f32):
+      %s = arith.addf %acc, %in : f32
+      linalg.yield %s : f32
+    }
+    // after (per row %i)
+    %init = memref.load %sum[%i] : memref<4xf32>
+    %partial = scf.for %j = %c0 to %c4096 step %c16
+        iter_args(%p = %zeros) -> (vector<16xf32>) {
+      %v = vector.load %x[%i, %j] : memref<4x4096xf32>, vector<16xf32>
+      %q = arith.addf %p, %v : vector<16xf32>
+      scf.yield %q : vector<16xf32>
+    }
+    %r = vector.reduction <add>, %partial, %init fastmath<reassoc> : vector<16xf32> into f32
+    ```
+  }];
+  let options = [
+    Option<"vectorBytes", "vector-bytes", "int64_t", /*default=*/"64",
+           "Bytes per vector of the payload's widest type (0: vectorize "
+           "nothing)">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+  let statistics = [
+    Statistic<"numVectorized", "vectorized", "linalg ops vectorized">,
+    Statistic<"numReductions", "reductions",
+              "Of which reductions along the innermost dimension">,
+    Statistic<"numScalar", "scalar", "linalg ops left as scalar loops">
+  ];
+}
+
+def PolynomialMath : Pass<"braid-polynomial-math", "mlir::func::FuncOp"> {
+  let summary = "Replaces f32 transcendental math ops by upstream polynomial "
+                "approximations";
+  let description = [{
+    On the cpu target, `math.exp`, `tanh`, `log`, `erf` and the other f32
+    ops that upstream's `populateMathPolynomialApproximationPatterns`
+    covers become arithmetic (on scalars and vectors alike), instead of
+    libm calls that a vector would make once per lane. Runs after f16 and
+    bf16 math is extended to f32. The approximations are accurate to a few
+    ulp (upstream's claims; tested against numpy within each test's
+    tolerance); the vectorized loop and its scalar remainder compute the
+    same function.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def NarrowFloatBits : Pass<"braid-narrow-float-bits", "mlir::ModuleOp"> {
+  let summary = "Moves bf16 and f16 values through selects, loads and "
+                "stores as their i16 bits";
+  let description = [{
+    Runs on the cpu target's LLVM dialect. f16 and bf16 arithmetic is
+    emulated in f32, and its rounding back ends in a select between the
+    rounded bits and a NaN, then a store. The x86 backend has no bf16 type
+    before AVX512-BF16 and AVX512-FP16 and scalarizes selects, loads and
+    stores of bf16 vectors lane by lane (a bf16 RMSNorm at 4096 x 4096 on
+    AVX-512 took 1.5 times as long). This pass makes `llvm.select` on bf16
+    or f16 values (scalars or vectors) a select on their i16 bits, a store
+    of a value bitcast from integers a store of the integers, and a load
+    whose only use bitcasts it to integers a load of the integers, so that
+    the lanes are blended, loaded and stored as 16-bit integers.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+def RoundWideToBF16 : Pass<"braid-round-wide-to-bf16"> {
+  let summary = "Rounds f64 to bf16 through f32 without double rounding";
+  let description = [{
+    `arith-expand{include-bf16}` turns f32 to bf16 truncations into
+    integer code (Debian 12's libgcc has no bf16 helpers), but not a
+    truncation from f64, which the x86 backend then calls
+    `__truncdfbf2` for, and the library does not load (HF's Phi MLP
+    multiplies bf16 values by f64 constants truncated in the body). Such
+    a truncation of a constant folds to the correctly rounded bf16
+    constant; any other becomes a truncation to f32 rounding to odd (the
+    nearest f32, moved one ulp to the odd neighbour bracketing the value
+    when it is even and inexact), then to bf16 to nearest: with 16 more
+    bits in the f32, rounding to odd first gives the bf16 that rounding
+    the f64 once would. NaN stays NaN, and values past the f32 range
+    become f32's largest with the infinity bf16 rounding then gives.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// GPU (lib/Codegen/GPU)
+//===----------------------------------------------------------------------===//
+
+def GpuKernelScratch : Pass<"braid-gpu-kernel-scratch", "mlir::func::FuncOp"> {
+  let summary = "Makes the buffers inside fused kernels block-local scratch";
+  let description = [{
+    Runs on the cuda target between One-Shot Bufferize and buffer
+    deallocation. Inside each `scf.forall` marked `braid.kernel` (a fused
+    memory-bound chain, `braid-fuse-memory-bound`), every static
+    `memref.alloc` holds an intermediate of one tile that never leaves the
+    tile: it becomes a `memref.alloca`, which deallocation leaves alone and
+    `braid-map-to-gpu` places in the block's shared memory. A dynamically
+    sized buffer inside a kernel is an error, since shared memory is sized
+    at launch.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
+def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
+  let summary = "Maps the compute of a bufferized program onto a CUDA GPU";
+  let description = [{
+    Runs on the cuda target after `convert-xfer-to-runtime`, so that
+    transfers are already runtime calls. On every function:
+
+    - A contraction with one M, one N and one K dimension (and at most one
+      batch dimension) whose operands have unit inner strides, in f32, f16
+      or bf16 (accumulating into f32 or the input type), becomes a call to
+      `braid_rt_gemm`, which runs it with cuBLASLt on the rank's compute
+      stream; leading dimensions and batch strides are read from the
+      buffers' strided metadata, so ring chunks (subviews) qualify. A zero
+      fill right before it becomes beta = 0; then an elementwise op right
+      after it that alone reads the product and computes act(product +
+      bias) (bias, GELU in tanh form, ReLU, or a cast) becomes cuBLASLt's
+      epilogue, writing that op's output.
+    - Each fused kernel (`scf.forall` marked `braid.kernel`) becomes one
+      `gpu.launch`: one block per iteration (a row tile), its threads
+      striding over the tile's columns so that accesses coalesce, a barrier
+      between the tile's ops, its scratch (`memref.alloca`) carved out of
+      dynamic shared memory. A row reduction whose combiner is an add, a
+      multiply, a max or a min over f32 is computed by all threads of the
+      block (each reduces a strided slice, then `gpu.all_reduce`, warp
+      shuffles); other reductions by one thread per output element.
+    - Every other linalg op and `memref.copy` on the host becomes a
+      `gpu.launch` of its own, grid-stride: each thread takes every n-th
+      output element (or 16-byte vector, where the op is vectorized),
+      reductions sequential in each thread. The grid has one thread per
+      element or vector, at most 4 waves of full occupancy (`sm-count`).
+    - Elementwise ops and row-reduction partials whose buffers are
+      contiguous along the innermost loop move 16 bytes per access
+      (`vector.load`/`vector.store` with alignment) when a run-time check
+      finds every streamed buffer aligned, one element at a time otherwise.
+    - Buffers that compute or transfers touch are allocated on the device
+      (`gpu.alloc`, stream-ordered on the rank's compute stream); the small
+      host buffers that buffer deallocation keeps its bookkeeping in stay on
+      the host. Host code that reads or writes a device buffer is an error.
+      Buffers are placed once every function's compute is mapped: a buffer
+      handed to a function of the module (a layer function of
+      braid-outline-layers) takes the side that function's argument needs,
+      and a buffer a call returns is freed on the side its callee
+      allocated it on.
+
+    Every contraction gets a remark saying whether it runs on cuBLASLt (and
+    with which beta and epilogue) or as a generated kernel, and why.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per block">,
+    Option<"sharedMemoryLimit", "shared-memory-limit", "int64_t",
+           /*default=*/"232448",
+           "Bytes of shared memory a block may use (sm_90: 227 KiB, sm_80: "
+           "163 KiB)">,
+    Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
+           "Streaming multiprocessors of the target GPU (H100/H200 SXM: "
+           "132); grid-stride launches get at most 4 waves of blocks">
+  ];
+  let statistics = [
+    Statistic<"numGemms", "gemms", "Contractions run by cuBLASLt">,
+    Statistic<"numKernels", "kernels", "Kernels launched">
+  ];
+}
+
+def MergeGpuModules : Pass<"braid-merge-gpu-modules", "mlir::ModuleOp"> {
+  let summary = "Puts all outlined kernels into one gpu.module";
+  let description = [{
+    `gpu-kernel-outlining` makes one `gpu.module` per kernel. This pass
+    moves every kernel into one module named `braid_kernels` (the first
+    module, renamed) and retargets the `gpu.launch_func` ops, so that a
+    program carries one cubin that the runtime loads once, and
+    `--emit=ptx` writes one PTX file that ptxas accepts. Runs before the
+    modules are lowered, while they hold only `gpu.func`s with unique names.
+
+    Identical kernels are merged: a module that holds only a kernel whose
+    text (locations and its name aside) equals one already merged adds
+    nothing, and its launches launch that one. A program of identical
+    layers carries one layer's kernels, and ptxas sees each once.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+  let statistics = [
+    Statistic<"numSharedKernels", "shared-kernels",
+              "Number of kernels merged into an identical one">
+  ];
+}
+
+def ExternalizeDynamicSharedMemory
+    : Pass<"braid-externalize-dynamic-shared-memory", "mlir::gpu::GPUModuleOp"> {
+  let summary = "Declares a kernel module's dynamic shared memory `.extern`";
+  let description = [{
+    Runs on a `gpu.module` after `convert-gpu-to-nvvm`. That conversion
+    lowers `gpu.dynamic_shared_memory` to a zero-sized `llvm.mlir.global`
+    in address space 3 with internal linkage, which the NVPTX backend
+    demotes to a one-byte static variable (`.shared .align 16 .b8
+    __dynamic_shmem__0;`). ptxas then lays it out at offset 0 of the static
+    shared memory, ahead of `gpu.all_reduce`'s buffers, so the launch's
+    dynamic bytes overlap them. This pass gives every such global (address
+    space 3, zero elements, no initializer) external linkage, which the
+    backend prints as `.extern .shared .align 16 .b8 __dynamic_shmem__0[];`:
+    the dynamic region then starts after all static shared memory, as CUDA
+    defines it.
+
+    ```mlir
+    // before
+    llvm.mlir.global internal @__dynamic_shmem__0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
+    // after
+    llvm.mlir.global external @__dynamic_shmem__0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
+    ```
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+#endif // BRAID_CODEGEN_PASSES_TD

@@ -1,0 +1,52 @@
+//===- GPU.h - The pieces of braid-map-to-gpu -------------------*- C++ -*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// Private to lib/Codegen/GPU: device loops for linalg ops (DeviceLoops.cpp)
+// for the pass in MapToGPU.cpp, which sends contractions to cuBLASLt
+// through lib/Codegen/Gemm.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef BRAID_LIB_CODEGEN_GPU_GPU_H
+#define BRAID_LIB_CODEGEN_GPU_GPU_H
+
+#include "../Gemm/Gemm.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace braid::codegen {
+
+/// Whether `op` sits in device code already.
+bool inDeviceCode(mlir::Operation *op);
+
+/// Whether a block can reduce `op` together: one output, and a payload whose
+/// last step folds a value into the f32 output with an add, multiply, max
+/// or min.
+bool hasBlockCombiner(mlir::linalg::LinalgOp op);
+
+/// The iterations of the thread-strided loop emitDeviceLoops makes for `op`
+/// outside a cooperative reduction: its output points, or its 16-byte
+/// vectors when it is elementwise over contiguous rows. A launch needs no
+/// more threads than that.
+int64_t threadLoopTrips(mlir::linalg::LinalgOp op);
+
+/// Emits, at `b`'s insertion point in device code, the loops computing `op`
+/// (on buffers, operands looked up in `mapping`) shared by `numThreads`
+/// threads, thread `threadId` taking every numThreads-th point of the
+/// parallel dimensions (consecutive threads, consecutive innermost elements),
+/// 16 bytes per access where a run-time check finds the buffers aligned.
+/// With `cooperative`, a reduction along the innermost dimensions is done by
+/// all threads of the block together (gpu.all_reduce).
+mlir::LogicalResult emitDeviceLoops(mlir::OpBuilder &b, mlir::Location loc,
+                                    mlir::IRMapping &mapping,
+                                    mlir::linalg::LinalgOp op,
+                                    mlir::Value threadId,
+                                    mlir::Value numThreads, bool cooperative);
+
+} // namespace braid::codegen
+
+#endif // BRAID_LIB_CODEGEN_GPU_GPU_H
