@@ -49,7 +49,7 @@ start=$(date +%s)
 for ((round = 1; round <= ROUNDS; ++round)); do
   log="$(mktemp)"
   set +e
-  "$LIT" -q --shuffle -j "$JOBS" --filter "$FILTER" "${TESTS[@]}" >"$log" 2>&1
+  "$LIT" -v --shuffle -j "$JOBS" --filter "$FILTER" "${TESTS[@]}" >"$log" 2>&1
   status=$?
   set -e
   failures=$(grep -E '^  BRAID :: ' "$log" | sed 's/^  BRAID :: //' || true)

@@ -44,7 +44,9 @@
 # Usage: bench/gpu/run_all.sh RESULTS [BUNDLE]   (default: bench/gpu/artifacts)
 # Environment (for tests of this script): PYTHON, NVIDIA_SMI,
 #   BRAID_GPU_DEADLINE, BRAID_GPU_CONFIG_TIMEOUT (one e2e configuration, 70),
-#   BRAID_GPU_RUN_TIMEOUT (one run's --timeout, 25), BRAID_GPU_E2E_CONFIGS
+#   BRAID_GPU_RUN_TIMEOUT (one run's --timeout, 25), BRAID_GPU_SELFTEST_CAP
+#   (the self-test step's share, 45), BRAID_GPU_SELFTEST_TIMEOUT (one
+#   self-test run, 30), BRAID_GPU_E2E_CONFIGS
 #   (the configuration file), BRAID_GPU_LIBRARY_DIRS (where to look for
 #   libcudart, libcublasLt and libnccl; by default the toolkit's and
 #   PyTorch's folders).
@@ -59,6 +61,8 @@ NVIDIA_SMI="${NVIDIA_SMI:-nvidia-smi}"
 DEADLINE="${BRAID_GPU_DEADLINE:-460}"
 CONFIG_TIMEOUT="${BRAID_GPU_CONFIG_TIMEOUT:-70}"
 RUN_TIMEOUT="${BRAID_GPU_RUN_TIMEOUT:-25}"
+SELFTEST_CAP="${BRAID_GPU_SELFTEST_CAP:-45}"
+SELFTEST_TIMEOUT="${BRAID_GPU_SELFTEST_TIMEOUT:-30}"
 E2E_CONFIGS="${BRAID_GPU_E2E_CONFIGS:-$HERE/e2e_configs.txt}"
 RESERVE=15 # seconds kept for the summary
 
@@ -172,7 +176,7 @@ nccl_ranks() {
 selftest_one() { # NAME KIND(loopback|nccl) RANKS [ENV...]
   local name=$1 kind=$2 ranks=$3 limit rc out
   shift 3
-  limit=$(min 30 "$(step_left)")
+  limit=$(min "$SELFTEST_TIMEOUT" "$(step_left)")
   if ((limit < 5)); then
     printf '%s\t%s\t%s\n' "$name" skipped "the step's time is up" >> "$RESULTS/selftest.txt"
     return 1
@@ -328,7 +332,7 @@ torch() {
 }
 
 if ((braid_ready)); then
-  run_step "1. runtime self-test" 45 selftest
+  run_step "1. runtime self-test" "$SELFTEST_CAP" selftest
   run_step "2. end-to-end suite" 150 e2e
   run_step "3. microbench" 45 microbench
   run_step "4. overlap" 120 overlap
