@@ -413,6 +413,12 @@ private:
                bool &polled);
   bool convert(Thread &thread, const Instruction &in);
   bool arithmetic(Block &block, Thread &thread, const Instruction &in);
+  bool bitOp(Block &block, Thread &thread, const Instruction &in);
+  bool specialFunction(Block &block, Thread &thread, const Instruction &in);
+  /// Writes f(a, b, c) of `in`'s float operands (those it has), in its type
+  /// and with its rounding, flushing and saturation.
+  template <typename F>
+  void floatOp(Thread &thread, const Instruction &in, F f);
   void warpOp(Block &block, const Instruction &in, Thread **lanes,
               uint32_t mask);
 };
@@ -1076,16 +1082,10 @@ uint64_t floatLanes(Type type, uint64_t a, uint64_t b, uint64_t c, F f) {
   return fromReal(f(toReal(a, type), toReal(b, type), toReal(c, type)), type);
 }
 
-/// One case per arithmetic opcode, each a few lines of its semantics. It
-/// stays one function, longer than 200 lines, on purpose: it is the
-/// instruction table (as an interpreter's dispatch loop is), read by
-/// opcode; the cases share the operand reads and the write-back, and
-/// splitting it by length would only move cases apart.
-bool Launch::arithmetic(Block &block, Thread &thread, const Instruction &in) {
+template <typename F>
+void Launch::floatOp(Thread &thread, const Instruction &in, F f) {
   const std::vector<Operand> &ops = in.operands;
   Type type = in.type;
-  unsigned bits = bitsOf(type);
-  bool fp = isFloat(type);
   auto a = [&] { return read(thread, ops[1], type); };
   auto b = [&] { return read(thread, ops[2], type); };
   auto finishF32 = [&](float value) {
@@ -1095,35 +1095,45 @@ bool Launch::arithmetic(Block &block, Thread &thread, const Instruction &in) {
       value = std::isnan(value) ? 0.0f : std::min(1.0f, std::max(0.0f, value));
     return value;
   };
-  auto floatOp = [&](auto f) {
-    RoundingMode mode(in.round);
-    uint64_t x = a(), y = ops.size() > 2 ? b() : 0,
-             z = ops.size() > 3 ? read(thread, ops[3], type) : 0;
-    if (type == Type::F32) {
-      float fx = asF32(x), fy = asF32(y), fz = asF32(z);
-      if (in.ftz) {
-        fx = flush(fx);
-        fy = flush(fy);
-        fz = flush(fz);
-      }
-      float r = finishF32(f(fx, fy, fz));
-      // A NaN result is the canonical NaN, as the GPU's.
-      write(thread, ops[0], type, std::isnan(r) ? 0x7FFFFFFFu : ofF32(r));
-      return;
+  RoundingMode mode(in.round);
+  uint64_t x = a(), y = ops.size() > 2 ? b() : 0,
+           z = ops.size() > 3 ? read(thread, ops[3], type) : 0;
+  if (type == Type::F32) {
+    float fx = asF32(x), fy = asF32(y), fz = asF32(z);
+    if (in.ftz) {
+      fx = flush(fx);
+      fy = flush(fy);
+      fz = flush(fz);
     }
-    if (type == Type::F64) {
-      write(thread, ops[0], type, ofF64(f(asF64(x), asF64(y), asF64(z))));
-      return;
-    }
-    uint64_t r = floatLanes(type, x, y, z, [&](double p, double q, double s) {
-      double v = f(static_cast<float>(p), static_cast<float>(q),
-                   static_cast<float>(s));
-      if (in.sat)
-        v = std::isnan(v) ? 0.0 : std::min(1.0, std::max(0.0, v));
-      return v;
-    });
-    write(thread, ops[0], type, r);
-  };
+    float r = finishF32(f(fx, fy, fz));
+    // A NaN result is the canonical NaN, as the GPU's.
+    write(thread, ops[0], type, std::isnan(r) ? 0x7FFFFFFFu : ofF32(r));
+    return;
+  }
+  if (type == Type::F64) {
+    write(thread, ops[0], type, ofF64(f(asF64(x), asF64(y), asF64(z))));
+    return;
+  }
+  uint64_t r = floatLanes(type, x, y, z, [&](double p, double q, double s) {
+    double v =
+        f(static_cast<float>(p), static_cast<float>(q), static_cast<float>(s));
+    if (in.sat)
+      v = std::isnan(v) ? 0.0 : std::min(1.0, std::max(0.0, v));
+    return v;
+  });
+  write(thread, ops[0], type, r);
+}
+
+/// Integer and float arithmetic: one case per opcode, each its semantics;
+/// bit manipulation is bitOp's, special functions specialFunction's.
+bool Launch::arithmetic(Block &block, Thread &thread, const Instruction &in) {
+  const std::vector<Operand> &ops = in.operands;
+  Type type = in.type;
+  unsigned bits = bitsOf(type);
+  auto a = [&] { return read(thread, ops[1], type); };
+  auto b = [&] { return read(thread, ops[2], type); };
+  bool fp = isFloat(type);
+  auto floatOp = [&](auto f) { this->floatOp(thread, in, f); };
   switch (in.op) {
   case Op::Add:
   case Op::Sub: {
@@ -1257,6 +1267,19 @@ bool Launch::arithmetic(Block &block, Thread &thread, const Instruction &in) {
     write(thread, ops[0], type, (b() & ~sign) | (a() & sign));
     return true;
   }
+  default:
+    return bitOp(block, thread, in);
+  }
+}
+
+/// Logic, shifts and bit fields.
+bool Launch::bitOp(Block &block, Thread &thread, const Instruction &in) {
+  const std::vector<Operand> &ops = in.operands;
+  Type type = in.type;
+  unsigned bits = bitsOf(type);
+  auto a = [&] { return read(thread, ops[1], type); };
+  auto b = [&] { return read(thread, ops[2], type); };
+  switch (in.op) {
   case Op::And:
     write(thread, ops[0], type, a() & b());
     return true;
@@ -1346,6 +1369,20 @@ bool Launch::arithmetic(Block &block, Thread &thread, const Instruction &in) {
     write(thread, ops[0], type, r);
     return true;
   }
+  default:
+    return specialFunction(block, thread, in);
+  }
+}
+
+/// The special function unit's approximations (here the host's functions)
+/// and float classification.
+bool Launch::specialFunction(Block &block, Thread &thread,
+                             const Instruction &in) {
+  const std::vector<Operand> &ops = in.operands;
+  Type type = in.type;
+  auto a = [&] { return read(thread, ops[1], type); };
+  auto floatOp = [&](auto f) { this->floatOp(thread, in, f); };
+  switch (in.op) {
   case Op::Ex2:
   case Op::Lg2:
   case Op::Rsqrt:

@@ -340,6 +340,20 @@ private:
   bool parseAddress(Operand &operand);
   bool decode(Instruction &instruction, const std::string &opcode,
               uint32_t line);
+  bool decodeModifiers(Instruction &in, const std::string &opcode,
+                       const std::vector<std::string> &parts,
+                       std::vector<Type> &types, uint32_t line);
+  bool settleTypes(Instruction &in, const std::string &opcode,
+                   const std::vector<std::string> &parts,
+                   const std::vector<Type> &types, uint32_t line);
+  bool checkOperandCount(const Instruction &in, const std::string &opcode,
+                         uint32_t line);
+  bool unsupported(const std::string &opcode, const std::string &what,
+                   uint32_t line) {
+    return fail("unsupported instruction '" + opcode + "'" +
+                    (what.empty() ? "" : " (" + what + ")"),
+                line);
+  }
   int32_t findRegister(const std::string &name) const;
   int32_t findVariable(const std::string &name) const;
   void layoutShared(Function &f);
@@ -1019,20 +1033,10 @@ bool Parser::parseInstruction() {
 // Decoding opcodes
 //===----------------------------------------------------------------------===//
 
-/// One branch per PTX opcode family, each reading that family's modifiers.
-/// It stays one function, longer than 200 lines, on purpose: it is a
-/// table, read by opcode, whose branches share the parsed parts and the
-/// error path, and splitting it by length would scatter one opcode's
-/// spelling from its neighbours' without making any branch simpler.
+/// The opcode's family, then its modifiers, its types, and its operand
+/// count, each checked against what the family takes.
 bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
   std::vector<std::string> parts = splitDots(opcode);
-  const std::string &base = parts[0];
-  std::vector<Type> types;
-  auto unsupported = [&](const std::string &what) {
-    return fail("unsupported instruction '" + opcode + "'" +
-                    (what.empty() ? "" : " (" + what + ")"),
-                line);
-  };
   static const std::map<std::string, Op> ops = {
       {"mov", Op::Mov},
       {"add", Op::Add},
@@ -1090,10 +1094,22 @@ bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
       {"trap", Op::Trap},
       {"nanosleep", Op::Nanosleep},
   };
-  auto found = ops.find(base);
+  auto found = ops.find(parts[0]);
   if (found == ops.end())
-    return unsupported("");
+    return unsupported(opcode, "", line);
   in.op = found->second;
+  std::vector<Type> types;
+  return decodeModifiers(in, opcode, parts, types, line) &&
+         settleTypes(in, opcode, parts, types, line) &&
+         checkOperandCount(in, opcode, line);
+}
+
+/// One branch per modifier (or family of them), in the order PTX writes
+/// them: the types go to `types`, the rest to `in`'s fields.
+bool Parser::decodeModifiers(Instruction &in, const std::string &opcode,
+                             const std::vector<std::string> &parts,
+                             std::vector<Type> &types, uint32_t line) {
+  const std::string &base = parts[0];
   static const std::map<std::string, Cmp> cmps = {
       {"eq", Cmp::Eq},         {"ne", Cmp::Ne},
       {"lt", Cmp::Lt},         {"le", Cmp::Le},
@@ -1142,7 +1158,7 @@ bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
     } else if (m == "NaN") {
       in.nan = true;
     } else if (m == "xorsign" || m == "abs" || m == "relu") {
-      return unsupported("." + m);
+      return unsupported(opcode, "." + m, line);
     } else if ((in.op == Op::Setp || in.op == Op::Testp) && !sawCmp &&
                cmps.count(m)) {
       in.cmp = cmps.at(m);
@@ -1153,7 +1169,7 @@ bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
                   : m == "hi" ? MulPart::Hi
                               : MulPart::Wide;
       else
-        return unsupported("." + m);
+        return unsupported(opcode, "." + m, line);
     } else if (m == "uni") {
       in.uniform = true;
     } else if (m == "to") {
@@ -1211,15 +1227,26 @@ bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
                               : BoolOp::Xor;
     } else if (in.op == Op::Prmt && (m == "f4e" || m == "b4e" || m == "rc8" ||
                                      m == "ecl" || m == "ecr" || m == "rc16")) {
-      return unsupported("prmt mode ." + m);
+      return unsupported(opcode, "prmt mode ." + m, line);
     } else {
-      return unsupported("." + m);
+      return unsupported(opcode, "." + m, line);
     }
   }
+  if (in.op == Op::Setp && !sawCmp)
+    return unsupported(opcode, "setp needs a comparison and a type", line);
+  return true;
+}
+
+/// The instruction's type(s) from the modifiers' types, and the defaults
+/// PTX gives a fence, an atomic and a scoped access.
+bool Parser::settleTypes(Instruction &in, const std::string &opcode,
+                         const std::vector<std::string> &parts,
+                         const std::vector<Type> &types, uint32_t line) {
+  const std::string &base = parts[0];
   if (base == "membar") {
     in.sem = Sem::Sc;
     if (in.scope == Scope::None)
-      return unsupported("membar needs .cta, .gl or .sys");
+      return unsupported(opcode, "membar needs .cta, .gl or .sys", line);
   }
   if (in.op == Op::Fence && in.sem == Sem::Weak)
     in.sem = Sem::AcqRel;
@@ -1227,20 +1254,21 @@ bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
     in.scope = Scope::Sys;
   if (in.op == Op::Cvt) {
     if (types.size() != 2)
-      return unsupported("cvt needs two types");
+      return unsupported(opcode, "cvt needs two types", line);
     in.type = types[0];
     in.type2 = types[1];
   } else if (in.op == Op::Setp) {
-    if (types.size() != 1 || !sawCmp)
-      return unsupported("setp needs a comparison and a type");
+    if (types.size() != 1)
+      return unsupported(opcode, "setp needs a comparison and a type", line);
     in.type = Type::Pred;
     in.type2 = types[0];
   } else if (in.op == Op::Mul || in.op == Op::Mad) {
     if (types.size() != 1)
-      return unsupported("one type expected");
+      return unsupported(opcode, "one type expected", line);
     in.type = types[0];
     if (!isFloat(in.type) && in.part == MulPart::None)
-      return unsupported("integer mul/mad needs .lo, .hi or .wide");
+      return unsupported(opcode, "integer mul/mad needs .lo, .hi or .wide",
+                         line);
   } else if (in.op == Op::Bar || in.op == Op::BarWarp || in.op == Op::Fence ||
              in.op == Op::Bra || in.op == Op::Ret || in.op == Op::Exit ||
              in.op == Op::Trap || in.op == Op::ActiveMask) {
@@ -1250,13 +1278,15 @@ bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
       in.aligned = true; // bar.sync is barrier.sync.aligned
   } else {
     if (types.size() != 1)
-      return unsupported(types.empty() ? "no type" : "several types");
+      return unsupported(opcode, types.empty() ? "no type" : "several types",
+                         line);
     in.type = types[0];
   }
   if (in.op == Op::Bar && !in.arrive && parts.size() > 1 &&
       std::find(parts.begin(), parts.end(), "sync") == parts.end() &&
       std::find(parts.begin(), parts.end(), "arrive") == parts.end())
-    return unsupported("only bar.sync, barrier.sync and bar.arrive");
+    return unsupported(opcode, "only bar.sync, barrier.sync and bar.arrive",
+                       line);
   if ((in.op == Op::Ld || in.op == Op::St || in.op == Op::Atom ||
        in.op == Op::Red) &&
       (in.sem == Sem::Acquire || in.sem == Sem::Release ||
@@ -1268,11 +1298,15 @@ bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
   if ((in.op == Op::Atom || in.op == Op::Red) && in.scope == Scope::None)
     in.scope = Scope::Gpu;
   if (in.op == Op::Ld && (in.sem == Sem::Release || in.sem == Sem::AcqRel))
-    return unsupported("a load cannot release");
+    return unsupported(opcode, "a load cannot release", line);
   if (in.op == Op::St && (in.sem == Sem::Acquire || in.sem == Sem::AcqRel))
-    return unsupported("a store cannot acquire");
+    return unsupported(opcode, "a store cannot acquire", line);
+  return true;
+}
 
-  // Operand counts.
+/// How many operands each opcode takes, and of which kind where it matters.
+bool Parser::checkOperandCount(const Instruction &in, const std::string &opcode,
+                               uint32_t line) {
   size_t count = in.operands.size();
   auto want = [&](size_t minimum, size_t maximum) {
     if (count < minimum || count > maximum)
