@@ -271,9 +271,16 @@ def ConvertXferToRuntime : Pass<"convert-xfer-to-runtime", "mlir::ModuleOp"> {
     built as LLVM memref descriptors, cast to the memref type, which the
     conversion to LLVM folds away.
 
-    Grids may have at most four axes, all of static size. `shard.grid` ops
-    that nothing refers to any more are erased, and so are the
-    `dist.placement` attributes of function arguments and results.
+    A dialect conversion: one pattern per op, `!xfer.request` converted to
+    `i64`, and a target on which the whole `xfer` dialect and the three
+    grid queries are illegal, so an op no pattern can lower (a wait on a
+    request that is a block argument rather than a transfer's result) is a
+    "failed to legalize" error at that op, never left behind. Grids may have
+    at most four axes, all of static size, and buffers must have static
+    shapes: both are checked for the whole module before anything is
+    rewritten. `shard.grid` ops that nothing refers to any more are erased,
+    and so are the `dist.placement` attributes of function arguments and
+    results.
 
     The function named by `entry` gets `llvm.emit_c_interface`, so that
     `braid-emit-entry-point` can give runners one way to call it; naming a

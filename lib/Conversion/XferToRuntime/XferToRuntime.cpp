@@ -3,6 +3,15 @@
 // Part of Braid.
 //
 //===----------------------------------------------------------------------===//
+//
+// convert-xfer-to-runtime as a dialect conversion: one pattern per xfer op
+// (and per shard query), requests typed as the runtime's i64 handles, and a
+// target on which every xfer op and shard query is illegal, so that none
+// survives the pass unnoticed. What the patterns cannot report as a located
+// error once they have started rewriting (grids, shapes, element types) is
+// checked for the whole module first.
+//
+//===----------------------------------------------------------------------===//
 
 #include "braid/Conversion/Passes.h"
 #include "braid/Dialect/Dist/IR/DistOps.h"
@@ -15,7 +24,9 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/PatternMatch.h"
-#include "llvm/ADT/TypeSwitch.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+#include <map>
 
 namespace braid {
 #define GEN_PASS_DEF_CONVERTXFERTORUNTIME
@@ -66,58 +77,186 @@ static int64_t elementBytes(Type type) {
   return (type.getIntOrFloatBitWidth() + 7) / 8;
 }
 
-class RuntimeLowering {
+/// What every pattern shares: the runtime functions it declares in the
+/// module, and the group handles, created once per function at its entry.
+class Runtime {
 public:
-  RuntimeLowering(ModuleOp module)
-      : module(module), rewriter(module.getContext()),
-        i64(rewriter.getI64Type()) {}
+  explicit Runtime(ModuleOp module)
+      : module(module), i64(IntegerType::get(module.getContext(), 64)) {}
 
-  LogicalResult run() {
-    SmallVector<FunctionOpInterface> functions;
-    module.walk([&](FunctionOpInterface f) { functions.push_back(f); });
-    for (FunctionOpInterface function : functions)
-      if (failed(lowerFunction(function)))
-        return failure();
-    // Grids are compile-time descriptions; once nothing names them they
-    // must go, since they have no LLVM counterpart.
-    for (auto grid : llvm::make_early_inc_range(module.getOps<shard::GridOp>()))
-      if (SymbolTable::symbolKnownUseEmpty(grid, module))
-        rewriter.eraseOp(grid);
-    return success();
+  Type handleType() const { return i64; }
+
+  Value constant(OpBuilder &b, Location loc, int64_t value) const {
+    return arith::ConstantIntOp::create(b, loc, i64, value);
+  }
+
+  /// Calls runtime function `name` on i64 arguments, declaring it first.
+  Value call(OpBuilder &b, Location loc, StringRef name, ValueRange args,
+             bool returnsValue = true) const {
+    func::FuncOp callee = declare(b, name, args.size(), returnsValue);
+    auto callOp = func::CallOp::create(b, loc, callee, args);
+    return returnsValue ? callOp.getResult(0) : Value();
+  }
+
+  /// (ndims, s0, s1, s2, s3) of `gridAttr` (checkLowerable proved it has
+  /// at most kMaxGridRank static axes).
+  SmallVector<Value> gridShapeArgs(OpBuilder &b, Operation *op,
+                                   FlatSymbolRefAttr gridAttr) const {
+    ArrayRef<int64_t> shape = dist::lookupGrid(op, gridAttr).getShape();
+    Location loc = op->getLoc();
+    SmallVector<Value> args{constant(b, loc, shape.size())};
+    for (int64_t i = 0; i < kMaxGridRank; ++i)
+      args.push_back(constant(
+          b, loc, i < static_cast<int64_t>(shape.size()) ? shape[i] : 1));
+    return args;
+  }
+
+  /// The group handle for (grid, axes) in `op`'s function, created at its
+  /// entry the first time it is asked for.
+  Value group(OpBuilder &b, Operation *op, FlatSymbolRefAttr gridAttr,
+              ArrayRef<int16_t> axes) {
+    Block *entry =
+        &op->getParentOfType<FunctionOpInterface>().getFunctionBody().front();
+    std::string key = gridAttr.getValue().str();
+    for (int16_t axis : axes)
+      key += "," + std::to_string(axis);
+    Value &handle = groups[{entry, key}];
+    if (handle)
+      return handle;
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(entry);
+    SmallVector<Value> args = gridShapeArgs(b, op, gridAttr);
+    int64_t packed = 0;
+    for (auto [i, axis] : llvm::enumerate(axes))
+      packed |= static_cast<int64_t>(axis) << (8 * i);
+    Location loc = op->getLoc();
+    args.push_back(constant(b, loc, axes.size()));
+    args.push_back(constant(b, loc, packed));
+    handle = call(b, loc, "braid_rt_group", args);
+    return handle;
+  }
+
+  /// Address of the first element of `buffer`, as an integer.
+  Value address(OpBuilder &b, Location loc, Value buffer) const {
+    auto type = cast<MemRefType>(buffer.getType());
+    Value aligned =
+        memref::ExtractAlignedPointerAsIndexOp::create(b, loc, buffer);
+    auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, buffer);
+    Value offsetBytes =
+        arith::MulIOp::create(b, loc, metadata.getOffset(),
+                              arith::ConstantIndexOp::create(
+                                  b, loc, elementBytes(type.getElementType())));
+    Value address = arith::AddIOp::create(b, loc, aligned, offsetBytes);
+    return arith::IndexCastOp::create(b, loc, i64, address);
+  }
+
+  /// A memref of `type` (static, identity layout) whose data is at the
+  /// integer address `addr`: an LLVM memref descriptor cast to the memref,
+  /// which the conversion to LLVM folds into its uses.
+  Value memrefAt(OpBuilder &b, Location loc, Value addr,
+                 MemRefType type) const {
+    MLIRContext *context = b.getContext();
+    auto ptr = LLVM::LLVMPointerType::get(context);
+    int64_t rank = type.getRank();
+    SmallVector<Type> fields{ptr, ptr, i64};
+    if (rank > 0) {
+      fields.push_back(LLVM::LLVMArrayType::get(i64, rank));
+      fields.push_back(LLVM::LLVMArrayType::get(i64, rank));
+    }
+    auto descriptorType = LLVM::LLVMStructType::getLiteral(context, fields);
+    Value pointer = LLVM::IntToPtrOp::create(b, loc, ptr, addr);
+    Value descriptor = LLVM::PoisonOp::create(b, loc, descriptorType);
+    auto insert = [&](Value field, ArrayRef<int64_t> position) {
+      descriptor =
+          LLVM::InsertValueOp::create(b, loc, descriptor, field, position);
+    };
+    insert(pointer, {0});
+    insert(pointer, {1});
+    insert(constant(b, loc, 0), {2});
+    int64_t stride = 1;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      insert(constant(b, loc, type.getDimSize(d)), {3, d});
+      insert(constant(b, loc, stride), {4, d});
+      stride *= type.getDimSize(d);
+    }
+    return UnrealizedConversionCastOp::create(b, loc, TypeRange{type},
+                                              descriptor)
+        .getResult(0);
+  }
+
+  /// The address of `flags[index]` (32-bit flags).
+  Value flagAddress(OpBuilder &b, Location loc, Value flags,
+                    Value index) const {
+    Value offset = arith::MulIOp::create(
+        b, loc, arith::IndexCastOp::create(b, loc, i64, index).getResult(),
+        constant(b, loc, 4));
+    return arith::AddIOp::create(b, loc, address(b, loc, flags), offset);
+  }
+
+  /// This rank's coordinates along `axes` (all axes if empty).
+  SmallVector<Value> coordinates(OpBuilder &b, Operation *op,
+                                 FlatSymbolRefAttr gridAttr,
+                                 ArrayRef<int16_t> axes) const {
+    SmallVector<Value> shapeArgs = gridShapeArgs(b, op, gridAttr);
+    SmallVector<int16_t> all;
+    if (axes.empty()) {
+      int64_t rank = dist::lookupGrid(op, gridAttr).getRank();
+      for (int64_t i = 0; i < rank; ++i)
+        all.push_back(i);
+      axes = all;
+    }
+    Location loc = op->getLoc();
+    SmallVector<Value> result;
+    for (int16_t axis : axes) {
+      SmallVector<Value> args(shapeArgs);
+      args.push_back(constant(b, loc, axis));
+      Value coordinate = call(b, loc, "braid_rt_coord", args);
+      result.push_back(
+          arith::IndexCastOp::create(b, loc, b.getIndexType(), coordinate));
+    }
+    return result;
   }
 
 private:
-  Value constant(Location loc, int64_t value) {
-    return arith::ConstantIntOp::create(rewriter, loc, i64, value);
-  }
-
   /// Declares runtime function `name` with `numArgs` i64 arguments.
-  func::FuncOp declare(StringRef name, unsigned numArgs, bool returnsValue) {
+  func::FuncOp declare(OpBuilder &b, StringRef name, unsigned numArgs,
+                       bool returnsValue) const {
     if (auto existing = module.lookupSymbol<func::FuncOp>(name))
       return existing;
-    OpBuilder::InsertionGuard guard(rewriter);
-    rewriter.setInsertionPointToStart(module.getBody());
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
     SmallVector<Type> args(numArgs, i64);
     SmallVector<Type> results;
     if (returnsValue)
       results.push_back(i64);
-    auto function =
-        func::FuncOp::create(rewriter, module.getLoc(), name,
-                             rewriter.getFunctionType(args, results));
+    auto function = func::FuncOp::create(b, module.getLoc(), name,
+                                         b.getFunctionType(args, results));
     function.setPrivate();
     return function;
   }
 
-  Value call(Location loc, StringRef name, ArrayRef<Value> args,
-             bool returnsValue = true) {
-    func::FuncOp callee = declare(name, args.size(), returnsValue);
-    auto callOp = func::CallOp::create(rewriter, loc, callee, args);
-    return returnsValue ? callOp.getResult(0) : Value();
-  }
+  mutable ModuleOp module;
+  Type i64;
+  std::map<std::pair<Block *, std::string>, Value> groups;
+};
 
-  /// (ndims, s0, s1, s2, s3) of `gridAttr`, or failure with a diagnostic.
-  FailureOr<SmallVector<Value>> gridShapeArgs(Operation *op,
-                                              FlatSymbolRefAttr gridAttr) {
+//===----------------------------------------------------------------------===//
+// What the patterns assume, checked first
+//===----------------------------------------------------------------------===//
+
+int64_t numElements(Value buffer) {
+  return cast<MemRefType>(buffer.getType()).getNumElements();
+}
+
+int64_t numBytes(Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  return type.getNumElements() * elementBytes(type.getElementType());
+}
+
+/// Whether the runtime can serve `op`'s grid, buffers and elements; emits
+/// the error at `op` if not.
+LogicalResult checkLowerable(Operation *op) {
+  if (auto gridAttr = op->getAttrOfType<FlatSymbolRefAttr>("grid")) {
     shard::GridOp grid = dist::lookupGrid(op, gridAttr);
     if (!grid)
       return op->emitError() << "unknown grid " << gridAttr;
@@ -127,391 +266,285 @@ private:
       return op->emitError() << "the runtime needs grids of at most "
                              << kMaxGridRank << " axes of static size; grid "
                              << gridAttr << " does not qualify";
-    Location loc = op->getLoc();
-    SmallVector<Value> args{constant(loc, shape.size())};
-    for (int64_t i = 0; i < kMaxGridRank; ++i)
-      args.push_back(
-          constant(loc, i < static_cast<int64_t>(shape.size()) ? shape[i] : 1));
-    return args;
   }
-
-  /// The group handle for (grid, axes), created once at function entry.
-  FailureOr<Value> group(Operation *op, FlatSymbolRefAttr gridAttr,
-                         ArrayRef<int16_t> axes) {
-    std::string key = gridAttr.getValue().str();
-    for (int16_t axis : axes)
-      key += "," + std::to_string(axis);
-    if (Value cached = groups.lookup(key))
-      return cached;
-    OpBuilder::InsertionGuard guard(rewriter);
-    rewriter.setInsertionPointToStart(entryBlock);
-    FailureOr<SmallVector<Value>> args = gridShapeArgs(op, gridAttr);
-    if (failed(args))
-      return failure();
-    int64_t packed = 0;
-    for (auto [i, axis] : llvm::enumerate(axes))
-      packed |= static_cast<int64_t>(axis) << (8 * i);
-    Location loc = op->getLoc();
-    args->push_back(constant(loc, axes.size()));
-    args->push_back(constant(loc, packed));
-    Value handle = call(loc, "braid_rt_group", *args);
-    groups[key] = handle;
-    return handle;
+  if (!isa<xfer::SendOp, xfer::RecvOp, xfer::PutOp, xfer::AllGatherOp,
+           xfer::ReduceScatterOp, xfer::AllReduceOp, xfer::AllToAllOp,
+           xfer::BroadcastOp>(op))
+    return success();
+  for (Value operand : op->getOperands())
+    if (auto type = dyn_cast<MemRefType>(operand.getType()))
+      if (!type.hasStaticShape())
+        return op->emitError() << "the runtime lowering needs static "
+                                  "buffer shapes, got "
+                               << type;
+  if (isa<xfer::ReduceScatterOp, xfer::AllReduceOp>(op)) {
+    Type element =
+        cast<MemRefType>(op->getOperand(0).getType()).getElementType();
+    if (dtypeCode(element) < 0)
+      return op->emitError()
+             << "the runtime cannot reduce elements of type " << element;
   }
+  return success();
+}
 
-  /// Address of the first element of `buffer`, as an integer.
-  Value address(Location loc, Value buffer) {
-    auto type = cast<MemRefType>(buffer.getType());
-    Value aligned =
-        memref::ExtractAlignedPointerAsIndexOp::create(rewriter, loc, buffer);
-    auto metadata =
-        memref::ExtractStridedMetadataOp::create(rewriter, loc, buffer);
-    Value offsetBytes = arith::MulIOp::create(
-        rewriter, loc, metadata.getOffset(),
-        arith::ConstantIndexOp::create(rewriter, loc,
-                                       elementBytes(type.getElementType())));
-    Value address = arith::AddIOp::create(rewriter, loc, aligned, offsetBytes);
-    return arith::IndexCastOp::create(rewriter, loc, i64, address);
-  }
+//===----------------------------------------------------------------------===//
+// Patterns
+//===----------------------------------------------------------------------===//
 
-  int64_t numElements(Value buffer) {
-    return cast<MemRefType>(buffer.getType()).getNumElements();
-  }
+template <typename Op> class RuntimePattern : public OpConversionPattern<Op> {
+public:
+  RuntimePattern(const TypeConverter &converter, MLIRContext *context,
+                 Runtime &runtime)
+      : OpConversionPattern<Op>(converter, context), runtime(runtime) {}
 
-  int64_t numBytes(Value buffer) {
-    auto type = cast<MemRefType>(buffer.getType());
-    return type.getNumElements() * elementBytes(type.getElementType());
-  }
+protected:
+  Runtime &runtime;
+};
 
-  FailureOr<int64_t> groupSize(Operation *op, FlatSymbolRefAttr gridAttr,
-                               ArrayRef<int16_t> axes) {
-    shard::GridOp grid = dist::lookupGrid(op, gridAttr);
-    int64_t size = grid ? dist::getGroupSize(grid, axes) : ShapedType::kDynamic;
-    if (ShapedType::isDynamic(size))
-      return op->emitError() << "group size must be static";
-    return size;
-  }
+/// The runtime call an op on a group becomes: its name, its arguments after
+/// the group's handle, and what replaces the op's result: the i64 the call
+/// returns (a request's handle), a memref at the address it returns, or
+/// nothing.
+struct Call {
+  StringRef name;
+  SmallVector<Value> args;
+  enum { Handle, Memref, None } result = Handle;
+  MemRefType memref = {};
+};
 
-  /// A memref of `type` (static, identity layout) whose data is at the
-  /// integer address `addr`: an LLVM memref descriptor cast to the memref,
-  /// which the conversion to LLVM folds into its uses.
-  Value memrefAt(Location loc, Value addr, MemRefType type) {
-    MLIRContext *context = rewriter.getContext();
-    auto ptr = LLVM::LLVMPointerType::get(context);
-    int64_t rank = type.getRank();
-    SmallVector<Type> fields{ptr, ptr, i64};
-    if (rank > 0) {
-      fields.push_back(LLVM::LLVMArrayType::get(i64, rank));
-      fields.push_back(LLVM::LLVMArrayType::get(i64, rank));
-    }
-    auto descriptorType = LLVM::LLVMStructType::getLiteral(context, fields);
-    Value pointer = LLVM::IntToPtrOp::create(rewriter, loc, ptr, addr);
-    Value descriptor = LLVM::PoisonOp::create(rewriter, loc, descriptorType);
-    auto insert = [&](Value field, ArrayRef<int64_t> position) {
-      descriptor = LLVM::InsertValueOp::create(rewriter, loc, descriptor, field,
-                                               position);
-    };
-    insert(pointer, {0});
-    insert(pointer, {1});
-    insert(constant(loc, 0), {2});
-    int64_t stride = 1;
-    for (int64_t d = rank - 1; d >= 0; --d) {
-      insert(constant(loc, type.getDimSize(d)), {3, d});
-      insert(constant(loc, stride), {4, d});
-      stride *= type.getDimSize(d);
-    }
-    return UnrealizedConversionCastOp::create(rewriter, loc, TypeRange{type},
-                                              descriptor)
-        .getResult(0);
-  }
+/// Point-to-point: the peer's offset, the buffer and its bytes.
+template <typename Op>
+Call pointToPoint(StringRef name, Op op, Value buffer, Runtime &rt,
+                  OpBuilder &b, Location loc) {
+  return {name,
+          {rt.constant(b, loc, op.getOffset()), rt.address(b, loc, buffer),
+           rt.constant(b, loc, numBytes(buffer)),
+           rt.constant(b, loc, op.getStep())}};
+}
 
-  /// The address of `flags[index]` (32-bit flags).
-  Value flagAddress(Location loc, Value flags, Value index) {
-    Value offset = arith::MulIOp::create(
-        rewriter, loc,
-        arith::IndexCastOp::create(rewriter, loc, i64, index).getResult(),
-        constant(loc, 4));
-    return arith::AddIOp::create(rewriter, loc, address(loc, flags), offset);
-  }
+Call describe(xfer::SendOp op, xfer::SendOp::Adaptor a, Runtime &rt,
+              OpBuilder &b, Location loc) {
+  return pointToPoint("braid_rt_send", op, a.getBuffer(), rt, b, loc);
+}
 
-  /// Lowers the symmetric-memory ops that are not transfers (allocations,
-  /// peer views, signals and their waits).
-  LogicalResult lowerSymmetric(Operation *op) {
-    rewriter.setInsertionPoint(op);
-    Location loc = op->getLoc();
-    if (auto wait = dyn_cast<xfer::SignalWaitOp>(op)) {
-      call(loc, "braid_rt_signal_wait_next",
-           {flagAddress(loc, wait.getFlags(), wait.getIndex()),
-            constant(loc, wait.getSlack()), constant(loc, wait.getStep())},
-           /*returnsValue=*/false);
+Call describe(xfer::RecvOp op, xfer::RecvOp::Adaptor a, Runtime &rt,
+              OpBuilder &b, Location loc) {
+  return pointToPoint("braid_rt_recv", op, a.getBuffer(), rt, b, loc);
+}
+
+Call describe(xfer::PutOp op, xfer::PutOp::Adaptor a, Runtime &rt, OpBuilder &b,
+              Location loc) {
+  Value flag = a.getFlags() ? rt.flagAddress(b, loc, a.getFlags(), a.getIndex())
+                            : rt.constant(b, loc, 0);
+  return {"braid_rt_put",
+          {rt.constant(b, loc, op.getOffset()),
+           rt.address(b, loc, a.getSource()), rt.address(b, loc, a.getDest()),
+           rt.constant(b, loc, numBytes(a.getSource())), flag,
+           rt.constant(b, loc, op.getStep())}};
+}
+
+/// A collective on buffers: source, destination, what `counts` says of
+/// their size, the collective's own codes, and the step.
+template <typename Op>
+Call collective(StringRef name, Op op, typename Op::Adaptor a,
+                ArrayRef<int64_t> counts, Runtime &rt, OpBuilder &b,
+                Location loc) {
+  Call call{
+      name,
+      {rt.address(b, loc, a.getSource()), rt.address(b, loc, a.getDest())}};
+  for (int64_t count : counts)
+    call.args.push_back(rt.constant(b, loc, count));
+  call.args.push_back(rt.constant(b, loc, op.getStep()));
+  return call;
+}
+
+Call describe(xfer::AllGatherOp op, xfer::AllGatherOp::Adaptor a, Runtime &rt,
+              OpBuilder &b, Location loc) {
+  return collective("braid_rt_all_gather", op, a, {numBytes(a.getSource())}, rt,
+                    b, loc);
+}
+
+/// A reduction's element count (of `counted`), dtype and reduction codes.
+template <typename Op> SmallVector<int64_t> reduction(Op op, Value counted) {
+  Type element = cast<MemRefType>(op.getSource().getType()).getElementType();
+  return {numElements(counted), dtypeCode(element),
+          static_cast<int64_t>(op.getReduction())};
+}
+
+Call describe(xfer::ReduceScatterOp op, xfer::ReduceScatterOp::Adaptor a,
+              Runtime &rt, OpBuilder &b, Location loc) {
+  return collective("braid_rt_reduce_scatter", op, a,
+                    reduction(op, a.getDest()), rt, b, loc);
+}
+
+Call describe(xfer::AllReduceOp op, xfer::AllReduceOp::Adaptor a, Runtime &rt,
+              OpBuilder &b, Location loc) {
+  return collective("braid_rt_all_reduce", op, a, reduction(op, a.getSource()),
+                    rt, b, loc);
+}
+
+Call describe(xfer::AllToAllOp op, xfer::AllToAllOp::Adaptor a, Runtime &rt,
+              OpBuilder &b, Location loc) {
+  shard::GridOp grid = dist::lookupGrid(op, op.getGridAttr());
+  int64_t size = dist::getGroupSize(grid, op.getAxes());
+  return collective("braid_rt_all_to_all", op, a,
+                    {numBytes(a.getSource()) / size}, rt, b, loc);
+}
+
+Call describe(xfer::BroadcastOp op, xfer::BroadcastOp::Adaptor a, Runtime &rt,
+              OpBuilder &b, Location loc) {
+  // The root's position in the group, row-major over the axes.
+  shard::GridOp grid = dist::lookupGrid(op, op.getGridAttr());
+  int64_t root = 0;
+  for (auto [axis, coordinate] : llvm::zip(op.getAxes(), op.getRoot()))
+    root = root * grid.getShape()[axis] + coordinate;
+  return collective("braid_rt_broadcast", op, a,
+                    {numBytes(a.getSource()), root}, rt, b, loc);
+}
+
+Call describe(xfer::SymmetricAllocOp op, xfer::SymmetricAllocOp::Adaptor,
+              Runtime &rt, OpBuilder &b, Location loc) {
+  return {"braid_rt_symmetric_site",
+          {rt.constant(b, loc, numBytes(op.getBuffer())),
+           rt.constant(b, loc, op.getSite())},
+          Call::Memref,
+          op.getBuffer().getType()};
+}
+
+Call describe(xfer::PeerViewOp op, xfer::PeerViewOp::Adaptor a, Runtime &rt,
+              OpBuilder &b, Location loc) {
+  return {
+      "braid_rt_symmetric_peer",
+      {rt.constant(b, loc, op.getOffset()), rt.address(b, loc, a.getBuffer())},
+      Call::Memref,
+      op.getView().getType()};
+}
+
+Call describe(xfer::SignalOp op, xfer::SignalOp::Adaptor a, Runtime &rt,
+              OpBuilder &b, Location loc) {
+  return {"braid_rt_signal_add",
+          {rt.constant(b, loc, op.getOffset()),
+           rt.flagAddress(b, loc, a.getFlags(), a.getIndex()),
+           rt.constant(b, loc, op.getAdd()), rt.constant(b, loc, op.getStep())},
+          Call::None};
+}
+
+/// An op on a group (a transfer, a symmetric allocation or view, a
+/// signal): the call `describe` gives it, on the group's handle.
+template <typename Op> struct GroupCall : RuntimePattern<Op> {
+  using RuntimePattern<Op>::RuntimePattern;
+
+  LogicalResult
+  matchAndRewrite(Op op, typename Op::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Runtime &rt = this->runtime;
+    Location loc = op.getLoc();
+    Value handle = rt.group(rewriter, op, op.getGridAttr(), op.getAxes());
+    Call call = describe(op, adaptor, rt, rewriter, loc);
+    SmallVector<Value> args{handle};
+    llvm::append_range(args, call.args);
+    Value result =
+        rt.call(rewriter, loc, call.name, args, call.result != Call::None);
+    if (call.result == Call::None) {
       rewriter.eraseOp(op);
       return success();
     }
-    // The others address the group their grid and axes name.
-    FailureOr<Value> handle =
-        group(op, op->getAttrOfType<FlatSymbolRefAttr>("grid"),
-              op->getAttrOfType<DenseI16ArrayAttr>("axes").asArrayRef());
-    if (failed(handle))
-      return failure();
-    if (auto alloc = dyn_cast<xfer::SymmetricAllocOp>(op)) {
-      Value addr = call(loc, "braid_rt_symmetric_site",
-                        {*handle, constant(loc, numBytes(alloc.getBuffer())),
-                         constant(loc, alloc.getSite())});
-      rewriter.replaceOp(op, memrefAt(loc, addr, alloc.getBuffer().getType()));
-      return success();
-    }
-    if (auto view = dyn_cast<xfer::PeerViewOp>(op)) {
-      Value addr = call(loc, "braid_rt_symmetric_peer",
-                        {*handle, constant(loc, view.getOffset()),
-                         address(loc, view.getBuffer())});
-      rewriter.replaceOp(op, memrefAt(loc, addr, view.getBuffer().getType()));
-      return success();
-    }
-    auto signal = cast<xfer::SignalOp>(op);
-    call(loc, "braid_rt_signal_add",
-         {*handle, constant(loc, signal.getOffset()),
-          flagAddress(loc, signal.getFlags(), signal.getIndex()),
-          constant(loc, signal.getAdd()), constant(loc, signal.getStep())},
-         /*returnsValue=*/false);
+    if (call.result == Call::Memref)
+      result = rt.memrefAt(rewriter, loc, result, call.memref);
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct WaitToCalls : RuntimePattern<xfer::WaitOp> {
+  using RuntimePattern::RuntimePattern;
+
+  LogicalResult
+  matchAndRewrite(xfer::WaitOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    // A request that is no transfer's result (a block argument) has no
+    // handle: the op stays, and the target reports it.
+    for (Value request : op->getOperands())
+      if (isa<BlockArgument>(request))
+        return rewriter.notifyMatchFailure(op, "waits for a request that is "
+                                               "not a lowered transfer");
+    for (Value handle : adaptor.getOperands())
+      runtime.call(rewriter, op.getLoc(), "braid_rt_wait", {handle},
+                   /*returnsValue=*/false);
     rewriter.eraseOp(op);
     return success();
   }
+};
 
-  FailureOr<Value> lowerTransfer(Operation *op) {
-    Location loc = op->getLoc();
-    for (Value operand : op->getOperands())
-      if (auto type = dyn_cast<MemRefType>(operand.getType()))
-        if (!type.hasStaticShape())
-          return op->emitError() << "the runtime lowering needs static "
-                                    "buffer shapes, got "
-                                 << type;
-    auto grid = op->getAttrOfType<FlatSymbolRefAttr>("grid");
-    auto axes = op->getAttrOfType<DenseI16ArrayAttr>("axes").asArrayRef();
-    int64_t step = op->getAttrOfType<IntegerAttr>("step").getInt();
-    FailureOr<Value> handle = group(op, grid, axes);
-    FailureOr<int64_t> size = groupSize(op, grid, axes);
-    if (failed(handle) || failed(size))
-      return failure();
-    Value stepValue = constant(loc, step);
-    auto reduceArgs = [&](Operation *o,
-                          Value src) -> FailureOr<std::pair<Value, Value>> {
-      Type element = cast<MemRefType>(src.getType()).getElementType();
-      int64_t dtype = dtypeCode(element);
-      if (dtype < 0)
-        return o->emitError()
-               << "the runtime cannot reduce elements of type " << element;
-      auto kind = o->getAttrOfType<dist::ReductionKindAttr>("reduction");
-      return std::make_pair(
-          constant(loc, dtype),
-          constant(loc, static_cast<int64_t>(kind.getValue())));
-    };
-    return llvm::TypeSwitch<Operation *, FailureOr<Value>>(op)
-        .Case([&](xfer::SendOp send) -> FailureOr<Value> {
-          return call(loc, "braid_rt_send",
-                      {*handle, constant(loc, send.getOffset()),
-                       address(loc, send.getBuffer()),
-                       constant(loc, numBytes(send.getBuffer())), stepValue});
-        })
-        .Case([&](xfer::RecvOp recv) -> FailureOr<Value> {
-          return call(loc, "braid_rt_recv",
-                      {*handle, constant(loc, recv.getOffset()),
-                       address(loc, recv.getBuffer()),
-                       constant(loc, numBytes(recv.getBuffer())), stepValue});
-        })
-        .Case([&](xfer::PutOp put) -> FailureOr<Value> {
-          Value flag = put.getFlags()
-                           ? flagAddress(loc, put.getFlags(), put.getIndex())
-                           : constant(loc, 0);
-          return call(
-              loc, "braid_rt_put",
-              {*handle, constant(loc, put.getOffset()),
-               address(loc, put.getSource()), address(loc, put.getDest()),
-               constant(loc, numBytes(put.getSource())), flag, stepValue});
-        })
-        .Case([&](xfer::AllGatherOp gather) -> FailureOr<Value> {
-          return call(loc, "braid_rt_all_gather",
-                      {*handle, address(loc, gather.getSource()),
-                       address(loc, gather.getDest()),
-                       constant(loc, numBytes(gather.getSource())), stepValue});
-        })
-        .Case([&](xfer::ReduceScatterOp scatter) -> FailureOr<Value> {
-          auto codes = reduceArgs(scatter, scatter.getSource());
-          if (failed(codes))
-            return failure();
-          return call(loc, "braid_rt_reduce_scatter",
-                      {*handle, address(loc, scatter.getSource()),
-                       address(loc, scatter.getDest()),
-                       constant(loc, numElements(scatter.getDest())),
-                       codes->first, codes->second, stepValue});
-        })
-        .Case([&](xfer::AllReduceOp reduce) -> FailureOr<Value> {
-          auto codes = reduceArgs(reduce, reduce.getSource());
-          if (failed(codes))
-            return failure();
-          return call(loc, "braid_rt_all_reduce",
-                      {*handle, address(loc, reduce.getSource()),
-                       address(loc, reduce.getDest()),
-                       constant(loc, numElements(reduce.getSource())),
-                       codes->first, codes->second, stepValue});
-        })
-        .Case([&](xfer::AllToAllOp a2a) -> FailureOr<Value> {
-          return call(loc, "braid_rt_all_to_all",
-                      {*handle, address(loc, a2a.getSource()),
-                       address(loc, a2a.getDest()),
-                       constant(loc, numBytes(a2a.getSource()) / *size),
-                       stepValue});
-        })
-        .Case([&](xfer::BroadcastOp bcast) -> FailureOr<Value> {
-          // The root's position in the group, row-major over the axes.
-          shard::GridOp gridOp = dist::lookupGrid(op, grid);
-          int64_t root = 0;
-          for (auto [axis, coordinate] : llvm::zip(axes, bcast.getRoot()))
-            root = root * gridOp.getShape()[axis] + coordinate;
-          return call(loc, "braid_rt_broadcast",
-                      {*handle, address(loc, bcast.getSource()),
-                       address(loc, bcast.getDest()),
-                       constant(loc, numBytes(bcast.getSource())),
-                       constant(loc, root), stepValue});
-        })
-        .Default([&](Operation *) -> FailureOr<Value> {
-          return op->emitError() << "unexpected transfer";
-        });
-  }
+struct SignalWaitToCall : RuntimePattern<xfer::SignalWaitOp> {
+  using RuntimePattern::RuntimePattern;
 
-  /// This rank's coordinates along `axes` (all axes if empty).
-  FailureOr<SmallVector<Value>> coordinates(Operation *op,
-                                            FlatSymbolRefAttr gridAttr,
-                                            ArrayRef<int16_t> axes) {
-    FailureOr<SmallVector<Value>> shapeArgs = gridShapeArgs(op, gridAttr);
-    if (failed(shapeArgs))
-      return failure();
-    shard::GridOp grid = dist::lookupGrid(op, gridAttr);
-    SmallVector<int16_t> all;
-    if (axes.empty()) {
-      for (int64_t i = 0; i < grid.getRank(); ++i)
-        all.push_back(i);
-      axes = all;
-    }
-    Location loc = op->getLoc();
-    SmallVector<Value> result;
-    for (int16_t axis : axes) {
-      SmallVector<Value> args(*shapeArgs);
-      args.push_back(constant(loc, axis));
-      Value coordinate = call(loc, "braid_rt_coord", args);
-      result.push_back(arith::IndexCastOp::create(
-          rewriter, loc, rewriter.getIndexType(), coordinate));
-    }
-    return result;
-  }
-
-  LogicalResult lowerGridQuery(Operation *op) {
-    rewriter.setInsertionPoint(op);
-    Location loc = op->getLoc();
-    if (auto query = dyn_cast<shard::ProcessMultiIndexOp>(op)) {
-      auto coords = coordinates(op, query.getGridAttr(), query.getAxes());
-      if (failed(coords))
-        return failure();
-      rewriter.replaceOp(op, *coords);
-      return success();
-    }
-    if (auto query = dyn_cast<shard::ProcessLinearIndexOp>(op)) {
-      auto coords = coordinates(op, query.getGridAttr(), {});
-      if (failed(coords))
-        return failure();
-      shard::GridOp grid = dist::lookupGrid(op, query.getGridAttr());
-      Value linear = arith::ConstantIndexOp::create(rewriter, loc, 0);
-      for (auto [size, coordinate] : llvm::zip(grid.getShape(), *coords))
-        linear = arith::AddIOp::create(
-            rewriter, loc,
-            arith::MulIOp::create(
-                rewriter, loc, linear,
-                arith::ConstantIndexOp::create(rewriter, loc, size)),
-            coordinate);
-      rewriter.replaceOp(op, linear);
-      return success();
-    }
-    if (auto query = dyn_cast<shard::GridShapeOp>(op)) {
-      shard::GridOp grid = dist::lookupGrid(op, query.getGridAttr());
-      if (!grid || llvm::any_of(grid.getShape(), ShapedType::isDynamic))
-        return op->emitError() << "grid shape must be static";
-      SmallVector<Value> sizes;
-      ArrayRef<int16_t> axes = query.getAxes();
-      for (int64_t i = 0, e = axes.empty() ? grid.getRank() : axes.size();
-           i < e; ++i)
-        sizes.push_back(arith::ConstantIndexOp::create(
-            rewriter, loc, grid.getShape()[axes.empty() ? i : axes[i]]));
-      rewriter.replaceOp(op, sizes);
-      return success();
-    }
+  LogicalResult
+  matchAndRewrite(xfer::SignalWaitOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    runtime.call(rewriter, loc, "braid_rt_signal_wait_next",
+                 {runtime.flagAddress(rewriter, loc, adaptor.getFlags(),
+                                      adaptor.getIndex()),
+                  runtime.constant(rewriter, loc, op.getSlack()),
+                  runtime.constant(rewriter, loc, op.getStep())},
+                 /*returnsValue=*/false);
+    rewriter.eraseOp(op);
     return success();
   }
+};
 
-  LogicalResult lowerFunction(FunctionOpInterface function) {
-    // Placements describe distributed tensors; below this point there are
-    // only pointers, to which the attribute cannot apply.
-    StringRef placement = dist::DistDialect::getPlacementAttrName();
-    for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i)
-      function.removeArgAttr(i,
-                             StringAttr::get(function.getContext(), placement));
-    for (unsigned i = 0, e = function.getNumResults(); i < e; ++i)
-      function.removeResultAttr(
-          i, StringAttr::get(function.getContext(), placement));
-    if (function.isExternal())
-      return success();
-    entryBlock = &function.getFunctionBody().front();
-    groups.clear();
-    DenseMap<Value, Value> handles;
-    SmallVector<Operation *> transfers, waits, queries, symmetric;
-    function.walk([&](Operation *op) {
-      if (isa<xfer::SymmetricAllocOp, xfer::PeerViewOp, xfer::SignalOp,
-              xfer::SignalWaitOp>(op))
-        symmetric.push_back(op);
-      else if (isa<xfer::SendOp, xfer::RecvOp, xfer::PutOp, xfer::AllGatherOp,
-                   xfer::ReduceScatterOp, xfer::AllReduceOp, xfer::AllToAllOp,
-                   xfer::BroadcastOp>(op))
-        transfers.push_back(op);
-      else if (isa<xfer::WaitOp>(op))
-        waits.push_back(op);
-      else if (isa<shard::ProcessMultiIndexOp, shard::ProcessLinearIndexOp,
-                   shard::GridShapeOp>(op))
-        queries.push_back(op);
-    });
-    for (Operation *op : transfers) {
-      rewriter.setInsertionPoint(op);
-      FailureOr<Value> handle = lowerTransfer(op);
-      if (failed(handle))
-        return failure();
-      handles[op->getResult(0)] = *handle;
-    }
-    for (Operation *op : waits) {
-      rewriter.setInsertionPoint(op);
-      for (Value request : op->getOperands()) {
-        Value handle = handles.lookup(request);
-        if (!handle)
-          return op->emitError() << "waits for a request that is not a "
-                                    "lowered transfer";
-        call(op->getLoc(), "braid_rt_wait", {handle}, /*returnsValue=*/false);
-      }
-      rewriter.eraseOp(op);
-    }
-    for (Operation *op : transfers)
-      rewriter.eraseOp(op);
-    // Allocations last: the ops above took their addresses from the
-    // allocations' memrefs, which now become descriptors.
-    for (Operation *op : llvm::reverse(symmetric))
-      if (failed(lowerSymmetric(op)))
-        return failure();
-    for (Operation *op : queries)
-      if (failed(lowerGridQuery(op)))
-        return failure();
+struct MultiIndexToCalls : RuntimePattern<shard::ProcessMultiIndexOp> {
+  using RuntimePattern::RuntimePattern;
+
+  LogicalResult
+  matchAndRewrite(shard::ProcessMultiIndexOp op, OpAdaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOp(
+        op, runtime.coordinates(rewriter, op, op.getGridAttr(), op.getAxes()));
     return success();
   }
+};
 
-  ModuleOp module;
-  IRRewriter rewriter;
-  Type i64;
-  Block *entryBlock = nullptr;
-  llvm::StringMap<Value> groups;
+struct LinearIndexToCalls : RuntimePattern<shard::ProcessLinearIndexOp> {
+  using RuntimePattern::RuntimePattern;
+
+  LogicalResult
+  matchAndRewrite(shard::ProcessLinearIndexOp op, OpAdaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    SmallVector<Value> coords =
+        runtime.coordinates(rewriter, op, op.getGridAttr(), {});
+    shard::GridOp grid = dist::lookupGrid(op, op.getGridAttr());
+    Value linear = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    for (auto [size, coordinate] : llvm::zip(grid.getShape(), coords))
+      linear = arith::AddIOp::create(
+          rewriter, loc,
+          arith::MulIOp::create(
+              rewriter, loc, linear,
+              arith::ConstantIndexOp::create(rewriter, loc, size)),
+          coordinate);
+    rewriter.replaceOp(op, linear);
+    return success();
+  }
+};
+
+struct GridShapeToConstants : RuntimePattern<shard::GridShapeOp> {
+  using RuntimePattern::RuntimePattern;
+
+  LogicalResult
+  matchAndRewrite(shard::GridShapeOp op, OpAdaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    shard::GridOp grid = dist::lookupGrid(op, op.getGridAttr());
+    ArrayRef<int16_t> axes = op.getAxes();
+    SmallVector<Value> sizes;
+    for (int64_t i = 0, e = axes.empty() ? grid.getRank() : axes.size(); i < e;
+         ++i)
+      sizes.push_back(arith::ConstantIndexOp::create(
+          rewriter, op.getLoc(), grid.getShape()[axes.empty() ? i : axes[i]]));
+    rewriter.replaceOp(op, sizes);
+    return success();
+  }
 };
 
 struct ConvertXferToRuntimePass
@@ -520,6 +553,7 @@ struct ConvertXferToRuntimePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    MLIRContext *context = &getContext();
     if (!entry.empty()) {
       auto function = module.lookupSymbol<func::FuncOp>(entry);
       if (!function || function.isExternal()) {
@@ -527,10 +561,56 @@ struct ConvertXferToRuntimePass
                            << "' is not defined in the module";
         return signalPassFailure();
       }
-      function->setAttr("llvm.emit_c_interface", UnitAttr::get(&getContext()));
+      function->setAttr("llvm.emit_c_interface", UnitAttr::get(context));
     }
-    if (failed(RuntimeLowering(module).run()))
-      signalPassFailure();
+    // Placements describe distributed tensors; below this point there are
+    // only pointers, to which the attribute cannot apply.
+    auto placement =
+        StringAttr::get(context, dist::DistDialect::getPlacementAttrName());
+    module.walk([&](FunctionOpInterface function) {
+      for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i)
+        function.removeArgAttr(i, placement);
+      for (unsigned i = 0, e = function.getNumResults(); i < e; ++i)
+        function.removeResultAttr(i, placement);
+    });
+    WalkResult checked = module.walk([](Operation *op) {
+      if (isa<xfer::XferDialect>(op->getDialect()) ||
+          isa<shard::ProcessMultiIndexOp, shard::ProcessLinearIndexOp,
+              shard::GridShapeOp>(op))
+        if (failed(checkLowerable(op)))
+          return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    if (checked.wasInterrupted())
+      return signalPassFailure();
+
+    Runtime runtime(module);
+    TypeConverter converter;
+    converter.addConversion([](Type type) { return type; });
+    converter.addConversion(
+        [&](xfer::RequestType) { return runtime.handleType(); });
+    ConversionTarget target(*context);
+    target.addIllegalDialect<xfer::XferDialect>();
+    target.addIllegalOp<shard::ProcessMultiIndexOp, shard::ProcessLinearIndexOp,
+                        shard::GridShapeOp>();
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    RewritePatternSet patterns(context);
+    patterns.add<GroupCall<xfer::SendOp>, GroupCall<xfer::RecvOp>,
+                 GroupCall<xfer::PutOp>, GroupCall<xfer::AllGatherOp>,
+                 GroupCall<xfer::ReduceScatterOp>, GroupCall<xfer::AllReduceOp>,
+                 GroupCall<xfer::AllToAllOp>, GroupCall<xfer::BroadcastOp>,
+                 GroupCall<xfer::SymmetricAllocOp>, GroupCall<xfer::PeerViewOp>,
+                 GroupCall<xfer::SignalOp>, WaitToCalls, SignalWaitToCall,
+                 MultiIndexToCalls, LinearIndexToCalls, GridShapeToConstants>(
+        converter, context, runtime);
+    if (failed(applyPartialConversion(module, target, std::move(patterns))))
+      return signalPassFailure();
+
+    // Grids are compile-time descriptions; once nothing names them they
+    // must go, since they have no LLVM counterpart.
+    for (auto grid : llvm::make_early_inc_range(module.getOps<shard::GridOp>()))
+      if (SymbolTable::symbolKnownUseEmpty(grid, module))
+        grid.erase();
   }
 };
 
