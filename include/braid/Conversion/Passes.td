@@ -46,7 +46,11 @@ def ImportShard : Pass<"braid-import-shard", "mlir::ModuleOp"> {
     `shard.get_sharding` of an annotated value that annotation's sharding.
     Anything else (a send to a fixed device, a receive nothing pairs, a
     collective over a dynamic grid axis) is an error that names it.
-    `shard.grid` and the process-index ops stay: `dist` reuses them.
+    `shard.grid`, the process-index and grid-shape queries and sharding
+    values a program hands on stay: `dist` reuses them. Any other `shard`
+    op left at the end is illegal on the pass's conversion target and fails
+    it with "failed to legalize" at the op (an op the import has no
+    conversion for, such as `shard.neighbors_linear_indices`).
 
     ```mlir
     // before

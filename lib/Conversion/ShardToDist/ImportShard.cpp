@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/DialectConversion.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallSet.h"
@@ -1173,6 +1174,21 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
           cast->erase();
         }
     });
+
+    // What must be gone now: every shard op but the grids, the rank
+    // queries (convert-xfer-to-runtime lowers them) and sharding values a
+    // program hands on as data (a function may return one). The walk above
+    // reports what it cannot convert; this target says so for anything it
+    // missed, at the op, instead of leaving it for a later pass.
+    ConversionTarget target(getContext());
+    target.addIllegalDialect<shard::ShardDialect>();
+    target.addLegalOp<shard::GridOp, shard::ProcessMultiIndexOp,
+                      shard::ProcessLinearIndexOp, shard::GridShapeOp,
+                      shard::ShardingOp>();
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    if (failed(applyPartialConversion(module, target,
+                                      RewritePatternSet(&getContext()))))
+      return signalPassFailure();
   }
 
   /// Rejects annotations that upstream partitioning would silently

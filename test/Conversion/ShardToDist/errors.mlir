@@ -44,3 +44,15 @@ func.func @dynamic_root_dynamic_shape(%x: tensor<?xf32>, %r: index) -> tensor<?x
   %0 = shard.broadcast %x on @g grid_axes = [0] root = [%r] : (tensor<?xf32>, index) -> tensor<?xf32>
   return %0 : tensor<?xf32>
 }
+
+// -----
+
+// A shard op the import has no conversion for is an error at the op (the
+// pass's conversion target), not left for a later pass to trip over.
+shard.grid @g(shape = 4)
+
+func.func @neighbors(%i: index) -> (index, index) {
+  // expected-error @+1 {{failed to legalize operation 'shard.neighbors_linear_indices' that was explicitly marked illegal}}
+  %down, %up = shard.neighbors_linear_indices on @g[%i] split_axes = [0] : index, index
+  return %down, %up : index, index
+}
