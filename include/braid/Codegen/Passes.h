@@ -8,8 +8,8 @@
 #define BRAID_CODEGEN_PASSES_H
 
 #include "braid/Dialect/Dist/IR/DistDialect.h"
-#include "mlir/IR/BuiltinOps.h"
 #include "braid/Options/OptionsCL.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace braid {
