@@ -34,7 +34,6 @@ Usage:
   collectives.py run BUNDLE RESULTS [--repeat 20] [--transports loopback,nccl]
                  [--gpus N] [--budget S] [--timeout S]
 """
-import argparse
 import json
 import os
 import subprocess
@@ -42,7 +41,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from overlap import Budget, fmt, label, time_program  # noqa: E402
+from overlap import Budget, command_line, dispatch, fmt, label, time_program  # noqa: E402
 
 H = 8192
 TOKENS = (1, 16, 128, 4096)
@@ -177,30 +176,11 @@ def run(args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("prepare")
-    p.add_argument("bundle")
-    p.add_argument("--bin", default=os.path.join(HERE, "..", "..", "build", "bin"))
-    p.add_argument("--sm", default="90a")
+    parser, p, _ = command_line(__doc__, budget=300, timeout=30)
     p.add_argument("--tps", default=",".join(str(t) for t in TPS))
     p.add_argument("--placeholders", action="store_true",
                    help="empty libraries (for run_all.sh's dry run)")
-    r = sub.add_parser("run")
-    r.add_argument("bundle")
-    r.add_argument("results")
-    r.add_argument("--repeat", type=int, default=20)
-    r.add_argument("--transports", default="loopback,nccl")
-    r.add_argument("--gpus", type=int, default=1)
-    r.add_argument("--budget", type=float, default=300,
-                   help="seconds for all measurements; later ones are skipped")
-    r.add_argument("--timeout", type=float, default=30,
-                   help="seconds one program may take")
-    args = parser.parse_args()
-    if args.command == "prepare":
-        prepare(args)
-        return 0
-    return run(args)
+    return dispatch(parser.parse_args(), prepare, run)
 
 
 if __name__ == "__main__":

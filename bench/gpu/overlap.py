@@ -277,8 +277,11 @@ def run(args):
     return 1 if failures else 0
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def command_line(doc, budget, timeout):
+    """The prepare/run command line that this benchmark and collectives.py
+    share: (parser, prepare's subparser, run's subparser), for each to add
+    its own options."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare")
     p.add_argument("bundle")
@@ -289,17 +292,25 @@ def main():
     r.add_argument("results")
     r.add_argument("--repeat", type=int, default=20)
     r.add_argument("--transports", default="loopback,nccl")
-    r.add_argument("--copies", default="ce,sm")
     r.add_argument("--gpus", type=int, default=1)
-    r.add_argument("--budget", type=float, default=600,
+    r.add_argument("--budget", type=float, default=budget,
                    help="seconds for all measurements; later ones are skipped")
-    r.add_argument("--timeout", type=float, default=60,
+    r.add_argument("--timeout", type=float, default=timeout,
                    help="seconds one program may take")
-    args = parser.parse_args()
+    return parser, p, r
+
+
+def dispatch(args, prepare, run):
     if args.command == "prepare":
         prepare(args)
         return 0
     return run(args)
+
+
+def main():
+    parser, _, r = command_line(__doc__, budget=600, timeout=60)
+    r.add_argument("--copies", default="ce,sm")
+    return dispatch(parser.parse_args(), prepare, run)
 
 
 if __name__ == "__main__":

@@ -1382,15 +1382,7 @@ bool Launch::specialFunction(Block &block, Thread &thread,
   Type type = in.type;
   auto a = [&] { return read(thread, ops[1], type); };
   auto floatOp = [&](auto f) { this->floatOp(thread, in, f); };
-  switch (in.op) {
-  case Op::Ex2:
-  case Op::Lg2:
-  case Op::Rsqrt:
-  case Op::Sqrt:
-  case Op::Rcp:
-  case Op::Sin:
-  case Op::Cos:
-  case Op::Tanh: {
+  if (isApproximation(in.op)) {
     Op op = in.op;
     floatOp([&](auto x, auto, auto) -> decltype(x) {
       using T = decltype(x);
@@ -1415,6 +1407,7 @@ bool Launch::specialFunction(Block &block, Thread &thread,
     });
     return true;
   }
+  switch (in.op) {
   case Op::Testp: {
     double x = toReal(a(), type);
     bool r;

@@ -225,6 +225,9 @@ enum class Op : uint8_t {
   Nanosleep,
 };
 
+/// The special function unit's one-operand approximations, ex2 to tanh.
+inline bool isApproximation(Op op) { return op >= Op::Ex2 && op <= Op::Tanh; }
+
 /// Comparisons of setp (and testp's classes).
 enum class Cmp : uint8_t {
   Eq,

@@ -1317,6 +1317,8 @@ bool Parser::checkOperandCount(const Instruction &in, const std::string &opcode,
                   line);
     return true;
   };
+  if (isApproximation(in.op))
+    return want(2, 2);
   switch (in.op) {
   case Op::Bra:
     if (!want(1, 1) || in.operands[0].kind != Operand::Label)
@@ -1364,14 +1366,6 @@ bool Parser::checkOperandCount(const Instruction &in, const std::string &opcode,
   case Op::Clz:
   case Op::Brev:
   case Op::Cvta:
-  case Op::Ex2:
-  case Op::Lg2:
-  case Op::Rsqrt:
-  case Op::Sqrt:
-  case Op::Rcp:
-  case Op::Sin:
-  case Op::Cos:
-  case Op::Tanh:
   case Op::Testp:
     return want(2, 2);
   case Op::Cvt:

@@ -13,22 +13,9 @@ import pytest
 
 import braid
 from braid.models import MLP, Attention, Grid, MoE, Norm, Transformer
+from test_compile import AG_MATMUL  # the all-gather + matmul program
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-AG_MATMUL = """
-shard.grid @g(shape = 2)
-func.func @main(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>) -> tensor<8x8xf32> {
-  %all = shard.all_gather %x on @g grid_axes = [0] gather_axis = 0
-      : tensor<4x16xf32> -> tensor<8x16xf32>
-  %zero = arith.constant 0.0 : f32
-  %empty = tensor.empty() : tensor<8x8xf32>
-  %init = linalg.fill ins(%zero : f32) outs(%empty : tensor<8x8xf32>) -> tensor<8x8xf32>
-  %y = linalg.matmul ins(%all, %w : tensor<8x16xf32>, tensor<16x8xf32>)
-      outs(%init : tensor<8x8xf32>) -> tensor<8x8xf32>
-  return %y : tensor<8x8xf32>
-}
-"""
 
 # Integer and boolean arguments: an all-reduce of i32, an i1 passed through.
 INTEGERS = """

@@ -35,10 +35,8 @@ import sys
 
 import numpy as np
 
-
-def fail(message):
-    print("error: " + message, file=sys.stderr)
-    sys.exit(1)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from runtime_check import fail, npy_command  # noqa: E402
 
 
 def ag_matmul_inputs(directory, ranks):
@@ -103,14 +101,8 @@ def main(argv):
         ag_matmul_inputs(args[0], int(args[1]))
     elif command == "ag-matmul-check":
         ag_matmul_check(args[0], int(args[1]), args[2])
-    elif command == "npy-info":
-        array = np.load(args[0])
-        print(f"{args[0]}: dtype {array.dtype.str} shape {list(array.shape)}")
-    elif command == "same":
-        a, b = np.load(args[0]), np.load(args[1])
-        if a.dtype != b.dtype or a.shape != b.shape or not np.array_equal(a, b):
-            fail(f"{args[0]} and {args[1]} differ")
-        print("same: ok")
+    elif npy_command(command, args):
+        pass
     elif command == "perturbed-compiler":
         perturbed_compiler(args[0], args[1], args[2])
     elif command == "expect-exit":

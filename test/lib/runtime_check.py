@@ -98,6 +98,22 @@ def load_pair(a, b):
     return x, y, x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y)
 
 
+def npy_command(command, args):
+    """The commands on .npy files that other checkers share: 'same' and
+    'differ' (dtype, shape and bits), 'npy-info'. False for any other."""
+    if command in ("same", "differ"):
+        _, _, equal = load_pair(args[0], args[1])
+        if equal != (command == "same"):
+            fail(f"{args[0]} and {args[1]} are {'different' if command == 'same' else 'equal'}")
+        print(f"{command}: ok")
+    elif command == "npy-info":
+        array = np.load(args[0])
+        print(f"{args[0]}: dtype {array.dtype.str} shape {list(array.shape)}")
+    else:
+        return False
+    return True
+
+
 def check_trace(path, ranks):
     with open(path) as f:
         trace = json.load(f)
@@ -165,14 +181,8 @@ def main(argv):
         axpy_inputs(args[0], int(args[1]))
     elif command == "axpy-check":
         axpy_check(args[0], int(args[1]), args[2])
-    elif command in ("same", "differ"):
-        _, _, equal = load_pair(args[0], args[1])
-        if equal != (command == "same"):
-            fail(f"{args[0]} and {args[1]} are {'different' if command == 'same' else 'equal'}")
-        print(f"{command}: ok")
-    elif command == "npy-info":
-        array = np.load(args[0])
-        print(f"{args[0]}: dtype {array.dtype.str} shape {list(array.shape)}")
+    elif npy_command(command, args):
+        pass
     elif command == "trace":
         check_trace(args[0], int(args[1]))
     elif command == "idle-cost":

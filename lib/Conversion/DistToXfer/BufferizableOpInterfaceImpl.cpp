@@ -258,100 +258,47 @@ static SmallVector<Value> emitTransfers(RewriterBase &rewriter,
   return {send, recv};
 }
 
+/// The transfers of `collective` from its input's buffer (a private copy
+/// if `privateCopy`) into a new buffer for its result: that buffer and the
+/// transfers' requests.
+struct Started {
+  Value dst;
+  SmallVector<Value> requests;
+};
+FailureOr<Started> startCollective(CollectiveOpInterface collective,
+                                   bool privateCopy, RewriterBase &rewriter,
+                                   const BufferizationOptions &options,
+                                   BufferizationState &state) {
+  if (failed(checkLowerable(collective)))
+    return failure();
+  Location loc = collective->getLoc();
+  FailureOr<Value> src = getContiguousBuffer(
+      rewriter, loc, collective.getInput(), privateCopy, options, state);
+  if (failed(src))
+    return failure();
+  auto resultType = collective.getCollectiveResult().getType();
+  FailureOr<Value> dst = options.createAlloc(
+      rewriter, loc,
+      MemRefType::get(resultType.getShape(), resultType.getElementType()), {});
+  if (failed(dst))
+    return failure();
+  return Started{*dst, emitTransfers(rewriter, collective, *src, *dst)};
+}
+
 //===----------------------------------------------------------------------===//
 // External models
 //===----------------------------------------------------------------------===//
 
-/// Shared analysis answers: the input is read, never written or aliased;
-/// the result is a fresh buffer.
-template <typename Concrete, typename OpTy>
-struct CollectiveModelBase
+/// The analysis answers of every model here. No op writes its operands. A
+/// collective reads its input and gives a fresh buffer; a forwarding op
+/// (wait, annotate) touches no memory: its result is its tensor operand's
+/// buffer.
+template <typename Concrete, typename OpTy, bool Forwards>
+struct ModelBase
     : public BufferizableOpInterface::ExternalModel<Concrete, OpTy> {
   bool bufferizesToMemoryRead(Operation *, OpOperand &,
                               const AnalysisState &) const {
-    return true;
-  }
-  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
-                               const AnalysisState &) const {
-    return false;
-  }
-  AliasingValueList getAliasingValues(Operation *, OpOperand &,
-                                      const AnalysisState &) const {
-    return {};
-  }
-  bool bufferizesToAllocation(Operation *, Value) const { return true; }
-};
-
-template <typename OpTy>
-struct SyncCollectiveModel
-    : public CollectiveModelBase<SyncCollectiveModel<OpTy>, OpTy> {
-  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
-                          const BufferizationOptions &options,
-                          BufferizationState &state) const {
-    auto collective = cast<CollectiveOpInterface>(op);
-    if (failed(checkLowerable(collective)))
-      return failure();
-    Location loc = op->getLoc();
-    FailureOr<Value> src =
-        getContiguousBuffer(rewriter, loc, collective.getInput(),
-                            /*forceCopy=*/false, options, state);
-    if (failed(src))
-      return failure();
-    auto resultType = collective.getCollectiveResult().getType();
-    FailureOr<Value> dst = options.createAlloc(
-        rewriter, loc,
-        MemRefType::get(resultType.getShape(), resultType.getElementType()),
-        {});
-    if (failed(dst))
-      return failure();
-    SmallVector<Value> requests =
-        emitTransfers(rewriter, collective, *src, *dst);
-    xfer::WaitOp::create(rewriter, loc, requests);
-    replaceOpWithBufferizedValues(rewriter, op, *dst);
-    return success();
-  }
-};
-
-template <typename OpTy>
-struct StartCollectiveModel
-    : public CollectiveModelBase<StartCollectiveModel<OpTy>, OpTy> {
-  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
-                          const BufferizationOptions &options,
-                          BufferizationState &state) const {
-    auto collective = cast<CollectiveOpInterface>(op);
-    if (failed(checkLowerable(collective)))
-      return failure();
-    Location loc = op->getLoc();
-    Operation *wait = *collective.getAsyncToken().user_begin();
-    bool privateCopy = windowMayOverwrite(op, collective.getInput(), wait);
-    FailureOr<Value> src = getContiguousBuffer(
-        rewriter, loc, collective.getInput(), privateCopy, options, state);
-    if (failed(src))
-      return failure();
-    auto resultType = collective.getCollectiveResult().getType();
-    FailureOr<Value> dst = options.createAlloc(
-        rewriter, loc,
-        MemRefType::get(resultType.getShape(), resultType.getElementType()),
-        {});
-    if (failed(dst))
-      return failure();
-    SmallVector<Value> requests =
-        emitTransfers(rewriter, collective, *src, *dst);
-    // The token carries the requests to the wait, which bufferizes next.
-    Value token = UnrealizedConversionCastOp::create(
-                      rewriter, loc,
-                      TypeRange{collective.getAsyncToken().getType()}, requests)
-                      .getResult(0);
-    replaceOpWithBufferizedValues(rewriter, op, {token, *dst});
-    return success();
-  }
-};
-
-struct WaitModel
-    : public BufferizableOpInterface::ExternalModel<WaitModel, WaitOp> {
-  bool bufferizesToMemoryRead(Operation *, OpOperand &,
-                              const AnalysisState &) const {
-    return false;
+    return !Forwards;
   }
   bool bufferizesToMemoryWrite(Operation *, OpOperand &,
                                const AnalysisState &) const {
@@ -359,10 +306,51 @@ struct WaitModel
   }
   AliasingValueList getAliasingValues(Operation *op, OpOperand &operand,
                                       const AnalysisState &) const {
-    if (!isa<TensorType>(operand.get().getType()))
+    if (!Forwards || !isa<TensorType>(operand.get().getType()))
       return {};
     return {{op->getResult(0), BufferRelation::Equivalent}};
   }
+  bool bufferizesToAllocation(Operation *, Value) const { return !Forwards; }
+};
+template <typename Concrete, typename OpTy>
+using CollectiveModelBase = ModelBase<Concrete, OpTy, /*Forwards=*/false>;
+template <typename Concrete, typename OpTy>
+using ForwardingModelBase = ModelBase<Concrete, OpTy, /*Forwards=*/true>;
+
+/// A collective, synchronous (its transfers waited in place) or the start
+/// of an asynchronous one (its requests carried by the token to the wait).
+template <typename OpTy>
+struct CollectiveModel
+    : public CollectiveModelBase<CollectiveModel<OpTy>, OpTy> {
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto collective = cast<CollectiveOpInterface>(op);
+    Value token = collective.getAsyncToken();
+    // A start's input may be overwritten while its transfers still read it.
+    bool privateCopy = token && windowMayOverwrite(op, collective.getInput(),
+                                                   *token.user_begin());
+    FailureOr<Started> started =
+        startCollective(collective, privateCopy, rewriter, options, state);
+    if (failed(started))
+      return failure();
+    if (!token) {
+      xfer::WaitOp::create(rewriter, op->getLoc(), started->requests);
+      replaceOpWithBufferizedValues(rewriter, op, started->dst);
+      return success();
+    }
+    // The token carries the requests to the wait, which bufferizes next.
+    Value requests = UnrealizedConversionCastOp::create(
+                         rewriter, op->getLoc(), TypeRange{token.getType()},
+                         started->requests)
+                         .getResult(0);
+    replaceOpWithBufferizedValues(rewriter, op, {requests, started->dst});
+    return success();
+  }
+};
+
+/// `dist.wait` forwards its future's buffer once the transfers are waited.
+struct WaitModel : public ForwardingModelBase<WaitModel, WaitOp> {
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
@@ -383,20 +371,7 @@ struct WaitModel
 };
 
 /// `dist.annotate` is the identity: its result is its input's buffer.
-struct AnnotateModel
-    : public BufferizableOpInterface::ExternalModel<AnnotateModel, AnnotateOp> {
-  bool bufferizesToMemoryRead(Operation *, OpOperand &,
-                              const AnalysisState &) const {
-    return false;
-  }
-  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
-                               const AnalysisState &) const {
-    return false;
-  }
-  AliasingValueList getAliasingValues(Operation *op, OpOperand &,
-                                      const AnalysisState &) const {
-    return {{op->getResult(0), BufferRelation::Equivalent}};
-  }
+struct AnnotateModel : public ForwardingModelBase<AnnotateModel, AnnotateOp> {
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
@@ -414,23 +389,23 @@ struct AnnotateModel
 void braid::dist::registerBufferizableOpInterfaceExternalModels(
     DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, DistDialect *) {
-    AllGatherOp::attachInterface<SyncCollectiveModel<AllGatherOp>>(*context);
-    ReduceScatterOp::attachInterface<SyncCollectiveModel<ReduceScatterOp>>(
+    AllGatherOp::attachInterface<CollectiveModel<AllGatherOp>>(*context);
+    ReduceScatterOp::attachInterface<CollectiveModel<ReduceScatterOp>>(
         *context);
-    AllReduceOp::attachInterface<SyncCollectiveModel<AllReduceOp>>(*context);
-    AllToAllOp::attachInterface<SyncCollectiveModel<AllToAllOp>>(*context);
-    ShiftOp::attachInterface<SyncCollectiveModel<ShiftOp>>(*context);
-    BroadcastOp::attachInterface<SyncCollectiveModel<BroadcastOp>>(*context);
-    AllGatherStartOp::attachInterface<StartCollectiveModel<AllGatherStartOp>>(
+    AllReduceOp::attachInterface<CollectiveModel<AllReduceOp>>(*context);
+    AllToAllOp::attachInterface<CollectiveModel<AllToAllOp>>(*context);
+    ShiftOp::attachInterface<CollectiveModel<ShiftOp>>(*context);
+    BroadcastOp::attachInterface<CollectiveModel<BroadcastOp>>(*context);
+    AllGatherStartOp::attachInterface<CollectiveModel<AllGatherStartOp>>(
         *context);
     ReduceScatterStartOp::attachInterface<
-        StartCollectiveModel<ReduceScatterStartOp>>(*context);
-    AllReduceStartOp::attachInterface<StartCollectiveModel<AllReduceStartOp>>(
+        CollectiveModel<ReduceScatterStartOp>>(*context);
+    AllReduceStartOp::attachInterface<CollectiveModel<AllReduceStartOp>>(
         *context);
-    AllToAllStartOp::attachInterface<StartCollectiveModel<AllToAllStartOp>>(
+    AllToAllStartOp::attachInterface<CollectiveModel<AllToAllStartOp>>(
         *context);
-    ShiftStartOp::attachInterface<StartCollectiveModel<ShiftStartOp>>(*context);
-    BroadcastStartOp::attachInterface<StartCollectiveModel<BroadcastStartOp>>(
+    ShiftStartOp::attachInterface<CollectiveModel<ShiftStartOp>>(*context);
+    BroadcastStartOp::attachInterface<CollectiveModel<BroadcastStartOp>>(
         *context);
     WaitOp::attachInterface<WaitModel>(*context);
     AnnotateOp::attachInterface<AnnotateModel>(*context);

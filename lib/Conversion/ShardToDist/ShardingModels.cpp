@@ -381,18 +381,26 @@ void describeSlice(Op op, RankedTensorType whole, RankedTensorType slice,
   (void)slice;
 }
 
-/// The offsets, sizes and strides of `op` with the loops whose local size
-/// differs from the global one (split loops, which the slice covers whole)
-/// set to the local size.
+/// The offsets, sizes and strides of `op` in the local program: dynamic
+/// values through `map`, and the loops whose local size differs from the
+/// global one (split loops, which the slice covers whole) at the local size.
+struct LocalSlice {
+  SmallVector<OpFoldResult> offsets, sizes, strides;
+};
 template <typename Op>
-SmallVector<OpFoldResult> localSizes(Op op, RankedTensorType globalWhole,
-                                     RankedTensorType localWhole,
-                                     OpBuilder &builder) {
-  SmallVector<OpFoldResult> sizes = op.getMixedSizes();
+LocalSlice localSlice(Op op, RankedTensorType globalWhole,
+                      RankedTensorType localWhole, IRMapping &map,
+                      OpBuilder &builder) {
+  LocalSlice local{op.getMixedOffsets(), op.getMixedSizes(),
+                   op.getMixedStrides()};
   for (int64_t l = 0; l < globalWhole.getRank(); ++l)
     if (globalWhole.getDimSize(l) != localWhole.getDimSize(l))
-      sizes[l] = builder.getIndexAttr(localWhole.getDimSize(l));
-  return sizes;
+      local.sizes[l] = builder.getIndexAttr(localWhole.getDimSize(l));
+  for (auto *list : {&local.offsets, &local.sizes, &local.strides})
+    for (OpFoldResult &ofr : *list)
+      if (auto value = dyn_cast<Value>(ofr))
+        ofr = map.lookupOrDefault(value);
+  return local;
 }
 
 struct ExtractSliceModel
@@ -407,22 +415,12 @@ struct ExtractSliceModel
                                         ArrayRef<Value> operands,
                                         ArrayRef<Type> types, IRMapping &map,
                                         OpBuilder &builder) {
-    auto localSource = cast<RankedTensorType>(operands[0].getType());
-    SmallVector<OpFoldResult> offsets, strides;
-    for (OpFoldResult ofr : op.getMixedOffsets())
-      offsets.push_back(isa<Value>(ofr) ? map.lookupOrDefault(cast<Value>(ofr))
-                                        : ofr);
-    for (OpFoldResult ofr : op.getMixedStrides())
-      strides.push_back(isa<Value>(ofr) ? map.lookupOrDefault(cast<Value>(ofr))
-                                        : ofr);
-    SmallVector<OpFoldResult> sizes =
-        localSizes(op, op.getSourceType(), localSource, builder);
-    for (OpFoldResult &ofr : sizes)
-      if (isa<Value>(ofr))
-        ofr = map.lookupOrDefault(cast<Value>(ofr));
-    return tensor::ExtractSliceOp::create(builder, op.getLoc(),
-                                          cast<RankedTensorType>(types[0]),
-                                          operands[0], offsets, sizes, strides)
+    LocalSlice local =
+        localSlice(op, op.getSourceType(),
+                   cast<RankedTensorType>(operands[0].getType()), map, builder);
+    return tensor::ExtractSliceOp::create(
+               builder, op.getLoc(), cast<RankedTensorType>(types[0]),
+               operands[0], local.offsets, local.sizes, local.strides)
         .getOperation();
   }
 };
@@ -439,21 +437,12 @@ struct InsertSliceModel
                                         ArrayRef<Value> operands,
                                         ArrayRef<Type> types, IRMapping &map,
                                         OpBuilder &builder) {
-    auto localDest = cast<RankedTensorType>(operands[1].getType());
-    SmallVector<OpFoldResult> offsets, strides;
-    for (OpFoldResult ofr : op.getMixedOffsets())
-      offsets.push_back(isa<Value>(ofr) ? map.lookupOrDefault(cast<Value>(ofr))
-                                        : ofr);
-    for (OpFoldResult ofr : op.getMixedStrides())
-      strides.push_back(isa<Value>(ofr) ? map.lookupOrDefault(cast<Value>(ofr))
-                                        : ofr);
-    SmallVector<OpFoldResult> sizes =
-        localSizes(op, op.getDestType(), localDest, builder);
-    for (OpFoldResult &ofr : sizes)
-      if (isa<Value>(ofr))
-        ofr = map.lookupOrDefault(cast<Value>(ofr));
+    LocalSlice local =
+        localSlice(op, op.getDestType(),
+                   cast<RankedTensorType>(operands[1].getType()), map, builder);
     return tensor::InsertSliceOp::create(builder, op.getLoc(), operands[0],
-                                         operands[1], offsets, sizes, strides)
+                                         operands[1], local.offsets,
+                                         local.sizes, local.strides)
         .getOperation();
   }
 };

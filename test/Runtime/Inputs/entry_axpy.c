@@ -15,6 +15,7 @@
  *===----------------------------------------------------------------------===*/
 
 #include "braid/Runtime/braid_rt.h"
+#include "memref2.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -26,14 +27,6 @@ typedef struct {
   int64_t sizes[1];
   int64_t strides[1];
 } MemRef1;
-
-typedef struct {
-  void *allocated;
-  void *aligned;
-  int64_t offset;
-  int64_t sizes[2];
-  int64_t strides[2];
-} MemRef2;
 
 static float bf16ToFloat(uint16_t bits) {
   uint32_t word = (uint32_t)bits << 16;

@@ -18,6 +18,7 @@
  *===----------------------------------------------------------------------===*/
 
 #include "braid/Runtime/braid_rt.h"
+#include "memref2.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -28,13 +29,6 @@ void mgpuMemset32(void *dst, unsigned value, size_t count, void *stream);
 void mgpuMemcpy(void *dst, void *src, size_t sizeBytes, void *stream);
 void *mgpuStreamCreate(void);
 
-typedef struct {
-  void *allocated;
-  void *aligned;
-  int64_t offset;
-  int64_t sizes[2];
-  int64_t strides[2];
-} MemRef2;
 
 static void *deviceBuffer(void *stream, int64_t floats, float value) {
   void *buffer = mgpuMemAlloc((uint64_t)floats * 4, stream, false);

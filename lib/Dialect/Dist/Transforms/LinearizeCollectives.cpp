@@ -242,46 +242,48 @@ private:
     return rewriter.getNamedAttr(name, rewriter.getI64IntegerAttr(0));
   }
 
-  std::optional<Plan> planAllGather(Location loc, CollectiveOpInterface op,
-                                    int64_t dim, int64_t n) {
+  /// Whether an all-gather or reduce-scatter along `dim` needs its blocks
+  /// moved: along dimension 0, or behind a unit prefix, they are contiguous
+  /// already. Notes a failed plan when the shapes are not static.
+  bool blocksApart(CollectiveOpInterface op, int64_t dim, int64_t n) {
     auto inType = op.getInput().getType();
     if (dim == 0 ||
         (inType.hasStaticShape() && prefixProduct(inType, dim) == 1))
+      return false;
+    return requireStatic(op, n);
+  }
+
+  std::optional<Plan> planAllGather(Location loc, CollectiveOpInterface op,
+                                    int64_t dim, int64_t n) {
+    if (!blocksApart(op, dim, n))
       return std::nullopt;
-    if (!requireStatic(op, n))
-      return std::nullopt;
-    Plan plan;
-    plan.input = addLeadingUnitDim(rewriter, loc, op.getInput());
+    auto inType = op.getInput().getType();
     SmallVector<int64_t> shape{n};
     llvm::append_range(shape, inType.getShape());
-    plan.resultType = withShape(inType, shape);
-    plan.attrs.push_back(dimAttr("dim"));
-    plan.finish = [dim](OpBuilder &b, Location loc, Value gathered) {
-      return mergeDims(b, loc, moveFrontDimTo(b, loc, gathered, dim), dim);
-    };
-    return plan;
+    return Plan{addLeadingUnitDim(rewriter, loc, op.getInput()),
+                withShape(inType, shape),
+                [dim](OpBuilder &b, Location loc, Value gathered) {
+                  return mergeDims(b, loc,
+                                   moveFrontDimTo(b, loc, gathered, dim), dim);
+                },
+                {dimAttr("dim")}};
   }
 
   std::optional<Plan> planReduceScatter(Location loc, CollectiveOpInterface op,
                                         int64_t dim, int64_t n) {
-    auto inType = op.getInput().getType();
-    if (dim == 0 ||
-        (inType.hasStaticShape() && prefixProduct(inType, dim) == 1))
+    if (!blocksApart(op, dim, n))
       return std::nullopt;
-    if (!requireStatic(op, n))
-      return std::nullopt;
-    Plan plan;
     Value split = splitDim(rewriter, loc, op.getInput(), dim, n);
-    plan.input = moveDimToFront(rewriter, loc, split, dim);
+    Value input = moveDimToFront(rewriter, loc, split, dim);
     SmallVector<int64_t> shape(
-        cast<RankedTensorType>(plan.input.getType()).getShape());
+        cast<RankedTensorType>(input.getType()).getShape());
     shape[0] = 1;
-    plan.resultType = withShape(inType, shape);
-    plan.attrs.push_back(dimAttr("dim"));
-    plan.finish = [](OpBuilder &b, Location loc, Value scattered) {
-      return dropLeadingUnitDim(b, loc, scattered);
-    };
-    return plan;
+    return Plan{input,
+                withShape(op.getInput().getType(), shape),
+                [](OpBuilder &b, Location loc, Value scattered) {
+                  return dropLeadingUnitDim(b, loc, scattered);
+                },
+                {dimAttr("dim")}};
   }
 
   std::optional<Plan> planAllToAll(Location loc, CollectiveOpInterface op,
