@@ -67,7 +67,9 @@ MLIR_CAPI_EXPORTED const char *braidGetVersion(void);
 ///     bf16, fp8), sub-chunks, bidirectional (auto, on, off),
 ///     balance-attention (auto, on, off), comm (auto, two-sided,
 ///     symmetric), fuse-collectives (auto, force, one-shot, two-shot, off),
-///     zero-copy, fuse-puts, check-schedule, outline-layers, entry, report;
+///     zero-copy, fuse-puts, memory-plan (cpu: an arena per function, its
+///     plan added to the report as "memory"), check-schedule,
+///     outline-layers, entry, report;
 ///   pipeline only: skip-import, stop-after (dist, xfer, llvm);
 ///   compile only: emit (dist, xfer, llvm-mlir, llvm-ir, obj, lib, ptx), O
 ///     (0 to 3), cpu, timing (the time of each stage, added to the report

@@ -8,6 +8,7 @@
 
 #include "LlvmSteps.h"
 #include "Manifest.h"
+#include "braid/Dialect/Xfer/IR/XferOps.h"
 #include "braid/Dialect/Xfer/Transforms/Schedule.h"
 #include "braid/InitAll.h"
 #include "braid/Pipelines/Pipelines.h"
@@ -128,10 +129,11 @@ private:
   std::chrono::steady_clock::time_point start;
 };
 
-/// Adds "timing" (an array of {"stage", "seconds"}) to the JSON report at
-/// `path`.
-LogicalResult addTimesToReport(StringRef path, const braid::CompileTimes &times,
-                               std::string &error) {
+/// Adds the keys of `additions` to the JSON report at `path`, after the
+/// keys it has, whose text (and order) it keeps; a key it has already is
+/// replaced, and then the report is written anew.
+LogicalResult amendReport(StringRef path, llvm::json::Object additions,
+                          std::string &error) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
       llvm::MemoryBuffer::getFile(path);
   if (!buffer) {
@@ -147,19 +149,67 @@ LogicalResult addTimesToReport(StringRef path, const braid::CompileTimes &times,
     error = "the report " + path.str() + " is not a JSON object";
     return failure();
   }
-  llvm::json::Array stages;
-  for (const braid::StageTime &time : times)
-    stages.push_back(
-        llvm::json::Object{{"stage", time.stage}, {"seconds", time.seconds}});
-  (*report->getAsObject())["timing"] = std::move(stages);
+  llvm::json::Object &object = *report->getAsObject();
+  bool fresh = llvm::none_of(
+      additions, [&](const auto &entry) { return object.get(entry.first); });
+  StringRef text = (*buffer)->getBuffer().rtrim();
+  std::string amended;
+  if (fresh && text.ends_with("}")) {
+    // Before the closing brace: the keys as the report put them.
+    llvm::raw_string_ostream os(amended);
+    os << text.drop_back().rtrim();
+    bool first = object.empty();
+    for (auto &[key, value] : additions) {
+      std::string formatted = llvm::formatv("{0:2}", value).str();
+      os << (first ? "\n" : ",\n") << "  \"" << key.str()
+         << "\": " << llvm::join(llvm::split(formatted, '\n'), "\n  ");
+      first = false;
+    }
+    os << "\n}\n";
+  } else {
+    for (auto &[key, value] : additions)
+      object[key] = std::move(value);
+    amended = llvm::formatv("{0:2}", *report).str() + "\n";
+  }
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec);
   if (ec) {
     error = "cannot write the report " + path.str() + ": " + ec.message();
     return failure();
   }
-  os << llvm::formatv("{0:2}", *report) << "\n";
+  os << amended;
   return success();
+}
+
+/// "timing": an array of {"stage", "seconds"}.
+llvm::json::Array timesToJson(const braid::CompileTimes &times) {
+  llvm::json::Array stages;
+  for (const braid::StageTime &time : times)
+    stages.push_back(
+        llvm::json::Object{{"stage", time.stage}, {"seconds", time.seconds}});
+  return stages;
+}
+
+/// "memory": braid-plan-memory's plan of each function (removed from the
+/// module), or nothing if it planned none.
+std::optional<llvm::json::Array> takeMemoryPlan(ModuleOp module) {
+  auto plans =
+      module->getAttrOfType<ArrayAttr>(braid::xfer::kMemoryPlanAttrName);
+  if (!plans)
+    return std::nullopt;
+  module->removeAttr(braid::xfer::kMemoryPlanAttrName);
+  llvm::json::Array functions;
+  for (auto plan : plans.getAsRange<DictionaryAttr>()) {
+    llvm::json::Object object;
+    for (NamedAttribute entry : plan) {
+      if (auto text = dyn_cast<StringAttr>(entry.getValue()))
+        object[entry.getName().strref()] = text.str();
+      else if (auto number = dyn_cast<IntegerAttr>(entry.getValue()))
+        object[entry.getName().strref()] = number.getInt();
+    }
+    functions.push_back(std::move(object));
+  }
+  return functions;
 }
 
 } // namespace
@@ -333,6 +383,12 @@ static LogicalResult compileStages(ModuleOp module,
   pipeline.skipImport = true;
   if (failed(runPipeline("xfer-llvm")))
     return failure();
+  if (std::optional<llvm::json::Array> memory = takeMemoryPlan(module);
+      memory && !options.report.empty() &&
+      failed(amendReport(options.report,
+                         llvm::json::Object{{"memory", std::move(*memory)}},
+                         message)))
+    return fail(message);
   if (options.emit == EmitKind::Xfer || options.emit == EmitKind::LlvmMlir) {
     module->print(*textOutput);
     return success();
@@ -441,7 +497,9 @@ LogicalResult braid::compile(ModuleOp module, const CompileOptions &options,
     return failure();
   std::string error;
   if (options.timing && !options.report.empty() &&
-      failed(addTimesToReport(options.report, stages, error)))
+      failed(amendReport(options.report,
+                         llvm::json::Object{{"timing", timesToJson(stages)}},
+                         error)))
     return emitError(module.getLoc()) << error, failure();
   return success();
 }

@@ -54,6 +54,7 @@ SETTINGS = [
     ({"O": "0", "cpu": "x86-64"}, {}),
     ({"timing": "true"}, {}),
     ({"outline-layers": "false"}, {}),
+    ({"memory-plan": "false"}, {}),
 ]
 if CUDA:
     SETTINGS += [
@@ -145,6 +146,16 @@ def main():
                     sys.exit(f"FAIL: {name}: the report's timing is {times}")
             elif times is not None:
                 sys.exit(f"FAIL: {setting}: {name} reports times unasked")
+            # The memory plan: only a compile past the xfer stage (braid-run
+            # and braid.compile build libraries; the others stop at dist),
+            # for the cpu target with the plan on, writes it.
+            memory = report.pop("memory", None)
+            planned = (name in ("braid-run --check", "braid.compile") and
+                       setting.get("target", "cpu") == "cpu" and
+                       setting.get("memory-plan") != "false")
+            if (memory is not None) != planned:
+                sys.exit(f"FAIL: {setting}: {name} reports the memory plan "
+                         f"{memory} (expected {'one' if planned else 'none'})")
         names = list(got)
         first = got[names[0]]
         for name in names[1:]:

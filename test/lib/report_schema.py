@@ -3,6 +3,8 @@
 
   report_schema.py selftest
       the checker rejects what the schema forbids (so the check can fail)
+  report_schema.py file REPORT.json
+      checks one report, and prints the memory plan it gives
   report_schema.py patterns BIN WORK
       compiles every (pattern, variant) that test/E2E's RUN lines run
       (test/lib/e2e_patterns) to dist under two option sets with
@@ -219,9 +221,30 @@ def patterns(bin_dir, work):
           f"docs/report.schema.json; strategies seen: {' '.join(sorted(seen))}")
 
 
+def check_file(path):
+    """One report: follows the schema; prints each function's memory plan."""
+    with open(SCHEMA) as f:
+        schema = json.load(f)
+    with open(path) as f:
+        parsed = json.load(f)
+    problems = errors(parsed, schema, schema)
+    if problems:
+        sys.exit("report_schema: " + "\n".join(problems))
+    for plan in parsed.get("memory", []):
+        if plan["arena_bytes"] > plan["buffer_bytes"]:
+            sys.exit(f"report_schema: {plan['function']}: an arena larger "
+                     "than its buffers together")
+        print(f"memory: {plan['function']}: {plan['buffers']} buffers, "
+              f"{plan['buffer_bytes']} bytes in an arena of "
+              f"{plan['arena_bytes']}, {plan['heap_bytes']} on the heap")
+    print(f"ok: {path} follows docs/report.schema.json")
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["selftest"]:
         selftest()
+    elif sys.argv[1:2] == ["file"] and len(sys.argv) == 3:
+        check_file(sys.argv[2])
     elif sys.argv[1:2] == ["patterns"] and len(sys.argv) == 4:
         patterns(sys.argv[2], sys.argv[3])
     else:

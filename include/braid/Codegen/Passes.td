@@ -45,6 +45,47 @@ def UnsharePlaceholders
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 
+def PlanMemory : Pass<"braid-plan-memory", "mlir::ModuleOp"> {
+  let summary = "Gives a function's intermediates offsets in one arena, "
+                "from their lifetimes";
+  let description = [{
+    A static memory plan, as XLA's buffer assignment and TVM's memory
+    planning make one. Runs after bufferization and the kernels' scratch,
+    before deallocation; the pipeline runs it on the cpu target
+    (`memory-plan`, on by default). In each single-block function, every
+    static `memref.alloc` of the body whose buffer never leaves the
+    function (no view of it reaches a terminator or an op returning a
+    memref that is not a view of it) gets a byte offset in an arena: a
+    private, uninitialized `memref.global` per function, whose
+    `memref.get_global` is marked `braid.arena`; the buffer becomes a
+    `memref.view` of it, numbered by a `braid.buffer` attribute (which
+    keeps CSE from merging two views of the same bytes). A buffer lives from the first to the last op of
+    the body that uses it, a view of it, or what such an op returned (a
+    transfer's request, up to its wait: the transfer reads or writes the
+    buffer until then). Buffers are placed largest first, each at the
+    lowest 64-byte-aligned offset that overlaps no placed buffer whose
+    lifetime meets its own.
+
+    The arena is allocated once per loaded artifact and process (rank),
+    and its pages are faulted in by the first call only; calls of one
+    artifact in one process must not run concurrently. Left to the heap:
+    dynamic shapes, non-identity layouts, memory spaces, buffers that
+    escape, and every buffer of a function of several blocks. Symmetric
+    buffers are not allocations and keep their own lifetimes.
+    `braid-check-schedule` sees two planned buffers as aliases where their
+    bytes overlap, so a plan that let a transfer race a reuse would fail
+    the check. The plan is recorded in the module attribute
+    `braid.memory_plan`, which the compiler moves into the report's
+    "memory".
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"numPlanned", "planned", "Buffers given an offset in an arena">,
+    Statistic<"numHeap", "heap", "Static allocations left to the heap">
+  ];
+}
+
 //===----------------------------------------------------------------------===//
 // CPU (lib/Codegen/CPU)
 //===----------------------------------------------------------------------===//

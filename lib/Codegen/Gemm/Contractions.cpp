@@ -6,6 +6,8 @@
 
 #include "Gemm.h"
 
+#include "braid/Dialect/Xfer/IR/XferOps.h"
+
 #include "mlir/Dialect/Affine/Utils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -313,10 +315,12 @@ static Value constantIndex(OpBuilder &b, Location loc, int64_t value) {
   return arith::ConstantIndexOp::create(b, loc, value);
 }
 
-/// The allocation `value` is a view of, if any.
+/// The allocation `value` is a view of, if any: for a buffer of the memory
+/// plan, its view of the arena.
 Operation *allocationOf(Value value) {
   while (Operation *def = value.getDefiningOp()) {
-    if (isa<gpu::AllocOp, memref::AllocOp>(def))
+    if (isa<gpu::AllocOp, memref::AllocOp>(def) ||
+        braid::xfer::getArenaBytes(value))
       return def;
     if (auto metadata = dyn_cast<memref::ExtractStridedMetadataOp>(def)) {
       value = metadata.getSource();
@@ -329,6 +333,27 @@ Operation *allocationOf(Value value) {
     return nullptr;
   }
   return nullptr;
+}
+
+/// A buffer of its own: an allocation, or a buffer of the memory plan (a
+/// view of an arena, braid-plan-memory).
+static bool isOwnBuffer(Value value) {
+  return value.getDefiningOp<memref::AllocOp>() ||
+         braid::xfer::getArenaBytes(value);
+}
+
+/// Whether `a` and `b` may share bytes: views of one allocation, or buffers
+/// of the memory plan whose bytes in the arena overlap.
+static bool mayShareBytes(Value a, Value b) {
+  Operation *x = allocationOf(a), *y = allocationOf(b);
+  if (!x || !y)
+    return false;
+  if (x == y)
+    return true;
+  auto bytesX = braid::xfer::getArenaBytes(x->getResult(0));
+  auto bytesY = braid::xfer::getArenaBytes(y->getResult(0));
+  return bytesX && bytesY && x->getOperand(0) == y->getOperand(0) &&
+         bytesX->first < bytesY->second && bytesY->first < bytesX->second;
 }
 
 func::FuncOp declareRuntime(ModuleOp module, StringRef name, unsigned numArgs) {
@@ -351,7 +376,7 @@ func::FuncOp declareRuntime(ModuleOp module, StringRef name, unsigned numArgs) {
 /// each but the last.)
 static bool copiesZeros(memref::CopyOp copy) {
   Value buffer = copy.getSource();
-  if (!buffer.getDefiningOp<memref::AllocOp>())
+  if (!isOwnBuffer(buffer))
     return false;
   bool filled = false;
   for (Operation *user : buffer.getUsers()) {
@@ -389,7 +414,7 @@ Operation *zeroFillBefore(linalg::LinalgOp op) {
     if (auto copy = dyn_cast<memref::CopyOp>(previous)) {
       if (copy.getTarget() == output)
         return copiesZeros(copy) ? copy.getOperation() : nullptr;
-      if (copy.getTarget().getDefiningOp<memref::AllocOp>())
+      if (isOwnBuffer(copy.getTarget()))
         continue; // another product's copy of the zeros
       return nullptr;
     }
@@ -411,7 +436,7 @@ Operation *zeroFillBefore(linalg::LinalgOp op) {
 /// cuBLASLt may write the epilogue's output instead.
 std::optional<Epilogue> epilogueAfter(linalg::LinalgOp op) {
   Value accumulator = op.getDpsInitOperand(0)->get();
-  if (!accumulator.getDefiningOp<memref::AllocOp>())
+  if (!isOwnBuffer(accumulator))
     return std::nullopt;
   linalg::GenericOp reader;
   for (Operation *user : accumulator.getUsers()) {
@@ -440,12 +465,13 @@ std::optional<Epilogue> epilogueAfter(linalg::LinalgOp op) {
           strides.back() != 1 ||
           !(out.getElementType().isF32() || out.getElementType() == inputType))
         return std::nullopt;
-      // cuBLASLt must not write what it reads.
-      Operation *written = allocationOf(reader.getDpsInits()[0]);
+      // cuBLASLt must not write what it reads (the memory plan may have
+      // given the output the bytes of an input whose last reader was the
+      // product: folded, the product writes them while it reads).
+      Value written = reader.getDpsInits()[0];
       for (Value read : {op.getDpsInputOperand(0)->get(),
                          op.getDpsInputOperand(1)->get(), epilogue->bias})
-        if (read && (read == reader.getDpsInits()[0] ||
-                     (written && allocationOf(read) == written)))
+        if (read && (read == written || mayShareBytes(read, written)))
           return std::nullopt;
       if (epilogue->bias) {
         auto bias = dyn_cast<MemRefType>(epilogue->bias.getType());

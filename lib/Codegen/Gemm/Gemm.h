@@ -69,7 +69,8 @@ struct Epilogue {
 std::optional<Epilogue> matchEpilogue(mlir::linalg::GenericOp generic,
                                       mlir::Value accumulator);
 
-/// The allocation (memref.alloc, gpu.alloc) `value` is a view of, if any.
+/// The allocation (memref.alloc, gpu.alloc; for a buffer of the memory plan,
+/// its memref.view of the arena) `value` is a view of, if any.
 mlir::Operation *allocationOf(mlir::Value value);
 
 /// `name(i64 x numArgs)`, declared private in `module` unless it is.

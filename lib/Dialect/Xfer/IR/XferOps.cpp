@@ -10,6 +10,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -267,8 +268,30 @@ LogicalResult BroadcastOp::verifySymbolUses(SymbolTableCollection &table) {
 // Symmetric memory
 //===----------------------------------------------------------------------===//
 
+std::optional<std::pair<int64_t, int64_t>>
+braid::xfer::getArenaBytes(Value buffer) {
+  auto view = buffer.getDefiningOp<memref::ViewOp>();
+  if (!view || !view.getSizes().empty())
+    return std::nullopt;
+  Operation *arena = view.getSource().getDefiningOp();
+  APInt offset;
+  if (!arena || !arena->hasAttr(kArenaAttrName) ||
+      !matchPattern(view.getByteShift(), m_ConstantInt(&offset)))
+    return std::nullopt;
+  MemRefType type = view.getType();
+  Type element = type.getElementType();
+  if (!type.hasStaticShape() || !element.isIntOrIndexOrFloat())
+    return std::nullopt;
+  int64_t bits = element.isIndex() ? 64 : element.getIntOrFloatBitWidth();
+  int64_t begin = offset.getSExtValue();
+  return std::make_pair(begin,
+                        begin + type.getNumElements() * ((bits + 7) / 8));
+}
+
 Value braid::xfer::getRootBuffer(Value buffer) {
   while (Operation *def = buffer.getDefiningOp()) {
+    if (getArenaBytes(buffer))
+      break;
     if (auto view = dyn_cast<ViewLikeOpInterface>(def))
       buffer = view.getViewSource();
     else if (isa<memref::CastOp>(def))

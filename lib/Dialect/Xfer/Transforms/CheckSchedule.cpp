@@ -43,12 +43,21 @@ std::optional<SmallVector<std::pair<int64_t, int64_t>>> staticRanges(Value v) {
 }
 
 /// Conservative: buffers of one allocation overlap unless they are static
-/// subviews of the same source that are disjoint in some dimension.
+/// subviews of the same source that are disjoint in some dimension; planned
+/// buffers overlap where their bytes in the arena do.
 bool mayAlias(Value a, Value b) {
   if (a == b)
     return true;
-  if (getRootBuffer(a) != getRootBuffer(b))
-    return false;
+  Value rootA = getRootBuffer(a), rootB = getRootBuffer(b);
+  if (rootA != rootB) {
+    // Two buffers of a memory plan share bytes only where the plan found
+    // their lifetimes disjoint: a race between them is a wrong plan.
+    auto x = getArenaBytes(rootA), y = getArenaBytes(rootB);
+    return x && y &&
+           rootA.getDefiningOp()->getOperand(0) ==
+               rootB.getDefiningOp()->getOperand(0) &&
+           x->first < y->second && y->first < x->second;
+  }
   auto ra = staticRanges(a), rb = staticRanges(b);
   if (!ra || !rb ||
       a.getDefiningOp()->getOperand(0) != b.getDefiningOp()->getOperand(0))

@@ -225,14 +225,14 @@ struct SymmetricTransfersPass
     return top;
   }
 
-  /// Elides the copy of `out` when its destination is an allocation of the
-  /// slot's type that, after the copy, is only read in the copy's block
-  /// (and deallocated): the readers take the slot instead, and the credit
-  /// moves after the last read (for a transfer, after its wait).
+  /// Elides the copy of `out` when its destination is an allocation (or a
+  /// planned buffer) of the slot's type that, after the copy, is only read in
+  /// the copy's block (and deallocated): the readers take the slot instead, and
+  /// the credit moves after the last read (for a transfer, after its wait).
   bool zeroCopy(CopyOut &out) {
     Value slot = out.copy.getSource();
     Value buffer = out.copy.getTarget();
-    if (!buffer.getDefiningOp<memref::AllocOp>() ||
+    if (!(buffer.getDefiningOp<memref::AllocOp>() || getArenaBytes(buffer)) ||
         buffer.getType() != slot.getType())
       return false;
     Block *block = out.copy->getBlock();

@@ -141,3 +141,28 @@ func.func @other_block(%a: memref<8xf32>, %c: i1) {
   }
   return
 }
+
+// -----
+
+shard.grid @tp(shape = 4)
+
+// Buffers of a memory plan (views of a braid.arena global) alias where
+// their bytes overlap: writing bytes 32-63 of the arena while the send
+// still reads bytes 0-63 is a race; bytes 64-95 are another buffer.
+memref.global "private" @arena : memref<128xi8> = uninitialized {alignment = 64 : i64}
+func.func @planned(%b: memref<8xf32>, %c: memref<8xf32>) {
+  %arena = memref.get_global @arena : memref<128xi8> {braid.arena}
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %c64 = arith.constant 64 : index
+  %sent = memref.view %arena[%c0][] : memref<128xi8> to memref<16xf32>
+  %reuse = memref.view %arena[%c32][] : memref<128xi8> to memref<8xf32>
+  %apart = memref.view %arena[%c64][] : memref<128xi8> to memref<8xf32>
+  %s = xfer.send %sent on @tp axes = [0] offset = 1 step = 6 : memref<16xf32>
+  %r = xfer.recv %b on @tp axes = [0] offset = -1 step = 6 : memref<8xf32>
+  linalg.copy ins(%c : memref<8xf32>) outs(%apart : memref<8xf32>)
+  // expected-error @+1 {{race: 'linalg.copy' writes}}
+  linalg.copy ins(%c : memref<8xf32>) outs(%reuse : memref<8xf32>)
+  xfer.wait %s, %r : !xfer.request, !xfer.request
+  return
+}

@@ -36,8 +36,23 @@ bool isContiguous(mlir::MemRefType type);
 #include "braid/Dialect/Xfer/IR/XferOps.h.inc"
 
 namespace braid::xfer {
+/// The attribute braid-plan-memory puts on the `memref.get_global` of a
+/// function's arena.
+inline constexpr llvm::StringLiteral kArenaAttrName = "braid.arena";
+/// The attribute that numbers each buffer (`memref.view` of an arena) of a
+/// function's plan, which keeps CSE from merging two of them.
+inline constexpr llvm::StringLiteral kPlannedBufferAttrName = "braid.buffer";
+/// The module attribute in which braid-plan-memory describes its plan: per
+/// function, the buffers planned, their bytes, the arena's and those left
+/// to the heap (read into the report by the compiler).
+inline constexpr llvm::StringLiteral kMemoryPlanAttrName = "braid.memory_plan";
+/// The bytes [first, second) of a planned arena that `buffer` occupies, if
+/// it is a `memref.view` of one at a constant offset.
+std::optional<std::pair<int64_t, int64_t>> getArenaBytes(mlir::Value buffer);
 /// The allocation (or argument) `buffer` is a view of, through view-like
-/// ops and casts.
+/// ops and casts; a planned buffer (a view of an arena, getArenaBytes) is
+/// its own root: buffers of one arena are only ever live together at
+/// disjoint bytes.
 mlir::Value getRootBuffer(mlir::Value buffer);
 /// The symmetric allocation `buffer` is (a view of), or null.
 SymmetricAllocOp getSymmetricAlloc(mlir::Value buffer);
