@@ -12,9 +12,9 @@
 // call only: before, every call allocated and freed every intermediate,
 // and a third of a layer's time went to the kernel's page-fault path.
 //
-// A buffer's lifetime runs from its allocation to the last operation of
-// the function's body that uses it or a view of it, or that uses what such
-// an operation returned (a transfer's request reaches its wait: the
+// A buffer's lifetime runs from the first to the last operation of the
+// function's body that uses it or a view of it, or that uses what such an
+// operation returned (a transfer's request reaches its wait: the
 // transfer reads or writes the buffer until then). A buffer that a
 // terminator, a call returning memrefs or any op returning a memref that is
 // not a view of it could carry out of sight is left to the heap.
@@ -64,15 +64,6 @@ int64_t alignUp(int64_t value, int64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
-/// The bytes of a static memref of int, index or float elements, or -1.
-int64_t bytesOf(MemRefType type) {
-  Type element = type.getElementType();
-  if (!type.hasStaticShape() || !element.isIntOrIndexOrFloat())
-    return -1;
-  int64_t bits = element.isIndex() ? 64 : element.getIntOrFloatBitWidth();
-  return type.getNumElements() * ((bits + 7) / 8);
-}
-
 /// Widens `range` (positions in `body`, ops numbered by `position`) to
 /// every use of `value`, of views of it and of every result of its users
 /// that is not data read from it (a request, up to its wait). False if the
@@ -120,10 +111,9 @@ int64_t place(MutableArrayRef<Buffer> buffers) {
     return a->bytes > b->bytes;
   });
   int64_t arena = 0;
-  SmallVector<Buffer *> placed;
-  for (Buffer *buffer : order) {
+  for (auto [index, buffer] : llvm::enumerate(order)) {
     SmallVector<std::pair<int64_t, int64_t>> taken;
-    for (Buffer *other : placed)
+    for (Buffer *other : ArrayRef(order).take_front(index))
       if (other->first <= buffer->last && buffer->first <= other->last)
         taken.push_back({other->offset, other->offset + other->bytes});
     llvm::sort(taken);
@@ -135,7 +125,6 @@ int64_t place(MutableArrayRef<Buffer> buffers) {
     }
     buffer->offset = offset;
     arena = std::max(arena, offset + buffer->bytes);
-    placed.push_back(buffer);
   }
   return arena;
 }
@@ -176,14 +165,13 @@ struct PlanMemoryPass : public braid::impl::PlanMemoryBase<PlanMemoryPass> {
     int64_t heapBytes = 0;
     for (auto alloc : body.getOps<memref::AllocOp>()) {
       MemRefType type = alloc.getType();
-      int64_t bytes = bytesOf(type);
-      if (bytes < 0 || !type.getLayout().isIdentity() ||
-          type.getMemorySpace() ||
+      std::optional<int64_t> bytes = braid::xfer::getStaticBytes(type);
+      if (!bytes || !type.getLayout().isIdentity() || type.getMemorySpace() ||
           alloc.getAlignment().value_or(1) > kAlignment) {
         alloc.emitRemark() << "left out of the memory plan: "
-                           << (bytes < 0 ? "its size is not static"
-                                         : "it has a layout, a memory space "
-                                           "or an alignment above 64 bytes");
+                           << (!bytes ? "its size is not static"
+                                      : "it has a layout, a memory space "
+                                        "or an alignment above 64 bytes");
         ++numHeap;
         continue;
       }
@@ -200,7 +188,7 @@ struct PlanMemoryPass : public braid::impl::PlanMemoryBase<PlanMemoryPass> {
           alloc.emitRemark()
               << "left out of the memory plan: the buffer may leave the "
                  "function (yielded, or held by an op's memref result)";
-        heapBytes += bytes;
+        heapBytes += *bytes;
         ++numHeap;
         continue;
       }
@@ -208,7 +196,7 @@ struct PlanMemoryPass : public braid::impl::PlanMemoryBase<PlanMemoryPass> {
         continue; // Never used: canonicalization's to remove.
       Buffer buffer;
       buffer.alloc = alloc;
-      buffer.bytes = alignUp(std::max<int64_t>(bytes, 1), kAlignment);
+      buffer.bytes = alignUp(std::max<int64_t>(*bytes, 1), kAlignment);
       buffer.first = range.first;
       buffer.last = range.second;
       buffers.push_back(buffer);

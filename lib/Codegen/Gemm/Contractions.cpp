@@ -348,12 +348,8 @@ static bool mayShareBytes(Value a, Value b) {
   Operation *x = allocationOf(a), *y = allocationOf(b);
   if (!x || !y)
     return false;
-  if (x == y)
-    return true;
-  auto bytesX = braid::xfer::getArenaBytes(x->getResult(0));
-  auto bytesY = braid::xfer::getArenaBytes(y->getResult(0));
-  return bytesX && bytesY && x->getOperand(0) == y->getOperand(0) &&
-         bytesX->first < bytesY->second && bytesY->first < bytesX->second;
+  return x == y ||
+         braid::xfer::arenaBytesOverlap(x->getResult(0), y->getResult(0));
 }
 
 func::FuncOp declareRuntime(ModuleOp module, StringRef name, unsigned numArgs) {

@@ -268,6 +268,14 @@ LogicalResult BroadcastOp::verifySymbolUses(SymbolTableCollection &table) {
 // Symmetric memory
 //===----------------------------------------------------------------------===//
 
+std::optional<int64_t> braid::xfer::getStaticBytes(MemRefType type) {
+  Type element = type.getElementType();
+  if (!type.hasStaticShape() || !element.isIntOrIndexOrFloat())
+    return std::nullopt;
+  int64_t bits = element.isIndex() ? 64 : element.getIntOrFloatBitWidth();
+  return type.getNumElements() * ((bits + 7) / 8);
+}
+
 std::optional<std::pair<int64_t, int64_t>>
 braid::xfer::getArenaBytes(Value buffer) {
   auto view = buffer.getDefiningOp<memref::ViewOp>();
@@ -278,14 +286,18 @@ braid::xfer::getArenaBytes(Value buffer) {
   if (!arena || !arena->hasAttr(kArenaAttrName) ||
       !matchPattern(view.getByteShift(), m_ConstantInt(&offset)))
     return std::nullopt;
-  MemRefType type = view.getType();
-  Type element = type.getElementType();
-  if (!type.hasStaticShape() || !element.isIntOrIndexOrFloat())
+  std::optional<int64_t> bytes = getStaticBytes(view.getType());
+  if (!bytes)
     return std::nullopt;
-  int64_t bits = element.isIndex() ? 64 : element.getIntOrFloatBitWidth();
   int64_t begin = offset.getSExtValue();
-  return std::make_pair(begin,
-                        begin + type.getNumElements() * ((bits + 7) / 8));
+  return std::make_pair(begin, begin + *bytes);
+}
+
+bool braid::xfer::arenaBytesOverlap(Value a, Value b) {
+  auto x = getArenaBytes(a), y = getArenaBytes(b);
+  return x && y &&
+         a.getDefiningOp()->getOperand(0) == b.getDefiningOp()->getOperand(0) &&
+         x->first < y->second && y->first < x->second;
 }
 
 Value braid::xfer::getRootBuffer(Value buffer) {

@@ -52,11 +52,7 @@ bool mayAlias(Value a, Value b) {
   if (rootA != rootB) {
     // Two buffers of a memory plan share bytes only where the plan found
     // their lifetimes disjoint: a race between them is a wrong plan.
-    auto x = getArenaBytes(rootA), y = getArenaBytes(rootB);
-    return x && y &&
-           rootA.getDefiningOp()->getOperand(0) ==
-               rootB.getDefiningOp()->getOperand(0) &&
-           x->first < y->second && y->first < x->second;
+    return arenaBytesOverlap(rootA, rootB);
   }
   auto ra = staticRanges(a), rb = staticRanges(b);
   if (!ra || !rb ||

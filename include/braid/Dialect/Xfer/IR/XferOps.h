@@ -46,9 +46,13 @@ inline constexpr llvm::StringLiteral kPlannedBufferAttrName = "braid.buffer";
 /// function, the buffers planned, their bytes, the arena's and those left
 /// to the heap (read into the report by the compiler).
 inline constexpr llvm::StringLiteral kMemoryPlanAttrName = "braid.memory_plan";
+/// The bytes of a static memref of int, index or float elements.
+std::optional<int64_t> getStaticBytes(mlir::MemRefType type);
 /// The bytes [first, second) of a planned arena that `buffer` occupies, if
 /// it is a `memref.view` of one at a constant offset.
 std::optional<std::pair<int64_t, int64_t>> getArenaBytes(mlir::Value buffer);
+/// Whether `a` and `b` are buffers of one planned arena whose bytes overlap.
+bool arenaBytesOverlap(mlir::Value a, mlir::Value b);
 /// The allocation (or argument) `buffer` is a view of, through view-like
 /// ops and casts; a planned buffer (a view of an arena, getArenaBytes) is
 /// its own root: buffers of one arena are only ever live together at
