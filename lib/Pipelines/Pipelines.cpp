@@ -95,6 +95,7 @@ void addCpuStages(OpPassManager &pm, const braid::Options &options) {
   if (options.gemm == braid::GemmMode::Library)
     pm.addPass(braid::createContractionsToGemm());
   pm.addPass(braid::xfer::createOutlineKernels());
+  pm.addPass(braid::createKernelEvents());
   pm.addPass(braid::createTileKernels());
   OpPassManager &functions = pm.nest<func::FuncOp>();
   functions.addPass(createForallToForLoopPass());

@@ -219,20 +219,46 @@ void braid_rt_trace_begin(void) {
   rt.tracer.begin(nowNs());
 }
 
+void braid_rt_trace_finish(const char *path, int64_t profile) {
+  Runtime &rt = initialized("braid_rt_trace_finish");
+  if (path && !*path)
+    fatal("braid_rt_trace_finish: the trace's path is empty");
+  std::string summary;
+  std::string local =
+      rt.tracer.finish(rt.worldRank, profile ? &summary : nullptr);
+  std::string merged, summaries;
+  rt.comm->runSync("gathering the trace (collective over all ranks)", [&] {
+    if (path)
+      merged = Tracer::gather(local, rt.world, rt.worldRank, rt.worldSize);
+    if (profile)
+      summaries =
+          Tracer::gather(summary, rt.world, rt.worldRank, rt.worldSize, "");
+  });
+  if (rt.worldRank != 0)
+    return;
+  if (path)
+    Tracer::write(path, merged);
+  if (profile)
+    Tracer::printProfile(summaries, rt.worldSize, stdout);
+}
+
 void braid_rt_trace_end(const char *path) {
-  Runtime &rt = initialized("braid_rt_trace_end");
   if (!path || !*path)
     fatal("braid_rt_trace_end: no path given");
-  std::string local = rt.tracer.finish(rt.worldRank);
-  std::string merged;
-  rt.comm->runSync(
-      formatString("gathering the trace for %s (collective over all ranks)",
-                   path),
-      [&] {
-        merged = Tracer::gather(local, rt.world, rt.worldRank, rt.worldSize);
-      });
-  if (rt.worldRank == 0)
-    Tracer::write(path, merged);
+  braid_rt_trace_finish(path, 0);
+}
+
+void braid_rt_kernel_begin(int64_t name, int64_t bytes, int64_t flops) {
+  Tracer &tracer = runtime().tracer;
+  if (tracer.active())
+    tracer.kernelBegin(nowNs(), reinterpret_cast<const char *>(name), bytes,
+                       flops);
+}
+
+void braid_rt_kernel_end(void) {
+  Tracer &tracer = runtime().tracer;
+  if (tracer.active())
+    tracer.kernelEnd(nowNs());
 }
 
 //===----------------------------------------------------------------------===//

@@ -25,6 +25,11 @@ Usage: runtime_check.py COMMAND ARGS...
       events of every rank on the compute track (tid 0) and the comm track
       (tid >= 1, named "comm..."), non-negative times, and metadata naming
       the processes and tracks.
+  kernels FILE RANKS
+      Checks the kernel events of a cpu program's trace: on every rank,
+      each on the compute track inside a compute step, named with its
+      source location (" at FILE:LINE:COL"), with its bytes and flops, and
+      together at least half of the rank's compute time.
   idle-cost FILE
       Checks the output of `braid-rt-selftest idle-cost`: no rank may have
       used more than half a core while it waited.
@@ -156,6 +161,40 @@ def check_trace(path, ranks):
     print(f"trace: {ranks} ranks with compute and comm events")
 
 
+def check_kernels(path, ranks):
+    """The kernel events of a cpu program's trace: on each rank's compute
+    track, each inside one of its compute steps, named with the source
+    location they came from, and together most of the compute time (the
+    rest is the schedule's bookkeeping between kernels)."""
+    with open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e["ph"] == "X"]
+    for rank in range(ranks):
+        mine = [e for e in events if e["pid"] == rank]
+        kernels = [e for e in mine if e.get("cat") == "kernel"]
+        steps = [e for e in mine if e.get("cat") == "compute" and e["name"] == "compute"]
+        if not kernels:
+            fail(f"rank {rank} has no kernel events")
+        for kernel in kernels:
+            if kernel["tid"] != 0:
+                fail(f"kernel event off the compute track: {kernel}")
+            if not re.search(r" at [^ :]+:\d+:\d+$", kernel["name"]):
+                fail(f"kernel event without a source location: {kernel['name']!r}")
+            for key in ("bytes", "flops"):
+                if not isinstance(kernel["args"].get(key), int) or kernel["args"][key] < 0:
+                    fail(f"kernel event without '{key}': {kernel}")
+            # Microsecond timestamps printed to a nanosecond.
+            inside = [s for s in steps
+                      if s["ts"] - 0.002 <= kernel["ts"]
+                      and kernel["ts"] + kernel["dur"] <= s["ts"] + s["dur"] + 0.002]
+            if not inside:
+                fail(f"rank {rank}: kernel {kernel['name']!r} at {kernel['ts']} us is in no compute step")
+        in_kernels = sum(k["dur"] for k in kernels)
+        compute = sum(s["dur"] for s in steps)
+        if not 0.5 * compute <= in_kernels <= compute + 0.01:
+            fail(f"rank {rank}: kernels take {in_kernels:.1f} us of {compute:.1f} us of compute")
+    print(f"kernels: {ranks} ranks, each kernel inside a compute step, named with its location, most of the compute")
+
+
 def idle_cost(path):
     lines = 0
     with open(path) as f:
@@ -185,6 +224,8 @@ def main(argv):
         pass
     elif command == "trace":
         check_trace(args[0], int(args[1]))
+    elif command == "kernels":
+        check_kernels(args[0], int(args[1]))
     elif command == "idle-cost":
         idle_cost(args[0])
     else:

@@ -246,6 +246,8 @@ const char *const usage =
     "                    default $BRAID_NUM_THREADS, else the cores divided\n"
     "                    by the ranks)\n"
     "  --trace=FILE      write a Chrome trace of the last run to FILE\n"
+    "  --profile         print a table of the last run's kernels (calls,\n"
+    "                    time, share of the run, rate)\n"
     "  --warmup=N        untimed runs before the timed ones (default 0)\n"
     "  --repeat=N        timed runs; prints their median if N > 1 (default "
     "1)\n";
@@ -259,6 +261,7 @@ struct Options {
   double timeout = 0;  // 0: not given.
   int64_t threads = 0; // 0: not given.
   std::string trace;
+  bool profile = false;
   int64_t warmup = 0;
   int64_t repeat = 1;
   int64_t loopback = 0; // 0: one rank per process.
@@ -307,6 +310,8 @@ std::string parseOptions(int argc, char **argv, Options &options) {
       if (text.empty())
         return "--trace expects a file name";
       options.trace = text;
+    } else if (arg == "--profile") {
+      options.profile = true;
     } else if (value(arg, "--warmup", text)) {
       if (!parseInt(text, options.warmup))
         return "--warmup expects a non-negative integer, got '" + text + "'";
@@ -449,15 +454,18 @@ void runRank(void *context) {
     braid_rt_synchronize();
     std::fill(resultDescriptors.begin(), resultDescriptors.end(), 0);
     braid_rt_barrier();
-    if (last && !options.trace.empty())
+    bool traced = last && (!options.trace.empty() || options.profile);
+    if (traced)
       braid_rt_trace_begin();
     braid_rt_timer_start();
     entry(entryArgs.data());
     // The cuda backend returns as soon as the work is enqueued; the stop
     // waits for it.
     double ms = braid_rt_timer_stop();
-    if (last && !options.trace.empty())
-      braid_rt_trace_end(options.trace.c_str());
+    if (traced)
+      braid_rt_trace_finish(options.trace.empty() ? nullptr
+                                                  : options.trace.c_str(),
+                            options.profile);
     // A run takes as long as its slowest rank.
     if (run >= options.warmup)
       timesMs.push_back(maxOverRanks(ms));

@@ -85,6 +85,8 @@ const char *const usageDetails =
     "                        (needs an .mlir input; a quantized build is\n"
     "                        compared within the error bound it reports)\n"
     "  --trace=FILE.json     write a Chrome trace of the last run\n"
+    "  --profile             print a table of the last run's kernels: calls,\n"
+    "                        time, share of the run, GFLOP/s or GB/s\n"
     "  --warmup=N            untimed runs before the timed ones (default 0)\n"
     "  --repeat=N            timed runs; prints their median if N > 1\n"
     "  --keep=DIR            compile (and with --check, run) into DIR and\n"
@@ -173,6 +175,7 @@ struct Options {
   /// Passed to braid-exec as given (validated here); empty: not given.
   std::string seed, trace, warmup, repeat;
   bool check = false;
+  bool profile = false;
   /// The options model's options given (braid-compile's, the runner's):
   /// their values, and their flags in the order given.
   braid::Options model;
@@ -225,10 +228,10 @@ std::string parseOptions(int argc, char **argv, Options &options) {
     }
     size_t equals = arg.find('=');
     std::string name = arg.substr(0, equals);
-    if (name == "--check") {
+    if (name == "--check" || name == "--profile") {
       if (equals != std::string::npos)
-        return "--check takes no value";
-      options.check = true;
+        return name + " takes no value";
+      (name == "--check" ? options.check : options.profile) = true;
       continue;
     }
     // The options model's: braid-compile's, passed on, and the runner's.
@@ -692,6 +695,8 @@ std::vector<std::string> execCommand(const Options &options,
   if (timed) {
     if (!options.trace.empty())
       args.push_back("--trace=" + options.trace);
+    if (options.profile)
+      args.push_back("--profile");
     if (!options.warmup.empty())
       args.push_back("--warmup=" + options.warmup);
     if (!options.repeat.empty())
@@ -973,7 +978,8 @@ int runCheck(const Options &options, const std::string &dir,
     std::vector<std::string> outputs;
     for (size_t k = 0; k < numResults; ++k)
       outputs.push_back(checkOutputPattern(dir, which, k));
-    // --trace, --warmup and --repeat are about the checked program.
+    // --trace, --profile, --warmup and --repeat are about the checked
+    // program.
     bool checked = which == "checked";
     int status =
         launch(mpirun, ranks,

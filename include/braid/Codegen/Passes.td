@@ -203,6 +203,30 @@ def TileKernels : Pass<"braid-tile-kernels", "mlir::ModuleOp"> {
   ];
 }
 
+def KernelEvents : Pass<"braid-kernel-events", "mlir::ModuleOp"> {
+  let summary = "Brackets each kernel call of a cpu program with trace events";
+  let description = [{
+    Runs on the cpu target after `braid-outline-kernels`. Each call that
+    carries a `braid.trace` description (`{name, bytes, flops}`: an outlined
+    kernel, named by `braid-outline-kernels` after its symbol and what it
+    computes, or a `braid_rt_gemm`, named by its shape, types and epilogue)
+    gets `braid_rt_kernel_begin(name, bytes, flops)` before it and
+    `braid_rt_kernel_end()` after it. The name is a private constant
+    global: the description followed by the call's source location (the
+    first file, line and column in its location, else its first name), so
+    that one kernel shared by several layers is told apart per layer.
+    While a trace records, the runtime turns the pair into a kernel event
+    on the rank's compute track, and `--profile` sums them per name;
+    otherwise each call is one check of a flag.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"numEvents", "events", "Kernel calls bracketed with events">
+  ];
+}
+
 def HoistAllocas : Pass<"braid-hoist-allocas", "mlir::func::FuncOp"> {
   let summary = "Moves static allocas out of loops to the function's entry";
   let description = [{

@@ -106,6 +106,13 @@ void braid_rt_trace_begin(void);
 /* Stops recording and writes the timelines of all ranks as one Chrome
  * trace-event JSON file at `path` (written by rank 0; collective). */
 void braid_rt_trace_end(const char *path);
+/* Stops recording (collective); writes the trace to `path` unless it is
+ * NULL, and with `profile` nonzero rank 0 prints to stdout a table of the
+ * recorded run's kernels (calls, time, share of the run and rate, means
+ * over the ranks), slowest first. The cpu backend's kernels are those
+ * braid_rt_kernel_begin/_end bracket; the cuda backend's its launches and
+ * GEMMs, timed on the device. */
+void braid_rt_trace_finish(const char *path, int64_t profile);
 
 /*--- Runner memory: called by the runner, not by compiled code ----------*/
 
@@ -303,6 +310,16 @@ int64_t braid_rt_cpu_level(void);
  * One thread (or count 1): one call, on the calling thread. */
 void braid_rt_parallel_for(void (*body)(void *, int64_t, int64_t),
                            void *context, int64_t count);
+
+/* Around each kernel call of a cpu program (a fused kernel, a GEMM): while
+ * a trace records (braid_rt_trace_begin), the time between the two is an
+ * event on the rank's compute track named by `name`, the address of a
+ * NUL-terminated string of the program (the kernel and the source location
+ * it came from), with the bytes it moves and the floating-point operations
+ * it computes (0: not known) for the profile's rates. Otherwise they do
+ * nothing. Calls do not nest. */
+void braid_rt_kernel_begin(int64_t name, int64_t bytes, int64_t flops);
+void braid_rt_kernel_end(void);
 
 #ifdef __cplusplus
 }

@@ -535,7 +535,36 @@ static void emitGemm(linalg::LinalgOp op, const GemmMatch &match,
   args.push_back(constant(-1));
   func::FuncOp callee = declareRuntime(op->getParentOfType<ModuleOp>(),
                                        "braid_rt_gemm", args.size());
-  func::CallOp::create(b, loc, callee, args);
+  auto call = func::CallOp::create(b, loc, callee, args);
+
+  // What the trace and the profile call it: its shape, types and epilogue.
+  auto elementOf = [](Value buffer) {
+    return cast<MemRefType>(buffer.getType()).getElementType();
+  };
+  Type inType = elementOf(op.getDpsInputOperand(0)->get());
+  Type outType = elementOf(op.getDpsInitOperand(0)->get());
+  if (epilogue)
+    outType = elementOf(epilogue->op.getDpsInitOperand(0)->get());
+  std::string name;
+  llvm::raw_string_ostream os(name);
+  os << "gemm " << match.m << "x" << match.n << "x" << match.k;
+  if (match.batch != 1)
+    os << " batch " << match.batch;
+  os << " " << inType;
+  if (outType != inType)
+    os << "->" << outType;
+  if (epilogue) {
+    os << " +" << (epilogue->bias ? "bias" : "");
+    if (epilogue->activation != Activation::None)
+      os << (epilogue->bias ? "," : "")
+         << (epilogue->activation == Activation::Gelu ? "gelu" : "relu");
+  }
+  int64_t elements = match.batch * (match.m * match.k + match.k * match.n);
+  braid::xfer::setTraceEvent(call, name,
+                             elements * elementBytes(inType) +
+                                 match.batch * match.m * match.n *
+                                     elementBytes(outType),
+                             2 * match.batch * match.m * match.n * match.k);
 }
 
 LogicalResult replaceWithGemm(linalg::LinalgOp op, StringRef library,

@@ -560,11 +560,11 @@ void braid_rt_trace_begin(void) {
   state.tracer.begin(0, /*computeGaps=*/false);
 }
 
-void braid_rt_trace_end(const char *path) {
-  RankState &state = currentRank("braid_rt_trace_end");
+void braid_rt_trace_finish(const char *path, int64_t profile) {
+  RankState &state = currentRank("braid_rt_trace_finish");
   Process &p = process();
-  if (!path || !*path)
-    fatal("braid_rt_trace_end: no path given");
+  if (path && !*path)
+    fatal("braid_rt_trace_finish: the trace's path is empty");
   synchronizeRank(state, "braid_rt_trace_end");
   // Device times relative to the origin event, as nanoseconds.
   auto toNs = [&](const EventPtr &event) {
@@ -582,42 +582,62 @@ void braid_rt_trace_end(const char *path) {
                             record.name);
   state.tracing = false;
   state.traceRecords.clear();
-  std::string local = state.tracer.finish(state.rank);
-  std::string merged;
-  if (isLoopback()) {
-    merged = loopback::gatherTraces(local, state.rank);
-  } else if (p.usesMPI) {
-    merged = Tracer::gather(local, p.mpiWorld, state.rank, state.worldSize);
-  } else {
+  std::string summary;
+  std::string local =
+      state.tracer.finish(state.rank, profile ? &summary : nullptr);
+  // Every rank's text at rank 0, joined by ",\n" (which the profile's
+  // reader skips as a line it does not know).
+  auto gather = [&](const std::string &text, const char *what) {
+    if (isLoopback())
+      return loopback::gatherTraces(text, state.rank);
+    if (p.usesMPI)
+      return Tracer::gather(text, p.mpiWorld, state.rank, state.worldSize);
     // Id-file mode has no MPI: the ranks hand their parts over files next
-    // to the trace (the id file already needs a shared file system).
-    std::string part = formatString("%s.rank%d.part", path, state.rank);
+    // to the trace or, for a profile alone, the working directory (the id
+    // file already needs a shared file system).
+    std::string part =
+        formatString("%s.%s.rank%%d.part", path ? path : "braid-profile", what);
     if (state.rank != 0) {
-      std::ofstream out(part, std::ios::binary);
-      out << local;
+      std::string mine = formatString(part.c_str(), state.rank);
+      std::ofstream out(mine, std::ios::binary);
+      out << text;
       if (!out.flush())
-        fatalf("braid_rt_trace_end: cannot write %s: %s", part.c_str(),
+        fatalf("braid_rt_trace_end: cannot write %s: %s", mine.c_str(),
                std::strerror(errno));
     }
     nccl::barrier(state);
+    std::string merged;
     if (state.rank == 0) {
-      merged = local;
+      merged = text;
       for (int r = 1; r < state.worldSize; ++r) {
-        std::string other = formatString("%s.rank%d.part", path, r);
+        std::string other = formatString(part.c_str(), r);
         std::ifstream in(other, std::ios::binary);
-        std::stringstream text;
-        text << in.rdbuf();
+        std::stringstream read;
+        read << in.rdbuf();
         if (!in)
-          fatalf("braid_rt_trace_end: cannot read rank %d's trace %s", r,
+          fatalf("braid_rt_trace_end: cannot read rank %d's %s %s", r, what,
                  other.c_str());
-        if (!text.str().empty())
-          merged += (merged.empty() ? "" : ",\n") + text.str();
+        if (!read.str().empty())
+          merged += (merged.empty() ? "" : ",\n") + read.str();
         std::remove(other.c_str());
       }
     }
-  }
-  if (state.rank == 0)
+    return merged;
+  };
+  std::string merged = path ? gather(local, "trace") : std::string();
+  std::string summaries = profile ? gather(summary, "profile") : std::string();
+  if (state.rank != 0)
+    return;
+  if (path)
     Tracer::write(path, merged);
+  if (profile)
+    Tracer::printProfile(summaries, state.worldSize, stdout);
+}
+
+void braid_rt_trace_end(const char *path) {
+  if (!path || !*path)
+    fatal("braid_rt_trace_end: no path given");
+  braid_rt_trace_finish(path, 0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -745,6 +765,11 @@ void braid_rt_parallel_for(void (*body)(void *, int64_t, int64_t),
   if (count > 0)
     body(context, 0, count);
 }
+
+// A cuda program's kernels are device launches and GEMMs, which the trace
+// times with device events; it calls no host kernel events.
+void braid_rt_kernel_begin(int64_t, int64_t, int64_t) {}
+void braid_rt_kernel_end(void) {}
 
 void braid_rt_result_free(void *p) {
   if (!p)

@@ -276,7 +276,7 @@ void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
             state.workspace, static_cast<size_t>(state.workspaceBytes),
             state.compute),
         step, "cublasLtMatmul");
-  traceEnd(state, state.compute, start, Track::Compute,
+  traceEnd(state, state.compute, start, Track::Kernel,
            formatString("%s %lldx%lldx%lld", name.c_str(),
                         static_cast<long long>(m), static_cast<long long>(n),
                         static_cast<long long>(k)));

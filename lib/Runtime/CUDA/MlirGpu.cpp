@@ -150,7 +150,7 @@ MGPU_EXPORT void mgpuLaunchKernel(void *function, intptr_t gridX,
                   static_cast<unsigned>(blockZ), static_cast<unsigned>(smem),
                   reinterpret_cast<CUstream>(state.compute), params, extra),
               "cuLaunchKernel", context);
-  traceEnd(state, state.compute, start, Track::Compute, name);
+  traceEnd(state, state.compute, start, Track::Kernel, name);
 }
 
 MGPU_EXPORT void *mgpuStreamCreate() {

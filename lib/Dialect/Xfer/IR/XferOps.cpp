@@ -268,6 +268,16 @@ LogicalResult BroadcastOp::verifySymbolUses(SymbolTableCollection &table) {
 // Symmetric memory
 //===----------------------------------------------------------------------===//
 
+void braid::xfer::setTraceEvent(Operation *call, StringRef name, int64_t bytes,
+                                int64_t flops) {
+  Builder b(call->getContext());
+  call->setAttr(kTraceEventAttrName,
+                b.getDictionaryAttr(
+                    {b.getNamedAttr("name", b.getStringAttr(name)),
+                     b.getNamedAttr("bytes", b.getI64IntegerAttr(bytes)),
+                     b.getNamedAttr("flops", b.getI64IntegerAttr(flops))}));
+}
+
 std::optional<int64_t> braid::xfer::getStaticBytes(MemRefType type) {
   Type element = type.getElementType();
   if (!type.hasStaticShape() || !element.isIntOrIndexOrFloat())

@@ -1,4 +1,6 @@
-// Each computation on buffers moves into a private function of its own.
+// Each computation on buffers moves into a private function of its own;
+// its call says what the trace and profile call it (braid.trace: the
+// kernel, what it computes, its buffers' bytes, a contraction's flops).
 // RUN: braid-opt %s --split-input-file --braid-outline-kernels | FileCheck %s
 
 // CHECK: func.func private @main_kernel_0(%{{.*}}: f32, %[[B:.*]]: memref<8x8xf32>)
@@ -8,9 +10,9 @@
 // CHECK: linalg.generic
 // CHECK: arith.mulf %{{.*}}, %[[S]]
 // CHECK-LABEL: func.func @main
-// CHECK: call @main_kernel_0(%{{.*}}, %{{.*}}) : (f32, memref<8x8xf32>) -> ()
+// CHECK: call @main_kernel_0(%{{.*}}, %{{.*}}) {braid.trace = {bytes = 256 : i64, flops = 0 : i64, name = "main_kernel_0 (fill)"}} : (f32, memref<8x8xf32>) -> ()
 // CHECK: xfer.send
-// CHECK: call @main_kernel_1(
+// CHECK: call @main_kernel_1({{.*}}name = "main_kernel_1 (elementwise)"
 // CHECK: xfer.wait
 shard.grid @tp(shape = 2)
 func.func @main(%a: memref<8x8xf32>, %b: memref<8x8xf32>, %c: memref<8x8xf32>) {
@@ -41,7 +43,7 @@ func.func @main(%a: memref<8x8xf32>, %b: memref<8x8xf32>, %c: memref<8x8xf32>) {
 // CHECK-NEXT: return
 // CHECK-NOT: func.func private @fused_kernel_1
 // CHECK-LABEL: func.func @fused(
-// CHECK: call @fused_kernel_0(
+// CHECK: call @fused_kernel_0({{.*}}{braid.trace = {bytes = 544 : i64, flops = 0 : i64, name = "fused_kernel_0 (fill, reduce)"}}
 // CHECK-NEXT: return
 func.func @fused(%x: memref<8x16xf32>, %y: memref<8xf32>) {
   %zero = arith.constant 0.0 : f32
@@ -79,7 +81,7 @@ func.func @fused(%x: memref<8x16xf32>, %y: memref<8xf32>) {
 // CHECK-NEXT: call @first_kernel_1(
 // CHECK-NEXT: call @first_kernel_2(
 // CHECK-NEXT: call @first_kernel_3(
-// CHECK-NEXT: call @first_kernel_4(%{{.*}}, %{{.*}}, %{{.*}}) : (memref<8xf32>, memref<8xf32>, f32) -> ()
+// CHECK-NEXT: call @first_kernel_4(%{{.*}}, %{{.*}}, %{{.*}}) {braid.trace = {{.*}}} : (memref<8xf32>, memref<8xf32>, f32) -> ()
 // CHECK-NEXT: call @first_kernel_4(
 // CHECK-NEXT: return
 // CHECK-LABEL: func.func @second(
@@ -162,11 +164,22 @@ func.func @second(%a: memref<8xf32>, %b: memref<8xf32>) {
 // CHECK-LABEL: func.func @narrow(
 // CHECK-SAME: %[[X:[^:]*]]: bf16, %[[Y:[^:]*]]: f16
 // CHECK: %[[XB:.*]] = arith.bitcast %[[X]] : bf16 to i16
-// CHECK: call @narrow_kernel_0(%[[XB]], %{{.*}}) : (i16, memref<4xbf16>) -> ()
+// CHECK: call @narrow_kernel_0(%[[XB]], %{{.*}}) {braid.trace = {{.*}}} : (i16, memref<4xbf16>) -> ()
 // CHECK: %[[YB:.*]] = arith.bitcast %[[Y]] : f16 to i16
-// CHECK: call @narrow_kernel_1(%[[YB]], %{{.*}}) : (i16, memref<4xf16>) -> ()
+// CHECK: call @narrow_kernel_1(%[[YB]], %{{.*}}) {braid.trace = {{.*}}} : (i16, memref<4xf16>) -> ()
 func.func @narrow(%x: bf16, %y: f16, %a: memref<4xbf16>, %b: memref<4xf16>) {
   linalg.fill ins(%x : bf16) outs(%a : memref<4xbf16>)
   linalg.fill ins(%y : f16) outs(%b : memref<4xf16>)
+  return
+}
+
+// -----
+
+// A contraction left to generated code (--gemm=generated) is a kernel
+// with its flops: 2 m n k.
+// CHECK-LABEL: func.func @product(
+// CHECK: call @product_kernel_0(%{{.*}}) {braid.trace = {bytes = 6656 : i64, flops = 16384 : i64, name = "product_kernel_0 (matmul)"}}
+func.func @product(%a: memref<16x8xf32>, %b: memref<8x64xf32>, %c: memref<16x64xf32>) {
+  linalg.matmul ins(%a, %b : memref<16x8xf32>, memref<8x64xf32>) outs(%c : memref<16x64xf32>)
   return
 }

@@ -46,6 +46,14 @@ inline constexpr llvm::StringLiteral kPlannedBufferAttrName = "braid.buffer";
 /// function, the buffers planned, their bytes, the arena's and those left
 /// to the heap (read into the report by the compiler).
 inline constexpr llvm::StringLiteral kMemoryPlanAttrName = "braid.memory_plan";
+/// The attribute on a kernel call of a cpu program (an outlined kernel, a
+/// GEMM) that braid-kernel-events turns into trace events around it: a
+/// dictionary of its `name`, the `bytes` it moves and the `flops` it
+/// computes (0: not known).
+inline constexpr llvm::StringLiteral kTraceEventAttrName = "braid.trace";
+/// Describes the kernel `call` is for braid-kernel-events.
+void setTraceEvent(mlir::Operation *call, llvm::StringRef name, int64_t bytes,
+                   int64_t flops);
 /// The bytes of a static memref of int, index or float elements.
 std::optional<int64_t> getStaticBytes(mlir::MemRefType type);
 /// The bytes [first, second) of a planned arena that `buffer` occupies, if

@@ -1,0 +1,54 @@
+// RUN: braid-opt %s --split-input-file --verify-diagnostics --braid-kernel-events | FileCheck %s
+
+// Each described call is bracketed by braid_rt_kernel_begin(name, bytes,
+// flops) and braid_rt_kernel_end(). The name is a constant: the
+// description, " at ", and the first file:line:col of the call's location
+// (the file without its directories), else its name. One constant per
+// distinct text: the first two calls share "k at a.py:3:5"; a call
+// without a description is left alone.
+// "k at b\0", "k at a.py:9:1\0", "k at a.py:3:5\0":
+// CHECK-DAG: memref.global "private" constant @[[B:__braid_kernel_name_1]] : memref<7xi8> = dense<[107, 32, 97, 116, 32, 98, 0]>
+// CHECK-DAG: memref.global "private" constant @[[A9:__braid_kernel_name_0]] : memref<14xi8> = dense<[107, 32, 97, 116, 32, 97, 46, 112, 121, 58, 57, 58, 49, 0]>
+// CHECK-DAG: memref.global "private" constant @[[A3:__braid_kernel_name]] : memref<14xi8> = dense<[107, 32, 97, 116, 32, 97, 46, 112, 121, 58, 51, 58, 53, 0]>
+// CHECK-DAG: func.func private @braid_rt_kernel_begin(i64, i64, i64)
+// CHECK-DAG: func.func private @braid_rt_kernel_end()
+// CHECK-LABEL: func.func @f(
+// CHECK: %[[G:.*]] = memref.get_global @[[A3]] : memref<14xi8>
+// CHECK-NEXT: %[[P:.*]] = memref.extract_aligned_pointer_as_index %[[G]]
+// CHECK-NEXT: %[[P64:.*]] = arith.index_cast %[[P]] : index to i64
+// CHECK-NEXT: %[[BYTES:.*]] = arith.constant 32 : i64
+// CHECK-NEXT: %[[FLOPS:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: call @braid_rt_kernel_begin(%[[P64]], %[[BYTES]], %[[FLOPS]])
+// CHECK-NEXT: call @k(%{{.*}}) : (memref<8xf32>) -> ()
+// CHECK-NEXT: call @braid_rt_kernel_end() : () -> ()
+// CHECK-NEXT: memref.get_global @[[A3]]
+// CHECK: call @k(
+// CHECK-NEXT: call @braid_rt_kernel_end()
+// CHECK-NEXT: memref.get_global @[[A9]]
+// CHECK: arith.constant 7 : i64
+// CHECK: call @k(
+// CHECK-NEXT: call @braid_rt_kernel_end()
+// CHECK-NEXT: memref.get_global @[[B]]
+// CHECK: call @k(
+// CHECK-NEXT: call @braid_rt_kernel_end()
+// CHECK-NEXT: call @k(
+// CHECK-NEXT: return
+// CHECK-NOT: braid.trace
+func.func private @k(memref<8xf32>)
+func.func @f(%a: memref<8xf32>) {
+  call @k(%a) {braid.trace = {bytes = 32 : i64, flops = 0 : i64, name = "k"}} : (memref<8xf32>) -> () loc("a.py":3:5)
+  call @k(%a) {braid.trace = {bytes = 32 : i64, flops = 0 : i64, name = "k"}} : (memref<8xf32>) -> () loc("/dir/a.py":3:5)
+  call @k(%a) {braid.trace = {bytes = 32 : i64, flops = 7 : i64, name = "k"}} : (memref<8xf32>) -> () loc("layer"("a.py":9:1))
+  call @k(%a) {braid.trace = {bytes = 32 : i64, flops = 0 : i64, name = "k"}} : (memref<8xf32>) -> () loc("b")
+  call @k(%a) : (memref<8xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func private @k(memref<8xf32>)
+func.func @malformed(%a: memref<8xf32>) {
+  // expected-error @below {{'braid.trace' must be a dictionary of a string 'name' and integer 'bytes' and 'flops'}}
+  call @k(%a) {braid.trace = {name = "k"}} : (memref<8xf32>) -> ()
+  return
+}
