@@ -251,6 +251,9 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     // Contractions stay whole for oneDNN, which takes their epilogues.
     fuse.epilogues = false;
   }
+  // Where contractions go to a library, which reads operands transposed.
+  if (options.cuda() || options.gemm == GemmMode::Library)
+    pm.addNestedPass<func::FuncOp>(createFoldTransposes());
   if (!options.cuda() && options.fuse != FuseMode::Off)
     pm.addNestedPass<func::FuncOp>(createFuseElementwiseProducers());
   pm.addNestedPass<func::FuncOp>(dist::createFuseMemoryBound(fuse));

@@ -45,6 +45,31 @@ def UnsharePlaceholders
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 
+def FoldTransposes : Pass<"braid-fold-transposes", "mlir::func::FuncOp"> {
+  let summary = "Lets contractions read transposed operands in place";
+  let description = [{
+    Runs on tensors before the memory-bound fusion, where contractions go
+    to a GEMM library (oneDNN on the cpu target with `--gemm=library`,
+    cuBLASLt on the cuda target), which reads an operand transposed at no
+    cost. A contraction input that a `linalg.transpose` produced is read
+    from the transpose's input instead, through the indexing map composed
+    with the permutation: the contraction becomes a `linalg.generic` with
+    that map, which the GEMM matching takes as `trans_a` / `trans_b`. This
+    is how frontends spell `nn.Linear` (`x @ W^T`, a `linalg.transpose` of
+    the weight and a `linalg.matmul`): without it every call transposed
+    every weight into a new buffer, column by column (a fifth of a Llama
+    layer's time on CPUs). A transpose whose other users remain is kept
+    for them. A slice of a transpose (a chunk of a transposed weight) with
+    unit strides whose users are all contractions becomes the transpose
+    of the slice first, so that the chunk folds too.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let statistics = [
+    Statistic<"numFolded", "folded", "Transposed operands read in place">
+  ];
+}
+
 def PlanMemory : Pass<"braid-plan-memory", "mlir::ModuleOp"> {
   let summary = "Gives a function's intermediates offsets in one arena, "
                 "from their lifetimes";
@@ -210,7 +235,9 @@ def KernelEvents : Pass<"braid-kernel-events", "mlir::ModuleOp"> {
     carries a `braid.trace` description (`{name, bytes, flops}`: an outlined
     kernel, named by `braid-outline-kernels` after its symbol and what it
     computes, or a `braid_rt_gemm`, named by its shape, types and epilogue)
-    gets `braid_rt_kernel_begin(name, bytes, flops)` before it and
+    and each `memref.copy` of a schedule function (`braid.schedule`; named
+    `copy <shape>`, with "(strided)" where either side has a layout) gets
+    `braid_rt_kernel_begin(name, bytes, flops)` before it and
     `braid_rt_kernel_end()` after it. The name is a private constant
     global: the description followed by the call's source location (the
     first file, line and column in its location, else its first name), so

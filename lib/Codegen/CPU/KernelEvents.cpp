@@ -14,6 +14,7 @@
 
 #include "../Gemm/Gemm.h"
 #include "braid/Dialect/Xfer/IR/XferOps.h"
+#include "braid/Dialect/Xfer/Transforms/Schedule.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -58,12 +59,33 @@ struct KernelEventsPass
     : public braid::impl::KernelEventsBase<KernelEventsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<func::CallOp> calls;
+    SmallVector<Operation *> described;
     module.walk([&](func::CallOp call) {
       if (call->hasAttr(braid::xfer::kTraceEventAttrName))
-        calls.push_back(call);
+        described.push_back(call);
     });
-    if (calls.empty())
+    // The copies bufferization left in a schedule are kernels too (a
+    // strided one runs element by element): described here.
+    for (auto function : module.getOps<func::FuncOp>()) {
+      if (!function->hasAttr(braid::xfer::kScheduleAttrName))
+        continue;
+      function.walk([&](memref::CopyOp copy) {
+        auto target = cast<MemRefType>(copy.getTarget().getType());
+        auto source = cast<MemRefType>(copy.getSource().getType());
+        std::string name;
+        llvm::raw_string_ostream os(name);
+        os << "copy ";
+        llvm::interleave(target.getShape(), os, "x");
+        os << "x" << target.getElementType();
+        if (!source.getLayout().isIdentity() ||
+            !target.getLayout().isIdentity())
+          os << " (strided)";
+        braid::xfer::setTraceEvent(
+            copy, name, 2 * braid::xfer::getStaticBytes(target).value_or(0), 0);
+        described.push_back(copy);
+      });
+    }
+    if (described.empty())
       return;
     func::FuncOp begin =
         braid::codegen::declareRuntime(module, "braid_rt_kernel_begin", 3);
@@ -74,7 +96,7 @@ struct KernelEventsPass
     llvm::StringMap<memref::GlobalOp> names;
     OpBuilder b(&getContext());
     Type i8 = b.getI8Type(), i64 = b.getI64Type();
-    for (func::CallOp call : calls) {
+    for (Operation *call : described) {
       auto event =
           call->getAttrOfType<DictionaryAttr>(braid::xfer::kTraceEventAttrName);
       call->removeAttr(braid::xfer::kTraceEventAttrName);
@@ -82,14 +104,14 @@ struct KernelEventsPass
       auto bytes = event ? event.getAs<IntegerAttr>("bytes") : IntegerAttr();
       auto flops = event ? event.getAs<IntegerAttr>("flops") : IntegerAttr();
       if (!what || !bytes || !flops) {
-        call.emitError() << "'" << braid::xfer::kTraceEventAttrName
-                         << "' must be a dictionary of a string 'name' and "
-                            "integer 'bytes' and 'flops'";
+        call->emitError() << "'" << braid::xfer::kTraceEventAttrName
+                          << "' must be a dictionary of a string 'name' and "
+                             "integer 'bytes' and 'flops'";
         signalPassFailure();
         return;
       }
       std::string name = what.getValue().str();
-      if (std::string source = sourceOf(call.getLoc()); !source.empty())
+      if (std::string source = sourceOf(call->getLoc()); !source.empty())
         name += " at " + source;
       // One line of the profile each.
       std::replace(name.begin(), name.end(), '\n', ' ');
@@ -109,7 +131,7 @@ struct KernelEventsPass
         symbols.insert(global); // Renamed to be unique.
       }
 
-      Location loc = call.getLoc();
+      Location loc = call->getLoc();
       b.setInsertionPoint(call);
       Value address = memref::ExtractAlignedPointerAsIndexOp::create(
           b, loc,

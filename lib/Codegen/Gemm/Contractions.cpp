@@ -484,6 +484,13 @@ std::optional<Epilogue> epilogueAfter(linalg::LinalgOp op) {
   return std::nullopt;
 }
 
+/// What a braid_rt_epilogue applies, for remarks and trace names.
+static const char *epilogueName(int64_t code) {
+  static const char *names[] = {"cast",        "bias", "bias + GELU",
+                                "bias + ReLU", "GELU", "ReLU"};
+  return code >= 0 && code < 6 ? names[code] : "epilogue";
+}
+
 static void emitGemm(linalg::LinalgOp op, const GemmMatch &match,
                      bool accumulate, Epilogue *epilogue) {
   Location loc = op.getLoc();
@@ -553,12 +560,8 @@ static void emitGemm(linalg::LinalgOp op, const GemmMatch &match,
   os << " " << inType;
   if (outType != inType)
     os << "->" << outType;
-  if (epilogue) {
-    os << " +" << (epilogue->bias ? "bias" : "");
-    if (epilogue->activation != Activation::None)
-      os << (epilogue->bias ? "," : "")
-         << (epilogue->activation == Activation::Gelu ? "gelu" : "relu");
-  }
+  if (epilogue)
+    os << " + " << epilogueName(epilogue->code());
   int64_t elements = match.batch * (match.m * match.k + match.k * match.n);
   braid::xfer::setTraceEvent(call, name,
                              elements * elementBytes(inType) +
@@ -591,10 +594,14 @@ LogicalResult replaceWithGemm(linalg::LinalgOp op, StringRef library,
          << (match->batch > 1
                  ? " in " + std::to_string(match->batch) + " batches"
                  : std::string());
+  if (match->transA || match->transB)
+    remark << ", reading "
+           << (match->transA && match->transB ? "A and B"
+               : match->transA                ? "A"
+                                              : "B")
+           << " transposed";
   if (epilogue) {
-    static const char *names[] = {"cast",        "bias", "bias + GELU",
-                                  "bias + ReLU", "GELU", "ReLU"};
-    remark << ", with the " << names[epilogue->code()]
+    remark << ", with the " << epilogueName(epilogue->code())
            << " after it as its epilogue, writing "
            << getElementTypeOrSelf(epilogue->op.getDpsInits()[0]);
     epilogue->op->erase();

@@ -52,3 +52,27 @@ func.func @malformed(%a: memref<8xf32>) {
   call @k(%a) {braid.trace = {name = "k"}} : (memref<8xf32>) -> ()
   return
 }
+
+// -----
+
+// A schedule's copies are kernels too: named by their shape, "(strided)"
+// where a side has a layout, with the bytes read and written. Copies in
+// other functions (an outlined kernel's) are left alone.
+// "copy 4x8xf32 (strided) at kernel-events.mlir:LINE:3":
+// CHECK: memref.global "private" constant @{{.*}} : memref<50xi8> = dense<[99, 111, 112, 121, 32, 52, 120, 56, 120, 102, 51, 50, 32, 40, 115, 116, 114, 105, 100, 101, 100, 41, 32, 97, 116, 32,
+// CHECK-LABEL: func.func @schedule(
+// CHECK: %[[BYTES:.*]] = arith.constant 256 : i64
+// CHECK: call @braid_rt_kernel_begin(%{{.*}}, %[[BYTES]], %{{.*}})
+// CHECK-NEXT: memref.copy
+// CHECK-NEXT: call @braid_rt_kernel_end()
+// CHECK-LABEL: func.func @not_a_schedule(
+// CHECK-NEXT: memref.copy
+// CHECK-NEXT: return
+func.func @schedule(%a: memref<4x8xf32>, %b: memref<4x8xf32, strided<[16, 1]>>) attributes {braid.schedule} {
+  memref.copy %a, %b : memref<4x8xf32> to memref<4x8xf32, strided<[16, 1]>>
+  return
+}
+func.func @not_a_schedule(%a: memref<4x8xf32>, %b: memref<4x8xf32>) {
+  memref.copy %a, %b : memref<4x8xf32> to memref<4x8xf32>
+  return
+}

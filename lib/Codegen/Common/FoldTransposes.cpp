@@ -1,0 +1,129 @@
+//===- FoldTransposes.cpp - Contractions read transposes in place -*- C++
+//-*-===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// braid-fold-transposes: a contraction reading a linalg.transpose's result
+// reads the transpose's input through the composed indexing map instead,
+// so that the GEMM library takes it transposed and no copy is made.
+//
+//===----------------------------------------------------------------------===//
+
+#include "braid/Codegen/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace braid {
+#define GEN_PASS_DEF_FOLDTRANSPOSES
+#include "braid/Codegen/Passes.h.inc"
+} // namespace braid
+
+using namespace mlir;
+
+namespace {
+
+bool isContractionOnTensors(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  return linalgOp && linalgOp.hasPureTensorSemantics() &&
+         linalg::isaContractionOpInterface(linalgOp);
+}
+
+/// contraction(..., transpose(x), ...) -> a generic contraction reading x
+/// through its operand's map composed with the permutation.
+struct FoldTransposedOperand
+    : public OpInterfaceRewritePattern<linalg::LinalgOp> {
+  FoldTransposedOperand(MLIRContext *context, llvm::Statistic &folded)
+      : OpInterfaceRewritePattern(context), folded(folded) {}
+
+  LogicalResult matchAndRewrite(linalg::LinalgOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!isContractionOnTensors(op) || op->getNumRegions() != 1)
+      return failure();
+    SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+    SmallVector<Value> inputs = op.getDpsInputs();
+    bool changed = false;
+    for (OpOperand *input : op.getDpsInputOperands()) {
+      auto transpose = input->get().getDefiningOp<linalg::TransposeOp>();
+      if (!transpose)
+        continue;
+      // The transpose's result index i is its input's index perm[i].
+      AffineMap map = op.getMatchingIndexingMap(input);
+      ArrayRef<int64_t> permutation = transpose.getPermutation();
+      SmallVector<AffineExpr> results(permutation.size());
+      for (auto [i, p] : llvm::enumerate(permutation))
+        results[p] = map.getResult(i);
+      unsigned index = input->getOperandNumber();
+      maps[index] = AffineMap::get(map.getNumDims(), map.getNumSymbols(),
+                                   results, op.getContext());
+      inputs[index] = transpose.getInput();
+      changed = true;
+      ++folded;
+    }
+    if (!changed)
+      return failure();
+    auto generic = linalg::GenericOp::create(
+        rewriter, op.getLoc(), op->getResultTypes(), inputs, op.getDpsInits(),
+        maps, op.getIteratorTypesArray());
+    rewriter.cloneRegionBefore(op->getRegion(0), generic.getRegion(),
+                               generic.getRegion().begin());
+    generic->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    rewriter.replaceOp(op, generic->getResults());
+    return success();
+  }
+
+  llvm::Statistic &folded;
+};
+
+/// extract_slice(transpose(x)) with unit strides, read only by
+/// contractions -> transpose(extract_slice(x)), which then folds.
+struct SliceBeforeTranspose : public OpRewritePattern<tensor::ExtractSliceOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(tensor::ExtractSliceOp slice,
+                                PatternRewriter &rewriter) const override {
+    auto transpose = slice.getSource().getDefiningOp<linalg::TransposeOp>();
+    if (!transpose || !transpose.hasPureTensorSemantics() ||
+        slice.getType().getRank() != slice.getSourceType().getRank() ||
+        !llvm::all_of(slice.getStaticStrides(),
+                      [](int64_t stride) { return stride == 1; }) ||
+        slice->use_empty() ||
+        !llvm::all_of(slice->getUsers(), isContractionOnTensors))
+      return failure();
+    ArrayRef<int64_t> permutation = transpose.getPermutation();
+    SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
+    SmallVector<OpFoldResult> sizes = slice.getMixedSizes();
+    SmallVector<OpFoldResult> inOffsets(offsets.size()), inSizes(sizes.size());
+    for (auto [i, p] : llvm::enumerate(permutation)) {
+      inOffsets[p] = offsets[i];
+      inSizes[p] = sizes[i];
+    }
+    SmallVector<OpFoldResult> strides(offsets.size(), rewriter.getIndexAttr(1));
+    Location loc = slice.getLoc();
+    Value part = tensor::ExtractSliceOp::create(
+        rewriter, loc, transpose.getInput(), inOffsets, inSizes, strides);
+    Value init = tensor::EmptyOp::create(rewriter, loc, sizes,
+                                         slice.getType().getElementType());
+    rewriter.replaceOpWithNewOp<linalg::TransposeOp>(slice, part, init,
+                                                     permutation);
+    return success();
+  }
+};
+
+struct FoldTransposesPass
+    : public braid::impl::FoldTransposesBase<FoldTransposesPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FoldTransposedOperand>(&getContext(), numFolded);
+    patterns.add<SliceBeforeTranspose>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace

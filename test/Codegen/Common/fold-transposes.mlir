@@ -1,0 +1,91 @@
+// RUN: braid-opt %s --braid-fold-transposes | FileCheck %s
+
+// nn.Linear as frontends spell it (x @ W^T): the matmul reads W through
+// the transposed map (k, n) -> (n, k), and the transpose is gone.
+// CHECK-DAG: #[[A:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
+// CHECK-DAG: #[[BT:.*]] = affine_map<(d0, d1, d2) -> (d1, d2)>
+// CHECK-DAG: #[[C:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-DAG: #[[QB:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+// CHECK-DAG: #[[KT:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d2, d3)>
+// CHECK-DAG: #[[SB:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @linear(
+// CHECK-SAME: %[[X:[^:]*]]: tensor<16x32xf32>, %[[W:[^:]*]]: tensor<64x32xf32>)
+// CHECK-NOT: linalg.transpose
+// CHECK: linalg.generic {indexing_maps = [#[[A]], #[[BT]], #[[C]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[X]], %[[W]] : tensor<16x32xf32>, tensor<64x32xf32>)
+// CHECK: arith.mulf
+// CHECK: arith.addf
+func.func @linear(%x: tensor<16x32xf32>, %w: tensor<64x32xf32>) -> tensor<16x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x64xf32>
+  %wt = linalg.transpose ins(%w : tensor<64x32xf32>) outs(%e : tensor<32x64xf32>) permutation = [1, 0]
+  %o = tensor.empty() : tensor<16x64xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%o : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %y = linalg.matmul ins(%x, %wt : tensor<16x32xf32>, tensor<32x64xf32>) outs(%z : tensor<16x64xf32>) -> tensor<16x64xf32>
+  return %y : tensor<16x64xf32>
+}
+
+// A transpose with another user stays for it; the matmul still reads W.
+// CHECK-LABEL: func.func @shared(
+// CHECK-SAME: %{{[^:]*}}: tensor<16x32xf32>, %[[W:[^:]*]]: tensor<64x32xf32>)
+// CHECK: %[[WT:.*]] = linalg.transpose ins(%[[W]]
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[W]] : tensor<16x32xf32>, tensor<64x32xf32>)
+// CHECK: return %{{.*}}, %[[WT]]
+func.func @shared(%x: tensor<16x32xf32>, %w: tensor<64x32xf32>) -> (tensor<16x64xf32>, tensor<32x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x64xf32>
+  %wt = linalg.transpose ins(%w : tensor<64x32xf32>) outs(%e : tensor<32x64xf32>) permutation = [1, 0]
+  %o = tensor.empty() : tensor<16x64xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%o : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %y = linalg.matmul ins(%x, %wt : tensor<16x32xf32>, tensor<32x64xf32>) outs(%z : tensor<16x64xf32>) -> tensor<16x64xf32>
+  return %y, %wt : tensor<16x64xf32>, tensor<32x64xf32>
+}
+
+// Attention's scores, Q K^T, with bf16 operands widened in the payload: the
+// batch stays first, K is read as [b, n, k].
+// CHECK-LABEL: func.func @keys(
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<4x8x16xbf16>, %[[K:[^:]*]]: tensor<4x8x16xbf16>)
+// CHECK-NOT: linalg.transpose
+// CHECK: linalg.generic {indexing_maps = [#[[QB]], #[[KT]], #[[SB]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[Q]], %[[K]] :
+// CHECK: arith.extf
+func.func @keys(%q: tensor<4x8x16xbf16>, %k: tensor<4x8x16xbf16>) -> tensor<4x8x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x16x8xbf16>
+  %kt = linalg.transpose ins(%k : tensor<4x8x16xbf16>) outs(%e : tensor<4x16x8xbf16>) permutation = [0, 2, 1]
+  %o = tensor.empty() : tensor<4x8x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%o : tensor<4x8x8xf32>) -> tensor<4x8x8xf32>
+  %s = linalg.batch_matmul ins(%q, %kt : tensor<4x8x16xbf16>, tensor<4x16x8xbf16>) outs(%z : tensor<4x8x8xf32>) -> tensor<4x8x8xf32>
+  return %s : tensor<4x8x8xf32>
+}
+
+// A chunk of the transposed weight (a column block, as a chunked schedule
+// takes it) is the transpose of the weight's row block, which folds.
+// CHECK-LABEL: func.func @chunk(
+// CHECK-SAME: %{{[^:]*}}: tensor<16x32xf32>, %[[W:[^:]*]]: tensor<64x32xf32>, %[[I:[^:]*]]: index)
+// CHECK-NOT: linalg.transpose
+// CHECK: %[[ROWS:.*]] = tensor.extract_slice %[[W]][%[[I]], 0] [16, 32] [1, 1] : tensor<64x32xf32> to tensor<16x32xf32>
+// CHECK: linalg.generic {indexing_maps = [#[[A]], #[[BT]], #[[C]]], {{.*}} ins(%{{.*}}, %[[ROWS]] : tensor<16x32xf32>, tensor<16x32xf32>)
+func.func @chunk(%x: tensor<16x32xf32>, %w: tensor<64x32xf32>, %i: index) -> tensor<16x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x64xf32>
+  %wt = linalg.transpose ins(%w : tensor<64x32xf32>) outs(%e : tensor<32x64xf32>) permutation = [1, 0]
+  %part = tensor.extract_slice %wt[0, %i] [32, 16] [1, 1] : tensor<32x64xf32> to tensor<32x16xf32>
+  %o = tensor.empty() : tensor<16x16xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%o : tensor<16x16xf32>) -> tensor<16x16xf32>
+  %y = linalg.matmul ins(%x, %part : tensor<16x32xf32>, tensor<32x16xf32>) outs(%z : tensor<16x16xf32>) -> tensor<16x16xf32>
+  return %y : tensor<16x16xf32>
+}
+
+// Only contractions read transposes in place.
+// CHECK-LABEL: func.func @not_a_contraction(
+// CHECK: linalg.transpose
+func.func @not_a_contraction(%w: tensor<64x32xf32>) -> tensor<32x64xf32> {
+  %e = tensor.empty() : tensor<32x64xf32>
+  %wt = linalg.transpose ins(%w : tensor<64x32xf32>) outs(%e : tensor<32x64xf32>) permutation = [1, 0]
+  %d = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      ins(%wt : tensor<32x64xf32>) outs(%e : tensor<32x64xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %s = arith.addf %a, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<32x64xf32>
+  return %d : tensor<32x64xf32>
+}
