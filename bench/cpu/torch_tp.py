@@ -4,12 +4,15 @@ tensor parallelism (`parallelize_module` over gloo, eager), side by side in
 one run on the same CPU ranks, one thread per rank.
 
     ~/.cache/braid/frontends-venv/bin/python bench/cpu/torch_tp.py \\
-        [--ranks 2] [--tokens 512] [--dtypes f32,bf16] [--repeat 10]
+        [--ranks 2] [--tokens 512] [--dtypes f32,bf16] [--repeat 10] \\
+        [--profile]
 
 Prints, per dtype, the median milliseconds of a forward call (the slowest
 rank for Braid, rank 0 after a barrier for PyTorch) and the ratios
 PyTorch time / Braid time (above 1: Braid is faster), and Braid's arena
-against the sum of the buffers it holds (the report's "memory").
+against the sum of the buffers it holds (the report's "memory"). With
+--profile, also Braid's per-kernel table of one more run (braid-exec
+--profile) after each dtype's row.
 """
 import json
 import os
@@ -109,6 +112,16 @@ def braid_layer(args, dtype_name, tmp):
     return text, memory
 
 
+def profile(args, lib):
+    """braid-exec --profile's table of one run of `lib` after the warm-up."""
+    env = dict(os.environ, BRAID_NUM_THREADS="1")
+    return subprocess.run(
+        [os.path.join(ROOT, "scripts", "mpirun.sh"), "-np", str(args.ranks),
+         os.path.join(args.bin, "braid-exec"), lib,
+         f"--warmup={args.warmup}", "--profile"],
+        capture_output=True, text=True, env=env, check=True).stdout
+
+
 def mib(b):
     return f"{b / 2**20:.1f} MiB"
 
@@ -123,6 +136,8 @@ def main():
     parser.add_argument("--kv-heads", type=int, default=4)
     parser.add_argument("--ffn", type=int, default=2816)
     parser.add_argument("--dtypes", default="f32,bf16")
+    parser.add_argument("--profile", action="store_true",
+                        help="print Braid's per-kernel profile per dtype")
     args = parser.parse_args()
     print(f"Llama decoder layer (hidden {args.hidden}, {args.heads} heads, "
           f"{args.kv_heads} KV heads, FFN {args.ffn}), {args.tokens} tokens, "
@@ -145,6 +160,8 @@ def main():
             print(f"{dtype_name:>5} {torch_time:9.1f} {planned:9.1f} "
                   f"{torch_time / planned:6.2f} {unplanned:11.1f} "
                   f"{torch_time / unplanned:6.2f}  {mib(arena)} / {mib(held)}")
+            if args.profile:
+                print(profile(args, os.path.join(tmp, f"plan-{dtype_name}.so")))
     return 0
 
 

@@ -234,18 +234,8 @@ void braid_rt_trace_finish(const char *path, int64_t profile) {
       summaries =
           Tracer::gather(summary, rt.world, rt.worldRank, rt.worldSize, "");
   });
-  if (rt.worldRank != 0)
-    return;
-  if (path)
-    Tracer::write(path, merged);
-  if (profile)
-    Tracer::printProfile(summaries, rt.worldSize, stdout);
-}
-
-void braid_rt_trace_end(const char *path) {
-  if (!path || !*path)
-    fatal("braid_rt_trace_end: no path given");
-  braid_rt_trace_finish(path, 0);
+  if (rt.worldRank == 0)
+    Tracer::deliver(path, merged, profile ? &summaries : nullptr, rt.worldSize);
 }
 
 void braid_rt_kernel_begin(int64_t name, int64_t bytes, int64_t flops) {

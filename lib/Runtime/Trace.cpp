@@ -8,6 +8,11 @@
 
 #include "Diagnostics.h"
 
+// The libraries are built with hidden visibility; the ABI is exported.
+#pragma GCC visibility push(default)
+#include "braid/Runtime/braid_rt.h"
+#pragma GCC visibility pop
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -355,6 +360,14 @@ void Tracer::printProfile(const std::string &summaries, int ranks, FILE *out) {
   std::fflush(out);
 }
 
+void Tracer::deliver(const char *path, const std::string &merged,
+                     const std::string *summaries, int ranks) {
+  if (path)
+    write(path, merged);
+  if (summaries)
+    printProfile(*summaries, ranks, stdout);
+}
+
 void Tracer::write(const std::string &path, const std::string &events) {
   FILE *file = std::fopen(path.c_str(), "w");
   if (!file)
@@ -371,3 +384,10 @@ void Tracer::write(const std::string &path, const std::string &events) {
 }
 
 } // namespace braid::rt
+
+// One definition for both runtimes, over their braid_rt_trace_finish.
+void braid_rt_trace_end(const char *path) {
+  if (!path || !*path)
+    braid::rt::fatal("braid_rt_trace_end: no path given");
+  braid_rt_trace_finish(path, 0);
+}

@@ -81,6 +81,12 @@ public:
   /// compute outside kernels.
   static void printProfile(const std::string &summaries, int ranks, FILE *out);
 
+  /// Rank 0's end of braid_rt_trace_finish: writes the merged trace to
+  /// `path` unless it is null, and prints the profile of the gathered
+  /// `summaries` unless they are null.
+  static void deliver(const char *path, const std::string &merged,
+                      const std::string *summaries, int ranks);
+
   /// Writes the trace file (rank 0); aborts if it cannot.
   static void write(const std::string &path, const std::string &events);
 

@@ -51,9 +51,10 @@ def FoldTransposes : Pass<"braid-fold-transposes", "mlir::func::FuncOp"> {
     Runs on tensors before the memory-bound fusion, where contractions go
     to a GEMM library (oneDNN on the cpu target with `--gemm=library`,
     cuBLASLt on the cuda target), which reads an operand transposed at no
-    cost. A contraction input that a `linalg.transpose` produced is read
-    from the transpose's input instead, through the indexing map composed
-    with the permutation: the contraction becomes a `linalg.generic` with
+    cost. A contraction input that a `linalg.transpose` of its last two
+    dimensions produced (the transposes a library takes: A or B, batch
+    first) is read from the transpose's input instead, through the
+    indexing map composed with the permutation: the contraction becomes a `linalg.generic` with
     that map, which the GEMM matching takes as `trans_a` / `trans_b`. This
     is how frontends spell `nn.Linear` (`x @ W^T`, a `linalg.transpose` of
     the weight and a `linalg.matmul`): without it every call transposed

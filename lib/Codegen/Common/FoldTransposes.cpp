@@ -28,6 +28,20 @@ using namespace mlir;
 
 namespace {
 
+/// Whether `transpose` swaps its last two dimensions only: the transposes
+/// a GEMM library reads in place (A or B, batch first). Others (attention's
+/// [s, h, d] -> [h, s, d]) would leave layouts the GEMM matching refuses.
+bool swapsLastTwo(linalg::TransposeOp transpose) {
+  ArrayRef<int64_t> permutation = transpose.getPermutation();
+  int64_t rank = permutation.size();
+  if (rank < 2)
+    return false;
+  for (int64_t i = 0; i < rank - 2; ++i)
+    if (permutation[i] != i)
+      return false;
+  return permutation[rank - 2] == rank - 1 && permutation[rank - 1] == rank - 2;
+}
+
 bool isContractionOnTensors(Operation *op) {
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   return linalgOp && linalgOp.hasPureTensorSemantics() &&
@@ -50,7 +64,7 @@ struct FoldTransposedOperand
     bool changed = false;
     for (OpOperand *input : op.getDpsInputOperands()) {
       auto transpose = input->get().getDefiningOp<linalg::TransposeOp>();
-      if (!transpose)
+      if (!transpose || !swapsLastTwo(transpose))
         continue;
       // The transpose's result index i is its input's index perm[i].
       AffineMap map = op.getMatchingIndexingMap(input);
@@ -89,6 +103,7 @@ struct SliceBeforeTranspose : public OpRewritePattern<tensor::ExtractSliceOp> {
                                 PatternRewriter &rewriter) const override {
     auto transpose = slice.getSource().getDefiningOp<linalg::TransposeOp>();
     if (!transpose || !transpose.hasPureTensorSemantics() ||
+        !swapsLastTwo(transpose) ||
         slice.getType().getRank() != slice.getSourceType().getRank() ||
         !llvm::all_of(slice.getStaticStrides(),
                       [](int64_t stride) { return stride == 1; }) ||

@@ -626,18 +626,9 @@ void braid_rt_trace_finish(const char *path, int64_t profile) {
   };
   std::string merged = path ? gather(local, "trace") : std::string();
   std::string summaries = profile ? gather(summary, "profile") : std::string();
-  if (state.rank != 0)
-    return;
-  if (path)
-    Tracer::write(path, merged);
-  if (profile)
-    Tracer::printProfile(summaries, state.worldSize, stdout);
-}
-
-void braid_rt_trace_end(const char *path) {
-  if (!path || !*path)
-    fatal("braid_rt_trace_end: no path given");
-  braid_rt_trace_finish(path, 0);
+  if (state.rank == 0)
+    Tracer::deliver(path, merged, profile ? &summaries : nullptr,
+                    state.worldSize);
 }
 
 //===----------------------------------------------------------------------===//

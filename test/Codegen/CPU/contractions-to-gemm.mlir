@@ -26,7 +26,7 @@ func.func @chunk(%a: memref<4x16xbf16>, %b: memref<32x12xbf16>, %c: memref<4x12x
 // x @ w^T (B transposed, its flag the 14th argument) in f16, a zero fill
 // folded into beta = 0 (the 19th), and a batch_matmul as one batched call.
 // CHECK-LABEL: func.func @layouts
-// REMARK: remark: runs on oneDNN: 8x32x64, beta = 0 (its zero fill folded)
+// REMARK: remark: runs on oneDNN: 8x32x64, reading B transposed, beta = 0 (its zero fill folded)
 // REMARK: remark: runs on oneDNN: 16x8x4 in 3 batches, beta = 1 (accumulating into its output)
 // CHECK-NOT: linalg.fill
 // CHECK: call @braid_rt_gemm(%c8_i64{{[_0-9]*}}, %c32_i64{{[_0-9]*}}, %c64_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %c2_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %c2_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %c2_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}},

@@ -89,3 +89,18 @@ func.func @not_a_contraction(%w: tensor<64x32xf32>) -> tensor<32x64xf32> {
   } -> tensor<32x64xf32>
   return %d : tensor<32x64xf32>
 }
+
+// A permutation that moves the batch (attention's [s, h, d] -> [h, s, d])
+// would leave a layout no GEMM library reads: the transpose stays.
+// CHECK-LABEL: func.func @heads(
+// CHECK: linalg.transpose
+// CHECK: linalg.batch_matmul
+func.func @heads(%q: tensor<4x8x16xf32>, %k: tensor<8x16x4xf32>) -> tensor<8x4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x4x16xf32>
+  %qt = linalg.transpose ins(%q : tensor<4x8x16xf32>) outs(%e : tensor<8x4x16xf32>) permutation = [1, 0, 2]
+  %o = tensor.empty() : tensor<8x4x4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%o : tensor<8x4x4xf32>) -> tensor<8x4x4xf32>
+  %s = linalg.batch_matmul ins(%qt, %k : tensor<8x4x16xf32>, tensor<8x16x4xf32>) outs(%z : tensor<8x4x4xf32>) -> tensor<8x4x4xf32>
+  return %s : tensor<8x4x4xf32>
+}
