@@ -75,7 +75,15 @@ struct KernelEventsPass
         std::string name;
         llvm::raw_string_ostream os(name);
         os << "copy ";
-        llvm::interleave(target.getShape(), os, "x");
+        llvm::interleave(
+            target.getShape(), os,
+            [&](int64_t size) {
+              if (ShapedType::isDynamic(size))
+                os << "?";
+              else
+                os << size;
+            },
+            "x");
         os << "x" << target.getElementType();
         if (!source.getLayout().isIdentity() ||
             !target.getLayout().isIdentity())

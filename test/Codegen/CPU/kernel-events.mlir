@@ -59,17 +59,25 @@ func.func @malformed(%a: memref<8xf32>) {
 // where a side has a layout, with the bytes read and written. Copies in
 // other functions (an outlined kernel's) are left alone.
 // "copy 4x8xf32 (strided) at kernel-events.mlir:LINE:3":
-// CHECK: memref.global "private" constant @{{.*}} : memref<50xi8> = dense<[99, 111, 112, 121, 32, 52, 120, 56, 120, 102, 51, 50, 32, 40, 115, 116, 114, 105, 100, 101, 100, 41, 32, 97, 116, 32,
+// CHECK-DAG: memref.global "private" constant @{{.*}} : memref<{{[0-9]+}}xi8> = dense<[99, 111, 112, 121, 32, 52, 120, 56, 120, 102, 51, 50, 32, 40, 115, 116, 114, 105, 100, 101, 100, 41, 32, 97, 116, 32,
+// A copy of a dynamic shape is "copy ?x8xf32 at ...", its bytes unknown.
+// "copy ?x8xf32 at kernel-events.mlir:LINE:3":
+// CHECK-DAG: memref.global "private" constant @{{.*}} : memref<{{[0-9]+}}xi8> = dense<[99, 111, 112, 121, 32, 63, 120, 56, 120, 102, 51, 50, 32, 97, 116, 32,
 // CHECK-LABEL: func.func @schedule(
 // CHECK: %[[BYTES:.*]] = arith.constant 256 : i64
 // CHECK: call @braid_rt_kernel_begin(%{{.*}}, %[[BYTES]], %{{.*}})
 // CHECK-NEXT: memref.copy
 // CHECK-NEXT: call @braid_rt_kernel_end()
+// CHECK: arith.constant 0 : i64
+// CHECK-NEXT: arith.constant 0 : i64
+// CHECK-NEXT: call @braid_rt_kernel_begin(
+// CHECK-NEXT: memref.copy %{{.*}} : memref<?x8xf32> to memref<?x8xf32>
 // CHECK-LABEL: func.func @not_a_schedule(
 // CHECK-NEXT: memref.copy
 // CHECK-NEXT: return
-func.func @schedule(%a: memref<4x8xf32>, %b: memref<4x8xf32, strided<[16, 1]>>) attributes {braid.schedule} {
+func.func @schedule(%a: memref<4x8xf32>, %b: memref<4x8xf32, strided<[16, 1]>>, %c: memref<?x8xf32>, %d: memref<?x8xf32>) attributes {braid.schedule} {
   memref.copy %a, %b : memref<4x8xf32> to memref<4x8xf32, strided<[16, 1]>>
+  memref.copy %c, %d : memref<?x8xf32> to memref<?x8xf32>
   return
 }
 func.func @not_a_schedule(%a: memref<4x8xf32>, %b: memref<4x8xf32>) {
