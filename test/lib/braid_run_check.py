@@ -36,7 +36,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from runtime_check import fail, npy_command  # noqa: E402
+from runtime_check import fail, run_command  # noqa: E402
 
 
 def ag_matmul_inputs(directory, ranks):
@@ -92,26 +92,13 @@ def expect_exit(code, command):
     print(f"exit code {code}")
 
 
-def main(argv):
-    if len(argv) < 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    command, args = argv[1], argv[2:]
-    if command == "ag-matmul-inputs":
-        ag_matmul_inputs(args[0], int(args[1]))
-    elif command == "ag-matmul-check":
-        ag_matmul_check(args[0], int(args[1]), args[2])
-    elif npy_command(command, args):
-        pass
-    elif command == "perturbed-compiler":
-        perturbed_compiler(args[0], args[1], args[2])
-    elif command == "expect-exit":
-        expect_exit(int(args[0]), args[1:])
-    else:
-        print(__doc__, file=sys.stderr)
-        return 2
-    return 0
+COMMANDS = {
+    "ag-matmul-inputs": lambda a: ag_matmul_inputs(a[0], int(a[1])),
+    "ag-matmul-check": lambda a: ag_matmul_check(a[0], int(a[1]), a[2]),
+    "perturbed-compiler": lambda a: perturbed_compiler(a[0], a[1], a[2]),
+    "expect-exit": lambda a: expect_exit(int(a[0]), a[1:]),
+}
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(run_command(sys.argv, COMMANDS, __doc__))

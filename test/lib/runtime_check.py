@@ -211,28 +211,30 @@ def idle_cost(path):
     print("idle cost: no rank spun while waiting")
 
 
-def main(argv):
+def run_command(argv, commands, usage):
+    """Runs the command argv[1] names with the arguments after it: one of
+    `commands` (name -> function of the argument list) or a shared .npy
+    command (npy_command). Prints `usage` and returns 2 for anything else."""
     if len(argv) < 2:
-        print(__doc__, file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
     command, args = argv[1], argv[2:]
-    if command == "axpy-inputs":
-        axpy_inputs(args[0], int(args[1]))
-    elif command == "axpy-check":
-        axpy_check(args[0], int(args[1]), args[2])
-    elif npy_command(command, args):
-        pass
-    elif command == "trace":
-        check_trace(args[0], int(args[1]))
-    elif command == "kernels":
-        check_kernels(args[0], int(args[1]))
-    elif command == "idle-cost":
-        idle_cost(args[0])
-    else:
-        print(__doc__, file=sys.stderr)
+    if command in commands:
+        commands[command](args)
+    elif not npy_command(command, args):
+        print(usage, file=sys.stderr)
         return 2
     return 0
 
 
+COMMANDS = {
+    "axpy-inputs": lambda a: axpy_inputs(a[0], int(a[1])),
+    "axpy-check": lambda a: axpy_check(a[0], int(a[1]), a[2]),
+    "trace": lambda a: check_trace(a[0], int(a[1])),
+    "kernels": lambda a: check_kernels(a[0], int(a[1])),
+    "idle-cost": lambda a: idle_cost(a[0]),
+}
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(run_command(sys.argv, COMMANDS, __doc__))
