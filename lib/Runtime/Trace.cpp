@@ -88,10 +88,15 @@ void Tracer::kernelEnd(int64_t now) {
   // the recorded run's.
   if (!kernel.name || kernel.startNs < originNs)
     return;
-  addEvent(Track::Kernel, kernel.startNs, now, kernel.name,
-           formatString("\"bytes\":%lld,\"flops\":%lld",
-                        static_cast<long long>(kernel.bytes),
-                        static_cast<long long>(kernel.flops)));
+  std::string args = formatString("\"bytes\":%lld,\"flops\":%lld",
+                                  static_cast<long long>(kernel.bytes),
+                                  static_cast<long long>(kernel.flops));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    events.push_back(Event{Track::Kernel, kernel.startNs,
+                           std::max(kernel.startNs, now), kernel.name,
+                           std::move(args), kernel.bytes, kernel.flops});
+  }
   kernel = PendingKernel();
 }
 
@@ -185,10 +190,7 @@ std::string Tracer::finish(int rank, std::string *profile) {
     for (const Event &event : recorded) {
       int64_t ns = event.endNs - event.startNs;
       if (event.track == Track::Kernel) {
-        long long bytes = 0, flops = 0;
-        std::sscanf(event.args.c_str(), "\"bytes\":%lld,\"flops\":%lld", &bytes,
-                    &flops);
-        kernels.add(event.name, KernelTotals{1, ns, bytes, flops});
+        kernels.add(event.name, KernelTotals{1, ns, event.bytes, event.flops});
       } else if (event.track == Track::Compute) {
         if (event.name == "compute")
           computeNs += ns;

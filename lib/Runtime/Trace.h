@@ -97,6 +97,9 @@ private:
     int64_t endNs;
     std::string name;
     std::string args;
+    /// A kernel's, for the profile (its `args` say the same to the trace).
+    int64_t bytes = 0;
+    int64_t flops = 0;
   };
 
   /// The kernel between kernelBegin and kernelEnd.

@@ -1,5 +1,4 @@
-//===- FoldTransposes.cpp - Contractions read transposes in place -*- C++
-//-*-===//
+//===- FoldTransposes.cpp - Transposes read in place ------------*- C++ -*-===//
 //
 // Part of Braid.
 //
