@@ -24,7 +24,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import gemm_program, rank_parser, time_program  # noqa: E402
+from common import gemm_program, rank_args, time_program  # noqa: E402
 
 
 def timed(args, tmp, name, text):
@@ -53,8 +53,7 @@ func.func @main(%a: tensor<{rows}x{cols}xf32>) -> tensor<{rows * ranks}x{cols}xf
 
 
 def main():
-    parser = rank_parser(repeat=5)
-    args = parser.parse_args()
+    args = rank_args(5)
     r = args.ranks
     with tempfile.TemporaryDirectory() as tmp:
         m, n, k = 512, 3584, 4096

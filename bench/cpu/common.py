@@ -3,7 +3,7 @@
 time_program compiles MLIR text with braid-compile and runs it with
 braid-exec on `ranks` ranks (--warmup, --repeat), returning the median in
 milliseconds of the slowest rank; report_records returns the overlap
-report's records of MLIR text compiled to dist; rank_parser is the
+report's records of MLIR text compiled to dist; rank_args parses the
 command line the multi-rank benches share.
 """
 import argparse
@@ -15,14 +15,42 @@ import subprocess
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def rank_parser(repeat):
-    """--bin (the build's bin/), --ranks (default 4) and --repeat (default
-    `repeat`), which a bench adds its own options to."""
+def sizes(text):
+    """A comma-separated list of whole numbers, as the benches take sizes."""
+    return [int(t) for t in text.split(",") if t]
+
+
+def rank_args(repeat, **options):
+    """The parsed command line: --bin (the build's bin/), --ranks (default
+    4), --repeat (default `repeat`) and the bench's own `options`, each
+    name=default (kv_heads is --kv-heads), typed as its default: a tuple
+    default is a list of sizes, given as 1,2,3, and False a flag. ranks=N
+    changes the default of --ranks."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=repeat)
-    return parser
+    parser.set_defaults(ranks=options.pop("ranks", 4))
+    for name, default in options.items():
+        flag = "--" + name.replace("_", "-")
+        if default is False:
+            parser.add_argument(flag, action="store_true")
+        elif isinstance(default, tuple):
+            parser.add_argument(flag, type=sizes, default=list(default))
+        else:
+            parser.add_argument(flag, type=type(default), default=default)
+    return parser.parse_args()
+
+
+def header(*columns):
+    """A table's heading: each column a name right-aligned one wider than
+    itself, or (name, width); a string after the last column follows it."""
+    return " ".join(f"{c:>{len(c) + 1}}" if isinstance(c, str) else f"{c[0]:>{c[1]}}"
+                    for c in columns)
+
+
+def mib(b):
+    return f"{b / 2**20:.0f} MiB"
 
 
 def report_records(bin_dir, tmp, name, text, flags=()):

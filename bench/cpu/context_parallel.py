@@ -39,7 +39,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-from common import rank_parser, report_records, time_program  # noqa: E402
+from common import header, mib, rank_args, report_records, time_program  # noqa: E402
 
 
 def layer_text(ranks, tokens, hidden, heads, kv_heads):
@@ -65,23 +65,13 @@ def layer_text(ranks, tokens, hidden, heads, kv_heads):
     return text
 
 
-def mib(b):
-    return f"{b / 2**20:.0f} MiB"
-
-
 def main():
-    parser = rank_parser(repeat=3)
-    parser.add_argument("--tokens", default="1024,2048")
-    parser.add_argument("--hidden", type=int, default=512)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--kv-heads", type=int, default=2)
-    args = parser.parse_args()
-    print(f"{'tokens':>6} {'upstream ms':>12} {'auto ms':>8} {'ratio':>6} "
-          f"{'ring ms':>8} {'ratio':>6} {'unbalanced ms':>14} {'ratio':>6} "
-          f"{'scores whole':>13} "
-          f"{'per piece':>10}  strategies (auto; ring)")
+    args = rank_args(3, tokens=(1024, 2048), hidden=512, heads=8, kv_heads=2)
+    print(header(("tokens", 6), "upstream ms", "auto ms", "ratio", "ring ms", "ratio",
+                 "unbalanced ms", "ratio", "scores whole", "per piece")
+          + "  strategies (auto; ring)")
     with tempfile.TemporaryDirectory(prefix="braid-cp-") as tmp:
-        for tokens in [int(t) for t in args.tokens.split(",")]:
+        for tokens in args.tokens:
             text = layer_text(args.ranks, tokens, args.hidden, args.heads,
                               args.kv_heads)
             names = {}

@@ -49,7 +49,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import (collective_norm_program, norm_gather_program, rank_parser,  # noqa: E402
+from common import (collective_norm_program, norm_gather_program, rank_args,  # noqa: E402
                     report_records, time_program)
 
 
@@ -59,16 +59,11 @@ def strategy(bin_dir, tmp, name, text, flags=()):
 
 
 def main():
-    parser = rank_parser(repeat=9)
-    parser.add_argument("--tokens", default="1,8,64,512")
-    parser.add_argument("--hidden", type=int, default=4096)
-    parser.add_argument("--gather-tokens", default="4,16,64,512")
-    parser.add_argument("--out", type=int, default=1024)
-    args = parser.parse_args()
+    args = rank_args(9, tokens=(1, 8, 64, 512), hidden=4096, gather_tokens=(4, 16, 64, 512), out=1024)
     print(f"{'collective':<15} {'tokens':>6} {'library ms':>11} {'one-shot':>9} "
           f"{'ratio':>6} {'two-shot':>9} {'ratio':>6} {'auto ms':>8} {'ratio':>6}  auto picks")
     with tempfile.TemporaryDirectory() as tmp:
-        for tokens in [int(t) for t in args.tokens.split(",") if t]:
+        for tokens in args.tokens:
             for scatter in (False, True):
                 if scatter and tokens % args.ranks:
                     continue
@@ -110,7 +105,7 @@ def gather_table(args, tmp):
                 ("push", ["--fuse-collectives=force"]),
                 ("puts", ["--fuse-collectives=force", "--fuse-puts=false"]),
                 ("auto", [])]
-    for tokens in [int(t) for t in args.gather_tokens.split(",") if t]:
+    for tokens in args.gather_tokens:
         if tokens % args.ranks:
             continue
         name = f"all_gather-{tokens}"

@@ -25,7 +25,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from common import (ag_gemm_program, bf16_matmul, gemm_rs_program,  # noqa: E402
-                    rank_parser, time_program)
+                    rank_args, time_program)
 
 
 TOKENS, HIDDEN, FFN = 2048, 4096, 14336
@@ -36,20 +36,28 @@ def programs(ranks):
     local = t // ranks
     grid = f"shard.grid @g(shape = {ranks})\n"
 
-    mm = bf16_matmul
+    def main(params, body, result):
+        """@main taking `params` (name -> type), returning (name, type)."""
+        args = ", ".join(f"%{name}: {type_}" for name, type_ in params.items())
+        return (grid + f"func.func @main({args}) -> {result[1]} {{\n" + body
+                + f"  return %{result[0]} : {result[1]}\n}}\n")
+
+    def bf16(rows, cols):
+        return f"tensor<{rows}x{cols}xbf16>"
 
     ag = ag_gemm_program(ranks, t, h, f)
-    ag_compute = (grid + f"func.func @main(%x: tensor<{t}x{h}xbf16>, %w: tensor<{h}x{f}xbf16>) -> tensor<{t}x{f}xf32> {{\n"
-                  + mm("%x", "%w", t, h, f) + f"  return %mm : tensor<{t}x{f}xf32>\n}}\n")
-    ag_comm = (grid + f"func.func @main(%x: tensor<{local}x{h}xbf16>) -> tensor<{t}x{h}xbf16> {{\n"
-               f"  %g = shard.all_gather %x on @g grid_axes = [0] gather_axis = 0 : tensor<{local}x{h}xbf16> -> tensor<{t}x{h}xbf16>\n"
-               f"  return %g : tensor<{t}x{h}xbf16>\n}}\n")
+    ag_compute = main({"x": bf16(t, h), "w": bf16(h, f)}, bf16_matmul("%x", "%w", t, h, f),
+                      ("mm", f"tensor<{t}x{f}xf32>"))
+    ag_comm = main({"x": bf16(local, h)},
+                   f"  %g = shard.all_gather %x on @g grid_axes = [0] gather_axis = 0 : {bf16(local, h)} -> {bf16(t, h)}\n",
+                   ("g", bf16(t, h)))
     rs = gemm_rs_program(ranks, t, f, h)
-    rs_compute = (grid + f"func.func @main(%x: tensor<{t}x{f}xbf16>, %w: tensor<{f}x{h}xbf16>) -> tensor<{t}x{h}xf32> {{\n"
-                  + mm("%x", "%w", t, f, h) + f"  return %mm : tensor<{t}x{h}xf32>\n}}\n")
-    rs_comm = (grid + f"func.func @main(%x: tensor<{t}x{h}xf32>) -> tensor<{local}x{h}xf32> {{\n"
-               f"  %r = shard.reduce_scatter %x on @g grid_axes = [0] scatter_axis = 0 : tensor<{t}x{h}xf32> -> tensor<{local}x{h}xf32>\n"
-               f"  return %r : tensor<{local}x{h}xf32>\n}}\n")
+    rs_compute = main({"x": bf16(t, f), "w": bf16(f, h)}, bf16_matmul("%x", "%w", t, f, h),
+                      ("mm", f"tensor<{t}x{h}xf32>"))
+    rs_comm = main({"x": f"tensor<{t}x{h}xf32>"},
+                   f"  %r = shard.reduce_scatter %x on @g grid_axes = [0] scatter_axis = 0 : "
+                   f"tensor<{t}x{h}xf32> -> tensor<{local}x{h}xf32>\n",
+                   ("r", f"tensor<{local}x{h}xf32>"))
     return [("ag_gemm", ag, ag_compute, ag_comm),
             ("gemm_rs", rs, rs_compute, rs_comm)]
 
@@ -61,8 +69,7 @@ def timed(args, tmp, name, text, overlap, report=None):
 
 
 def main():
-    parser = rank_parser(repeat=5)
-    args = parser.parse_args()
+    args = rank_args(5)
     print(f"{'pattern':<8} {'fused ms':>9} {'serial ms':>10} {'compute ms':>11} "
           f"{'comm ms':>8} {'R':>6} {'R serial':>9} {'model R':>8} "
           f"{'model compute ms':>17} {'model comm ms':>14}")

@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "test", "lib"))
-from common import rank_parser, report_records, time_program  # noqa: E402
+from common import header, mib, rank_args, report_records, time_program  # noqa: E402
 from e2e_patterns import PATTERNS, Config  # noqa: E402
 
 
@@ -62,22 +62,13 @@ def scores(bin_dir, tmp, text):
     return record["strategy"], record.get("scores", {})
 
 
-def mib(b):
-    return f"{b / 2**20:.0f} MiB"
-
-
 def main():
-    parser = rank_parser(repeat=5)
-    parser.add_argument("--tokens", default="1024,4096")
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--head-dim", type=int, default=64)
-    args = parser.parse_args()
-    print(f"{'tokens':>6} {'gathered ms':>12} {'ring ms':>8} {'ratio':>6} "
-          f"{'unbalanced ms':>14} {'balance gain':>12} "
-          f"{'every piece ms':>15} {'skip gain':>9} "
-          f"{'scores gathered':>16} {'scores ring':>12}  strategy")
+    args = rank_args(5, tokens=(1024, 4096), heads=8, head_dim=64)
+    print(header(("tokens", 6), "gathered ms", "ring ms", "ratio", "unbalanced ms",
+                 ("balance gain", 12), "every piece ms", ("skip gain", 9), "scores gathered",
+                 "scores ring") + "  strategy")
     with tempfile.TemporaryDirectory(prefix="braid-ring-attention-") as tmp:
-        for tokens in [int(t) for t in args.tokens.split(",")]:
+        for tokens in args.tokens:
             text = program(args.ranks, tokens, args.heads, args.head_dim)
             strategy, held = scores(args.bin, tmp, text)
             gathered = time_program(args.bin, tmp, f"off{tokens}", text, args.ranks,

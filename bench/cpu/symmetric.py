@@ -28,7 +28,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import ag_gemm_program, gemm_rs_program, rank_parser, time_program  # noqa: E402
+from common import ag_gemm_program, gemm_rs_program, rank_args, time_program  # noqa: E402
 
 
 def programs(ranks, tokens, hidden):
@@ -49,14 +49,11 @@ def programs(ranks, tokens, hidden):
 
 
 def main():
-    parser = rank_parser(repeat=7)
-    parser.add_argument("--tokens", default="8,64,512,2048")
-    parser.add_argument("--hidden", type=int, default=1024)
-    args = parser.parse_args()
+    args = rank_args(7, tokens=(8, 64, 512, 2048), hidden=1024)
     print(f"{'pattern':<8} {'tokens':>7} {'two-sided ms':>13} "
           f"{'symmetric ms':>13} {'ratio':>6} {'copies ms':>10} {'copies/zero':>11}")
     with tempfile.TemporaryDirectory() as tmp:
-        for tokens in [int(t) for t in args.tokens.split(",")]:
+        for tokens in args.tokens:
             for name, text, mode in programs(args.ranks, tokens, args.hidden):
                 times = {}
                 variants = [("two-sided", ["--comm=two-sided"]),

@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-from common import rank_parser, time_program  # noqa: E402
+from common import rank_args, time_program  # noqa: E402
 
 DTYPES = {"f32": "float32", "bf16": "bfloat16"}
 
@@ -127,18 +127,9 @@ def mib(b):
 
 
 def main():
-    parser = rank_parser(repeat=10)
-    parser.set_defaults(ranks=2)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--tokens", type=int, default=512)
-    parser.add_argument("--hidden", type=int, default=1024)
-    parser.add_argument("--heads", type=int, default=16)
-    parser.add_argument("--kv-heads", type=int, default=4)
-    parser.add_argument("--ffn", type=int, default=2816)
-    parser.add_argument("--dtypes", default="f32,bf16")
-    parser.add_argument("--profile", action="store_true",
-                        help="print Braid's per-kernel profile per dtype")
-    args = parser.parse_args()
+    # --profile prints Braid's per-kernel profile per dtype.
+    args = rank_args(10, ranks=2, warmup=2, tokens=512, hidden=1024, heads=16, kv_heads=4,
+                     ffn=2816, dtypes="f32,bf16", profile=False)
     print(f"Llama decoder layer (hidden {args.hidden}, {args.heads} heads, "
           f"{args.kv_heads} KV heads, FFN {args.ffn}), {args.tokens} tokens, "
           f"TP {args.ranks}, one thread per rank")

@@ -41,7 +41,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from overlap import Budget, command_line, dispatch, fmt, label, time_program  # noqa: E402
+from overlap import Budget, command_line, dispatch, label, measure  # noqa: E402
+from shared import fmt, grouped  # noqa: E402
 
 H = 8192
 TOKENS = (1, 16, 128, 4096)
@@ -124,14 +125,14 @@ def rows_of(args, times, errors, runs):
 def print_rows(rows):
     print(f"{'tokens':>6} {'library':>9} {'one-shot':>9} {'ratio':>6} {'two-shot':>9} "
           f"{'ratio':>6}  auto picks   (ms; ratio = library / form)")
-    current = None
-    for r in rows:
-        if r["label"] != current:
-            current = r["label"]
-            print(f"  -- {current}, AR + residual + RMSNorm, [tokens, {H}] bf16")
-        print(f"{r['tokens']:>6} {fmt(r['t_library_ms'], '9.3f')} {fmt(r['t_one_shot_ms'], '9.3f')} "
-              f"{fmt(r['library_over_one_shot'], '6.2f')} {fmt(r['t_two_shot_ms'], '9.3f')} "
-              f"{fmt(r['library_over_two_shot'], '6.2f')}  {r['auto_picks'] or '-'}")
+    def heading(r):
+        return f"  -- {r['label']}, AR + residual + RMSNorm, [tokens, {H}] bf16"
+
+    def line(r):
+        return (f"{r['tokens']:>6} {fmt(r['t_library_ms'], '9.3f')} {fmt(r['t_one_shot_ms'], '9.3f')} "
+                f"{fmt(r['library_over_one_shot'], '6.2f')} {fmt(r['t_two_shot_ms'], '9.3f')} "
+                f"{fmt(r['library_over_two_shot'], '6.2f')}  {r['auto_picks'] or '-'}")
+    print("\n".join(grouped(rows, heading, line)))
 
 
 def run(args):
@@ -158,14 +159,10 @@ def run(args):
                     continue
                 name = f"{kind}_t{tokens}"
                 seed += 1
-                ms, why = time_program(args, budget, os.path.join(folder(args.bundle, tp), name + ".so"),
-                                       transport, copy, tp, seed)
+                ms, why = measure(args, budget, os.path.join(folder(args.bundle, tp), name + ".so"),
+                                  (transport, copy, tp), seed, "collectives", name)
                 times[(transport, tp, name)], errors[(transport, tp, name)] = ms, why
-                if ms is None:
-                    failures += 1
-                    print(f"FAIL collectives {name} ({label(transport, copy, tp)}): {why}", flush=True)
-                else:
-                    print(f"collectives.py: {name} ({label(transport, copy, tp)}): {ms:.3f} ms", flush=True)
+                failures += ms is None
                 with open(out, "w") as f:
                     json.dump({"rows": rows_of(args, times, errors, runs)}, f, indent=2)
     rows = rows_of(args, times, errors, runs)

@@ -24,7 +24,6 @@ Usage:
   fusion.py check [--bin build/bin]   the programs on one CPU rank against
                                       numpy (a test; no GPU needed)
 """
-import argparse
 import json
 import os
 import re
@@ -43,6 +42,9 @@ from braid.models import Function, Grid, gelu  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "test", "lib"))
 import launch  # noqa: E402
+
+sys.path.insert(0, HERE)
+import shared  # noqa: E402
 
 FULL = (16384, 8192)
 SMALL = (64, 2048)
@@ -239,24 +241,10 @@ def check(args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    default_bin = os.path.join(ROOT, "build", "bin")
-    p = sub.add_parser("prepare")
-    p.add_argument("bundle")
-    p.add_argument("--bin", default=default_bin)
+    parser, p, r, c = shared.command_line(__doc__, budget=600, timeout=60, more=("check",))
     p.add_argument("--target", default="cuda")
-    r = sub.add_parser("run")
-    r.add_argument("bundle")
-    r.add_argument("results")
-    r.add_argument("--repeat", type=int, default=20)
     r.add_argument("--exec", default="")
-    r.add_argument("--budget", type=float, default=600,
-                   help="seconds for every run together")
-    r.add_argument("--timeout", type=float, default=60,
-                   help="seconds one run may take")
-    c = sub.add_parser("check")
-    c.add_argument("--bin", default=default_bin)
+    c.add_argument("--bin", default=shared.DEFAULT_BIN)
     args = parser.parse_args()
     {"prepare": prepare, "run": run, "check": check}[args.command](args)
 

@@ -45,7 +45,6 @@ Usage:
   overlap.py run BUNDLE RESULTS [--repeat 20] [--transports loopback,nccl]
              [--copies ce,sm] [--gpus N] [--budget S] [--timeout S]
 """
-import argparse
 import json
 import os
 import re
@@ -56,6 +55,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "lib"))
 import launch  # noqa: E402
+import shared  # noqa: E402
+from shared import overlap_header, overlap_lines  # noqa: E402
 
 S, H, FFN = 4096, 8192, 28672
 TPS = (8, 4, 2)  # group sizes the bundle carries programs for
@@ -198,22 +199,9 @@ def rows_of(times, errors, runs):
     return rows
 
 
-def fmt(value, spec):
-    return "-" if value is None else format(value, spec)
-
-
 def print_rows(rows):
-    print(f"{'pattern':20} {'T_gemm':>8} {'T_comm':>8} {'T_serial':>9} {'T_fused':>8} {'R':>6} {'E':>6} "
-          f"{'T_sym':>8} {'2s/sym':>6}  (ms)")
-    current = None
-    for r in rows:
-        if r["label"] != current:
-            current = r["label"]
-            print(f"  -- {current}")
-        print(f"{r['pattern']:20} {fmt(r['t_gemm_ms'], '8.3f'):>8} {fmt(r['t_comm_ms'], '8.3f'):>8} "
-              f"{fmt(r['t_serial_ms'], '9.3f'):>9} {fmt(r['t_fused_ms'], '8.3f'):>8} "
-              f"{fmt(r['R'], '6.3f'):>6} {fmt(r['E'], '6.2f'):>6} "
-              f"{fmt(r['t_symmetric_ms'], '8.3f'):>8} {fmt(r['two_sided_over_symmetric'], '6.3f'):>6}")
+    print(overlap_header(20))
+    print("\n".join(overlap_lines(rows, 20)))
 
 
 def run(args):
@@ -238,15 +226,11 @@ def run(args):
         folder = os.path.join(args.bundle, "overlap", f"tp{tp}")
         for name in programs(tp):
             seed += 1
-            ms, why = time_program(args, budget, os.path.join(folder, name + ".so"),
-                                   transport, copy, tp, seed)
+            ms, why = measure(args, budget, os.path.join(folder, name + ".so"),
+                              (transport, copy, tp), seed, "overlap", name)
             key = (transport, copy, tp, name)
             times[key], errors[key] = ms, why
-            if ms is None:
-                failures += 1
-                print(f"FAIL overlap {name} ({label(transport, copy, tp)}): {why}", flush=True)
-            else:
-                print(f"overlap.py: {name} ({label(transport, copy, tp)}): {ms:.3f} ms", flush=True)
+            failures += ms is None
             # Whatever happens next, what was measured is on disk.
             with open(out, "w") as f:
                 json.dump({"rows": rows_of(times, errors, runs)}, f, indent=2)
@@ -278,26 +262,25 @@ def run(args):
 
 
 def command_line(doc, budget, timeout):
-    """The prepare/run command line that this benchmark and collectives.py
-    share: (parser, prepare's subparser, run's subparser), for each to add
-    its own options."""
-    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("prepare")
-    p.add_argument("bundle")
-    p.add_argument("--bin", default=os.path.join(HERE, "..", "..", "build", "bin"))
+    """The command line this benchmark and collectives.py share: shared.py's,
+    with the GPU's arch for prepare and the transports and GPUs for run."""
+    parser, p, r = shared.command_line(doc, budget, timeout)
     p.add_argument("--sm", default="90a")
-    r = sub.add_parser("run")
-    r.add_argument("bundle")
-    r.add_argument("results")
-    r.add_argument("--repeat", type=int, default=20)
     r.add_argument("--transports", default="loopback,nccl")
     r.add_argument("--gpus", type=int, default=1)
-    r.add_argument("--budget", type=float, default=budget,
-                   help="seconds for all measurements; later ones are skipped")
-    r.add_argument("--timeout", type=float, default=timeout,
-                   help="seconds one program may take")
     return parser, p, r
+
+
+def measure(args, budget, library, run, seed, step, name):
+    """time_program on `run` = (transport, copy, tp), with a line saying what
+    it measured or why it failed: (ms, why)."""
+    transport, copy, tp = run
+    ms, why = time_program(args, budget, library, transport, copy, tp, seed)
+    if ms is None:
+        print(f"FAIL {step} {name} ({label(transport, copy, tp)}): {why}", flush=True)
+    else:
+        print(f"{step}.py: {name} ({label(transport, copy, tp)}): {ms:.3f} ms", flush=True)
+    return ms, why
 
 
 def dispatch(args, prepare, run):

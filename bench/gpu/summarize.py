@@ -12,6 +12,8 @@ import json
 import os
 import sys
 
+from shared import fmt, overlap_header, overlap_lines
+
 
 def load(results, name):
     path = os.path.join(results, name)
@@ -22,10 +24,6 @@ def load(results, name):
             return json.load(f)
     except ValueError:
         return None
-
-
-def fmt(value, spec):
-    return "-" if value is None else format(value, spec)
 
 
 def table(results, name, columns):
@@ -88,18 +86,9 @@ def main():
 
     overlap = load(results, "overlap.json")
     if overlap:
-        lines.append(f"{'overlap':26} {'T_gemm':>8} {'T_comm':>8} {'T_serial':>9} {'T_fused':>8} {'R':>6} {'E':>6} "
-                     f"{'T_sym':>8} {'2s/sym':>6}  (ms)")
-        current = None
+        lines.append("overlap".ljust(26) + overlap_header(26)[26:])
+        lines += overlap_lines(overlap["rows"], 26)
         for row in overlap["rows"]:
-            if row["label"] != current:
-                current = row["label"]
-                lines.append(f"  -- {current}")
-            lines.append(f"{row['pattern']:26} {fmt(row['t_gemm_ms'], '8.3f'):>8} {fmt(row['t_comm_ms'], '8.3f'):>8} "
-                         f"{fmt(row['t_serial_ms'], '9.3f'):>9} {fmt(row['t_fused_ms'], '8.3f'):>8} "
-                         f"{fmt(row['R'], '6.3f'):>6} {fmt(row['E'], '6.2f'):>6} "
-                         f"{fmt(row.get('t_symmetric_ms'), '8.3f'):>8} "
-                         f"{fmt(row.get('two_sided_over_symmetric'), '6.3f'):>6}")
             where = f"{row['pattern']} ({row['label']})"
             for kind, why in row.get("errors", {}).items():
                 missed.append(f"{where}: {kind} not measured: {why}")

@@ -150,6 +150,17 @@ def assert_causal_ring(tp, strategies, ranks):
     # No GQA: k and v together are twice the rows' bytes, gathered for
     # the projections' work they save.
     ("Llama", torch.float32, {"mha": True}),
+    # Two sequences: the projections read [batch * seq, hidden], whose rows
+    # fold the split sequence inside the batch. The work moves before the
+    # gathers all the same, q's projection and the attention's rows
+    # included (upstream gathers q's rows too here; the MLP's gather, whose
+    # result partitioning sliced back to the rank's rows, disappears).
+    ("Llama", torch.float32, {"batch": 2}),
+    # Projection biases broadcast over the folded rows.
+    ("Qwen2", torch.float32, {"batch": 2}),
+    ("Mistral", torch.bfloat16, {"batch": 2}),
+    # Interleaved partial rotary.
+    ("Glm", torch.float32, {"batch": 2}),
 ])
 def test_context_parallel(kind, ranks, dtype, extra):
     """Context parallelism through the front door: every weight replicated
@@ -168,36 +179,10 @@ def test_context_parallel(kind, ranks, dtype, extra):
     extra = dict(extra)
     if extra.pop("mha", False):
         extra["num_key_value_heads"] = 4 if ranks <= 2 else 8
+    batch = extra.pop("batch", 1)
     c = config(kind, ranks, **extra)
     layer = decoder_layer(kind, c).eval().to(dtype)
-    x = torch.randn(1, 4 * ranks, 64, dtype=dtype)
-    tp, strategies = check(layer, (x,), {"position_embeddings": rotary(c, x)},
-                           {}, ranks, "sequence",
-                           tolerance=module_tolerance(dtype))
-    assert_causal_ring(tp, strategies, ranks)
-
-
-@pytest.mark.parametrize("ranks", [2, 4])
-@pytest.mark.parametrize("kind,dtype", [
-    ("Llama", torch.float32),
-    # Projection biases broadcast over the folded rows.
-    ("Qwen2", torch.float32),
-    ("Mistral", torch.bfloat16),
-    # Interleaved partial rotary.
-    ("Glm", torch.float32),
-])
-def test_context_parallel_batch(kind, dtype, ranks):
-    """Context parallel with two sequences: the projections read [batch *
-    seq, hidden], whose rows fold the split sequence inside the batch.
-    The work moves before the gathers all the same, q's projection and the
-    attention's rows included (upstream gathers q's rows too here; the
-    MLP's gather, whose result partitioning sliced back to the rank's rows,
-    disappears); only k and v travel, as one ring of attention, balanced
-    on 4 ranks."""
-    torch.manual_seed(7)
-    c = config(kind, ranks)
-    layer = decoder_layer(kind, c).eval().to(dtype)
-    x = torch.randn(2, 4 * ranks, 64, dtype=dtype)
+    x = torch.randn(batch, 4 * ranks, 64, dtype=dtype)
     tp, strategies = check(layer, (x,), {"position_embeddings": rotary(c, x)},
                            {}, ranks, "sequence",
                            tolerance=module_tolerance(dtype))

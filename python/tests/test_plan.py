@@ -6,44 +6,45 @@ import pytest
 
 import braid
 
-# Torch's layout: weights [out, in], used through linalg.transpose; ReLU.
-TEMPLATE = """
-shard.grid @g(shape = {ranks})
-#id = affine_map<(d0, d1) -> (d0, d1)>
-#row = affine_map<(d0, d1) -> (d1)>
-func.func @mlp(%x: tensor<{t}x{h}xf32> {{braid.parallel = "{layout}"}},
-               %up: tensor<{f}x{h}xf32> {{braid.parallel = "colwise"}},
-               %b_up: tensor<{f}xf32> {{braid.parallel = "colwise"}},
-               %down: tensor<{h}x{f}xf32> {{braid.parallel = "rowwise"}},
-               %b_down: tensor<{h}xf32> {{braid.parallel = "replicate"}})
-    -> (tensor<{t}x{h}xf32> {{braid.parallel = "{layout}"}}) {{
-  %zero = arith.constant 0.0 : f32
-  %e0 = tensor.empty() : tensor<{h}x{f}xf32>
-  %upt = linalg.transpose ins(%up : tensor<{f}x{h}xf32>) outs(%e0 : tensor<{h}x{f}xf32>) permutation = [1, 0]
-  %e1 = tensor.empty() : tensor<{t}x{f}xf32>
-  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<{t}x{f}xf32>) -> tensor<{t}x{f}xf32>
-  %h = linalg.matmul ins(%x, %upt : tensor<{t}x{h}xf32>, tensor<{h}x{f}xf32>) outs(%f1 : tensor<{t}x{f}xf32>) -> tensor<{t}x{f}xf32>
-  %a = linalg.generic {{indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}}
-      ins(%h, %b_up : tensor<{t}x{f}xf32>, tensor<{f}xf32>) outs(%e1 : tensor<{t}x{f}xf32>) {{
-  ^bb0(%v: f32, %c: f32, %o: f32):
-    %s = arith.addf %v, %c : f32
-    %r = arith.maximumf %s, %zero : f32
-    linalg.yield %r : f32
-  }} -> tensor<{t}x{f}xf32>
-  %e2 = tensor.empty() : tensor<{f}x{h}xf32>
-  %downt = linalg.transpose ins(%down : tensor<{h}x{f}xf32>) outs(%e2 : tensor<{f}x{h}xf32>) permutation = [1, 0]
-  %e3 = tensor.empty() : tensor<{t}x{h}xf32>
-  %f3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<{t}x{h}xf32>) -> tensor<{t}x{h}xf32>
-  %y = linalg.matmul ins(%a, %downt : tensor<{t}x{f}xf32>, tensor<{f}x{h}xf32>) outs(%f3 : tensor<{t}x{h}xf32>) -> tensor<{t}x{h}xf32>
-  %o = linalg.generic {{indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}}
-      ins(%y, %b_down : tensor<{t}x{h}xf32>, tensor<{h}xf32>) outs(%e3 : tensor<{t}x{h}xf32>) {{
-  ^bb0(%v: f32, %c: f32, %q: f32):
-    %s = arith.addf %v, %c : f32
-    linalg.yield %s : f32
-  }} -> tensor<{t}x{h}xf32>
-  return %o : tensor<{t}x{h}xf32>
-}}
-"""
+def linear(out, x, w, bias, t, d_in, d_out, relu):
+    """%out = %x @ %w^T + %bias, ReLU'd if `relu`: torch's nn.Linear, the
+    weight [d_out, d_in] used through linalg.transpose."""
+    def f32(*shape):
+        return "tensor<" + "x".join(str(d) for d in shape) + "xf32>"
+    act = ("    %r = arith.maximumf %s, %zero : f32\n    linalg.yield %r : f32\n"
+           if relu else "    linalg.yield %s : f32\n")
+    return (
+        f"  %{out}_et = tensor.empty() : {f32(d_in, d_out)}\n"
+        f"  %{out}_wt = linalg.transpose ins(%{w} : {f32(d_out, d_in)}) "
+        f"outs(%{out}_et : {f32(d_in, d_out)}) permutation = [1, 0]\n"
+        f"  %{out}_e = tensor.empty() : {f32(t, d_out)}\n"
+        f"  %{out}_z = linalg.fill ins(%zero : f32) outs(%{out}_e : {f32(t, d_out)}) -> {f32(t, d_out)}\n"
+        f"  %{out}_mm = linalg.matmul ins(%{x}, %{out}_wt : {f32(t, d_in)}, {f32(d_in, d_out)}) "
+        f"outs(%{out}_z : {f32(t, d_out)}) -> {f32(t, d_out)}\n"
+        f"  %{out} = linalg.generic {{indexing_maps = [#id, #row, #id], "
+        f"iterator_types = [\"parallel\", \"parallel\"]}}\n"
+        f"      ins(%{out}_mm, %{bias} : {f32(t, d_out)}, {f32(d_out)}) outs(%{out}_e : {f32(t, d_out)}) {{\n"
+        f"  ^bb0(%v: f32, %c: f32, %o: f32):\n    %s = arith.addf %v, %c : f32\n" + act +
+        f"  }} -> {f32(t, d_out)}\n")
+
+
+def mlp(ranks, layout, t, h, f):
+    """A global-view MLP in torch's layout (ReLU between the linears), each
+    weight with its braid.parallel plan."""
+    return (
+        f"shard.grid @g(shape = {ranks})\n"
+        "#id = affine_map<(d0, d1) -> (d0, d1)>\n"
+        "#row = affine_map<(d0, d1) -> (d1)>\n"
+        f"func.func @mlp(%x: tensor<{t}x{h}xf32> {{braid.parallel = \"{layout}\"}},\n"
+        f"               %up: tensor<{f}x{h}xf32> {{braid.parallel = \"colwise\"}},\n"
+        f"               %b_up: tensor<{f}xf32> {{braid.parallel = \"colwise\"}},\n"
+        f"               %down: tensor<{h}x{f}xf32> {{braid.parallel = \"rowwise\"}},\n"
+        f"               %b_down: tensor<{h}xf32> {{braid.parallel = \"replicate\"}})\n"
+        f"    -> (tensor<{t}x{h}xf32> {{braid.parallel = \"{layout}\"}}) {{\n"
+        "  %zero = arith.constant 0.0 : f32\n"
+        + linear("a", "x", "up", "b_up", t, h, f, relu=True)
+        + linear("o", "a", "down", "b_down", t, f, h, relu=False)
+        + f"  return %o : tensor<{t}x{h}xf32>\n}}\n")
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
@@ -52,7 +53,7 @@ func.func @mlp(%x: tensor<{t}x{h}xf32> {{braid.parallel = "{layout}"}},
 def test_global_view_plan(ranks, layout, overlap):
     t, h, f = 16, 16, 32
     artifact = braid.compile(
-        TEMPLATE.format(ranks=ranks, layout=layout, t=t, h=h, f=f),
+        mlp(ranks, layout, t, h, f),
         overlap=overlap, check_schedule=True)
     rng = np.random.default_rng(ranks)
     x = rng.standard_normal((t, h)).astype(np.float32)

@@ -49,6 +49,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 using namespace braid::rt;
@@ -75,95 +76,55 @@ double valueOf(int64_t reduction, int64_t rank, int64_t index) {
   return static_cast<double>((rank * 3 + index * 7) % 9 - 4);
 }
 
+/// f(T{}) for the C type T of `dtype`'s elements (uint16_t, the bits, for
+/// f16 and bf16).
+template <typename F> auto withElementType(int64_t dtype, F f) {
+  switch (dtype) {
+  case BRAID_RT_F32:
+    return f(float{});
+  case BRAID_RT_F64:
+    return f(double{});
+  case BRAID_RT_F16:
+  case BRAID_RT_BF16:
+    return f(uint16_t{});
+  case BRAID_RT_I8:
+    return f(int8_t{});
+  case BRAID_RT_I16:
+    return f(int16_t{});
+  case BRAID_RT_I32:
+    return f(int32_t{});
+  default:
+    return f(int64_t{});
+  }
+}
+
 void store(std::vector<char> &buffer, int64_t dtype, int64_t index,
            double value) {
   char *p = buffer.data() + index * elementBytes[dtype];
-  switch (dtype) {
-  case BRAID_RT_F32: {
-    float v = static_cast<float>(value);
-    std::memcpy(p, &v, 4);
-    break;
-  }
-  case BRAID_RT_F64:
-    std::memcpy(p, &value, 8);
-    break;
-  case BRAID_RT_F16: {
-    uint16_t v = floatToHalf(static_cast<float>(value));
-    std::memcpy(p, &v, 2);
-    break;
-  }
-  case BRAID_RT_BF16: {
-    uint16_t v = floatToBf16(static_cast<float>(value));
-    std::memcpy(p, &v, 2);
-    break;
-  }
-  case BRAID_RT_I8: {
-    int8_t v = static_cast<int8_t>(static_cast<int64_t>(value));
-    std::memcpy(p, &v, 1);
-    break;
-  }
-  case BRAID_RT_I16: {
-    int16_t v = static_cast<int16_t>(static_cast<int64_t>(value));
-    std::memcpy(p, &v, 2);
-    break;
-  }
-  case BRAID_RT_I32: {
-    int32_t v = static_cast<int32_t>(static_cast<int64_t>(value));
-    std::memcpy(p, &v, 4);
-    break;
-  }
-  default: {
-    int64_t v = static_cast<int64_t>(value);
-    std::memcpy(p, &v, 8);
-    break;
-  }
-  }
+  withElementType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T v;
+    if constexpr (std::is_same_v<T, uint16_t>)
+      v = dtype == BRAID_RT_F16 ? floatToHalf(static_cast<float>(value))
+                                : floatToBf16(static_cast<float>(value));
+    else if constexpr (std::is_floating_point_v<T>)
+      v = static_cast<T>(value);
+    else
+      v = static_cast<T>(static_cast<int64_t>(value));
+    std::memcpy(p, &v, sizeof v);
+  });
 }
 
 double load(const std::vector<char> &buffer, int64_t dtype, int64_t index) {
   const char *p = buffer.data() + index * elementBytes[dtype];
-  switch (dtype) {
-  case BRAID_RT_F32: {
-    float v;
-    std::memcpy(&v, p, 4);
-    return v;
-  }
-  case BRAID_RT_F64: {
-    double v;
-    std::memcpy(&v, p, 8);
-    return v;
-  }
-  case BRAID_RT_F16: {
-    uint16_t v;
-    std::memcpy(&v, p, 2);
-    return halfToFloat(v);
-  }
-  case BRAID_RT_BF16: {
-    uint16_t v;
-    std::memcpy(&v, p, 2);
-    return bf16ToFloat(v);
-  }
-  case BRAID_RT_I8: {
-    int8_t v;
-    std::memcpy(&v, p, 1);
-    return v;
-  }
-  case BRAID_RT_I16: {
-    int16_t v;
-    std::memcpy(&v, p, 2);
-    return v;
-  }
-  case BRAID_RT_I32: {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-  }
-  default: {
-    int64_t v;
-    std::memcpy(&v, p, 8);
-    return static_cast<double>(v);
-  }
-  }
+  return withElementType(dtype, [&](auto zero) -> double {
+    decltype(zero) v;
+    std::memcpy(&v, p, sizeof v);
+    if constexpr (std::is_same_v<decltype(zero), uint16_t>)
+      return dtype == BRAID_RT_F16 ? halfToFloat(v) : bf16ToFloat(v);
+    else
+      return static_cast<double>(v);
+  });
 }
 
 /// a op b in the element type: integers wrap at their width.

@@ -284,36 +284,27 @@ static void testAllGather(int64_t group, int64_t n, int64_t position) {
 }
 
 static void testAllToAll(int64_t group, int64_t n, int64_t position) {
-  begin("all_to_all");
   enum { words = 3 };
   int64_t count = words * n;
   int32_t *src = xmalloc(4 * count), *dst = xmalloc(4 * count);
-  for (int64_t j = 0; j < n; ++j)
-    for (int i = 0; i < words; ++i)
-      src[j * words + i] = (int32_t)(position * 1000 + j * 10 + i);
-  braid_rt_wait(
-      braid_rt_all_to_all(group, (int64_t)src, (int64_t)dst, 4 * words, 3));
-  for (int64_t j = 0; j < n; ++j)
-    for (int i = 0; i < words; ++i)
-      expect(dst[j * words + i] == j * 1000 + position * 10 + i, "element",
-             j * words + i, dst[j * words + i],
-             (double)(j * 1000 + position * 10 + i));
-  end();
-
-  begin("all_to_all in place");
-  for (int64_t j = 0; j < n; ++j)
-    for (int i = 0; i < words; ++i)
-      src[j * words + i] = (int32_t)(position * 1000 + j * 10 + i);
-  braid_rt_wait(
-      braid_rt_all_to_all(group, (int64_t)src, (int64_t)src, 4 * words, 4));
-  for (int64_t j = 0; j < n; ++j)
-    for (int i = 0; i < words; ++i)
-      expect(src[j * words + i] == j * 1000 + position * 10 + i, "element",
-             j * words + i, src[j * words + i],
-             (double)(j * 1000 + position * 10 + i));
+  // Into another buffer, then in place (the result over the source).
+  for (int inPlace = 0; inPlace < 2; ++inPlace) {
+    begin(inPlace ? "all_to_all in place" : "all_to_all");
+    int32_t *out = inPlace ? src : dst;
+    for (int64_t j = 0; j < n; ++j)
+      for (int i = 0; i < words; ++i)
+        src[j * words + i] = (int32_t)(position * 1000 + j * 10 + i);
+    braid_rt_wait(braid_rt_all_to_all(group, (int64_t)src, (int64_t)out,
+                                      4 * words, 3 + inPlace));
+    for (int64_t j = 0; j < n; ++j)
+      for (int i = 0; i < words; ++i)
+        expect(out[j * words + i] == j * 1000 + position * 10 + i, "element",
+               j * words + i, out[j * words + i],
+               (double)(j * 1000 + position * 10 + i));
+    end();
+  }
   free(src);
   free(dst);
-  end();
 }
 
 static void testBroadcast(int64_t group, int64_t n, int64_t position) {

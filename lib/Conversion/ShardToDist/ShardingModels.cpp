@@ -54,8 +54,11 @@ struct LoopSpace {
   /// (whether or not a dimension follows them).
   SmallVector<SmallVector<bool>> holds;
 
-  void init(int64_t numLoops, unsigned numValues) {
-    sizes.assign(numLoops, 1);
+  /// One loop per dimension of `shape`, of its size; `numValues` operands
+  /// and results, none following a loop yet.
+  void init(ArrayRef<int64_t> shape, unsigned numValues) {
+    int64_t numLoops = shape.size();
+    sizes.assign(shape.begin(), shape.end());
     cut.assign(numLoops, false);
     follows.assign(numValues, {});
     holds.assign(numValues, SmallVector<bool>(numLoops, false));
@@ -268,9 +271,7 @@ template <typename Op> void describeReshape(Op op, LoopSpace &space) {
                                   ? op.getResultType()
                                   : op.getSrcType();
   int64_t loops = expanded.getRank();
-  space.init(loops, op->getNumOperands() + 1);
-  for (int64_t l = 0; l < loops; ++l)
-    space.sizes[l] = expanded.getDimSize(l);
+  space.init(expanded.getShape(), op->getNumOperands() + 1);
   unsigned expandedValue =
       std::is_same_v<Op, tensor::ExpandShapeOp> ? op->getNumOperands() : 0;
   unsigned collapsedValue =
@@ -299,38 +300,20 @@ template <typename Op> void describeReshape(Op op, LoopSpace &space) {
   }
 }
 
-struct ExpandShapeModel
-    : public LoopSpaceModel<ExpandShapeModel, tensor::ExpandShapeOp> {
-  static void describe(tensor::ExpandShapeOp op, LoopSpace &space) {
-    describeReshape(op, space);
-  }
-  static FailureOr<Operation *> rebuild(tensor::ExpandShapeOp op,
-                                        ArrayRef<Value> operands,
+/// expand_shape and collapse_shape, rebuilt with the local result type. An
+/// expansion needs static local sizes (its output shape is not operands).
+template <typename Op>
+struct ReshapeModel : public LoopSpaceModel<ReshapeModel<Op>, Op> {
+  static void describe(Op op, LoopSpace &space) { describeReshape(op, space); }
+  static FailureOr<Operation *> rebuild(Op op, ArrayRef<Value> operands,
                                         ArrayRef<Type> types, IRMapping &,
                                         OpBuilder &builder) {
     auto type = cast<RankedTensorType>(types[0]);
-    if (!type.hasStaticShape())
+    if (std::is_same_v<Op, tensor::ExpandShapeOp> && !type.hasStaticShape())
       return op.emitOpError()
              << "cannot be partitioned with dynamic sizes (" << type << ")";
-    return tensor::ExpandShapeOp::create(builder, op.getLoc(), type,
-                                         operands[0],
-                                         op.getReassociationIndices())
-        .getOperation();
-  }
-};
-
-struct CollapseShapeModel
-    : public LoopSpaceModel<CollapseShapeModel, tensor::CollapseShapeOp> {
-  static void describe(tensor::CollapseShapeOp op, LoopSpace &space) {
-    describeReshape(op, space);
-  }
-  static FailureOr<Operation *> rebuild(tensor::CollapseShapeOp op,
-                                        ArrayRef<Value> operands,
-                                        ArrayRef<Type> types, IRMapping &,
-                                        OpBuilder &builder) {
-    return tensor::CollapseShapeOp::create(builder, op.getLoc(), types[0],
-                                           operands[0],
-                                           op.getReassociationIndices())
+    return Op::create(builder, op.getLoc(), type, operands[0],
+                      op.getReassociationIndices())
         .getOperation();
   }
 };
@@ -361,9 +344,7 @@ void describeSlice(Op op, RankedTensorType whole, RankedTensorType slice,
                    unsigned wholeValue, unsigned sliceValue,
                    ArrayRef<unsigned> alsoWhole, LoopSpace &space) {
   int64_t loops = whole.getRank();
-  space.init(loops, op->getNumOperands() + op->getNumResults());
-  for (int64_t l = 0; l < loops; ++l)
-    space.sizes[l] = whole.getDimSize(l);
+  space.init(whole.getShape(), op->getNumOperands() + op->getNumResults());
   space.identity(wholeValue);
   for (unsigned v : alsoWhole)
     space.identity(v);
@@ -455,10 +436,7 @@ struct InsertSliceModel
 /// concatenated dimension is cut.
 struct ConcatModel : public LoopSpaceModel<ConcatModel, tensor::ConcatOp> {
   static void describe(tensor::ConcatOp op, LoopSpace &space) {
-    RankedTensorType type = op.getResultType();
-    space.init(type.getRank(), op->getNumOperands() + 1);
-    for (int64_t l = 0; l < type.getRank(); ++l)
-      space.sizes[l] = type.getDimSize(l);
+    space.init(op.getResultType().getShape(), op->getNumOperands() + 1);
     for (unsigned v = 0; v <= op->getNumOperands(); ++v)
       space.identity(v);
     space.cut[op.getDim()] = true;
@@ -477,9 +455,7 @@ struct ConcatModel : public LoopSpaceModel<ConcatModel, tensor::ConcatOp> {
 struct PadModel : public LoopSpaceModel<PadModel, tensor::PadOp> {
   static void describe(tensor::PadOp op, LoopSpace &space) {
     RankedTensorType type = op.getResultType();
-    space.init(type.getRank(), op->getNumOperands() + 1);
-    for (int64_t l = 0; l < type.getRank(); ++l)
-      space.sizes[l] = type.getDimSize(l);
+    space.init(type.getShape(), op->getNumOperands() + 1);
     space.identity(0);
     space.identity(op->getNumOperands());
     for (int64_t l = 0; l < type.getRank(); ++l) {
@@ -503,8 +479,10 @@ struct PadModel : public LoopSpaceModel<PadModel, tensor::PadOp> {
 
 void braid::registerShardingModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, tensor::TensorDialect *) {
-    tensor::ExpandShapeOp::attachInterface<ExpandShapeModel>(*context);
-    tensor::CollapseShapeOp::attachInterface<CollapseShapeModel>(*context);
+    tensor::ExpandShapeOp::attachInterface<ReshapeModel<tensor::ExpandShapeOp>>(
+        *context);
+    tensor::CollapseShapeOp::attachInterface<
+        ReshapeModel<tensor::CollapseShapeOp>>(*context);
     tensor::ExtractSliceOp::attachInterface<ExtractSliceModel>(*context);
     tensor::InsertSliceOp::attachInterface<InsertSliceModel>(*context);
     tensor::ConcatOp::attachInterface<ConcatModel>(*context);

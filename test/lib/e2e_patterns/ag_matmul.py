@@ -1,7 +1,7 @@
 """all_gather feeding a matmul."""
 import spmd
 
-from .core import acc_type, header, matmul, tensor
+from .core import acc_type, matmul, program, tensor
 
 
 def pattern_ag_matmul(cfg):
@@ -33,10 +33,7 @@ def pattern_ag_matmul(cfg):
         out = (m, c)
     else:
         raise SystemExit(f"unknown variant {cfg.variant}")
-    text = (header(cfg.grid) +
-            f"func.func @main(%x: {tensor(xs, dt)}, %w: {tensor(ws, dt)}) -> {tensor(out, acc)} {{\n"
-            f"  %zero = arith.constant 0.0 : {acc}\n" + body +
-            f"  return %y : {tensor(out, acc)}\n}}\n")
+    text = program(cfg.grid, {"x": tensor(xs, dt), "w": tensor(ws, dt)}, body, ("y", tensor(out, acc)), zero=acc)
     return text, [(xs, dt), (ws, dt)], [acc], lambda grid, ins: [[y] for y in ref(grid, *ins)]
 
 

@@ -61,6 +61,17 @@ def header(grid_shape):
     return f"shard.grid @g(shape = {'x'.join(str(s) for s in grid_shape)})\n"
 
 
+def program(grid_shape, params, body, result, zero=None):
+    """The text of a program on the grid: @main taking `params` (name ->
+    type), running `body` (lines, after `%zero = 0.0 : zero` when `zero` is
+    an element type) and returning `result` (name, type)."""
+    args = ", ".join(f"%{name}: {type_}" for name, type_ in params.items())
+    name, type_ = result
+    first = f"  %zero = arith.constant 0.0 : {zero}\n" if zero else ""
+    return (header(grid_shape) + f"func.func @main({args}) -> {type_} {{\n" + first + body +
+            f"  return %{name} : {type_}\n}}\n")
+
+
 def replicated(grid_shape):
     """The attribute that promises an argument is the same on every rank."""
     return (f" {{dist.placement = #dist.placement<@g, "

@@ -4,6 +4,22 @@ import numpy as np
 from .core import header, tensor
 
 
+IDENT = "affine_map<(i, j) -> (i, j)>"
+
+
+def split_program(cfg, t, split, result, body):
+    """@main(%x: t): %xs is %x split as `split` over the grid (%e an empty
+    tensor of its type), `body` runs, and %`result`, annotated as split the
+    same way for its users, is returned."""
+    return header(cfg.grid) + (
+        f"func.func @main(%x: {t}) -> {t} {{\n"
+        f"  %s = shard.sharding @g split_axes = {split} : !shard.sharding\n"
+        f"  %xs = shard.shard %x to %s : {t}\n"
+        f"  %e = tensor.empty() : {t}\n" + body +
+        f"  %{result}s = shard.shard %{result} to %s annotate_for_users : {t}\n"
+        f"  return %{result}s : {t}\n}}\n")
+
+
 def pattern_global_index(cfg):
     """Global view (shard.shard annotations, partitioned by upstream
     propagation): an elementwise op that reads its loop indices
@@ -31,12 +47,8 @@ def pattern_global_index(cfg):
                          "or axes on a 2-D grid")
     local = (m // blocks[0], c // blocks[1])
     t = tensor((m, c), "f32")
-    text = header(cfg.grid) + (
-        f"func.func @main(%x: {t}) -> {t} {{\n"
-        f"  %s = shard.sharding @g split_axes = {split} : !shard.sharding\n"
-        f"  %xs = shard.shard %x to %s : {t}\n"
-        f"  %e = tensor.empty() : {t}\n"
-        f"  %y = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], "
+    text = split_program(cfg, t, split, "y", (
+        f"  %y = linalg.generic {{indexing_maps = [{IDENT}, {IDENT}], "
         f"iterator_types = [\"parallel\", \"parallel\"]}} ins(%xs : {t}) outs(%e : {t}) {{\n"
         f"  ^bb0(%a: f32, %o: f32):\n"
         f"    %i = linalg.index 0 : index\n    %j = linalg.index 1 : index\n"
@@ -44,9 +56,7 @@ def pattern_global_index(cfg):
         f"    %r = arith.muli %i, %c100 : index\n    %p = arith.addi %r, %j : index\n"
         f"    %pi = arith.index_cast %p : index to i32\n    %pf = arith.sitofp %pi : i32 to f32\n"
         f"    %v = arith.addf %a, %pf : f32\n    linalg.yield %v : f32\n"
-        f"  }} -> {t}\n"
-        f"  %ys = shard.shard %y to %s annotate_for_users : {t}\n"
-        f"  return %ys : {t}\n}}\n")
+        f"  }} -> {t}\n"))
 
     def ref(grid, ins):
         out = []
@@ -69,27 +79,20 @@ def global_extract(cfg, m, c):
     n = cfg.grid[cfg.axis]
     local = (m // n, c)
     t = tensor((m, c), "f32")
-    ident = "affine_map<(i, j) -> (i, j)>"
-    text = header(cfg.grid) + (
-        f"func.func @main(%x: {t}) -> {t} {{\n"
-        f"  %s = shard.sharding @g split_axes = [[{cfg.axis}]] : !shard.sharding\n"
-        f"  %xs = shard.shard %x to %s : {t}\n"
-        f"  %e = tensor.empty() : {t}\n"
-        f"  %y = linalg.generic {{indexing_maps = [{ident}, {ident}], "
+    text = split_program(cfg, t, f"[[{cfg.axis}]]", "z", (
+        f"  %y = linalg.generic {{indexing_maps = [{IDENT}, {IDENT}], "
         f"iterator_types = [\"parallel\", \"parallel\"]}} ins(%xs : {t}) outs(%e : {t}) {{\n"
         f"  ^bb0(%a: f32, %o: f32):\n"
         f"    %d = arith.addf %a, %a : f32\n    linalg.yield %d : f32\n"
         f"  }} -> {t}\n"
-        f"  %z = linalg.generic {{indexing_maps = [{ident}], "
+        f"  %z = linalg.generic {{indexing_maps = [{IDENT}], "
         f"iterator_types = [\"parallel\", \"parallel\"]}} outs(%e : {t}) {{\n"
         f"  ^bb0(%o: f32):\n"
         f"    %i = linalg.index 0 : index\n    %j = linalg.index 1 : index\n"
         f"    %last = arith.constant {m - 1} : index\n"
         f"    %r = arith.subi %last, %i : index\n"
         f"    %v = tensor.extract %y[%r, %j] : {t}\n    linalg.yield %v : f32\n"
-        f"  }} -> {t}\n"
-        f"  %zs = shard.shard %z to %s annotate_for_users : {t}\n"
-        f"  return %zs : {t}\n}}\n")
+        f"  }} -> {t}\n"))
 
     def ref(grid, ins):
         out = []

@@ -1,7 +1,7 @@
 """A matmul whose result is reduce-scattered."""
 import spmd
 
-from .core import acc_type, header, matmul, tensor
+from .core import acc_type, matmul, program, tensor
 
 
 def pattern_matmul_rs(cfg):
@@ -11,12 +11,10 @@ def pattern_matmul_rs(cfg):
     m, k, c = 4 * n * z, 16 * z, 4 * n * z
     dim = 0 if cfg.variant == "rows" else 1
     out = (m // n, c) if dim == 0 else (m, c // n)
-    text = (header(cfg.grid) +
-            f"func.func @main(%a: {tensor((m, k), dt)}, %b: {tensor((k, c), dt)}) -> {tensor(out, acc)} {{\n"
-            f"  %zero = arith.constant 0.0 : {acc}\n" +
-            matmul("y", "a", "b", tensor((m, k), dt), tensor((k, c), dt), (m, c), acc) +
-            f"  %s = shard.reduce_scatter %y on @g grid_axes = [{cfg.axis}] scatter_axis = {dim} : {tensor((m, c), acc)} -> {tensor(out, acc)}\n"
-            f"  return %s : {tensor(out, acc)}\n}}\n")
+    text = program(cfg.grid, {"a": tensor((m, k), dt), "b": tensor((k, c), dt)}, (
+        matmul("y", "a", "b", tensor((m, k), dt), tensor((k, c), dt), (m, c), acc) +
+        f"  %s = shard.reduce_scatter %y on @g grid_axes = [{cfg.axis}] scatter_axis = {dim} : {tensor((m, c), acc)} -> {tensor(out, acc)}\n"),
+        ("s", tensor(out, acc)), zero=acc)
 
     def ref(grid, ins):
         a, b = ins

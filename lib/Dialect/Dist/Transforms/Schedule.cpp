@@ -74,31 +74,39 @@ bool schedule::accumulatesIntoInit(linalg::LinalgOp op) {
   return linalg::isaContractionOpInterface(op);
 }
 
+namespace {
+/// The offsets, sizes and strides of the part of `type`'s shape that starts
+/// at `offset` along `dim` and is `size` long there, whole elsewhere.
+struct Along {
+  SmallVector<OpFoldResult> offsets, sizes, strides;
+  SmallVector<int64_t> shape;
+  Along(OpBuilder &b, RankedTensorType type, int64_t dim, OpFoldResult offset,
+        int64_t size)
+      : offsets(type.getRank(), b.getIndexAttr(0)),
+        strides(type.getRank(), b.getIndexAttr(1)), shape(type.getShape()) {
+    shape[dim] = size;
+    for (int64_t extent : shape)
+      sizes.push_back(b.getIndexAttr(extent));
+    offsets[dim] = offset;
+  }
+};
+} // namespace
+
 Value schedule::sliceAlong(OpBuilder &b, Location loc, Value value, int64_t dim,
                            OpFoldResult offset, int64_t size) {
   auto type = cast<RankedTensorType>(value.getType());
-  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
-  SmallVector<OpFoldResult> sizes, strides(type.getRank(), b.getIndexAttr(1));
-  for (int64_t i = 0; i < type.getRank(); ++i)
-    sizes.push_back(b.getIndexAttr(i == dim ? size : type.getDimSize(i)));
-  offsets[dim] = offset;
-  SmallVector<int64_t> shape(type.getShape());
-  shape[dim] = size;
+  Along part(b, type, dim, offset, size);
   return tensor::ExtractSliceOp::create(
-      b, loc, RankedTensorType::get(shape, type.getElementType()), value,
-      offsets, sizes, strides);
+      b, loc, RankedTensorType::get(part.shape, type.getElementType()), value,
+      part.offsets, part.sizes, part.strides);
 }
 
 Value schedule::insertAlong(OpBuilder &b, Location loc, Value chunk, Value dest,
                             int64_t dim, OpFoldResult offset) {
   auto type = cast<RankedTensorType>(chunk.getType());
-  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
-  SmallVector<OpFoldResult> sizes, strides(type.getRank(), b.getIndexAttr(1));
-  for (int64_t i = 0; i < type.getRank(); ++i)
-    sizes.push_back(b.getIndexAttr(type.getDimSize(i)));
-  offsets[dim] = offset;
-  return tensor::InsertSliceOp::create(b, loc, chunk, dest, offsets, sizes,
-                                       strides);
+  Along part(b, type, dim, offset, type.getDimSize(dim));
+  return tensor::InsertSliceOp::create(b, loc, chunk, dest, part.offsets,
+                                       part.sizes, part.strides);
 }
 
 FailureOr<Chunk>
