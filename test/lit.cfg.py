@@ -36,7 +36,8 @@ if config.mpi_found in ("TRUE", "ON", "1"):
     config.substitutions.append(
         ("%braid_lib", os.path.join(config.braid_obj_root, "lib")))
     llvm_config.add_tool_substitutions(
-        ["braid-exec", "braid-run", "braid-rt-selftest", "braid-capi-test"], tool_dirs)
+        ["braid-exec", "braid-run", "braid-rt-selftest", "braid-capi-test",
+         "braid-program-host"], tool_dirs)
 
 # cuda: the toolkit is there, so the cuda target is built and its
 # compile-only tests (cubins through ptxas) run. cuda-device: a GPU is

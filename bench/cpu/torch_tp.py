@@ -54,22 +54,26 @@ def build_layer(args, dtype_name):
     return layer, x, kwargs, c
 
 
+def torch_plan(c):
+    """The shipped plan's layer entries as PyTorch's own styles."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+    styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
+    return {key.split("layers.*.", 1)[1]: styles[style]()
+            for key, style in c.base_model_tp_plan.items()
+            if key.startswith("layers.*.") and style in styles}
+
+
 def torch_rank(rank, args, dtype_name, store, out):
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import (
-        ColwiseParallel, RowwiseParallel, parallelize_module)
+    from torch.distributed.tensor.parallel import parallelize_module
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
                             world_size=args.ranks)
     mesh = init_device_mesh("cpu", (args.ranks,))
     layer, x, kwargs, c = build_layer(args, dtype_name)
-    styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
-    plan = {key.split("layers.*.", 1)[1]: styles[style]()
-            for key, style in c.base_model_tp_plan.items()
-            if key.startswith("layers.*.") and style in styles}
-    parallelize_module(layer, mesh, plan)
+    parallelize_module(layer, mesh, torch_plan(c))
     times = []
     with torch.no_grad():
         for i in range(args.warmup + args.repeat):

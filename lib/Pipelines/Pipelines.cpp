@@ -262,6 +262,7 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
   // One placeholder per use: shared ones tie every layer's results into
   // one alias set, which One-Shot Bufferize analyses in quadratic time.
   pm.addNestedPass<func::FuncOp>(createUnsharePlaceholders());
+  pm.addNestedPass<func::FuncOp>(createReadOnlyArguments());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =

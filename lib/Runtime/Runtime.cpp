@@ -101,48 +101,73 @@ void worldBarrier(Runtime &rt) {
 // Lifecycle
 //===----------------------------------------------------------------------===//
 
-void braid_rt_init(int *argc, char ***argv) {
-  Runtime &rt = runtime();
-  if (rt.initialized)
-    return;
-  if (rt.finalized)
-    fatal("braid_rt_init called after braid_rt_finalize (MPI cannot be "
-          "initialized twice)");
+namespace {
 
-  int alreadyInitialized = 0;
-  if (MPI_Initialized(&alreadyInitialized) != MPI_SUCCESS)
+/// Finalizes the runtime when the host finalizes MPI: the attribute a host's
+/// runtime puts on MPI_COMM_SELF is deleted first thing in MPI_Finalize,
+/// while MPI still works.
+int finalizeWithMPI(MPI_Comm, int, void *, void *) {
+  braid_rt_finalize();
+  return MPI_SUCCESS;
+}
+
+/// Starts the runtime on `base` (MPI's world when `host` is null, else the
+/// communicator whose Fortran handle *host is). Returns "" or, for a host
+/// (braid_rt_init_on), why the runtime cannot start there; braid_rt_init
+/// ends the job instead.
+std::string start(Runtime &rt, int *argc, char ***argv, const int64_t *host) {
+  auto refuse = [&](const std::string &why) {
+    if (!host)
+      fatal(why);
+    return why;
+  };
+  int mpiInitialized = 0, mpiFinalized = 0;
+  if (MPI_Initialized(&mpiInitialized) != MPI_SUCCESS ||
+      MPI_Finalized(&mpiFinalized) != MPI_SUCCESS)
     fatal("MPI_Initialized failed in braid_rt_init");
+  if (rt.finalized || mpiFinalized)
+    return refuse("braid_rt_init called after MPI was finalized (MPI cannot "
+                  "be initialized twice)");
+  bool given = host && *host != -1;
+  if (given && !mpiInitialized)
+    return refuse("a communicator was given, but MPI is not initialized");
   int provided = MPI_THREAD_SINGLE;
-  if (!alreadyInitialized) {
+  if (!mpiInitialized) {
     int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
     if (rc != MPI_SUCCESS)
       fatalf("MPI_Init_thread failed in braid_rt_init (MPI error %d)", rc);
     rt.ownsMPI = true;
   }
   setMPIUsable(true);
-  if (alreadyInitialized)
+  if (mpiInitialized)
     checkMPI(MPI_Query_thread(&provided), "MPI_Query_thread", "braid_rt_init");
-  // A host program that initialized MPI keeps its own error handling; the
-  // runtime's communicators (duplicates) get MPI_ERRORS_RETURN regardless.
-  if (rt.ownsMPI)
-    checkMPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
-             "MPI_Comm_set_errhandler", "braid_rt_init");
-  checkMPI(MPI_Comm_rank(MPI_COMM_WORLD, &rt.worldRank), "MPI_Comm_rank",
-           "braid_rt_init");
-  checkMPI(MPI_Comm_size(MPI_COMM_WORLD, &rt.worldSize), "MPI_Comm_size",
-           "braid_rt_init");
-  setDiagnosticRank(rt.worldRank);
   // MPI is only ever called by one thread at a time (init and finalize
   // here, everything in between on the comm thread), which SERIALIZED
   // allows; MULTIPLE is requested so that a fatal error may call MPI_Abort
   // from the compute thread while the comm thread is inside MPI.
   if (provided < MPI_THREAD_SERIALIZED)
-    fatalf("braid_rt_init: the MPI library provides thread level %d, but the "
-           "runtime calls MPI from a communication thread and needs "
-           "MPI_THREAD_SERIALIZED (%d) or better",
-           provided, MPI_THREAD_SERIALIZED);
-  checkMPI(MPI_Comm_dup(MPI_COMM_WORLD, &rt.world), "MPI_Comm_dup",
+    return refuse(
+        formatString("the MPI library was initialized with thread level %d, "
+                     "but the runtime calls MPI from a communication thread "
+                     "and needs MPI_THREAD_SERIALIZED (%d) or better "
+                     "(MPI_Init_thread)",
+                     provided, MPI_THREAD_SERIALIZED));
+  MPI_Comm base =
+      given ? MPI_Comm_f2c(static_cast<MPI_Fint>(*host)) : MPI_COMM_WORLD;
+  if (base == MPI_COMM_NULL)
+    return refuse(formatString("%lld is not a communicator's Fortran handle",
+                               static_cast<long long>(*host)));
+  // A host program that initialized MPI keeps its own error handling; the
+  // runtime's communicators (duplicates) get MPI_ERRORS_RETURN regardless.
+  if (rt.ownsMPI)
+    checkMPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
+             "MPI_Comm_set_errhandler", "braid_rt_init");
+  checkMPI(MPI_Comm_rank(base, &rt.worldRank), "MPI_Comm_rank",
            "braid_rt_init");
+  checkMPI(MPI_Comm_size(base, &rt.worldSize), "MPI_Comm_size",
+           "braid_rt_init");
+  setDiagnosticRank(rt.worldRank);
+  checkMPI(MPI_Comm_dup(base, &rt.world), "MPI_Comm_dup", "braid_rt_init");
   checkMPI(MPI_Comm_set_errhandler(rt.world, MPI_ERRORS_RETURN),
            "MPI_Comm_set_errhandler", "braid_rt_init");
   createReductionOps();
@@ -152,6 +177,49 @@ void braid_rt_init(int *argc, char ***argv) {
   rt.comm = std::make_unique<CommThread>(rt.tracer, timeout);
   rt.comm->start();
   rt.initialized = true;
+  if (host && !rt.ownsMPI) {
+    int key = MPI_KEYVAL_INVALID;
+    checkMPI(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, finalizeWithMPI,
+                                    &key, nullptr),
+             "MPI_Comm_create_keyval", "braid_rt_init");
+    checkMPI(MPI_Comm_set_attr(MPI_COMM_SELF, key, nullptr),
+             "MPI_Comm_set_attr", "braid_rt_init");
+  } else if (host) {
+    // MPI is the runtime's: nothing else finalizes it.
+    std::atexit(braid_rt_finalize);
+  }
+  return std::string();
+}
+
+} // namespace
+
+void braid_rt_init(int *argc, char ***argv) {
+  Runtime &rt = runtime();
+  if (!rt.initialized)
+    start(rt, argc, argv, nullptr);
+}
+
+const char *braid_rt_init_on(int64_t comm) {
+  static std::string problem;
+  Runtime &rt = runtime();
+  if (!rt.initialized) {
+    problem = start(rt, nullptr, nullptr, &comm);
+    return problem.empty() ? nullptr : problem.c_str();
+  }
+  // Already running: on this communicator (a congruent one) or refused.
+  MPI_Comm base =
+      comm == -1 ? MPI_COMM_WORLD : MPI_Comm_f2c(static_cast<MPI_Fint>(comm));
+  int same = MPI_UNEQUAL;
+  if (base != MPI_COMM_NULL)
+    checkMPI(MPI_Comm_compare(rt.world, base, &same), "MPI_Comm_compare",
+             "braid_rt_init_on");
+  if (same == MPI_CONGRUENT || same == MPI_IDENT)
+    return nullptr;
+  problem = formatString(
+      "the runtime of this process already runs on another communicator (of "
+      "%d ranks): one communicator per process",
+      rt.worldSize);
+  return problem.c_str();
 }
 
 void braid_rt_finalize(void) {
@@ -172,7 +240,8 @@ void braid_rt_finalize(void) {
   freeReductionOps();
   checkMPI(MPI_Comm_free(&rt.world), "MPI_Comm_free", "braid_rt_finalize");
   rt.initialized = false;
-  rt.finalized = true;
+  // A host's MPI lives on, and the runtime may start again on it.
+  rt.finalized = rt.ownsMPI;
   if (rt.ownsMPI) {
     int rc = MPI_Finalize();
     setMPIUsable(false);

@@ -53,8 +53,8 @@ import numpy as np
 from .compiler import CompileError, Diagnostic, positive_int
 from .compiler import compile as braid_compile
 
-__all__ = ["export", "to_mlir", "parallelize", "ParallelModule", "Exported",
-           "STYLES"]
+__all__ = ["export", "to_mlir", "parallelize", "ParallelModule", "RankModule",
+           "Exported", "STYLES", "rank_part"]
 
 # Every style a plan may name, and what Braid does with the parameters of a
 # module (or the parameter) it names: "colwise", "rowwise", "colwise_gather"
@@ -282,6 +282,19 @@ def _flatten_inputs(example_args, example_kwargs):
         names.append(name)
         positions.append(index)
     return leaves, spec, names, positions
+
+
+def _input_tensors(exported, inputs, kwargs):
+    """The tensors of a call's (inputs, kwargs), detached, in the order of
+    the exported function's inputs; ValueError for another number."""
+    import torch
+    leaves, _, _, positions = _flatten_inputs(inputs, kwargs)
+    expected = exported.names[:exported.num_inputs]
+    if len(positions) != len(expected):
+        raise ValueError(f"the module was compiled for {len(expected)} "
+                         f"tensor inputs ({', '.join(expected)}); got "
+                         f"{len(positions)}")
+    return [torch.as_tensor(leaves[p]).detach() for p in positions]
 
 
 def _model_frames_only():
@@ -566,41 +579,19 @@ class ParallelModule:
         for name, value, spec in zip(self.exported.names, values,
                                      self.artifact.arguments):
             value = np.asarray(value)
-            split = [d for d, (g, p) in enumerate(zip(value.shape, spec.shape))
-                     if g != p]
-            if not split:
-                parts = [value] * ranks
-            elif (self._styles.get(name) == "packed_colwise" and
-                  split == [value.ndim - 2] and
-                  value.shape[split[0]] == ranks * spec.shape[split[0]]):
-                # Each of the packed parts ([gate; up]) split separately.
-                d = split[0]
-                grouped = value.reshape(value.shape[:d] +
-                                        (PACKED_PARTS, -1) +
-                                        value.shape[d + 1:])
-                parts = [p.reshape(spec.shape) for p in
-                         np.split(grouped, ranks, axis=d + 1)]
-            elif len(split) == 1 and value.shape[split[0]] == ranks * spec.shape[split[0]]:
-                parts = np.split(value, ranks, axis=split[0])
-            else:
-                raise ValueError(f"{name}: cannot split shape {value.shape} "
-                                 f"into {ranks} blocks of {spec.shape}")
             for rank in range(ranks):
                 # order="C", not ascontiguousarray: a 0-d input stays 0-d.
-                per_rank[rank].append(np.asarray(parts[rank], order="C"))
+                per_rank[rank].append(np.asarray(
+                    rank_part(name, value, spec.shape, ranks, rank,
+                              self._styles.get(name)), order="C"))
         return per_rank
 
     def __call__(self, *inputs, **run_options):
         import torch
         kwargs = {k: run_options.pop(k) for k in list(run_options)
                   if self._kwargs is not None and k in self._kwargs}
-        leaves, _, _, positions = _flatten_inputs(
-            inputs, kwargs if self._kwargs is not None else None)
-        expected = self.exported.names[:self.exported.num_inputs]
-        if len(positions) != len(expected):
-            raise ValueError(f"the module was compiled for {len(expected)} "
-                             f"tensor inputs ({', '.join(expected)}); got "
-                             f"{len(positions)}")
+        tensors = _input_tensors(self.exported, inputs,
+                                 kwargs if self._kwargs is not None else None)
         params = [t.detach().float().cpu().numpy()
                   if t.dtype == torch.bfloat16 else t.detach().cpu().numpy()
                   for _, t in self.module.named_parameters()]
@@ -608,8 +599,8 @@ class ParallelModule:
                    if t.dtype == torch.bfloat16 else t.detach().cpu().numpy()
                    for _, t in self.module.named_buffers()]
         values = []
-        for position in positions:
-            tensor = torch.as_tensor(leaves[position]).detach().cpu()
+        for tensor in tensors:
+            tensor = tensor.cpu()
             if tensor.dtype == torch.bfloat16:
                 tensor = tensor.float()
             values.append(tensor.numpy())
@@ -628,6 +619,92 @@ class ParallelModule:
                 tensor = tensor.to(torch.bfloat16)
             tensors.append(tensor)
         return self.exported.outputs(tensors)
+
+
+def rank_part(name, value, shape, ranks, rank, style=None):
+    """Rank `rank`'s part of the global `value` (a numpy array or a torch
+    tensor) of the argument `name`, whose per-rank shape is `shape`: the
+    value itself where nothing is split, else its block along the one
+    dimension that is (each of the PACKED_PARTS parts split separately for
+    the packed_colwise style)."""
+    shape = tuple(shape)
+    split = [d for d, (g, p) in enumerate(zip(value.shape, shape)) if g != p]
+    if not split:
+        return value
+    d = split[0]
+    if len(split) != 1 or value.shape[d] != ranks * shape[d]:
+        raise ValueError(f"{name}: cannot split shape {tuple(value.shape)} "
+                         f"into {ranks} blocks of {shape}")
+    index = [slice(None)] * len(shape)
+    if style == "packed_colwise" and d == len(shape) - 2:
+        width = shape[d] // PACKED_PARTS
+        grouped = value.reshape(tuple(value.shape[:d]) + (PACKED_PARTS, -1) +
+                                tuple(value.shape[d + 1:]))
+        index.insert(d + 1, slice(rank * width, (rank + 1) * width))
+        return grouped[tuple(index)].reshape(shape)
+    index[d] = slice(rank * shape[d], (rank + 1) * shape[d])
+    return value[tuple(index)]
+
+
+class RankModule:
+    """A torch module compiled by Braid and run in this process as one rank
+    of the job (braid.program): made by parallelize(..., per_rank=True) on
+    every rank. It keeps only this rank's part of each parameter and
+    buffer, cut once when it is made (call `reshard()` after changing the
+    module's weights). A call takes this rank's part of each input (per-rank
+    shapes: under the "sequence" layout its rows; a whole global input is
+    cut to its part too) and returns this rank's part of each output, as
+    torch tensors. Every rank calls it, in the same order. `program` is the
+    braid.program.Program, `path` its artifact."""
+
+    def __init__(self, module, exported, program, output_layout, kwargs,
+                 styles):
+        self.module, self.exported, self.program = module, exported, program
+        self.output_layout, self._kwargs, self._styles = output_layout, kwargs, styles
+        self.path = program.path
+        self.reshard()
+
+    def reshard(self):
+        """Cuts this rank's part of the module's current parameters and
+        buffers (contiguous copies; nothing global is kept)."""
+        tensors = [t for _, t in self.module.named_parameters()]
+        tensors += [t for _, t in self.module.named_buffers()]
+        first = self.exported.num_inputs
+        self._weights = []
+        for name, tensor, spec in zip(self.exported.names[first:], tensors,
+                                      self.program.arguments[first:]):
+            part = rank_part(name, tensor.detach().cpu(), spec.shape,
+                             self.program.size, self.program.rank,
+                             self._styles.get(name))
+            self._weights.append(part.contiguous().clone())
+
+    def __call__(self, *inputs, **kwargs):
+        import torch
+        tensors = _input_tensors(self.exported, inputs,
+                                 kwargs if self._kwargs is not None else None)
+        values = []
+        for name, tensor, spec in zip(self.exported.names, tensors,
+                                      self.program.arguments):
+            if tuple(tensor.shape) != tuple(spec.shape):
+                try:
+                    tensor = rank_part(name, tensor, spec.shape, self.program.size,
+                                       self.program.rank, self._styles.get(name))
+                except ValueError:
+                    raise ValueError(
+                        f"input {name} has shape {tuple(tensor.shape)}; this rank "
+                        f"takes {tuple(spec.shape)} (its part), or the global "
+                        "input, which it cuts") from None
+            values.append(tensor)
+        results = self.program(*values, *self._weights)
+        tensors = []
+        for array, spec in zip(results, self.program.results):
+            tensor = torch.from_numpy(np.asarray(array, order="C"))
+            tensors.append(tensor.to(torch.bfloat16) if spec.dtype == "bf16" else tensor)
+        return self.exported.outputs(tensors)
+
+    def __repr__(self):
+        return (f"<braid.pytorch.RankModule {type(self.module).__name__}, "
+                f"rank {self.program.rank} of {self.program.size}>")
 
 
 def to_mlir(module, example_args, plan, ranks=4, input_layout="replicate",
@@ -656,7 +733,8 @@ def to_mlir(module, example_args, plan, ranks=4, input_layout="replicate",
 
 
 def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
-                output_layout=None, kwargs=None, **compile_options):
+                output_layout=None, kwargs=None, per_rank=False, cache=None,
+                comm=None, **compile_options):
     """Compiles `module` (a torch.nn.Module) for `ranks` CPU ranks under the
     tensor-parallel `plan` ({module or parameter path: style}, see the
     module's documentation; parameters it does not name are replicated).
@@ -668,9 +746,27 @@ def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
     second-to-last dimension ([batch, seq, hidden]: seq). Other keyword
     arguments go to braid.compile (overlap, ...). `ranks` is a positive
     integer, and no input, parameter or buffer may have a zero-sized
-    dimension (ValueError or TypeError otherwise)."""
+    dimension (ValueError or TypeError otherwise).
+
+    per_rank=True is for a job that is one process per rank (mpirun): every
+    rank calls parallelize with the same arguments, `ranks` is the size of
+    `comm` (None: MPI's world; an mpi4py communicator or an MPI Fortran
+    handle), rank 0 compiles into the `cache` directory every rank sees
+    (braid.program.compile_once), and each rank gets a RankModule that runs
+    its part in process."""
+    if per_rank:
+        from . import program as _program
+        if cache is None:
+            raise ValueError("per_rank=True needs cache=, a directory every "
+                             "rank sees, where rank 0 compiles for the job")
+        _, ranks = _program.rank_and_size(comm)
     exported, text, styles, out = to_mlir(module, example_args, plan, ranks,
                                           input_layout, output_layout, kwargs)
+    if per_rank:
+        compile_options.setdefault("name", type(module).__name__)
+        path = _program.compile_once(text, cache, comm=comm, **compile_options)
+        return RankModule(module, exported, _program.Program(path, comm), out,
+                          dict(kwargs) if kwargs is not None else None, styles)
     artifact = braid_compile(text, name=type(module).__name__,
                              **compile_options)
     return ParallelModule(module, exported, text, artifact, out,

@@ -267,3 +267,45 @@ def test_sdpa_context_parallel_is_ring_attention(ranks, masked, dtype):
     got = torch.cat([torch.from_numpy(o[0]) for o in outputs], dim=2)
     tolerance = TOLERANCE["attention"][dtype]
     torch.testing.assert_close(got, expected, rtol=tolerance, atol=tolerance)
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_job(ranks, script, *args):
+    """Runs test/lib/SCRIPT under mpirun on `ranks` ranks with this Python;
+    returns its output, asserting that the job succeeded."""
+    result = subprocess.run(
+        [os.path.join(ROOT, "scripts", "mpirun.sh"), "-np", str(ranks),
+         sys.executable, os.path.join(ROOT, "test", "lib", script), *args],
+        capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_program_takes_torch_tensors(tmp_path, dtype):
+    """braid.program under mpirun on 2 ranks with torch tensors: f32 and
+    bf16 CPU tensors passed as they are, out= tensors filled, the same
+    results as from numpy arrays (test/lib/program_check.py asserts it)."""
+    out = run_job(2, "program_check.py", str(tmp_path), "--dtype", dtype,
+                  "--torch", "--calls", "30")
+    assert "OK torch torch." in out, out
+
+
+@pytest.mark.parametrize("ranks,module,layout,dtype", [
+    (2, "layer", "sequence", "f32"),
+    (4, "layer", "replicate", "bf16"),
+    (2, "model", "sequence", "bf16"),
+    (4, "model", "replicate", "f32"),
+])
+def test_per_rank_module(tmp_path, ranks, module, layout, dtype):
+    """parallelize(..., per_rank=True) under mpirun: a Llama decoder layer
+    and a 2-layer LlamaModel under the shipped plan, each rank calling its
+    RankModule in process with its part of the input, against the module
+    (test/lib/rank_module_check.py asserts tolerance, bit-identical
+    repeats, flat resident memory, and only the rank's part of the weights
+    kept)."""
+    out = run_job(ranks, "rank_module_check.py", str(tmp_path), "--module",
+                  module, "--layout", layout, "--dtype", dtype, "--calls", "50")
+    assert f"rank 0 of {ranks}>" in out and "OK keeps" in out, out

@@ -136,78 +136,6 @@ void fillRandom(const TensorType &type, uint64_t seed, int64_t rank,
 }
 
 //===----------------------------------------------------------------------===//
-// Memref descriptors
-//===----------------------------------------------------------------------===//
-
-/// { allocated, aligned, offset, sizes[rank], strides[rank] }, 8 bytes each.
-int64_t descriptorWords(const TensorType &type) {
-  return 3 + 2 * static_cast<int64_t>(type.shape.size());
-}
-
-std::vector<int64_t> inputDescriptor(const TensorType &type, char *buffer) {
-  std::vector<int64_t> words(static_cast<size_t>(descriptorWords(type)));
-  words[0] = words[1] =
-      static_cast<int64_t>(reinterpret_cast<intptr_t>(buffer));
-  words[2] = 0;
-  size_t rank = type.shape.size();
-  int64_t stride = 1;
-  for (size_t i = rank; i-- > 0;) {
-    words[3 + i] = type.shape[i];
-    words[3 + rank + i] = stride;
-    stride *= type.shape[i];
-  }
-  return words;
-}
-
-/// Copies a result described by `words` into contiguous `out`, honouring
-/// its offset and strides: the elements' whole extent is first copied to
-/// the host (the program's memory may be device memory). Returns an error
-/// message or "".
-std::string readResult(const int64_t *words, const TensorType &type,
-                       char *out) {
-  size_t rank = type.shape.size();
-  std::vector<int64_t> sizes(words + 3, words + 3 + rank);
-  if (sizes != type.shape)
-    return "the program returned shape " + shapeString(sizes) +
-           " but the manifest says " + shapeString(type.shape);
-  int64_t count = type.numElements();
-  if (count == 0)
-    return std::string();
-  const char *aligned =
-      reinterpret_cast<const char *>(static_cast<intptr_t>(words[1]));
-  if (!aligned)
-    return "the program returned a null data pointer";
-  int64_t elementSize = info(type.dtype).size;
-  const int64_t *strides = words + 3 + rank;
-  int64_t first = words[2], last = words[2];
-  for (size_t d = 0; d < rank; ++d) {
-    int64_t extent = (type.shape[d] - 1) * strides[d];
-    (extent < 0 ? first : last) += extent;
-  }
-  std::vector<char> staging(
-      static_cast<size_t>((last - first + 1) * elementSize));
-  braid_rt_copy_to_host(staging.data(), aligned + first * elementSize,
-                        static_cast<int64_t>(staging.size()));
-  std::vector<int64_t> index(rank, 0);
-  for (int64_t n = 0; n < count; ++n) {
-    int64_t element = words[2] - first;
-    for (size_t d = 0; d < rank; ++d)
-      element += index[d] * strides[d];
-    std::memcpy(out + n * elementSize, staging.data() + element * elementSize,
-                static_cast<size_t>(elementSize));
-    for (size_t d = rank; d-- > 0;) {
-      if (++index[d] < type.shape[d])
-        break;
-      index[d] = 0;
-    }
-  }
-  if (type.dtype == DType::I1)
-    for (int64_t i = 0; i < count; ++i)
-      out[i] = out[i] != 0;
-  return std::string();
-}
-
-//===----------------------------------------------------------------------===//
 // Command line
 //===----------------------------------------------------------------------===//
 
@@ -477,7 +405,8 @@ void runRank(void *context) {
       const TensorType &type = manifest.results[i];
       if (last) {
         results[i].resize(static_cast<size_t>(type.numBytes()));
-        std::string problem = readResult(words, type, results[i].data());
+        std::string problem =
+            readResult(words, type, results[i].data(), braid_rt_copy_to_host);
         if (!problem.empty())
           braid_rt_abort(format("result %zu: %s", i, problem.c_str()).c_str());
       }

@@ -22,6 +22,23 @@ include "mlir/Pass/PassBase.td"
 // Both targets (lib/Codegen/Common)
 //===----------------------------------------------------------------------===//
 
+def ReadOnlyArguments
+    : Pass<"braid-read-only-arguments", "mlir::func::FuncOp"> {
+  let summary = "Keeps a program from writing its caller's buffers";
+  let description = [{
+    Marks every tensor argument of a public function
+    `bufferization.writable = false`, right before bufferization on both
+    targets. One-Shot Bufferize may otherwise compute an op in place in an
+    argument's buffer (an `insert_slice` into it, a linalg op whose `outs`
+    is it): the caller's buffer would change under it, a weight held across
+    calls of a program run in process (`braid_program.h`) among them. With
+    the mark it copies the argument first where it needs a writable buffer;
+    a program exported from PyTorch (functional) writes its arguments
+    nowhere, so nothing changes for it. Private functions (outlined layers)
+    keep their arguments writable: their callers are the program's own.
+  }];
+}
+
 def UnsharePlaceholders
     : Pass<"braid-unshare-placeholders", "mlir::func::FuncOp"> {
   let summary = "Gives each group of uses of a tensor.empty its own";

@@ -123,6 +123,29 @@ struct Manifest {
 std::string readManifest(const std::string &path, Manifest &manifest);
 
 //===----------------------------------------------------------------------===//
+// Memref descriptors
+//===----------------------------------------------------------------------===//
+
+/// The words of a memref descriptor of `type`: { allocated, aligned, offset,
+/// sizes[rank], strides[rank] }, 8 bytes each.
+int64_t descriptorWords(const TensorType &type);
+
+/// The descriptor of `type`'s contiguous elements at `buffer` (row-major,
+/// offset 0), as an entry point takes an argument.
+std::vector<int64_t> inputDescriptor(const TensorType &type, void *buffer);
+
+/// Copies `bytes` bytes from `source` (the program's memory: host or device)
+/// to `destination` (host memory).
+using CopyFunction = void (*)(void *destination, const void *source,
+                              int64_t bytes);
+
+/// Copies a result described by `words` into contiguous `out`, honouring
+/// its offset and strides: the elements' whole extent is first copied to
+/// the host with `copy`. Returns an error message or "".
+std::string readResult(const int64_t *words, const TensorType &type, char *out,
+                       CopyFunction copy);
+
+//===----------------------------------------------------------------------===//
 // .npy files
 //===----------------------------------------------------------------------===//
 

@@ -85,6 +85,17 @@ enum braid_rt_epilogue {
 /* Initializes the backend (MPI_Init_thread, the communication thread).
  * Safe to call once per process. */
 void braid_rt_init(int *argc, char ***argv);
+/* Initializes the backend for a host program that runs compiled programs in
+ * its own processes (braid_program.h): on the MPI communicator whose Fortran
+ * handle is `comm` (MPI_Comm_c2f; the host initialized MPI with
+ * MPI_THREAD_SERIALIZED or better), or on MPI's world for -1 (initializing
+ * MPI if the host has not). Ranks are then the communicator's. Returns NULL
+ * once the runtime runs on that communicator (again: NULL), or a message
+ * saying why it cannot; the one lifecycle call that reports instead of
+ * ending the job. The runtime finalizes itself when the host finalizes MPI
+ * (or at exit, where MPI is the runtime's). One communicator per process;
+ * the cuda backend has none yet (a message). */
+const char *braid_rt_init_on(int64_t comm);
 /* Waits for the communication thread, finalizes the backend. Aborts if a
  * request was never waited (finalizing with transfers in flight could hang).
  * Calls after the first are no-ops. */

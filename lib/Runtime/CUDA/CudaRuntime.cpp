@@ -485,6 +485,11 @@ void braid_rt_init(int *argc, char ***argv) {
   p.initialized = true;
 }
 
+const char *braid_rt_init_on(int64_t) {
+  return "the cuda runtime does not run programs in a host's processes yet "
+         "(braid_program.h is the cpu target's)";
+}
+
 void braid_rt_finalize(void) {
   Process &p = process();
   if (!p.initialized)

@@ -1,0 +1,120 @@
+"""Braid inside the job against Braid's harness and PyTorch's own tensor
+parallelism: a HuggingFace Llama decoder layer under its shipped plan, per
+forward call, on the same CPU ranks, one thread per rank.
+
+    ~/.cache/braid/frontends-venv/bin/python bench/cpu/per_rank.py \\
+        [--ranks 2] [--tokens 512] [--dtypes f32,bf16] [--repeat 10]
+
+Per dtype, the median milliseconds of a call:
+- torch: `parallelize_module` over gloo, eager (rank 0, after a barrier);
+- per-rank: `braid.pytorch.parallelize(..., per_rank=True)`, the RankModule
+  called in each rank's own process (rank 0, after a barrier), torch
+  tensors in and out;
+- harness: the same module through `ParallelModule`, which starts braid-run
+  and its ranks and moves `.npy` files on every call;
+and the ratios torch / per-rank and harness / per-rank. The torch and
+per-rank rows run in the same processes (one mpirun job, gloo initialized
+from Braid's ranks).
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "python"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from common import rank_args  # noqa: E402
+from torch_tp import build_layer, torch_plan  # noqa: E402
+
+
+def timed(call, barrier, args):
+    """Median ms of `call` over --repeat calls after --warmup, each after
+    `barrier`."""
+    times = []
+    for i in range(args.warmup + args.repeat):
+        barrier()
+        start = time.perf_counter()
+        call()
+        if i >= args.warmup:
+            times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def worker(args, out):
+    """One rank of the mpirun job: the torch and per-rank rows."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import parallelize_module
+    import braid.program
+    import braid.pytorch as bp
+    torch.set_num_threads(1)
+    rank, ranks = braid.program.rank_and_size()
+    dist.init_process_group("gloo", init_method=f"file://{out}.store",
+                            rank=rank, world_size=ranks)
+    mesh = init_device_mesh("cpu", (ranks,))
+    rows = {}
+    for dtype in args.dtypes.split(","):
+        layer, x, kwargs, c = build_layer(args, dtype)
+        with torch.no_grad():
+            module = bp.parallelize(layer, (x,), c.base_model_tp_plan,
+                                    per_rank=True, cache=out + ".cache",
+                                    kwargs=kwargs)
+            per_rank = timed(lambda: module(x, **kwargs), dist.barrier, args)
+            parallelize_module(layer, mesh, torch_plan(c))
+            eager = timed(lambda: layer(x, **kwargs), dist.barrier, args)
+        rows[dtype] = {"torch": eager, "per_rank": per_rank}
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump(rows, f)
+    dist.destroy_process_group()
+
+
+def harness_ms(args, dtype):
+    """ParallelModule's call, from this (one) process."""
+    import torch
+    import braid.pytorch as bp
+    layer, x, kwargs, c = build_layer(args, dtype)
+    module = bp.parallelize(layer, (x,), c.base_model_tp_plan, ranks=args.ranks,
+                            kwargs=kwargs)
+    with torch.no_grad():
+        return timed(lambda: module(x, **kwargs, threads=1), lambda: None, args)
+
+
+def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--worker":
+        out = sys.argv[2]
+        sys.argv[1:3] = []
+        worker(rank_args(10, ranks=2, warmup=2, tokens=512, hidden=1024, heads=16,
+                         kv_heads=4, ffn=2816, dtypes="f32,bf16"), out)
+        return
+    args = rank_args(10, ranks=2, warmup=2, tokens=512, hidden=1024, heads=16,
+                     kv_heads=4, ffn=2816, dtypes="f32,bf16")
+    with tempfile.TemporaryDirectory(prefix="braid-per-rank-") as tmp:
+        out = os.path.join(tmp, "rows.json")
+        env = dict(os.environ, BRAID_NUM_THREADS="1", OMP_NUM_THREADS="1")
+        subprocess.run([os.path.join(ROOT, "scripts", "mpirun.sh"), "-np",
+                        str(args.ranks), sys.executable, os.path.abspath(__file__),
+                        "--worker", out, *sys.argv[1:]], check=True, env=env)
+        with open(out) as f:
+            rows = json.load(f)
+    print(f"Llama decoder layer (hidden {args.hidden}, {args.heads} heads, "
+          f"{args.kv_heads} KV heads, FFN {args.ffn}), {args.tokens} tokens, "
+          f"TP {args.ranks}, one thread per rank; ms per call")
+    print(f"{'dtype':>5} {'torch':>8} {'per-rank':>9} {'ratio':>6} "
+          f"{'harness':>8} {'ratio':>6}")
+    for dtype, row in rows.items():
+        harness = harness_ms(args, dtype)
+        print(f"{dtype:>5} {row['torch']:8.1f} {row['per_rank']:9.1f} "
+              f"{row['torch'] / row['per_rank']:6.2f} {harness:8.1f} "
+              f"{harness / row['per_rank']:6.2f}")
+
+
+if __name__ == "__main__":
+    main()
