@@ -191,7 +191,8 @@ braidArtifactGetResultType(BraidArtifact artifact, intptr_t index);
 /// + i] is argument i of rank r, a contiguous row-major buffer of its type.
 /// `outputs` likewise holds ranks * numResults caller-allocated buffers that
 /// receive the results. `options` are extra braid-run options ("trace=PATH",
-/// "timeout=SECONDS", the run options above). The runner is the braid-run
+/// "timeout=SECONDS", the run options above; "profile=true" sends
+/// braid-run's output with its per-kernel table to the output callback). The runner is the braid-run
 /// next to this library (../bin from its directory) or $BRAID_RUN. Failures
 /// (a rank count other than the program's, a null `inputs` or `outputs`, a
 /// null buffer for a tensor with elements, a rank's error, a timeout) go

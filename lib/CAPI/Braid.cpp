@@ -592,8 +592,21 @@ MlirLogicalResult braidArtifactRun(BraidArtifact artifact, int64_t ranks,
   std::string error;
   if (!braid::options::splitWords(unwrap(options), words, error))
     return fail(error);
-  for (auto &[key, value] : words)
-    args.push_back("--" + key + "=" + value);
+  // profile=true|false is braid-run's flag --profile; its table comes back
+  // through the output callback.
+  bool profile = false;
+  for (auto &[key, value] : words) {
+    if (key != "profile") {
+      args.push_back("--" + key + "=" + value);
+      continue;
+    }
+    if (value != "true" && value != "false")
+      return fail("braidArtifactRun: profile takes true or false, not '" +
+                  value + "'");
+    profile = value == "true";
+  }
+  if (profile)
+    args.push_back("--profile");
 
   SmallString<128> logPath(directory);
   llvm::sys::path::append(logPath, "log.txt");
@@ -609,6 +622,9 @@ MlirLogicalResult braidArtifactRun(BraidArtifact artifact, int64_t ranks,
     return fail("braid-run failed (exit status " + Twine(status) + ")" +
                 (text.empty() ? "" : ":\n" + text));
   }
+  if (profile && callbacks && callbacks->output)
+    if (auto log = llvm::MemoryBuffer::getFile(logPath))
+      deliver(callbacks->output, (*log)->getBuffer(), callbacks);
   for (int64_t rank = 0; rank < ranks; ++rank)
     for (size_t i = 0; i < numResults; ++i) {
       std::string path = fileName("result", i, std::to_string(rank));

@@ -234,11 +234,13 @@ class Artifact:
     results     TensorSpec of each result, per rank
     ranks       how many ranks it runs on
     path        the shared library (its manifest is path + ".manifest")
+    profile     the per-kernel table of the last run(profile=True), or None
     """
 
     def __init__(self, path, source, name, words, report, remarks,
                  directory=None):
         self.path, self.report, self.remarks = path, report, remarks
+        self.profile = None
         self._source, self._name, self._words = source, name, words
         self._stages = {}
         lib = _capi.library()
@@ -282,7 +284,7 @@ class Artifact:
         return self._stages[stage]
 
     def run(self, inputs, ranks=None, trace=None, timeout=None, threads=None,
-            emulate=None):
+            emulate=None, profile=False):
         """Runs the program on `ranks` ranks (default: its grid's size): CPU
         ranks for target="cpu"; for target="cuda", one GPU per rank, or
         Braid's emulated device on the CPU when `emulate` is true (default:
@@ -296,7 +298,10 @@ class Artifact:
         `trace` names a Chrome trace file to write; `timeout` bounds a wait
         for a transfer, in seconds (a positive number; inf waits forever);
         `threads` is each rank's threads for its contractions (default:
-        the cores divided by the ranks). Raises ValueError or TypeError for
+        the cores divided by the ranks). With `profile`, the per-kernel
+        table of the run (braid-run --profile: calls, time, share and rate
+        of each kernel and GEMM, by source location) is left in
+        `self.profile`. Raises ValueError or TypeError for
         a bad argument (an array of strings, objects or complex numbers,
         integers that the argument's type cannot hold, a NaN timeout)
         before anything runs.
@@ -338,7 +343,11 @@ class Artifact:
                 row.append(array)
                 out_pointers.append(array.ctypes.data)
             outputs.append(row)
+        if not isinstance(profile, bool):
+            raise TypeError(f"profile must be True or False, not {profile!r}")
         words = [_word("emulate", True)] if emulate else []
+        if profile:
+            words.append("profile=true")
         if trace:
             words.append(_word("trace", os.path.abspath(os.fspath(trace))))
         if timeout is not None:
@@ -358,6 +367,10 @@ class Artifact:
         if not result.value:
             raise RunError(f"running {self.path} on {ranks} ranks failed",
                            sink.diagnostics)
+        if profile:
+            text = "".join(sink.output)
+            start = text.find("profile of ")
+            self.profile = text[start:] if start >= 0 else text
         return [[from_storage(a, spec.dtype) for a, spec in zip(row, self.results)]
                 for row in outputs]
 

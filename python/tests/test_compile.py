@@ -60,6 +60,26 @@ def test_run_matches_numpy_on_two_ranks():
         np.testing.assert_allclose(outputs[rank][0], expected, rtol=1e-5, atol=1e-5)
 
 
+def test_run_profile_is_the_kernel_table():
+    """run(profile=True) leaves braid-run's per-kernel table in
+    artifact.profile: the ring's GEMM chunks as one row with their calls,
+    rate and source line, then the time outside kernels and waiting."""
+    artifact = braid.compile(AG_MATMUL, overlap="force", name="ag.mlir")
+    assert artifact.profile is None
+    x, w = np.ones((4, 16), np.float32), np.ones((16, 8), np.float32)
+    outputs = artifact.run([[x, w], [x, w]], profile=True)
+    np.testing.assert_array_equal(outputs[0][0], np.full((8, 8), 16.0))
+    lines = artifact.profile.splitlines()
+    assert lines[0].startswith("profile of the traced run: 2 ranks"), lines
+    assert lines[1].split() == ["calls", "total", "ms", "%", "run", "rate", "kernel"]
+    gemm = [line for line in lines if " gemm 4x8x16 f32 at ag.mlir:" in line]
+    assert len(gemm) == 1 and gemm[0].split()[0] == "2", lines
+    assert any("(waiting for transfers)" in line for line in lines), lines
+    artifact.run([[x, w], [x, w]])
+    with pytest.raises(TypeError, match="profile must be True or False"):
+        artifact.run([[x, w], [x, w]], profile="yes")
+
+
 def test_comm_symmetric_runs_and_reports_its_transport():
     artifact = braid.compile(AG_MATMUL, overlap="force", comm="symmetric",
                              check_schedule=True)
