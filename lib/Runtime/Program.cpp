@@ -19,6 +19,7 @@
 #include "braid/Runtime/braid_rt.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <dlfcn.h>
@@ -79,6 +80,11 @@ std::string open(const std::string &artifact, Manifest &manifest,
 void copyBytes(void *destination, const void *source, int64_t bytes) {
   std::memcpy(destination, source, static_cast<size_t>(bytes));
 }
+
+/// Whether a call runs in this process: calls never overlap, since every
+/// program shares the runtime's one communicator (whose collectives must
+/// come in the same order on every rank) and each program its arena.
+std::atomic<bool> calling{false};
 
 } // namespace
 
@@ -176,6 +182,11 @@ int braid_program_call(braid_program *program, void *const *args,
       return fail(format("braid_program_call: result %zu is null", i), error,
                   errorSize);
 
+  if (calling.exchange(true))
+    return fail("braid_program_call: another call runs in this process "
+                "(calls of programs must not overlap: their collectives "
+                "would interleave)",
+                error, errorSize);
   std::vector<std::vector<int64_t>> descriptors;
   std::vector<void *> entryArgs(1 + numArgs);
   std::set<void *> inputs;
@@ -187,6 +198,7 @@ int braid_program_call(braid_program *program, void *const *args,
   std::fill(program->resultWords.begin(), program->resultWords.end(), 0);
   entryArgs[0] = numResults ? program->resultWords.data() : nullptr;
   program->entry(entryArgs.data());
+  calling = false;
 
   // Each result into its buffer, then freed: results are allocated by the
   // callee, but one may be an argument passed through, or the same buffer

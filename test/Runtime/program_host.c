@@ -25,9 +25,11 @@
 #include "braid/Runtime/braid_program.h"
 
 #include <mpi.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static int worldRank;
 static int failures;
@@ -52,6 +54,21 @@ static uint16_t bf16(float value) {
   uint32_t bits;
   memcpy(&bits, &value, sizeof bits);
   return (uint16_t)(bits >> 16); /* exact for the small values used */
+}
+
+/* A call on another thread, and what it returned. */
+struct Call {
+  braid_program *program;
+  void **args, **results;
+  int rc;
+  char error[512];
+};
+
+static void *callOnThread(void *data) {
+  struct Call *call = (struct Call *)data;
+  call->rc = braid_program_call(call->program, call->args, call->results,
+                                call->error, sizeof call->error);
+  return NULL;
 }
 
 static int split(const char *artifact) {
@@ -137,6 +154,30 @@ static int split(const char *artifact) {
       braid_program_call(program, args, results, error, sizeof error) == 0 &&
       braid_program_call(other, args, results, error, sizeof error) == 0;
   check(both, "two programs on one communicator");
+
+  /* Overlapping calls: rank 0 of each communicator calls on a thread and,
+   * 0.1 s later, on the main thread, while its peer comes 0.5 s late, so
+   * that the first call waits in its collective: exactly one of the two is
+   * refused (whichever came second), and the other completes. */
+  int first = braid_program_rank(program) == 0;
+  struct Call call = {program, args, results, 0, ""};
+  int refused = 1;
+  if (first) {
+    pthread_t thread;
+    pthread_create(&thread, NULL, callOnThread, &call);
+    usleep(100 * 1000);
+    rc = braid_program_call(program, args, results, error, sizeof error);
+    pthread_join(thread, NULL);
+    refused = (rc != 0) + (call.rc != 0) == 1;
+    if (call.rc)
+      strcpy(error, call.error);
+  } else {
+    usleep(500 * 1000);
+    refused =
+        braid_program_call(program, args, results, error, sizeof error) == 0;
+  }
+  check(refused, "of two overlapping calls one is refused, the other runs");
+  refusal(1, error);
   braid_program_destroy(other);
   braid_program_destroy(program);
   MPI_Comm_free(&comm);

@@ -29,9 +29,10 @@
  *   and never writes them (Braid compiles entry arguments read-only), and
  *   writes each result into the buffer given for it.
  * - A call is collective: every rank of the communicator makes it, in the
- *   same order as its other calls of programs on that communicator. Calls of
- *   one program must not run concurrently (the program's arena of
- *   intermediates is one per process).
+ *   same order as its other calls of programs on that communicator. Calls
+ *   must not overlap in a process (their collectives would interleave, and
+ *   a program's arena of intermediates is one per process): a call made
+ *   while another runs is refused.
  * - Problems the host can act on (a missing file, a manifest for another
  *   target or rank count, a null buffer, MPI's thread level) return non-zero
  *   with a message in `error` (truncated to `error_size`), on the ranks that
