@@ -116,6 +116,20 @@ def main():
         assert all(torch.equal(a, b) for a, b in zip(tensors, kept))
         ok(f"torch {dtype} tensors in and out= give the same results, unchanged")
 
+    # MPI's world by its Fortran handle (0 in Open MPI) is the same
+    # communicator; anything else but None, a handle or mpi4py is refused.
+    same = braid.program.Program(path, comm=0)
+    assert all(np.array_equal(a, b) for a, b in zip(same(*mine[0]), first[0]))
+    same.close()
+    try:
+        braid.program.Program(path, comm="world")
+    except TypeError as e:
+        if rank == 0:
+            print("refused:", e, flush=True)
+    else:
+        raise AssertionError("comm='world' accepted")
+    ok("a second program on the world's Fortran handle")
+
     before = sorted(os.listdir(args.cache))
     again = braid.program.compile_once(block.mlir(), args.cache, overlap="force")
     assert again == path and sorted(os.listdir(args.cache)) == before
