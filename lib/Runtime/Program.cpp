@@ -23,9 +23,13 @@
 #include <cstdio>
 #include <cstring>
 #include <dlfcn.h>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
+#include <sys/stat.h>
+#include <tuple>
 #include <vector>
 
 using namespace braid::artifact;
@@ -67,7 +71,31 @@ std::string open(const std::string &artifact, Manifest &manifest,
   // dlopen searches the library path for names without a slash.
   std::string path =
       artifact.find('/') == std::string::npos ? "./" + artifact : artifact;
-  void *library = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  // A library stays loaded, and dlopen of a path it loaded returns that
+  // library again: a file rebuilt at the path would run the old code under
+  // the new manifest.
+  struct stat file;
+  if (stat(path.c_str(), &file) != 0)
+    return format("cannot load %s: no such file", artifact.c_str());
+  static std::mutex mutex;
+  static std::map<std::string, std::tuple<dev_t, ino_t, int64_t>> loaded;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::tuple<dev_t, ino_t, int64_t> identity{
+        file.st_dev, file.st_ino,
+        static_cast<int64_t>(file.st_mtim.tv_sec) * 1000000000 +
+            file.st_mtim.tv_nsec};
+    auto [it, fresh] = loaded.try_emplace(path, identity);
+    if (!fresh && it->second != identity)
+      return format("%s changed since this process loaded it (a library "
+                    "stays loaded): load the new one from another path",
+                    artifact.c_str());
+  }
+  // RTLD_LOCAL: every artifact defines its entry function's symbols (@main
+  // for every torch export), and a global one would bind the next
+  // artifact's calls to its own. Its braid_rt_* references bind to the
+  // runtime, which is global.
+  void *library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library)
     return format("cannot load %s: %s", artifact.c_str(), dlerror());
   entry = reinterpret_cast<void (*)(void **)>(dlsym(library, "braid_entry"));
@@ -198,7 +226,6 @@ int braid_program_call(braid_program *program, void *const *args,
   std::fill(program->resultWords.begin(), program->resultWords.end(), 0);
   entryArgs[0] = numResults ? program->resultWords.data() : nullptr;
   program->entry(entryArgs.data());
-  calling = false;
 
   // Each result into its buffer, then freed: results are allocated by the
   // callee, but one may be an argument passed through, or the same buffer
@@ -219,6 +246,7 @@ int braid_program_call(braid_program *program, void *const *args,
       braid_rt_result_free(allocated);
     words += descriptorWords(type);
   }
+  calling = false;
   if (!problem.empty())
     return fail(problem, error, errorSize);
   return 0;

@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <sched.h>
 #include <thread>
@@ -115,10 +116,31 @@ int finalizeWithMPI(MPI_Comm, int, void *, void *) {
 /// communicator whose Fortran handle *host is). Returns "" or, for a host
 /// (braid_rt_init_on), why the runtime cannot start there; braid_rt_init
 /// ends the job instead.
+/// The communicator whose Fortran handle is `handle` (-1: MPI's world), or
+/// MPI_COMM_NULL for a value no handle has.
+MPI_Comm hostCommunicator(int64_t handle) {
+  if (handle == -1)
+    return MPI_COMM_WORLD;
+  if (handle < std::numeric_limits<MPI_Fint>::min() ||
+      handle > std::numeric_limits<MPI_Fint>::max())
+    return MPI_COMM_NULL;
+  return MPI_Comm_f2c(static_cast<MPI_Fint>(handle));
+}
+
+/// Finalizes MPI at exit where the runtime initialized it but refused to
+/// start (a job must not end with MPI initialized).
+void finalizeMPIAtExit() {
+  int finalized = 0;
+  if (MPI_Finalized(&finalized) == MPI_SUCCESS && !finalized)
+    MPI_Finalize();
+}
+
 std::string start(Runtime &rt, int *argc, char ***argv, const int64_t *host) {
   auto refuse = [&](const std::string &why) {
     if (!host)
       fatal(why);
+    if (rt.ownsMPI)
+      std::atexit(finalizeMPIAtExit);
     return why;
   };
   int mpiInitialized = 0, mpiFinalized = 0;
@@ -152,8 +174,7 @@ std::string start(Runtime &rt, int *argc, char ***argv, const int64_t *host) {
                      "and needs MPI_THREAD_SERIALIZED (%d) or better "
                      "(MPI_Init_thread)",
                      provided, MPI_THREAD_SERIALIZED));
-  MPI_Comm base =
-      given ? MPI_Comm_f2c(static_cast<MPI_Fint>(*host)) : MPI_COMM_WORLD;
+  MPI_Comm base = given ? hostCommunicator(*host) : MPI_COMM_WORLD;
   if (base == MPI_COMM_NULL)
     return refuse(formatString("%lld is not a communicator's Fortran handle",
                                static_cast<long long>(*host)));
@@ -207,12 +228,15 @@ const char *braid_rt_init_on(int64_t comm) {
     return problem.empty() ? nullptr : problem.c_str();
   }
   // Already running: on this communicator (a congruent one) or refused.
-  MPI_Comm base =
-      comm == -1 ? MPI_COMM_WORLD : MPI_Comm_f2c(static_cast<MPI_Fint>(comm));
+  MPI_Comm base = hostCommunicator(comm);
+  if (base == MPI_COMM_NULL) {
+    problem = formatString("%lld is not a communicator's Fortran handle",
+                           static_cast<long long>(comm));
+    return problem.c_str();
+  }
   int same = MPI_UNEQUAL;
-  if (base != MPI_COMM_NULL)
-    checkMPI(MPI_Comm_compare(rt.world, base, &same), "MPI_Comm_compare",
-             "braid_rt_init_on");
+  checkMPI(MPI_Comm_compare(rt.world, base, &same), "MPI_Comm_compare",
+           "braid_rt_init_on");
   if (same == MPI_CONGRUENT || same == MPI_IDENT)
     return nullptr;
   problem = formatString(

@@ -22,6 +22,7 @@ float32, like Artifact.run), or are written into `out=`.
 import ctypes
 import hashlib
 import os
+import tempfile
 import weakref
 
 import numpy as np
@@ -85,6 +86,8 @@ def _library():
         getattr(lib, name).argtypes = ()
     lib.braid_rt_barrier.restype = None
     lib.braid_rt_barrier.argtypes = ()
+    lib.braid_rt_set_timeout.restype = None
+    lib.braid_rt_set_timeout.argtypes = (ctypes.c_double,)
     _lib = lib
     return lib
 
@@ -111,6 +114,15 @@ def _start(comm):
     return lib
 
 
+def _timeout():
+    """The wait limit the runtime had before compile_once lifted it."""
+    try:
+        value = float(os.environ.get("BRAID_TIMEOUT", "120"))
+    except ValueError:
+        return 120.0
+    return value if value > 0 else 120.0
+
+
 def rank_and_size(comm=None):
     """(this process's rank, the number of ranks) of `comm` (None: MPI's
     world), starting Braid's runtime on it: what a rank needs to know
@@ -130,7 +142,9 @@ def compile_once(text_or_path, directory, comm=None, **options):
     lib = _start(comm)
     source, name = _read_source(text_or_path)
     options.setdefault("name", name)
-    key = hashlib.sha256(repr((source, sorted(options.items()))).encode())
+    # Keyed by the compiler too: another Braid compiles another artifact.
+    key = hashlib.sha256(repr((_capi.library().braidGetVersion(), source,
+                               sorted(options.items()))).encode())
     path = os.path.join(os.fspath(directory), key.hexdigest()[:32] + ".so")
     failure = None
     if lib.braid_rt_world_rank() == 0 and not os.path.exists(path):
@@ -139,13 +153,16 @@ def compile_once(text_or_path, directory, comm=None, **options):
             os.makedirs(directory, exist_ok=True)
             # The manifest first: a library without one is not an artifact.
             for suffix in (".manifest", ""):
-                partial = path + suffix + f".{os.getpid()}"
-                with open(artifact.path + suffix, "rb") as f, open(partial, "wb") as g:
+                handle, partial = tempfile.mkstemp(dir=directory, prefix=".partial-")
+                with open(artifact.path + suffix, "rb") as f, os.fdopen(handle, "wb") as g:
                     g.write(f.read())
                 os.replace(partial, path + suffix)
         except Exception as error:  # told to every rank below
             failure = error
+    # The others wait as long as the compile takes, not BRAID_TIMEOUT.
+    lib.braid_rt_set_timeout(float("inf"))
     lib.braid_rt_barrier()
+    lib.braid_rt_set_timeout(_timeout())
     if failure is not None:
         raise failure
     if not os.path.exists(path):

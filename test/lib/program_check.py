@@ -18,6 +18,7 @@ check ("OK ..."); any failure raises, which ends the job non-zero.
 """
 import argparse
 import os
+import shutil
 import sys
 import time
 
@@ -115,6 +116,45 @@ def main():
         assert all(np.array_equal(t.float().numpy(), b) for t, b in zip(out, first[0]))
         assert all(torch.equal(a, b) for a, b in zip(tensors, kept))
         ok(f"torch {dtype} tensors in and out= give the same results, unchanged")
+
+    # Another program with the same entry name (@mlp) in the same process:
+    # each runs its own code.
+    other_block = MLP(Grid([ranks]), tokens=8 * ranks, hidden=32, ffn=16 * ranks,
+                      dtype=args.dtype, kind="gpt" if args.kind == "llama" else "llama",
+                      parallel=args.parallel)
+    other = braid.program.Program(braid.program.compile_once(
+        other_block.mlir(), args.cache, overlap="off"))
+    other_inputs = other_block.random_inputs(seed=5)
+    other_want = other_block.reference(other_inputs)[rank]
+    for _ in range(2):
+        for g, w in zip(other(*other_inputs[rank]), other_want):
+            err, _ = relative_error(np.asarray(g, np.float64), w, floor=1.0)
+            assert err <= other_block.tolerance, err
+        assert all(np.array_equal(a, b) for a, b in zip(program(*mine[0]), first[0]))
+    other.close()
+    ok("a second program with the same entry name runs its own code")
+
+    # A library rebuilt at a path this process loaded (a new file there, as
+    # a compiler writes one) is refused: dlopen would return the old code.
+    # Each rank its own file.
+    moved = os.path.join(args.cache, f"moved-{rank}.so")
+
+    def put(source):
+        for suffix in ("", ".manifest"):
+            shutil.copy(source + suffix, moved + suffix + ".new")
+            os.replace(moved + suffix + ".new", moved + suffix)
+    put(path)
+    braid.program.Program(moved).close()
+    put(other.path)
+    try:
+        braid.program.Program(moved)
+    except BraidError as e:
+        if rank == 0:
+            print("refused:", str(e).replace(moved, "MOVED"), flush=True)
+    else:
+        raise AssertionError("a rebuilt library was loaded")
+    for suffix in ("", ".manifest"):
+        os.remove(moved + suffix)
 
     # MPI's world by its Fortran handle (0 in Open MPI) is the same
     # communicator; anything else but None, a handle or mpi4py is refused.

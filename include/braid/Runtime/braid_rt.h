@@ -91,7 +91,8 @@ void braid_rt_init(int *argc, char ***argv);
  * MPI_THREAD_SERIALIZED or better), or on MPI's world for -1 (initializing
  * MPI if the host has not). Ranks are then the communicator's. Returns NULL
  * once the runtime runs on that communicator (again: NULL), or a message
- * saying why it cannot; the one lifecycle call that reports instead of
+ * saying why it cannot (a handle MPI cannot convert may still end the job
+ * in MPI's own checks); the one lifecycle call that reports instead of
  * ending the job. The runtime finalizes itself when the host finalizes MPI
  * (or at exit, where MPI is the runtime's). One communicator per process;
  * the cuda backend has none yet (a message). */
