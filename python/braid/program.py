@@ -92,23 +92,25 @@ def _library():
     return lib
 
 
-def _comm_handle(comm):
-    """The MPI Fortran handle of `comm`: None is MPI's world (-1), an mpi4py
-    communicator gives its own (py2f), an int is one already."""
-    if comm is None:
+def _handle_of(communicator):
+    """The MPI Fortran handle of `communicator`: None is MPI's world (-1),
+    an mpi4py communicator gives its own (py2f), an int is one already.
+    (Not `comm`: that is the compile option, two-sided or symmetric.)"""
+    if communicator is None:
         return -1
-    if hasattr(comm, "py2f"):
-        return int(comm.py2f())
-    if isinstance(comm, int) and not isinstance(comm, bool):
-        return comm
-    raise TypeError("comm must be None (MPI's world), an mpi4py communicator "
-                    f"or an MPI Fortran handle, not {type(comm).__name__}")
+    if hasattr(communicator, "py2f"):
+        return int(communicator.py2f())
+    if isinstance(communicator, int) and not isinstance(communicator, bool):
+        return communicator
+    raise TypeError("communicator must be None (MPI's world), an mpi4py "
+                    "communicator or an MPI Fortran handle, not "
+                    f"{type(communicator).__name__}")
 
 
-def _start(comm):
-    """Starts the runtime on `comm`; returns the library."""
+def _start(communicator):
+    """Starts the runtime on `communicator`; returns the library."""
     lib = _library()
-    problem = lib.braid_rt_init_on(_comm_handle(comm))
+    problem = lib.braid_rt_init_on(_handle_of(communicator))
     if problem:
         raise BraidError(problem.decode())
     return lib
@@ -123,23 +125,23 @@ def _timeout():
     return value if value > 0 else 120.0
 
 
-def rank_and_size(comm=None):
-    """(this process's rank, the number of ranks) of `comm` (None: MPI's
-    world), starting Braid's runtime on it: what a rank needs to know
+def rank_and_size(communicator=None):
+    """(this process's rank, the number of ranks) of `communicator` (None:
+    MPI's world), starting Braid's runtime on it: what a rank needs to know
     before it writes its program."""
-    lib = _start(comm)
+    lib = _start(communicator)
     return lib.braid_rt_world_rank(), lib.braid_rt_world_size()
 
 
-def compile_once(text_or_path, directory, comm=None, **options):
+def compile_once(text_or_path, directory, communicator=None, **options):
     """Compiles a program once for the whole job and returns the path of
     its artifact in `directory` (which every rank must see: a shared or
-    node-local file system, with one job per node): rank 0 of `comm`
+    node-local file system, with one job per node): rank 0 of `communicator`
     compiles unless an artifact of the same source and options is there
     already (a cache keyed by both), and every rank returns once it is.
-    Collective over `comm`; raises CompileError on rank 0, and BraidError
-    on the others, when the program does not compile."""
-    lib = _start(comm)
+    Collective over `communicator`; raises CompileError on rank 0, and
+    BraidError on the others, when the program does not compile."""
+    lib = _start(communicator)
     source, name = _read_source(text_or_path)
     options.setdefault("name", name)
     # Keyed by the compiler too: another Braid compiles another artifact.
@@ -174,18 +176,19 @@ def compile_once(text_or_path, directory, comm=None, **options):
 
 class Program:
     """A compiled program (the path of its .so; its manifest next to it)
-    loaded for this process's rank of `comm` (None: MPI's world).
+    loaded for this process's rank of `communicator` (None: MPI's world).
 
     rank, size  this process's rank and the communicator's size
     arguments   TensorSpec of each argument (this rank's shapes)
     results     TensorSpec of each result
     """
 
-    def __init__(self, artifact, comm=None):
-        lib = _start(comm)
+    def __init__(self, artifact, communicator=None):
+        lib = _start(communicator)
         handle = ctypes.c_void_p()
         error = ctypes.create_string_buffer(1024)
-        if lib.braid_program_load(os.fsencode(artifact), _comm_handle(comm),
+        if lib.braid_program_load(os.fsencode(artifact),
+                                  _handle_of(communicator),
                                   ctypes.byref(handle), error, len(error)):
             raise BraidError(error.value.decode(errors="replace"))
         self._lib, self._handle = lib, handle

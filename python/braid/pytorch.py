@@ -734,7 +734,7 @@ def to_mlir(module, example_args, plan, ranks=4, input_layout="replicate",
 
 def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
                 output_layout=None, kwargs=None, per_rank=False, cache=None,
-                comm=None, **compile_options):
+                communicator=None, **compile_options):
     """Compiles `module` (a torch.nn.Module) for `ranks` CPU ranks under the
     tensor-parallel `plan` ({module or parameter path: style}, see the
     module's documentation; parameters it does not name are replicated).
@@ -750,22 +750,23 @@ def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
 
     per_rank=True is for a job that is one process per rank (mpirun): every
     rank calls parallelize with the same arguments, `ranks` is the size of
-    `comm` (None: MPI's world; an mpi4py communicator or an MPI Fortran
-    handle), rank 0 compiles into the `cache` directory every rank sees
-    (braid.program.compile_once), and each rank gets a RankModule that runs
-    its part in process."""
+    `communicator` (None: MPI's world; an mpi4py communicator or an MPI
+    Fortran handle), rank 0 compiles into the `cache` directory every rank
+    sees (braid.program.compile_once), and each rank gets a RankModule that
+    runs its part in process."""
     if per_rank:
         from . import program as _program
         if cache is None:
             raise ValueError("per_rank=True needs cache=, a directory every "
                              "rank sees, where rank 0 compiles for the job")
-        _, ranks = _program.rank_and_size(comm)
+        _, ranks = _program.rank_and_size(communicator)
     exported, text, styles, out = to_mlir(module, example_args, plan, ranks,
                                           input_layout, output_layout, kwargs)
     if per_rank:
         compile_options.setdefault("name", type(module).__name__)
-        path = _program.compile_once(text, cache, comm=comm, **compile_options)
-        return RankModule(module, exported, _program.Program(path, comm), out,
+        path = _program.compile_once(text, cache, communicator=communicator,
+                                     **compile_options)
+        return RankModule(module, exported, _program.Program(path, communicator), out,
                           dict(kwargs) if kwargs is not None else None, styles)
     artifact = braid_compile(text, name=type(module).__name__,
                              **compile_options)

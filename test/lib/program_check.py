@@ -122,8 +122,10 @@ def main():
     other_block = MLP(Grid([ranks]), tokens=8 * ranks, hidden=32, ffn=16 * ranks,
                       dtype=args.dtype, kind="gpt" if args.kind == "llama" else "llama",
                       parallel=args.parallel)
+    # (Compiled with comm=symmetric: the compile option, not the MPI
+    # communicator, which is communicator=.)
     other = braid.program.Program(braid.program.compile_once(
-        other_block.mlir(), args.cache, overlap="off"))
+        other_block.mlir(), args.cache, overlap="force", comm="symmetric"))
     other_inputs = other_block.random_inputs(seed=5)
     other_want = other_block.reference(other_inputs)[rank]
     for _ in range(2):
@@ -158,16 +160,16 @@ def main():
 
     # MPI's world by its Fortran handle (0 in Open MPI) is the same
     # communicator; anything else but None, a handle or mpi4py is refused.
-    same = braid.program.Program(path, comm=0)
+    same = braid.program.Program(path, communicator=0)
     assert all(np.array_equal(a, b) for a, b in zip(same(*mine[0]), first[0]))
     same.close()
     try:
-        braid.program.Program(path, comm="world")
+        braid.program.Program(path, communicator="world")
     except TypeError as e:
         if rank == 0:
             print("refused:", e, flush=True)
     else:
-        raise AssertionError("comm='world' accepted")
+        raise AssertionError("communicator='world' accepted")
     ok("a second program on the world's Fortran handle")
 
     before = sorted(os.listdir(args.cache))
