@@ -12,9 +12,11 @@ Per dtype, the median milliseconds of a call:
   tensors in and out;
 - harness: the same module through `ParallelModule`, which starts braid-run
   and its ranks and moves `.npy` files on every call;
-and the ratios torch / per-rank and harness / per-rank. The torch and
-per-rank rows run in the same processes (one mpirun job, gloo initialized
-from Braid's ranks).
+- backend: the parallelize_module layer under `torch.compile(backend=
+  "braid")` (braid.torch_backend), and under torch.compile's default
+  (inductor; "-" where it does not compile);
+and the ratios to per-rank. The torch, per-rank and backend rows run in the
+same processes (one mpirun job, gloo initialized from Braid's ranks).
 """
 import json
 import os
@@ -69,7 +71,19 @@ def worker(args, out):
             per_rank = timed(lambda: module(x, **kwargs), dist.barrier, args)
             parallelize_module(layer, mesh, torch_plan(c))
             eager = timed(lambda: layer(x, **kwargs), dist.barrier, args)
-        rows[dtype] = {"torch": eager, "per_rank": per_rank}
+            ours = torch.compile(layer, backend="braid",
+                                 options={"cache": out + ".cache"})
+            backend = timed(lambda: ours(x, **kwargs), dist.barrier, args)
+            torch._dynamo.reset()
+            try:
+                theirs = torch.compile(layer)
+                inductor = timed(lambda: theirs(x, **kwargs), dist.barrier, args)
+            except Exception as error:  # inductor may not build here
+                print(f"torch.compile (inductor) failed: {error}", file=sys.stderr)
+                inductor = None
+            torch._dynamo.reset()
+        rows[dtype] = {"torch": eager, "per_rank": per_rank, "backend": backend,
+                       "inductor": inductor}
     if rank == 0:
         with open(out, "w") as f:
             json.dump(rows, f)
@@ -108,12 +122,16 @@ def main():
           f"{args.kv_heads} KV heads, FFN {args.ffn}), {args.tokens} tokens, "
           f"TP {args.ranks}, one thread per rank; ms per call")
     print(f"{'dtype':>5} {'torch':>8} {'per-rank':>9} {'ratio':>6} "
-          f"{'harness':>8} {'ratio':>6}")
+          f"{'harness':>8} {'ratio':>6} {'backend':>8} {'ratio':>6} "
+          f"{'inductor':>8} {'ratio':>6}")
     for dtype, row in rows.items():
         harness = harness_ms(args, dtype)
-        print(f"{dtype:>5} {row['torch']:8.1f} {row['per_rank']:9.1f} "
-              f"{row['torch'] / row['per_rank']:6.2f} {harness:8.1f} "
-              f"{harness / row['per_rank']:6.2f}")
+        mine = row["per_rank"]
+        inductor = (f"{row['inductor']:8.1f} {row['inductor'] / mine:6.2f}"
+                    if row["inductor"] else f"{'-':>8} {'-':>6}")
+        print(f"{dtype:>5} {row['torch']:8.1f} {mine:9.1f} "
+              f"{row['torch'] / mine:6.2f} {harness:8.1f} {harness / mine:6.2f} "
+              f"{row['backend']:8.1f} {row['backend'] / mine:6.2f} {inductor}")
 
 
 if __name__ == "__main__":

@@ -149,7 +149,11 @@ def compile_once(text_or_path, directory, communicator=None, **options):
                                sorted(options.items()))).encode())
     path = os.path.join(os.fspath(directory), key.hexdigest()[:32] + ".so")
     failure = None
+    # Rank 0's reason for a failed compile, for the other ranks' errors.
+    reason = path + ".error"
     if lib.braid_rt_world_rank() == 0 and not os.path.exists(path):
+        if os.path.exists(reason):
+            os.remove(reason)
         try:
             artifact = _compile_text(source, **options)
             os.makedirs(directory, exist_ok=True)
@@ -161,12 +165,21 @@ def compile_once(text_or_path, directory, communicator=None, **options):
                 os.replace(partial, path + suffix)
         except Exception as error:  # told to every rank below
             failure = error
+            try:
+                os.makedirs(directory, exist_ok=True)
+                with open(reason, "w") as f:
+                    f.write(str(error).replace("\n", ": "))
+            except OSError:
+                pass
     # The others wait as long as the compile takes, not BRAID_TIMEOUT.
     lib.braid_rt_set_timeout(float("inf"))
     lib.braid_rt_barrier()
     lib.braid_rt_set_timeout(_timeout())
     if failure is not None:
         raise failure
+    if not os.path.exists(path) and os.path.exists(reason):
+        with open(reason) as f:
+            raise BraidError(f"rank 0 could not compile the program: {f.read()}")
     if not os.path.exists(path):
         raise BraidError(f"rank {lib.braid_rt_world_rank()}: {path} is not "
                          "there after rank 0 compiled it (is the directory "

@@ -773,3 +773,12 @@ def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
     return ParallelModule(module, exported, text, artifact, out,
                           kwargs=dict(kwargs) if kwargs is not None else None,
                           styles=styles)
+
+
+# torch.compile(model, backend="braid") for modules parallelized with
+# PyTorch's own tensor parallelism (braid.torch_backend).
+try:
+    from .torch_backend import register as _register_backend
+    _register_backend()
+except ImportError:  # torch without dynamo: the rest of the module works
+    pass

@@ -55,6 +55,14 @@ def test_pip_install_finds_the_library_through_path(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "installed braid ran" in run.stdout
 
+    # torch.compile's backend="braid" is found through the entry point.
+    run = subprocess.run(
+        [python, "-c", "from importlib.metadata import entry_points; "
+         "print([e.value for e in entry_points(group='torch_dynamo_backends') "
+         "if e.name == 'braid'])"], env=env, cwd=str(tmp_path),
+        capture_output=True, text=True)
+    assert run.stdout.strip() == "['braid.torch_backend:backend']", run.stderr
+
     # Without braid-compile on PATH or BRAID_CAPI_LIBRARY: a clear error
     # that says what to do, not a ctypes traceback.
     env["PATH"] = "/usr/bin:/bin"

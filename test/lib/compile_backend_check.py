@@ -1,0 +1,169 @@
+"""torch.compile(model, backend="braid") as a job uses it: run under mpirun
+in the frontends venv, every rank builds the same HuggingFace Llama
+decoder layer (random weights, the same seed), parallelizes it with
+PyTorch's own parallelize_module (DTensor, gloo, a 1-D mesh of the world)
+under the tensor-parallel plan (or sequence parallel: the norms
+SequenceParallel, the projections taking and giving sequence shards), and
+compiles it with Braid's backend, against the eager DTensor module.
+
+    mpirun -np N python compile_backend_check.py CACHE
+        [--parallel tp|sp] [--dtype f32|bf16] [--calls K] [--unsupported local|op]
+
+Asserts on every rank: the backend compiled the graph (no fallback
+warning), each call within the module tolerance of eager DTensor, repeated
+calls bit-identical. --unsupported compiles a module whose local code
+reduces over a sharded dimension (local: a sum of the colwise projection's
+local output, which is not the unpartitioned computation) or that sorts
+(op: Braid does not compile sorts), or is called with gradients enabled
+(grad): it must run eagerly, with one warning that says why, and give
+eager's result (with its autograd graph, under grad). Rank 0 prints one
+line per check.
+"""
+import argparse
+import os
+import sys
+import warnings
+
+import torch
+import torch.distributed as dist
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
+
+import braid.program  # noqa: E402
+import braid.pytorch  # noqa: E402,F401  (registers the backend)
+import braid.torch_backend  # noqa: E402
+from test_hf import SEQ, config, decoder_layer, module_tolerance, rotary  # noqa: E402
+
+
+def llama_plan(parallel):
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel,
+                                                   RowwiseParallel,
+                                                   SequenceParallel)
+    if parallel == "tp":
+        plan = {name: ColwiseParallel() for name in
+                ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                 "mlp.gate_proj", "mlp.up_proj")}
+        plan.update({name: RowwiseParallel() for name in
+                     ("self_attn.o_proj", "mlp.down_proj")})
+        return plan
+    # Megatron's sequence parallelism as torchtitan writes it.
+    plan = {"input_layernorm": SequenceParallel(),
+            "post_attention_layernorm": SequenceParallel()}
+    plan.update({name: ColwiseParallel(input_layouts=Shard(1)) for name in
+                 ("mlp.gate_proj", "mlp.up_proj")})
+    plan.update({name: ColwiseParallel() for name in
+                 ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")})
+    plan.update({name: RowwiseParallel(output_layouts=Shard(1)) for name in
+                 ("self_attn.o_proj", "mlp.down_proj")})
+    del Replicate
+    return plan
+
+
+class Unsupported(torch.nn.Module):
+    """"local": local code that is not the unpartitioned computation (the
+    colwise projection's local output summed over its sharded features);
+    "op": an op Braid does not compile (a sort); "grad": an MLP called with
+    gradients enabled (the backend compiles inference)."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+        self.up = torch.nn.Linear(64, 128)
+        self.down = torch.nn.Linear(128, 64)
+
+    def forward(self, x):
+        if self.kind == "op":
+            return self.down(torch.relu(self.up(torch.sort(x, dim=-1).values)))
+        if self.kind == "grad":
+            return self.down(torch.relu(self.up(x)))
+        return x * self.up(x).sum(-1, keepdim=True)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("cache")
+    parser.add_argument("--parallel", default="tp")
+    parser.add_argument("--dtype", default="f32")
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--unsupported", choices=("local", "op", "grad"))
+    args = parser.parse_args()
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (ColwiseParallel,
+                                                   RowwiseParallel,
+                                                   parallelize_module)
+
+    rank, ranks = braid.program.rank_and_size()
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(29400 + os.getppid() % 500))
+    dist.init_process_group("gloo", rank=rank, world_size=ranks)
+    mesh = init_device_mesh("cpu", (ranks,))
+    dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
+
+    def ok(what):
+        if rank == 0:
+            print("OK", what, flush=True)
+
+    torch.manual_seed(0)
+    if args.unsupported:
+        module = Unsupported(args.unsupported).eval().to(dtype)
+        module = parallelize_module(module, mesh, {"up": ColwiseParallel(),
+                                                   "down": RowwiseParallel()})
+        x = torch.randn(2, SEQ, 64).to(dtype)
+        call_args, kwargs = (x,), {}
+    else:
+        c = config("Llama", ranks)
+        module = decoder_layer("Llama", c).eval().to(dtype)
+        module = parallelize_module(module, mesh, llama_plan(args.parallel))
+        x = torch.randn(1 if args.parallel == "sp" else 2, SEQ, 64).to(dtype)
+        tables = rotary(c, x)
+        if args.parallel == "sp":   # this rank's rows
+            rows = SEQ // ranks
+            x = x[:, rank * rows:(rank + 1) * rows].contiguous()
+        call_args, kwargs = (x,), {"position_embeddings": tables}
+
+    compiled = torch.compile(module, backend="braid",
+                             options={"cache": args.cache, "overlap": "force"})
+
+    def output(value):
+        return value[0] if isinstance(value, tuple) else value
+
+    grad = torch.enable_grad() if args.unsupported == "grad" else torch.no_grad()
+    with warnings.catch_warnings(record=True) as caught, grad:
+        warnings.simplefilter("always")
+        expected = output(module(*call_args, **kwargs))
+        first = None
+        for call in range(args.calls):
+            got = output(compiled(*call_args, **kwargs))
+            assert got.shape == expected.shape, (got.shape, expected.shape)
+            error = ((got.float() - expected.float()).abs().max() /
+                     expected.float().abs().max()).item()
+            assert error <= module_tolerance(dtype), (call, error)
+            if call >= 1:   # the first call is the eager graph's (checked)
+                if first is None:
+                    first = got
+                assert torch.equal(got.detach(), first.detach()), call
+    if args.unsupported == "grad":
+        assert got.requires_grad
+    ours = [str(w.message) for w in caught if "braid" in str(w.message)]
+    if args.unsupported:
+        assert len(ours) == 1, ours
+        if args.unsupported == "op" and rank != 0:
+            assert "rank 0 could not compile the program" in ours[0], ours
+        ok(f"falls back: {ours[0]}")
+    else:
+        assert not ours, ours
+        graphs = braid.torch_backend.GRAPHS
+        assert graphs and all(g.reason is None and g.calls == args.calls
+                              for g in graphs), graphs
+        ok(f"{len(graphs)} graph(s) run by Braid in process: {graphs[0]!r}")
+        ok(f"compiled by Braid: {args.parallel} {args.dtype}, {args.calls} calls "
+           "within the module tolerance of eager DTensor, bit-identical")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
