@@ -28,8 +28,9 @@ one path component (`layers.*.mlp.up_proj`) and match relative to the
 module given: a key may name the path after a prefix such as `model.`, or
 extend above the module (the shipped plan's `layers.*.mlp.up_proj` applied
 to one decoder layer's `mlp.up_proj`). A key without `*` that matches
-nothing is an error (a typo); a template key that matches nothing is not
-(HuggingFace plans list dense and sparse layers alike). Styles (STYLES
+nothing is an error (a typo); template keys that match nothing are skipped
+with one warning listing them, as transformers skips them (HuggingFace
+plans list dense and sparse layers alike). Styles (STYLES
 lists them all): "colwise" (weight and bias split by output features),
 "rowwise" (weight split by input features, bias replicated, outputs
 all-reduced), "colwise_gather_output" (colwise, output all-gathered),
@@ -135,7 +136,9 @@ def _decompositions():
       weight. The decomposition here gives the traced strides.
     - cumsum (HF's packed-sequence detection from position ids) becomes a
       masked sum instead of torch-mlir's tm_tensor.scan, which nothing
-      below torch-mlir reads.
+      below torch-mlir reads; topk becomes k rounds of max instead of
+      tm_tensor.sort, and scatter (DeepSeek-V3's group-limited routing) a
+      comparison with every position instead of tm_tensor.scatter.
     """
     import torch
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
@@ -181,6 +184,43 @@ def _decompositions():
         value = torch.cat(values, dim)
         return (value if largest else -value), torch.cat(indices, dim)
     table[torch.ops.aten.topk.default] = topk
+
+    def scatter(x, dim, index, src):
+        # A comparison with every position instead of torch-mlir's
+        # tm_tensor.scatter (DeepSeek-V3's group mask, `scatter_(1,
+        # group_idx, 1)`): index has a few entries per row (the top k), so
+        # the [..., k, positions] mask is small. Where an index repeats, the
+        # last entry wins, as torch's CPU kernel writes.
+        dim = dim % x.dim()
+        moved = x.movedim(dim, -1)
+        places = index.movedim(dim, -1)
+        count = places.shape[-1]
+        hit = places.unsqueeze(-1) == torch.arange(moved.shape[-1],
+                                                   device=x.device)
+        later = (torch.arange(count).view(-1, 1) <
+                 torch.arange(count).view(1, -1)).to(x.dtype)
+        shadowed = torch.matmul(later, hit.to(x.dtype)) > 0
+        keep = hit & ~shadowed                           # [..., k, positions]
+        if isinstance(src, torch.Tensor):
+            values = src.movedim(dim, -1)[tuple(slice(0, n) for n in places.shape)]
+            values = torch.where(keep, values.unsqueeze(-1).to(x.dtype),
+                                 torch.zeros((), dtype=x.dtype)).sum(-2)
+        else:
+            values = torch.full_like(moved[tuple(slice(0, n) for n in places.shape[:-1])],
+                                     src)
+        written = keep.any(-2)
+        # An index smaller than x in the other dimensions writes only
+        # their first entries.
+        pad = []
+        for have, want in zip(reversed(places.shape[:-1]), reversed(moved.shape[:-1])):
+            pad = pad + [0, want - have]
+        if any(pad):
+            pad = [0, 0] + pad
+            written = torch.nn.functional.pad(written, pad, value=False)
+            values = torch.nn.functional.pad(values, pad)
+        return torch.where(written, values, moved).movedim(-1, dim)
+    table[torch.ops.aten.scatter.src] = scatter
+    table[torch.ops.aten.scatter.value] = scatter
     return table
 
 
@@ -493,6 +533,16 @@ def _argument_styles(exported, plan, input_layout, output_layout):
     if unused:
         raise ValueError(f"plan names {unused}, which the module has no "
                          "parameters for")
+    # Template keys that match nothing here are skipped, as transformers
+    # does (a shipped plan lists dense and MoE layers alike); said once.
+    skipped = [k for k in plan if k not in used and "*" in k and not any(
+        _aligned(k.split("."), n[:j]) for n in names
+        for j in range(1, len(n) + 1))]
+    if skipped:
+        import warnings
+        warnings.warn(f"braid: plan keys {skipped} match nothing in "
+                      f"{len(names)} parameters of this module; skipped",
+                      stacklevel=3)
     return styles, inp or input_layout, out or output_layout
 
 

@@ -593,6 +593,75 @@ def test_sparse_moe_symmetric(ranks, parallel, layout):
     assert records and all(r["transport"] == "symmetric" for r in records)
 
 
+def deepseek_v3(ranks):
+    """A small DeepSeek-V3 config: MLA attention, 8 routed experts in 2
+    groups (group-limited top 2 of the top group), one shared expert,
+    sigmoid scores with their correction bias, routed scaling."""
+    c = transformers.DeepseekV3Config(
+        hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
+        num_attention_heads=4 if ranks <= 2 else 8, num_key_value_heads=4,
+        n_routed_experts=8, num_experts_per_tok=2, n_group=2, topk_group=1,
+        n_shared_experts=1, first_k_dense_replace=0, num_hidden_layers=1,
+        vocab_size=128, q_lora_rank=32, kv_lora_rank=16, qk_rope_head_dim=8,
+        qk_nope_head_dim=8, v_head_dim=16, max_position_embeddings=64,
+        routed_scaling_factor=2.5)
+    c._attn_implementation = "sdpa"
+    return c
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("layout", ["replicate", "sequence"])
+def test_deepseek_v3_decoder_layer(ranks, layout):
+    """A DeepSeek-V3 decoder layer under the plan transformers ships (the
+    experts' packed gate_up colwise and down rowwise, the shared expert
+    colwise/rowwise; MLA attention replicated): its router's group mask is
+    a scatter (tm_tensor.scatter in torch-mlir's export, which Braid
+    decomposes) and its top-k indices are read without their values (a
+    bare result that upstream partitioning crashed on). Against the
+    module; the experts exported dense. The plan's keys for dense layers
+    (layers.*.mlp.gate_proj, ...) match nothing in a MoE layer: skipped
+    with one warning that lists them, as transformers skips them."""
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import (
+        DeepseekV3DecoderLayer, DeepseekV3RotaryEmbedding)
+    torch.manual_seed(14)
+    c = deepseek_v3(ranks)
+    layer = DeepseekV3DecoderLayer(c, 0).eval()
+    with torch.no_grad():  # the router and experts start uninitialized
+        for p in layer.mlp.parameters():
+            p.normal_(0, 0.2)
+        layer.mlp.gate.e_score_correction_bias.normal_(0, 0.1)
+    x = torch.randn(1 if layout == "sequence" else 2, SEQ, 64)
+    positions = torch.arange(SEQ).unsqueeze(0).expand(x.shape[0], -1)
+    tables = DeepseekV3RotaryEmbedding(c)(x, positions)
+    with pytest.warns(UserWarning, match=r"plan keys \['layers\.\*\.mlp\."
+                      r"gate_proj', 'layers\.\*\.mlp\.up_proj', 'layers"
+                      r"\.\*\.mlp\.down_proj'\] match nothing"):
+        _, strategies = check(layer, (x,), {"position_embeddings": tables},
+                              c.base_model_tp_plan, ranks, layout)
+    kinds = sorted({k for k, _ in strategies})
+    assert kinds == (["all_reduce"] if layout == "replicate"
+                     else ["all_gather", "reduce_scatter"]), strategies
+
+
+def test_scatter_decomposition():
+    """scatter (src and value forms) as the export decomposes it, against
+    torch's own: repeated indices (the last one wins, as torch's CPU
+    kernel writes), an index smaller than the input in the other
+    dimensions, every dimension."""
+    table = bp._decompositions()
+    torch.manual_seed(15)
+    for shape, dim, index_shape in [((4, 8), 1, (4, 3)), ((4, 8), 0, (2, 8)),
+                                    ((3, 5, 6), 1, (2, 2, 4)),
+                                    ((4, 8), -1, (2, 6)), ((6,), 0, (9,))]:
+        x = torch.randn(shape)
+        index = torch.randint(0, shape[dim], index_shape)
+        src = torch.randn(index_shape)
+        got = table[torch.ops.aten.scatter.src](x, dim, index, src)
+        assert torch.equal(got, x.scatter(dim, index, src)), (shape, dim)
+        got = table[torch.ops.aten.scatter.value](x, dim, index, 1.5)
+        assert torch.equal(got, x.scatter(dim, index, 1.5)), (shape, dim)
+
+
 @pytest.mark.parametrize("parallel", ["tensor", "context"])
 def test_mixtral_decoder_layer(parallel):
     """Tensor parallel under the shipped plan; context parallel (an empty

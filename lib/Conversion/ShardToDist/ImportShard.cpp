@@ -963,6 +963,48 @@ static Value replicatedSharding(OpBuilder &b, Location loc,
       .getResult();
 }
 
+/// The annotation propagation gave `result` itself (not its users'), if any.
+static shard::ShardOp resultAnnotation(Value result) {
+  for (Operation *user : result.getUsers())
+    if (auto shardOp = dyn_cast<shard::ShardOp>(user);
+        shardOp && !shardOp.getAnnotateForUsers())
+      return shardOp;
+  return {};
+}
+
+/// Propagation annotates the results of an op that something reads and can
+/// leave an unread result of the same op bare (the values of a max whose
+/// indices alone are used: DeepSeek-V3's `topk(...)[1]`), which crashes
+/// upstream partitioning. Such a result gets the sharding of an annotated
+/// result of the same rank (a linalg op's results share its loops'), else
+/// replicated; nothing reads it, so any consistent choice computes the same.
+static void annotateBareResults(Operation &op, FlatSymbolRefAttr grid) {
+  SmallVector<shard::ShardOp> given;
+  for (Value result : op.getResults())
+    given.push_back(resultAnnotation(result));
+  for (auto [result, annotation] : llvm::zip(op.getResults(), given)) {
+    auto type = dyn_cast<RankedTensorType>(result.getType());
+    if (!type || annotation)
+      continue;
+    shard::ShardOp model, anchor;
+    for (auto [other, otherAnnotation] : llvm::zip(op.getResults(), given)) {
+      if (!otherAnnotation)
+        continue;
+      anchor = anchor ? anchor : otherAnnotation;
+      auto otherType = dyn_cast<RankedTensorType>(other.getType());
+      if (!model && otherType && otherType.getRank() == type.getRank())
+        model = otherAnnotation;
+    }
+    if (!anchor || (!model && !grid))
+      return;
+    OpBuilder b(anchor);
+    b.setInsertionPointAfter(anchor);
+    Value sharding =
+        model ? model.getSharding() : replicatedSharding(b, op.getLoc(), grid);
+    shard::ShardOp::create(b, op.getLoc(), result, sharding);
+  }
+}
+
 /// Upstream propagation sometimes leaves an op without annotations (seen on
 /// a zero fill feeding a reduction in HF models' mask code), which
 /// partitioning then cannot take. Such an op gets for each result what its
@@ -987,8 +1029,10 @@ static void completeAnnotations(func::FuncOp func) {
     for (Value operand : op.getOperands())
       if (auto shardOp = operand.getDefiningOp<shard::ShardOp>())
         annotated |= shardOp.getAnnotateForUsers();
-    if (annotated)
+    if (annotated) {
+      annotateBareResults(op, grid);
       continue;
+    }
     OpBuilder b(&op);
     SmallVector<Value> resultShardings;
     for (Value result : op.getResults()) {
