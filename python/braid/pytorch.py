@@ -793,7 +793,9 @@ def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
     sin)`). `input_layout` ("replicate" or "sequence"; or one per tensor
     input, as a list or a dict by name) and `output_layout` (default: the
     first input's) are the activations' layouts; "sequence" splits the
-    second-to-last dimension ([batch, seq, hidden]: seq). Other keyword
+    second-to-last dimension ([batch, seq, hidden]: seq), and the last of
+    integer or boolean inputs of rank 1 or 2 (token ids, masks, position
+    ids: [batch, seq]). Other keyword
     arguments go to braid.compile (overlap, ...). `ranks` is a positive
     integer, and no input, parameter or buffer may have a zero-sized
     dimension (ValueError or TypeError otherwise).

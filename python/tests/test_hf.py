@@ -363,10 +363,13 @@ def test_decoder_layer_in_kernel_cuda_emulated(layout, form):
 @pytest.mark.parametrize("ranks", [2, 4])
 @pytest.mark.parametrize("inputs,layout", [("embeds", "replicate"),
                                            ("embeds", "sequence"),
-                                           ("ids", "replicate")])
+                                           ("ids", "replicate"),
+                                           ("ids", "sequence")])
 def test_llama_model(inputs, layout, ranks):
     """A 2-layer LlamaModel with its final norm, the shipped plan verbatim
-    (`layers.*.` keys)."""
+    (`layers.*.` keys). Sequence parallel from token ids splits the ids
+    along their last dimension (the sequence), so the embedding lookup
+    gives each rank its rows, as inputs_embeds does."""
     torch.manual_seed(4)
     c = config("Llama", ranks)
     model = transformers.LlamaModel(c).eval()
@@ -383,6 +386,34 @@ def test_llama_model(inputs, layout, ranks):
     # layers stays split under sequence parallelism.
     assert strategies == (TP_ALL_REDUCES if layout == "replicate"
                           else SP_RINGS) * 2
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("parallel", ["sequence", "context"])
+def test_mistral_model_from_ids(ranks, parallel):
+    """A whole MistralModel called with token ids, an attention mask with
+    padding and position ids ([batch, seq] integers, split along their
+    last dimension) under input_layout="sequence" (issue 41 found it split
+    the batch): sequence parallel under the shipped plan (each layer's
+    rings) and context parallel with an empty plan (a ring of attention
+    per layer)."""
+    torch.manual_seed(16)
+    c = config("Mistral", ranks)
+    model = transformers.MistralModel(c).eval()
+    mask = torch.ones(1, SEQ, dtype=torch.int64)
+    mask[0, :2] = 0
+    kwargs = {"input_ids": torch.randint(0, 128, (1, SEQ)),
+              "attention_mask": mask,
+              "position_ids": torch.arange(SEQ).unsqueeze(0),
+              "use_cache": False}
+    plan = c.base_model_tp_plan if parallel == "sequence" else {}
+    _, strategies = check(model, (), kwargs, plan, ranks, "sequence")
+    if parallel == "sequence":
+        # Each layer's rings; before them the mask's inputs are gathered.
+        assert [s for s in strategies if s in SP_RINGS] == SP_RINGS * 2, \
+            strategies
+    else:
+        assert strategies.count(("all_gather", "ring_attention")) == 4, strategies
 
 
 @pytest.mark.parametrize("ranks", [2, 4])

@@ -207,7 +207,9 @@ def ApplyParallelPlan : Pass<"braid-apply-parallel-plan", "mlir::ModuleOp"> {
       the sum over experts that follows them is annotated split too, so
       that it becomes a partial sum and an all-reduce.
     - `"replicate"`: the same on every rank.
-    - `"sequence"`: split along the second-to-last dimension (the sequence);
+    - `"sequence"`: split along the sequence: the second-to-last dimension
+      (`[batch, seq, hidden]`), the last of integer or boolean tensors of
+      rank 1 or 2 (token ids, masks and positions, `[batch, seq]`);
       one such argument or result makes the activation layout
       sequence-split (sequence parallelism: all-gather before colwise
       layers, reduce-scatter after rowwise ones). When every such argument

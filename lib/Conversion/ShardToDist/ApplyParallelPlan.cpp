@@ -520,6 +520,15 @@ LogicalResult PlanBuilder::planWeight(BlockArgument arg, StringRef style) {
 
 } // namespace
 
+/// The dimension the "sequence" layout splits: the last of token ids,
+/// positions and masks (integers or booleans of rank 1 or 2: [batch, seq]),
+/// the second to last of anything else ([batch, seq, hidden]); -1 when the
+/// tensor has too few dimensions.
+static int64_t sequenceDim(RankedTensorType type) {
+  bool tokens = type.getElementType().isIntOrIndex() && type.getRank() <= 2;
+  return type.getRank() - (tokens ? 1 : 2);
+}
+
 LogicalResult PlanBuilder::run() {
   auto styleOf = [](Attribute attr) -> std::optional<StringRef> {
     if (auto text = dyn_cast_or_null<StringAttr>(attr))
@@ -549,9 +558,9 @@ LogicalResult PlanBuilder::run() {
     std::optional<StringRef> style =
         styleOf(func.getArgAttr(arg.getArgNumber(), kPlanAttr));
     auto type = dyn_cast<RankedTensorType>(arg.getType());
-    if (!style || *style != "sequence" || !type || type.getRank() < 2)
+    if (!style || *style != "sequence" || !type || sequenceDim(type) < 0)
       continue;
-    bool single = llvm::all_of(type.getShape().drop_back(2),
+    bool single = llvm::all_of(type.getShape().take_front(sequenceDim(type)),
                                [](int64_t size) { return size == 1; });
     if (!single) {
       sequenceTokens = false;
@@ -586,12 +595,13 @@ LogicalResult PlanBuilder::run() {
       if (failed(planPacked(arg)))
         return failure();
     } else if (*style == "sequence") {
-      if (type.getRank() < 2)
+      if (sequenceDim(type) < 0)
         return emitError(arg.getLoc())
                << nameOf(arg) << " is sequence-split but has rank "
                << type.getRank()
-               << "; the sequence dimension is the second to last";
-      annotateArgument(arg, Layout{type.getRank() - 2}, /*forUsers=*/false);
+               << "; the sequence dimension is the second to last (the last "
+                  "of integer ids and masks of rank 1 or 2)";
+      annotateArgument(arg, Layout{sequenceDim(type)}, /*forUsers=*/false);
     } else if (failed(planWeight(arg, *style))) {
       return failure();
     }
@@ -606,12 +616,12 @@ LogicalResult PlanBuilder::run() {
     if (failed(style))
       return failure();
     auto type = dyn_cast<RankedTensorType>(func.getResultTypes()[i]);
-    if (!type || (*style == "sequence" && type.getRank() < 2))
+    if (!type || (*style == "sequence" && sequenceDim(type) < 0))
       return emitError(func.getLoc())
              << "result #" << i << " cannot be " << *style;
     Layout layout;
     if (*style == "sequence")
-      layout.dim = type.getRank() - 2;
+      layout.dim = sequenceDim(type);
     for (auto ret : llvm::to_vector(func.getOps<func::ReturnOp>())) {
       OpBuilder b(ret);
       Value s = sharding(ret.getLoc(), layout, b);

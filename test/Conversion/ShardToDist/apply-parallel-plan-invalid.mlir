@@ -26,7 +26,7 @@ func.func @colwise_unused(%w: tensor<4x4xf32> {braid.parallel = "colwise"}) -> t
 // -----
 
 shard.grid @g(shape = 2)
-// expected-error @+1 {{argument #0 is sequence-split but has rank 1; the sequence dimension is the second to last}}
+// expected-error @+1 {{argument #0 is sequence-split but has rank 1; the sequence dimension is the second to last (the last of integer ids and masks of rank 1 or 2)}}
 func.func @sequence_rank1(%x: tensor<4xf32> {braid.parallel = "sequence"}) -> tensor<4xf32> {
   return %x : tensor<4xf32>
 }
@@ -95,4 +95,13 @@ shard.grid @g(shape = 2)
 // expected-error @+1 {{argument #0 is split by experts but reaches no contraction that keeps the expert dimension}}
 func.func @experts_nowhere(%w: tensor<4x8xf32> {braid.parallel = "experts"}) -> tensor<4x8xf32> {
   return %w : tensor<4x8xf32>
+}
+
+// -----
+
+// Integer ids have their sequence last, so a scalar id has none.
+shard.grid @g(shape = 2)
+// expected-error @+1 {{argument #0 is sequence-split but has rank 0}}
+func.func @sequence_scalar_id(%x: tensor<i64> {braid.parallel = "sequence"}) -> tensor<i64> {
+  return %x : tensor<i64>
 }

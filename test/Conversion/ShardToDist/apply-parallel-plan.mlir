@@ -256,3 +256,32 @@ func.func @batch_two(%x: tensor<2x8x16xf32> {braid.parallel = "sequence"},
   %u = tensor.expand_shape %y [[0, 1], [2]] output_shape [2, 8, 16] : tensor<16x16xf32> into tensor<2x8x16xf32>
   return %u : tensor<2x8x16xf32>
 }
+
+// -----
+
+// Token ids, masks and positions ([batch, seq], integers or booleans) split
+// along their last dimension, the sequence; activations along the second to
+// last, and an integer activation of rank 3 too (a quantized [batch, seq,
+// hidden]). One sequence: the tokens are the sequence.
+shard.grid @g(shape = 2)
+// CHECK-LABEL: func.func @token_ids(
+// CHECK: shard.sharding @g split_axes = {{\[\[\], \[0\]\]}}
+// CHECK-NEXT: shard.shard %arg3 to
+// CHECK: shard.sharding @g split_axes = {{\[\[0\]\]}}
+// CHECK-NEXT: shard.shard %arg2 to
+// CHECK: shard.sharding @g split_axes = {{\[\[\], \[0\]\]}}
+// CHECK-NEXT: shard.shard %arg1 to
+// CHECK: shard.sharding @g split_axes = {{\[\[\], \[0\]\]}}
+// CHECK-NEXT: shard.shard %arg0 to
+// DIST-LABEL: func.func @token_ids(
+// DIST-SAME: tensor<1x4xi64> {dist.placement = #dist.placement<@g, [shard<1>]>}
+// DIST-SAME: tensor<1x4xi1> {dist.placement = #dist.placement<@g, [shard<1>]>}
+// DIST-SAME: tensor<4xi32> {dist.placement = #dist.placement<@g, [shard<0>]>}
+// DIST-SAME: tensor<1x4x4xi8> {dist.placement = #dist.placement<@g, [shard<1>]>}
+func.func @token_ids(%ids: tensor<1x8xi64> {braid.parallel = "sequence"},
+                     %mask: tensor<1x8xi1> {braid.parallel = "sequence"},
+                     %positions: tensor<8xi32> {braid.parallel = "sequence"},
+                     %q: tensor<1x8x4xi8> {braid.parallel = "sequence"})
+    -> (tensor<1x8xi64> {braid.parallel = "sequence"}) {
+  return %ids : tensor<1x8xi64>
+}
