@@ -542,7 +542,7 @@ def _argument_styles(exported, plan, input_layout, output_layout):
         import warnings
         warnings.warn(f"braid: plan keys {skipped} match nothing in "
                       f"{len(names)} parameters of this module; skipped",
-                      stacklevel=3)
+                      stacklevel=4)
     return styles, inp or input_layout, out or output_layout
 
 

@@ -674,6 +674,44 @@ def test_deepseek_v3_decoder_layer(ranks, layout):
                      else ["all_gather", "reduce_scatter"]), strategies
 
 
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("kind", ["Qwen2Moe", "GptOss"])
+@pytest.mark.parametrize("layout", ["replicate", "sequence"])
+def test_moe_decoder_layer(kind, ranks, layout):
+    """MoE decoder layers of two more families under the plans
+    transformers ships: Qwen2-MoE (tensor parallel: packed experts, and a
+    shared expert behind a sigmoid gate) and gpt-oss (expert parallel, its
+    only plan: grouped_gemm experts with biases, attention sinks, clamped
+    SwiGLU). The biases are split by experts and added to each expert's
+    product (braid-apply-parallel-plan follows that add). Against the
+    module; the experts exported dense."""
+    torch.manual_seed(17)
+    if kind == "Qwen2Moe":
+        c = config(kind, ranks, num_experts=4, num_experts_per_tok=2,
+                   moe_intermediate_size=32, shared_expert_intermediate_size=64)
+        plan = c.base_model_tp_plan
+        module = "qwen2_moe"
+    else:
+        c = config(kind, ranks, num_local_experts=4, num_experts_per_tok=2,
+                   sliding_window=None, layer_types=["full_attention"] * 2)
+        plan = c.base_model_ep_plan
+        module = "gpt_oss"
+    models = __import__(f"transformers.models.{module}.modeling_{module}",
+                        fromlist=["_"])
+    layer = getattr(models, kind + "DecoderLayer")(c, 0).eval()
+    with torch.no_grad():  # the router and experts start uninitialized
+        for p in layer.mlp.parameters():
+            p.normal_(0, 0.2)
+    x = torch.randn(1 if layout == "sequence" else 2, SEQ, 64)
+    positions = torch.arange(SEQ).unsqueeze(0).expand(x.shape[0], -1)
+    tables = getattr(models, kind + "RotaryEmbedding")(c)(x, positions)
+    _, strategies = check(layer, (x,), {"position_embeddings": tables}, plan,
+                          ranks, layout)
+    kinds = {k for k, _ in strategies}
+    assert kinds == ({"all_reduce"} if layout == "replicate"
+                     else {"all_gather", "reduce_scatter"}), strategies
+
+
 def test_scatter_decomposition():
     """scatter (src and value forms) as the export decomposes it, against
     torch's own: repeated indices (the last one wins, as torch's CPU

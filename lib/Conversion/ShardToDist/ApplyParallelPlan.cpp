@@ -306,12 +306,24 @@ LogicalResult PlanBuilder::planExperts(BlockArgument arg) {
         return std::nullopt;
       };
       if (!linalg::isaContractionOpInterface(linalgOp)) {
+        std::optional<int64_t> out;
+        if (linalgOp->getNumResults() == 1)
+          out = positionIn(linalgOp.getIndexingMapMatchingResult(
+              cast<OpResult>(linalgOp->getResult(0))));
+        if (!out)
+          continue;
         // Elementwise work on the weight alone (an upcast): follow it.
-        if (linalgOp.getNumDpsInputs() == 1 && linalgOp->getNumResults() == 1)
-          if (std::optional<int64_t> out =
-                  positionIn(linalgOp.getIndexingMapMatchingResult(
-                      cast<OpResult>(linalgOp->getResult(0)))))
-            worklist.push_back({linalgOp->getResult(0), *out});
+        if (linalgOp.getNumDpsInputs() == 1) {
+          worklist.push_back({linalgOp->getResult(0), *out});
+          continue;
+        }
+        // Elementwise work with other operands that keeps the expert
+        // dimension (gpt-oss's expert biases added to each expert's
+        // product): its result holds this rank's experts too.
+        if (linalgOp.getNumParallelLoops() == linalgOp.getNumLoops()) {
+          annotateResult(linalgOp->getResult(0), Layout{*out});
+          reached = true;
+        }
         continue;
       }
       // A contraction over the experts' batch loop.

@@ -160,6 +160,49 @@ func.func @experts(%x: tensor<4x8x16xf32> {braid.parallel = "replicate"},
 
 // -----
 
+// An expert bias (gpt-oss: [experts, out], added to each expert's product,
+// its unsqueeze folded into the add's map by braid-prepare-import) reaches
+// no contraction itself: the elementwise add that keeps its expert
+// dimension holds this rank's experts, like the product it adds to.
+shard.grid @g(shape = 2)
+// CHECK-LABEL: func.func @expert_bias(
+// DIST-LABEL: func.func @expert_bias(
+// DIST-SAME: tensor<2x8x16xf32> {dist.placement = #dist.placement<@g, [shard<0>]>}
+// DIST-SAME: tensor<2x8xf32> {dist.placement = #dist.placement<@g, [shard<0>]>}
+// DIST: linalg.batch_matmul {{.*}} -> tensor<2x8x8xf32>
+// DIST: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<2x8x8xf32>, tensor<2x8xf32>)
+// DIST: dist.all_reduce %{{.*}} on @g axes = [0] reduce = sum : tensor<8x8xf32> -> tensor<8x8xf32>
+func.func @expert_bias(%x: tensor<4x8x16xf32> {braid.parallel = "replicate"},
+                       %w: tensor<4x8x16xf32> {braid.parallel = "experts"},
+                       %b: tensor<4x8xf32> {braid.parallel = "experts"})
+    -> (tensor<8x8xf32> {braid.parallel = "replicate"}) {
+  %zero = arith.constant 0.0 : f32
+  %et = tensor.empty() : tensor<4x16x8xf32>
+  %wt = linalg.transpose ins(%w : tensor<4x8x16xf32>) outs(%et : tensor<4x16x8xf32>) permutation = [0, 2, 1]
+  %e = tensor.empty() : tensor<4x8x8xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8x8xf32>) -> tensor<4x8x8xf32>
+  %y = linalg.batch_matmul ins(%x, %wt : tensor<4x8x16xf32>, tensor<4x16x8xf32>) outs(%f : tensor<4x8x8xf32>) -> tensor<4x8x8xf32>
+  %yb = linalg.generic {indexing_maps = [affine_map<(e, t, h) -> (e, t, h)>, affine_map<(e, t, h) -> (e, h)>, affine_map<(e, t, h) -> (e, t, h)>],
+                        iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%y, %b : tensor<4x8x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8x8xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %r = arith.addf %a, %c : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8x8xf32>
+  %e2 = tensor.empty() : tensor<8x8xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(e, t, h) -> (e, t, h)>, affine_map<(e, t, h) -> (t, h)>],
+                       iterator_types = ["reduction", "parallel", "parallel"]}
+      ins(%yb : tensor<4x8x8xf32>) outs(%f2 : tensor<8x8xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %a, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<8x8xf32>
+  return %s : tensor<8x8xf32>
+}
+
+// -----
+
 // packed_colwise (HuggingFace's [gate; up] layout): each part split
 // separately. The parts are taken apart by an expand_shape, which the plan
 // marks braid.packed: its sharding model splits each part's features.
