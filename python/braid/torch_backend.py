@@ -53,8 +53,7 @@ __all__ = ["backend", "register", "GRAPHS"]
 GRAPHS = []
 
 # Calls and methods of DTensor's boundaries, identities on global values.
-_IDENTITY_METHODS = ("to_local", "redistribute", "full_tensor", "contiguous_")
-_CONTROL = ("cache", "check")
+_IDENTITY_METHODS = ("to_local", "redistribute", "full_tensor")
 
 
 class Decline(Exception):
@@ -107,7 +106,7 @@ def _layout(kind, dim, ndim, what):
 def _record(gm, example_inputs):
     """Runs the graph eagerly on the example (DTensor code as the job runs
     it) and returns {node name: the value's (is DTensor, placements, shape
-    of the global value, dtype)} and the outputs."""
+    (the global one of a DTensor), dtype)}."""
     import torch
     from torch.distributed.tensor import DTensor
     seen = {}
@@ -123,8 +122,14 @@ def _record(gm, example_inputs):
             return value
 
     with torch.no_grad():
-        outputs = Recorder(gm).run(*example_inputs)
-    return seen, outputs
+        Recorder(gm).run(*example_inputs)
+    return seen
+
+
+def _local(dtensor):
+    """A DTensor's local tensor itself (to_local goes through autograd)."""
+    local = getattr(dtensor, "_local_tensor", None)
+    return dtensor.to_local() if local is None else local
 
 
 class _Plan:
@@ -163,7 +168,7 @@ class _Plan:
             raise Decline("the graph has no DTensor parameters (nothing to "
                           "partition)")
         self.mesh = mesh
-        seen, self.expected = _record(gm, example_inputs)
+        seen = _record(gm, example_inputs)
 
         # Each activation's layout: the placement its from_local gives it.
         for index, node, value in self.activations:
@@ -371,7 +376,7 @@ def _compile(gm, example_inputs, options):
         raise Decline("Braid cannot compile the graph: " +
                       ": ".join(str(error).splitlines()[:2])) from None
     locals_ = [value for _, _, value in plan.activations] + \
-              [value.to_local() for _, _, value in plan.weights]
+              [_local(value) for _, _, value in plan.weights]
     for spec, value, what in zip(program.arguments, locals_,
                                  [n.name for _, n, _ in plan.activations +
                                   plan.weights]):
@@ -398,7 +403,7 @@ class CompiledGraph:
             return self.gm(*args)
         self.calls += 1
         values = [args[i] for i, _, _ in self.plan.activations]
-        values += [args[i].to_local() for i, _, _ in self.plan.weights]
+        values += [_local(args[i]) for i, _, _ in self.plan.weights]
         results = self.program(*values)
         outputs = []
         for array, spec, (is_dtensor, placements, _) in zip(

@@ -16,6 +16,10 @@
  *       can act on (a null buffer, another communicator, a missing file).
  *   braid-program-host world ARTIFACT   the world's ranks: a program for
  *       another number of ranks is refused on every rank.
+ *   braid-program-host die ARTIFACT   2 ranks calling in a loop; a thread
+ *       of rank 1 exits the process (code 3) a moment into it, most likely
+ *       inside a call, while rank 0 waits inside its own: the job must end,
+ *       named by mpirun, instead of hanging.
  *
  * Prints one line per check on rank 0 ("OK ..." or "FAIL ...", and the
  * messages of refusals) and exits non-zero if any check failed.
@@ -194,18 +198,52 @@ static int world(const char *artifact) {
   return 0;
 }
 
+static void *exitSoon(void *unused) {
+  (void)unused;
+  usleep(500 * 1000);
+  _exit(3);
+  return NULL;
+}
+
+static int die(const char *artifact) {
+  char error[512] = "";
+  braid_program *program = NULL;
+  if (braid_program_load(artifact, -1, &program, error, sizeof error)) {
+    refusal(1, error);
+    return 1;
+  }
+  if (worldRank == 0)
+    printf("OK loaded; calling until the job ends\n");
+  fflush(stdout);
+  pthread_t thread;
+  if (worldRank == 1)
+    pthread_create(&thread, NULL, exitSoon, NULL);
+  float x[4][3] = {{0}}, out[4][3];
+  uint16_t y[3] = {0};
+  void *args[] = {x, y};
+  void *results[] = {out};
+  for (;;)
+    if (braid_program_call(program, args, results, error, sizeof error)) {
+      printf("rank %d: call refused: %s\n", worldRank, error);
+      return 1;
+    }
+}
+
 int main(int argc, char **argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
-  if (argc != 3 || (strcmp(argv[1], "split") && strcmp(argv[1], "world"))) {
+  if (argc != 3 || (strcmp(argv[1], "split") && strcmp(argv[1], "world") &&
+                    strcmp(argv[1], "die"))) {
     if (worldRank == 0)
-      fprintf(stderr, "usage: braid-program-host split|world ARTIFACT\n");
+      fprintf(stderr, "usage: braid-program-host split|world|die ARTIFACT\n");
     MPI_Finalize();
     return 2;
   }
   if (strcmp(argv[1], "split") == 0)
     split(argv[2]);
+  else if (strcmp(argv[1], "die") == 0)
+    failures += die(argv[2]);
   else
     world(argv[2]);
   fflush(stdout);

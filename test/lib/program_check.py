@@ -4,7 +4,8 @@ loads the program for its rank and calls it many times with its own numpy
 arrays, against braid.models' float64 reference of the same block.
 
     mpirun -np N python3 program_check.py CACHE_DIR [--dtype D] [--calls K]
-        [--parallel tp|sp] [--kind gpt|llama] [--torch] [--die R | --hang R]
+        [--parallel tp|sp] [--kind gpt|llama] [--torch]
+        [--die R | --die-mid R | --hang R]
 
 Checks on every rank: each call's results within the block's tolerance of
 the reference; resident memory flat over the calls; the arguments unchanged by the calls (the same arrays are
@@ -12,14 +13,18 @@ passed again); every call with the same inputs bit-identical; a second
 compile_once served from the cache (no new file); the refusals a caller can
 act on (argument count, shape, dtype of out=); with --torch, the same
 results from torch tensors, and out= torch tensors filled. --die R and
---hang R make rank R exit, or sleep, before its first call, for the tests
-of a job that must end instead of hanging. Rank 0 prints one line per
+--hang R make rank R exit, or sleep, before its first call, and --die-mid R
+makes it exit while every rank calls the program in a loop (a thread of
+rank R exits the process a moment into the loop, most likely inside a
+call; the others wait inside theirs), for the tests of a job that must end
+instead of hanging. Rank 0 prints one line per
 check ("OK ..."); any failure raises, which ends the job non-zero.
 """
 import argparse
 import os
 import shutil
 import sys
+import threading
 import time
 
 import numpy as np
@@ -46,6 +51,8 @@ def main():
     parser.add_argument("--kind", default="llama")
     parser.add_argument("--die", type=int, default=-1,
                         help="this rank exits before its first call")
+    parser.add_argument("--die-mid", type=int, default=-1,
+                        help="this rank exits while the ranks call in a loop")
     parser.add_argument("--hang", type=int, default=-1,
                         help="this rank never makes its first call")
     parser.add_argument("--torch", action="store_true",
@@ -71,6 +78,11 @@ def main():
 
     # Every rank draws the same global inputs and keeps its own part.
     inputs = [block.random_inputs(seed=s) for s in range(3)]
+    if args.die_mid >= 0:
+        if rank == args.die_mid:
+            threading.Timer(0.5, os._exit, (3,)).start()
+        while True:  # until the job ends: no rank leaves the loop
+            program(*inputs[0][rank])
     expected = [block.reference(i)[rank] for i in inputs]
     mine = [i[rank] for i in inputs]
     kept = [[a.copy() for a in m] for m in mine]
