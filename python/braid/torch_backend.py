@@ -219,19 +219,25 @@ class _Plan:
             raise Decline("the graph's outputs have different layouts")
 
     def _global_shapes(self, count):
-        """The unpartitioned graph's output shapes, run on meta tensors."""
+        """The unpartitioned graph's output shapes, run on fake tensors (no
+        data: a model's own device moves, such as a rotary table's, work on
+        them, which they do not on meta tensors)."""
         import torch
-        values = [torch.empty(shape, dtype=dtype, device="meta")
-                  for shape, dtype in self.global_shapes]
-        values += [torch.empty(tuple(v.shape), dtype=v.dtype, device="meta")
-                   for _, _, v in self.weights]
+        from torch._subclasses.fake_tensor import FakeTensorMode
         try:
-            with torch.no_grad():
+            with FakeTensorMode(allow_non_fake_inputs=True), torch.no_grad():
+                values = [torch.empty(shape, dtype=dtype)
+                          for shape, dtype in self.global_shapes]
+                values += [torch.empty(tuple(v.shape), dtype=v.dtype)
+                           for _, _, v in self.weights]
                 outputs = self.global_gm(*values)
         except Exception as error:  # any op may refuse the global shapes
             raise Decline("the graph read as the unpartitioned computation "
                           f"fails: {type(error).__name__}: "
-                          f"{str(error).splitlines()[0] if str(error) else ''}") from None
+                          f"{str(error).splitlines()[0] if str(error) else ''}"
+                          " (a local size written into the graph as a "
+                          "constant, such as HF's repeat_kv head count "
+                          "under an attention mask?)") from None
         outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
         if len(outputs) != count:
             raise Decline("the unpartitioned graph has another number of outputs")

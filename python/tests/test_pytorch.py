@@ -310,14 +310,17 @@ def test_compile_backend(tmp_path, ranks, parallel, dtype):
 @pytest.mark.parametrize("kind,reason", [
     ("local", "the graph's local code is not the unpartitioned computation"),
     ("op", "Dialect `tm_tensor' not found for custom op 'tm_tensor.sort'"),
-    ("grad", "the graph is called with gradients enabled")])
+    ("grad", "the graph is called with gradients enabled"),
+    ("model", "a local size written into the graph as a constant")])
 def test_compile_backend_falls_back(tmp_path, kind, reason):
     """A graph the backend cannot take runs eagerly with one warning that
     says why, on every rank, and gives eager's result: local code that
     reduces over a sharded dimension (caught by the first call's check
     against eager), an op Braid does not compile (rank 0's compile error,
-    which the other ranks name too) and a call with gradients enabled (the
-    backend compiles inference; eager keeps the autograd graph)."""
+    which the other ranks name too), a call with gradients enabled (the
+    backend compiles inference; eager keeps the autograd graph) and a whole
+    LlamaModel, whose mask path bakes the local KV head count into the
+    graph (a limit of reading dynamo's graph globally)."""
     out = run_job(2, "compile_backend_check.py", str(tmp_path),
                   "--unsupported", kind, "--calls", "3")
     assert "OK falls back: braid: torch.compile runs this graph eagerly" in out, out

@@ -14,8 +14,9 @@ warning), each call within the module tolerance of eager DTensor, repeated
 calls bit-identical. --unsupported compiles a module whose local code
 reduces over a sharded dimension (local: a sum of the colwise projection's
 local output, which is not the unpartitioned computation) or that sorts
-(op: Braid does not compile sorts), or is called with gradients enabled
-(grad): it must run eagerly, with one warning that says why, and give
+(op: Braid does not compile sorts), is called with gradients enabled
+(grad), or is a whole LlamaModel whose graph holds the local KV head count
+as a constant (model): it must run eagerly, with one warning that says why, and give
 eager's result (with its autograd graph, under grad). Rank 0 prints one
 line per check.
 """
@@ -31,6 +32,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
+
+import transformers  # noqa: E402
 
 import braid.program  # noqa: E402
 import braid.pytorch  # noqa: E402,F401  (registers the backend)
@@ -89,7 +92,7 @@ def main():
     parser.add_argument("--parallel", default="tp")
     parser.add_argument("--dtype", default="f32")
     parser.add_argument("--calls", type=int, default=20)
-    parser.add_argument("--unsupported", choices=("local", "op", "grad"))
+    parser.add_argument("--unsupported", choices=("local", "op", "grad", "model"))
     args = parser.parse_args()
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import (ColwiseParallel,
@@ -108,7 +111,19 @@ def main():
             print("OK", what, flush=True)
 
     torch.manual_seed(0)
-    if args.unsupported:
+    if args.unsupported == "model":
+        # A whole LlamaModel: its causal mask sends attention through
+        # repeat_kv, whose expand has the local KV head count as a
+        # constant, so the graph is not the unpartitioned computation.
+        c = config("Llama", ranks)
+        c.num_hidden_layers = 1
+        module = transformers.LlamaModel(c).eval()
+        plan = {"layers.0." + k: v for k, v in llama_plan("tp").items()}
+        module = parallelize_module(module, mesh, plan)
+        call_args = ()
+        kwargs = {"input_ids": torch.randint(0, 128, (2, SEQ)),
+                  "use_cache": False}
+    elif args.unsupported:
         module = Unsupported(args.unsupported).eval().to(dtype)
         module = parallelize_module(module, mesh, {"up": ColwiseParallel(),
                                                    "down": RowwiseParallel()})
@@ -129,6 +144,8 @@ def main():
                              options={"cache": args.cache, "overlap": "force"})
 
     def output(value):
+        if hasattr(value, "last_hidden_state"):
+            value = value.last_hidden_state
         return value[0] if isinstance(value, tuple) else value
 
     grad = torch.enable_grad() if args.unsupported == "grad" else torch.no_grad()
