@@ -38,6 +38,7 @@ $BRAID_CACHE or ~/.cache/braid/programs), `check` (False skips the first
 call's comparison), and braid.compile's options (overlap, comm, ...).
 """
 import functools
+import logging
 import os
 import warnings
 
@@ -126,6 +127,63 @@ def _record(gm, example_inputs):
     return seen
 
 
+_RESHAPES = ("view", "reshape")
+
+
+def _sizes(node):
+    """The sizes a view, reshape or expand call names, or None."""
+    if node.op != "call_method" or node.target not in _RESHAPES + ("expand",):
+        return None
+    sizes = node.args[1:]
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = sizes[0]
+    return list(sizes) if all(isinstance(d, int) for d in sizes) else None
+
+
+def _refit(node, env, seen):
+    """Rewrites the sizes of a view, reshape or expand that dynamo wrote as
+    the local constants so that they fit the global input: an expand keeps
+    (-1) every dimension its input has whole; a view or reshape scales the
+    outermost output dimension of each group of dimensions whose input
+    grew by the same factor. Returns whether it rewrote. The first call's
+    check against eager guards the result."""
+    sizes = _sizes(node)
+    source = node.args[0]
+    if sizes is None or source.name not in seen or node.name not in seen:
+        return False
+    whole = tuple(env[source].shape)
+    local_in, local_out = seen[source.name][2], seen[node.name][2]
+    if len(whole) != len(local_in) or whole == tuple(local_in):
+        return False
+    if node.target == "expand":
+        offset = len(sizes) - len(whole)
+        new = [d if i < offset or whole[i - offset] == 1 else -1
+               for i, d in enumerate(sizes)]
+    else:
+        # Groups of input and output dimensions with equal products.
+        new, i, j = list(local_out), 0, 0
+        while i < len(local_in) and j < len(local_out):
+            start_i, start_j = i, j
+            have, want = local_in[i], local_out[j]
+            i, j = i + 1, j + 1
+            while have != want:
+                if have < want:
+                    have, i = have * local_in[i], i + 1
+                else:
+                    want, j = want * local_out[j], j + 1
+            grown = 1
+            for d in range(start_i, i):
+                if whole[d] % max(local_in[d], 1):
+                    return False
+                grown *= whole[d] // max(local_in[d], 1)
+            new[start_j] *= grown
+    args = (source, *new)
+    if args == node.args:
+        return False
+    node.args = args
+    return True
+
+
 def _local(dtensor):
     """A DTensor's local tensor itself (to_local goes through autograd)."""
     local = getattr(dtensor, "_local_tensor", None)
@@ -193,7 +251,7 @@ class _Plan:
         (output,) = [n for n in gm.graph.nodes if n.op == "output"]
         results = output.args[0]
         results = list(results) if isinstance(results, (tuple, list)) else [results]
-        whole = self._global_shapes(len(results))
+        whole = self._global_shapes(len(results), seen)
         self.outputs = []
         for result, global_shape in zip(results, whole):
             if not isinstance(result, torch.fx.Node) or result.name not in seen:
@@ -218,26 +276,45 @@ class _Plan:
         if len({layout for _, _, layout in self.outputs}) > 1:
             raise Decline("the graph's outputs have different layouts")
 
-    def _global_shapes(self, count):
+    def _global_shapes(self, count, seen):
         """The unpartitioned graph's output shapes, run on fake tensors (no
         data: a model's own device moves, such as a rotary table's, work on
-        them, which they do not on meta tensors)."""
+        them, which they do not on meta tensors). A view, reshape or expand
+        whose sizes dynamo wrote as the local constants is refitted to the
+        global shapes (_refit); anything else that does not fit declines."""
         import torch
         from torch._subclasses.fake_tensor import FakeTensorMode
+
+        class Fit(torch.fx.Interpreter):
+            def run_node(self, node):
+                try:
+                    return super().run_node(node)
+                except RuntimeError:
+                    if not _refit(node, self.env, seen):
+                        raise
+                    return super().run_node(node)
+
+        # Fake tensors log each op that fails before raising; the ones
+        # _refit repairs are expected.
+        quiet = logging.getLogger("torch._subclasses.fake_tensor")
+        level = quiet.level
+        quiet.setLevel(logging.CRITICAL)
         try:
             with FakeTensorMode(allow_non_fake_inputs=True), torch.no_grad():
                 values = [torch.empty(shape, dtype=dtype)
                           for shape, dtype in self.global_shapes]
                 values += [torch.empty(tuple(v.shape), dtype=v.dtype)
                            for _, _, v in self.weights]
-                outputs = self.global_gm(*values)
+                outputs = Fit(self.global_gm).run(*values)
         except Exception as error:  # any op may refuse the global shapes
             raise Decline("the graph read as the unpartitioned computation "
                           f"fails: {type(error).__name__}: "
                           f"{str(error).splitlines()[0] if str(error) else ''}"
                           " (a local size written into the graph as a "
-                          "constant, such as HF's repeat_kv head count "
-                          "under an attention mask?)") from None
+                          "constant?)") from None
+        finally:
+            quiet.setLevel(level)
+        self.global_gm.recompile()
         outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
         if len(outputs) != count:
             raise Decline("the unpartitioned graph has another number of outputs")

@@ -293,34 +293,35 @@ def test_program_takes_torch_tensors(tmp_path, dtype):
     assert "OK torch torch." in out, out
 
 
-@pytest.mark.parametrize("ranks,parallel,dtype", [
-    (2, "tp", "f32"), (2, "sp", "bf16"), (4, "sp", "f32"), (4, "tp", "bf16")])
-def test_compile_backend(tmp_path, ranks, parallel, dtype):
+@pytest.mark.parametrize("ranks,module,parallel,dtype", [
+    (2, "layer", "tp", "f32"), (2, "layer", "sp", "bf16"),
+    (4, "layer", "sp", "f32"), (4, "layer", "tp", "bf16"),
+    (2, "model", "tp", "f32"), (4, "model", "tp", "bf16")])
+def test_compile_backend(tmp_path, ranks, module, parallel, dtype):
     """torch.compile(model, backend="braid") under mpirun on a Llama decoder
-    layer parallelized by PyTorch's own parallelize_module (DTensor over
-    gloo), tensor and sequence parallel: one graph, run by Braid in
+    layer (tensor and sequence parallel) and a whole 2-layer LlamaModel
+    from token ids (tensor parallel; its mask path's repeat_kv sizes are
+    local constants the backend refits) parallelized by PyTorch's own
+    parallelize_module (DTensor over gloo): one graph, run by Braid in
     process on every call, within the module tolerance of eager DTensor,
     repeated calls bit-identical (test/lib/compile_backend_check.py)."""
     out = run_job(ranks, "compile_backend_check.py", str(tmp_path),
-                  "--parallel", parallel, "--dtype", dtype)
-    assert "graph(s) run by Braid in process" in out, out
-    assert f"OK compiled by Braid: {parallel} {dtype}" in out, out
+                  "--module", module, "--parallel", parallel, "--dtype", dtype)
+    assert "1 graph(s) run by Braid in process" in out, out
+    assert f"OK compiled by Braid: {module} {parallel} {dtype}" in out, out
 
 
 @pytest.mark.parametrize("kind,reason", [
     ("local", "the graph's local code is not the unpartitioned computation"),
     ("op", "Dialect `tm_tensor' not found for custom op 'tm_tensor.sort'"),
-    ("grad", "the graph is called with gradients enabled"),
-    ("model", "a local size written into the graph as a constant")])
+    ("grad", "the graph is called with gradients enabled")])
 def test_compile_backend_falls_back(tmp_path, kind, reason):
     """A graph the backend cannot take runs eagerly with one warning that
     says why, on every rank, and gives eager's result: local code that
     reduces over a sharded dimension (caught by the first call's check
     against eager), an op Braid does not compile (rank 0's compile error,
-    which the other ranks name too), a call with gradients enabled (the
-    backend compiles inference; eager keeps the autograd graph) and a whole
-    LlamaModel, whose mask path bakes the local KV head count into the
-    graph (a limit of reading dynamo's graph globally)."""
+    which the other ranks name too) and a call with gradients enabled (the
+    backend compiles inference; eager keeps the autograd graph)."""
     out = run_job(2, "compile_backend_check.py", str(tmp_path),
                   "--unsupported", kind, "--calls", "3")
     assert "OK falls back: braid: torch.compile runs this graph eagerly" in out, out

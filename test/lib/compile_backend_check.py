@@ -15,8 +15,7 @@ calls bit-identical. --unsupported compiles a module whose local code
 reduces over a sharded dimension (local: a sum of the colwise projection's
 local output, which is not the unpartitioned computation) or that sorts
 (op: Braid does not compile sorts), is called with gradients enabled
-(grad), or is a whole LlamaModel whose graph holds the local KV head count
-as a constant (model): it must run eagerly, with one warning that says why, and give
+(grad): it must run eagerly, with one warning that says why, and give
 eager's result (with its autograd graph, under grad). Rank 0 prints one
 line per check.
 """
@@ -92,7 +91,8 @@ def main():
     parser.add_argument("--parallel", default="tp")
     parser.add_argument("--dtype", default="f32")
     parser.add_argument("--calls", type=int, default=20)
-    parser.add_argument("--unsupported", choices=("local", "op", "grad", "model"))
+    parser.add_argument("--module", default="layer", choices=("layer", "model"))
+    parser.add_argument("--unsupported", choices=("local", "op", "grad"))
     args = parser.parse_args()
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import (ColwiseParallel,
@@ -111,24 +111,24 @@ def main():
             print("OK", what, flush=True)
 
     torch.manual_seed(0)
-    if args.unsupported == "model":
-        # A whole LlamaModel: its causal mask sends attention through
-        # repeat_kv, whose expand has the local KV head count as a
-        # constant, so the graph is not the unpartitioned computation.
-        c = config("Llama", ranks)
-        c.num_hidden_layers = 1
-        module = transformers.LlamaModel(c).eval()
-        plan = {"layers.0." + k: v for k, v in llama_plan("tp").items()}
-        module = parallelize_module(module, mesh, plan)
-        call_args = ()
-        kwargs = {"input_ids": torch.randint(0, 128, (2, SEQ)),
-                  "use_cache": False}
-    elif args.unsupported:
+    if args.unsupported:
         module = Unsupported(args.unsupported).eval().to(dtype)
         module = parallelize_module(module, mesh, {"up": ColwiseParallel(),
                                                    "down": RowwiseParallel()})
         x = torch.randn(2, SEQ, 64).to(dtype)
         call_args, kwargs = (x,), {}
+    elif args.module == "model":
+        # A whole 2-layer LlamaModel from token ids, tensor parallel: its
+        # causal mask sends attention through repeat_kv, whose expand and
+        # reshape dynamo writes with the local KV head count (refitted).
+        c = config("Llama", ranks)
+        module = transformers.LlamaModel(c).eval().to(dtype)
+        plan = {f"layers.{i}.{k}": v for i in range(c.num_hidden_layers)
+                for k, v in llama_plan("tp").items()}
+        module = parallelize_module(module, mesh, plan)
+        call_args = ()
+        kwargs = {"input_ids": torch.randint(0, 128, (2, SEQ)),
+                  "use_cache": False}
     else:
         c = config("Llama", ranks)
         module = decoder_layer("Llama", c).eval().to(dtype)
@@ -177,7 +177,7 @@ def main():
         assert graphs and all(g.reason is None and g.calls == args.calls
                               for g in graphs), graphs
         ok(f"{len(graphs)} graph(s) run by Braid in process: {graphs[0]!r}")
-        ok(f"compiled by Braid: {args.parallel} {args.dtype}, {args.calls} calls "
+        ok(f"compiled by Braid: {args.module} {args.parallel} {args.dtype}, {args.calls} calls "
            "within the module tolerance of eager DTensor, bit-identical")
     dist.destroy_process_group()
 
