@@ -977,7 +977,8 @@ static shard::ShardOp resultAnnotation(Value result) {
 /// indices alone are used: DeepSeek-V3's `topk(...)[1]`), which crashes
 /// upstream partitioning. Such a result gets the sharding of an annotated
 /// result of the same rank (a linalg op's results share its loops'), else
-/// replicated; nothing reads it, so any consistent choice computes the same.
+/// replicated: a sharding consistent with the op, which partitioning
+/// reshards for any user it has (in practice it has none).
 static void annotateBareResults(Operation &op, FlatSymbolRefAttr grid) {
   SmallVector<shard::ShardOp> given;
   for (Value result : op.getResults())
@@ -997,8 +998,9 @@ static void annotateBareResults(Operation &op, FlatSymbolRefAttr grid) {
     }
     if (!anchor || (!model && !grid))
       return;
+    // After the annotation whose sharding it takes, which that dominates.
     OpBuilder b(anchor);
-    b.setInsertionPointAfter(anchor);
+    b.setInsertionPointAfter(model ? model : anchor);
     Value sharding =
         model ? model.getSharding() : replicatedSharding(b, op.getLoc(), grid);
     shard::ShardOp::create(b, op.getLoc(), result, sharding);
