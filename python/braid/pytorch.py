@@ -197,22 +197,26 @@ def _decompositions():
         count = places.shape[-1]
         hit = places.unsqueeze(-1) == torch.arange(moved.shape[-1],
                                                    device=x.device)
+        # Counted in f32 whatever x holds (booleans, integers, halves).
         later = (torch.arange(count).view(-1, 1) <
-                 torch.arange(count).view(1, -1)).to(x.dtype)
-        shadowed = torch.matmul(later, hit.to(x.dtype)) > 0
+                 torch.arange(count).view(1, -1)).float()
+        shadowed = torch.matmul(later, hit.float()) > 0
         keep = hit & ~shadowed                           # [..., k, positions]
+        within = tuple(slice(0, n) for n in places.shape)
         if isinstance(src, torch.Tensor):
-            values = src.movedim(dim, -1)[tuple(slice(0, n) for n in places.shape)]
-            values = torch.where(keep, values.unsqueeze(-1).to(x.dtype),
+            values = src.movedim(dim, -1)[within].unsqueeze(-1).to(x.dtype)
+            values = torch.where(keep, values,
                                  torch.zeros((), dtype=x.dtype)).sum(-2)
+            if x.dtype == torch.bool:
+                values = values.bool()
         else:
-            values = torch.full_like(moved[tuple(slice(0, n) for n in places.shape[:-1])],
-                                     src)
+            values = torch.full_like(moved[within[:-1]], src)
         written = keep.any(-2)
         # An index smaller than x in the other dimensions writes only
         # their first entries.
         pad = []
-        for have, want in zip(reversed(places.shape[:-1]), reversed(moved.shape[:-1])):
+        for have, want in zip(reversed(places.shape[:-1]),
+                              reversed(moved.shape[:-1])):
             pad = pad + [0, want - have]
         if any(pad):
             pad = [0, 0] + pad

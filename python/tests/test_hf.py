@@ -716,7 +716,7 @@ def test_scatter_decomposition():
     """scatter (src and value forms) as the export decomposes it, against
     torch's own: repeated indices (the last one wins, as torch's CPU
     kernel writes), an index smaller than the input in the other
-    dimensions, every dimension."""
+    dimensions, every dimension, booleans, integers and bf16."""
     table = bp._decompositions()
     torch.manual_seed(15)
     for shape, dim, index_shape in [((4, 8), 1, (4, 3)), ((4, 8), 0, (2, 8)),
@@ -729,6 +729,10 @@ def test_scatter_decomposition():
         assert torch.equal(got, x.scatter(dim, index, src)), (shape, dim)
         got = table[torch.ops.aten.scatter.value](x, dim, index, 1.5)
         assert torch.equal(got, x.scatter(dim, index, 1.5)), (shape, dim)
+        for dtype in (torch.bool, torch.int64, torch.bfloat16):
+            y, other = (x > 0).to(dtype), (src > 0).to(dtype)
+            got = table[torch.ops.aten.scatter.src](y, dim, index, other)
+            assert torch.equal(got, y.scatter(dim, index, other)), dtype
 
 
 @pytest.mark.parametrize("parallel", ["tensor", "context"])
