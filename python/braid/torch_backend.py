@@ -140,19 +140,19 @@ def _sizes(node):
     return list(sizes) if all(isinstance(d, int) for d in sizes) else None
 
 
-def _refit(node, env, seen):
+def _refit(node, env):
     """Rewrites the sizes of a view, reshape or expand that dynamo wrote as
     the local constants so that they fit the global input: an expand keeps
     (-1) every dimension its input has whole; a view or reshape scales the
     outermost output dimension of each group of dimensions whose input
     grew by the same factor. Returns whether it rewrote. The first call's
     check against eager guards the result."""
-    sizes = _sizes(node)
-    source = node.args[0]
-    if sizes is None or source.name not in seen or node.name not in seen:
+    sizes, local = _sizes(node), node.meta.get("braid_local")
+    if sizes is None or local is None:
         return False
+    source = node.args[0]
     whole = tuple(env[source].shape)
-    local_in, local_out = seen[source.name][2], seen[node.name][2]
+    local_in, local_out = local
     if len(whole) != len(local_in) or whole == tuple(local_in):
         return False
     if node.target == "expand":
@@ -247,11 +247,11 @@ class _Plan:
         # The outputs' layouts: a DTensor's placement; a local tensor's from
         # its shape against the unpartitioned graph's (its whole value, or
         # its block of rows).
-        self.global_gm = self._unpartitioned(gm, placeholders)
+        self.global_gm = self._unpartitioned(gm, placeholders, seen)
         (output,) = [n for n in gm.graph.nodes if n.op == "output"]
         results = output.args[0]
         results = list(results) if isinstance(results, (tuple, list)) else [results]
-        whole = self._global_shapes(len(results), seen)
+        whole = self._global_shapes(len(results))
         self.outputs = []
         for result, global_shape in zip(results, whole):
             if not isinstance(result, torch.fx.Node) or result.name not in seen:
@@ -276,7 +276,7 @@ class _Plan:
         if len({layout for _, _, layout in self.outputs}) > 1:
             raise Decline("the graph's outputs have different layouts")
 
-    def _global_shapes(self, count, seen):
+    def _global_shapes(self, count):
         """The unpartitioned graph's output shapes, run on fake tensors (no
         data: a model's own device moves, such as a rotary table's, work on
         them, which they do not on meta tensors). A view, reshape or expand
@@ -290,7 +290,7 @@ class _Plan:
                 try:
                     return super().run_node(node)
                 except RuntimeError:
-                    if not _refit(node, self.env, seen):
+                    if not _refit(node, self.env):
                         raise
                     return super().run_node(node)
 
@@ -348,9 +348,11 @@ class _Plan:
         return name.replace("_modules_", ".").replace("modules_", "").replace(
             "_parameters_", ".").replace("_buffers_", ".")
 
-    def _unpartitioned(self, gm, placeholders):
+    def _unpartitioned(self, gm, placeholders, seen):
         """The graph with DTensor's boundaries as identities and the meshes
-        gone: placeholders activations first, then weights."""
+        gone: placeholders activations first, then weights. A view, reshape
+        or expand of a local tensor keeps the local shapes of its input and
+        result (`braid_local` in its meta) for _refit."""
         import torch
         graph = torch.fx.Graph()
         env = {}
@@ -380,6 +382,11 @@ class _Plan:
                 raise Decline(f"{node.target} is a collective or a DTensor "
                               "call the backend does not map")
             env[node] = graph.node_copy(node, env.__getitem__)
+            if _sizes(node) is not None:
+                shapes = [seen.get(getattr(n, "name", None))
+                          for n in (node.args[0], node)]
+                if all(v is not None and not v[0] for v in shapes):
+                    env[node].meta["braid_local"] = tuple(v[2] for v in shapes)
         return torch.fx.GraphModule(gm, graph)
 
     def module(self):
