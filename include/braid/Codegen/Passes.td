@@ -311,11 +311,17 @@ def VectorizeKernels : Pass<"braid-vectorize-kernels", "mlir::func::FuncOp"> {
 
     Reductions are reassociated: the partial results are summed in a
     different order than the sequential loop's, as on the cuda target
-    (see docs/rationale/cpu-codegen.md). Ops whose innermost dimension indexes an
-    operand with a stride (transposes, contractions' B operands), whose
-    payload holds a non-elementwise op (`linalg.index`, calls, regions)
-    or whose innermost extent is known to be smaller than a vector stay
-    for `convert-linalg-to-loops`.
+    (see docs/rationale/cpu-codegen.md). `linalg.index` of the innermost
+    loop becomes a vector of consecutive indices, of an outer loop its
+    induction variable (a causal mask compares positions). Booleans (a
+    byte each in memory, a bit per lane in a vector) read along the
+    innermost loop are loaded as bytes and truncated; one read or written
+    once per row is a scalar, broadcast or reduced. Ops whose innermost
+    dimension indexes an operand with a stride (transposes, contractions'
+    B operands), whose payload holds a non-elementwise op (calls,
+    regions), that write booleans along the innermost loop, or whose
+    innermost extent is known to be smaller than a vector stay for
+    `convert-linalg-to-loops`.
 
     ```mlir
     // before
@@ -343,6 +349,7 @@ def VectorizeKernels : Pass<"braid-vectorize-kernels", "mlir::func::FuncOp"> {
            "nothing)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::LLVM::LLVMDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::vector::VectorDialect"];

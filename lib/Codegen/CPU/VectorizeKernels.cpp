@@ -15,6 +15,7 @@
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -97,10 +98,8 @@ LogicalResult analyze(linalg::LinalgOp op, int64_t vectorBytes, Plan &plan) {
       widest = std::max(widest, bitsOf(type));
       continue;
     }
-    // A memref of i1 holds a byte per element, a vector of i1 a bit: no
-    // vector loads or stores of sub-byte elements.
     Type element = memref.getElementType();
-    if (!vectorizableElement(element) || bitsOf(element) % 8 != 0)
+    if (!vectorizableElement(element))
       return failure(); // elements of no vector type
     widest = std::max(widest, bitsOf(element));
     AffineMap map = op.getMatchingIndexingMap(&operand);
@@ -117,7 +116,15 @@ LogicalResult analyze(linalg::LinalgOp op, int64_t vectorBytes, Plan &plan) {
         return failure(); // the innermost loop strides through an operand
       access = Access::Contiguous;
     }
+    // A memref of i1 holds a byte per element, a vector of i1 a bit: a
+    // boolean input along the innermost loop is loaded as bytes and
+    // truncated (readBytes); none is stored so. One read or written once
+    // per row (a row's flag, a reduction's accumulator) is a scalar load
+    // or store, broadcast or reduced.
     bool init = op.isDpsInit(&operand);
+    if (access == Access::Contiguous && bitsOf(element) % 8 != 0 &&
+        (init || !element.isInteger(1)))
+      return failure(); // sub-byte elements written along the innermost loop
     if (init && plan.reduction && access == Access::Contiguous)
       return failure(); // a reduction writes along its reduced dimension
     if (init && !plan.reduction && access != Access::Contiguous)
@@ -125,11 +132,13 @@ LogicalResult analyze(linalg::LinalgOp op, int64_t vectorBytes, Plan &plan) {
     plan.access.push_back(access);
   }
 
-  // The payload: elementwise ops only (all of which have vector forms).
+  // The payload: elementwise ops only (all of which have vector forms),
+  // and the loop indices (a causal mask compares positions): the
+  // innermost one a vector of consecutive indices, the others scalars.
   Block &body = *op.getBlock();
   for (Operation &inner : body.without_terminator()) {
     if (inner.getNumRegions() != 0 ||
-        !(isa<arith::ConstantOp>(inner) ||
+        !(isa<arith::ConstantOp, linalg::IndexOp>(inner) ||
           (inner.hasTrait<OpTrait::Elementwise>() &&
            inner.hasTrait<OpTrait::Vectorizable>())))
       return failure(); // a payload op without a vector form
@@ -228,13 +237,19 @@ private:
                                        vectorOf(scalar.getType()), scalar);
   }
 
-  /// The payload, cloned on `args` (vectors of `plan.lanes` or scalars);
+  /// The payload, cloned on `args` (vectors of `plan.lanes` or scalars)
+  /// at the outer `ivs` and innermost index `at` (the first of a vector's);
   /// returns the yielded values.
-  SmallVector<Value> payload(ArrayRef<Value> args, bool vector) {
+  SmallVector<Value> payload(ArrayRef<Value> args, bool vector,
+                             ArrayRef<Value> ivs, Value at) {
     Block &body = *op.getBlock();
     IRMapping map;
     map.map(body.getArguments(), args);
     for (Operation &inner : body.without_terminator()) {
+      if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
+        map.map(index.getResult(), loopIndex(index.getDim(), ivs, at, vector));
+        continue;
+      }
       if (!vector) {
         b.clone(inner, map);
         continue;
@@ -267,6 +282,43 @@ private:
     return yielded;
   }
 
+  /// A vector of the booleans of `memref` (a byte each) from `at` on: the
+  /// bytes loaded through the buffer's address and truncated to i1 (a
+  /// vector.load of i1 would read bits).
+  Value readBytes(Value memref, ArrayRef<Value> at) {
+    Location loc = op.getLoc();
+    auto meta = memref::ExtractStridedMetadataOp::create(b, loc, memref);
+    Value offset = meta.getOffset();
+    for (auto [index, stride] : llvm::zip(at, meta.getStrides()))
+      offset = arith::AddIOp::create(
+          b, loc, offset, arith::MulIOp::create(b, loc, index, stride));
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
+    Value address = arith::IndexCastOp::create(
+        b, loc, b.getI64Type(), arith::AddIOp::create(b, loc, base, offset));
+    Value pointer = LLVM::IntToPtrOp::create(
+        b, loc, LLVM::LLVMPointerType::get(b.getContext()), address);
+    Value bytes = LLVM::LoadOp::create(
+        b, loc, VectorType::get({plan.lanes}, b.getI8Type()), pointer,
+        /*alignment=*/1);
+    return arith::TruncIOp::create(b, loc, vectorOf(b.getI1Type()), bytes);
+  }
+
+  /// Loop `dim`'s index: an outer loop's induction variable, or the
+  /// innermost index `at` (as a vector, `at` + [0, lanes)).
+  Value loopIndex(uint64_t dim, ArrayRef<Value> ivs, Value at, bool vector) {
+    if (dim != plan.innermost)
+      return ivs[dim];
+    if (!vector)
+      return at;
+    SmallVector<APInt> lanes;
+    for (int64_t i = 0; i < plan.lanes; ++i)
+      lanes.push_back(APInt(64, i));
+    auto type = cast<VectorType>(vectorOf(b.getIndexType()));
+    Value step = arith::ConstantOp::create(b, op.getLoc(), type,
+                                           DenseElementsAttr::get(type, lanes));
+    return arith::AddIOp::create(b, op.getLoc(), broadcast(at), step);
+  }
+
   /// Loads of every input (and, for elementwise ops, every init) at
   /// innermost index `inner`: vectors of contiguous operands, and the
   /// hoisted broadcasts or scalars of the others.
@@ -283,7 +335,9 @@ private:
       }
       SmallVector<Value> at = indices(operand, ivs, inner);
       Type element = getElementTypeOrSelf(operand.get().getType());
-      if (vector)
+      if (vector && element.isInteger(1))
+        args.push_back(readBytes(operand.get(), at));
+      else if (vector)
         args.push_back(vector::LoadOp::create(
             b, op.getLoc(), cast<VectorType>(vectorOf(element)), operand.get(),
             at));
@@ -335,13 +389,13 @@ private:
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(main.getBody()->getTerminator());
         Value j = main.getInductionVar();
-        store(payload(reads(ivs, j, true, vectors), true), j, true);
+        store(payload(reads(ivs, j, true, vectors), true, ivs, j), j, true);
       }
       auto rest = scf::ForOp::create(b, loc, split, size, one);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(rest.getBody()->getTerminator());
       Value j = rest.getInductionVar();
-      store(payload(reads(ivs, j, false, scalars), false), j, false);
+      store(payload(reads(ivs, j, false, scalars), false, ivs, j), j, false);
       return;
     }
 
@@ -365,7 +419,7 @@ private:
             SmallVector<Value> args =
                 reads(ivs, j, vector, vector ? vectors : scalars);
             args.push_back(carried.front());
-            scf::YieldOp::create(b, loc, payload(args, vector).front());
+            scf::YieldOp::create(b, loc, payload(args, vector, ivs, j).front());
           });
     };
     auto main = reduce(lb, split, lanes, zeros, /*vector=*/true);

@@ -126,39 +126,30 @@ func.func @fill_and_dynamic(%buf: memref<4x64xf32>, %x: memref<?x?xf32>, %v: f32
 // -----
 
 // What stays for convert-linalg-to-loops: a transpose (the innermost loop
-// strides through the input), a payload reading linalg.index, an innermost
-// extent under one vector, a strided innermost dimension, a contraction
-// (its B operand is strided along k), and a select on an i1 mask (a byte
-// per element in memory, a bit per lane in a vector: HF's attention
-// masks).
+// strides through the input), an innermost extent under one vector, a
+// strided innermost dimension, a contraction (its B operand is strided
+// along k), and booleans written along the innermost loop (a byte per
+// element in memory, a bit per lane in a vector).
 // CHECK-LABEL: func.func @left_alone
 // CHECK-NOT: vector.
-// CHECK-COUNT-6: linalg.
+// CHECK-COUNT-5: linalg.
 // CHECK-NOT: vector.
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #t = affine_map<(d0, d1) -> (d1, d0)>
 func.func @left_alone(%x: memref<32x32xf32>, %y: memref<32x32xf32>, %s: memref<32x8xf32>,
                       %z: memref<32x32xf32, strided<[64, 2]>>, %c: memref<32x32xf32>,
                       %mask: memref<32x32xi1>) {
-  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
-      ins(%mask, %x : memref<32x32xi1>, memref<32x32xf32>) outs(%y : memref<32x32xf32>) {
-  ^bb0(%m: i1, %a: f32, %o: f32):
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<32x32xf32>) outs(%mask : memref<32x32xi1>) {
+  ^bb0(%a: f32, %m: i1):
     %ninf = arith.constant 0xFF800000 : f32
-    %v = arith.select %m, %a, %ninf : f32
-    linalg.yield %v : f32
+    %v = arith.cmpf oeq, %a, %ninf : f32
+    linalg.yield %v : i1
   }
   linalg.generic {indexing_maps = [#t, #id], iterator_types = ["parallel", "parallel"]}
       ins(%x : memref<32x32xf32>) outs(%y : memref<32x32xf32>) {
   ^bb0(%a: f32, %o: f32):
     linalg.yield %a : f32
-  }
-  linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"]}
-      outs(%y : memref<32x32xf32>) {
-  ^bb0(%o: f32):
-    %i = linalg.index 1 : index
-    %n = arith.index_cast %i : index to i32
-    %f = arith.sitofp %n : i32 to f32
-    linalg.yield %f : f32
   }
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
       ins(%s : memref<32x8xf32>) outs(%s : memref<32x8xf32>) {
@@ -172,5 +163,106 @@ func.func @left_alone(%x: memref<32x32xf32>, %y: memref<32x32xf32>, %s: memref<3
     linalg.yield %a : f32
   }
   linalg.matmul ins(%x, %y : memref<32x32xf32>, memref<32x32xf32>) outs(%c : memref<32x32xf32>)
+  return
+}
+
+// -----
+
+// A causal mask from the loop indices (HF's mask, read as a comparison of
+// positions, fused into attention's softmax): the innermost index is a
+// vector of consecutive indices, an outer one a broadcast; indices are 64
+// bits, so 8 lanes.
+// CHECK-LABEL: func.func @causal
+// CHECK-DAG: %[[STEP:.*]] = arith.constant dense<[0, 1, 2, 3, 4, 5, 6, 7]> : vector<8xindex>
+// CHECK: scf.for %[[I:[^ ]*]] =
+// CHECK: scf.for %[[J:[^ ]*]] =
+// CHECK: %[[X:.*]] = vector.load
+// CHECK: %[[JB:.*]] = vector.broadcast %[[J]] : index to vector<8xindex>
+// CHECK: %[[JS:.*]] = arith.addi %[[JB]], %[[STEP]] : vector<8xindex>
+// CHECK: %[[IB:.*]] = vector.broadcast %[[I]] : index to vector<8xindex>
+// CHECK: %[[KEEP:.*]] = arith.cmpi ule, %[[JS]], %[[IB]] : vector<8xindex>
+// CHECK: arith.select %[[KEEP]], %[[X]], %{{.*}} : vector<8xi1>, vector<8xf32>
+// CHECK: vector.store
+// The columns after the last full vector: the scalar indices.
+// CHECK: scf.for %[[R:[^ ]*]] =
+// CHECK: arith.cmpi ule, %[[R]], %[[I]] : index
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @causal(%x: memref<32x36xf32>, %y: memref<32x36xf32>) {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<32x36xf32>) outs(%y : memref<32x36xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %i = linalg.index 0 : index
+    %j = linalg.index 1 : index
+    %keep = arith.cmpi ule, %j, %i : index
+    %ninf = arith.constant 0xFF800000 : f32
+    %v = arith.select %keep, %a, %ninf : f32
+    linalg.yield %v : f32
+  }
+  return
+}
+
+// -----
+
+// Booleans read or written once per row vectorize (a scalar load or store,
+// broadcast or reduced): the "row entirely masked" check of attention's
+// softmax reduces into an i1 per row, and the select after it reads that
+// flag. Only i1 along the innermost loop stays scalar (@left_alone).
+// CHECK-LABEL: func.func @row_flags
+// CHECK: %[[START:.*]] = memref.load %{{.*}} : memref<32xi1>
+// CHECK: scf.for {{.*}} -> (vector<8xi1>)
+// CHECK: arith.cmpf oeq, {{.*}} : vector<8xf64>
+// CHECK: arith.andi {{.*}} : vector<8xi1>
+// CHECK: vector.reduction <and>, %{{.*}}, %[[START]] {{.*}} : vector<8xi1> into i1
+// CHECK: memref.store
+// CHECK: %[[FLAG:.*]] = memref.load %{{.*}} : memref<32xi1>
+// CHECK: %[[ALL:.*]] = vector.broadcast %[[FLAG]] : i1 to vector<16xi1>
+// CHECK: arith.select %[[ALL]], {{.*}} : vector<16xi1>, vector<16xf32>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+func.func @row_flags(%x: memref<32x64xf32>, %flag: memref<32xi1>, %y: memref<32x64xf32>, %lowest: f64) {
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<32x64xf32>) outs(%flag : memref<32xi1>) {
+  ^bb0(%a: f32, %all: i1):
+    %w = arith.extf %a : f32 to f64
+    %is = arith.cmpf oeq, %w, %lowest : f64
+    %both = arith.andi %is, %all : i1
+    linalg.yield %both : i1
+  }
+  linalg.generic {indexing_maps = [#row, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%flag, %x : memref<32xi1>, memref<32x64xf32>) outs(%y : memref<32x64xf32>) {
+  ^bb0(%f: i1, %a: f32, %o: f32):
+    %zero = arith.constant 0.0 : f32
+    %v = arith.select %f, %zero, %a : f32
+    linalg.yield %v : f32
+  }
+  return
+}
+
+// -----
+
+// A boolean mask read along the innermost loop (HF's attention masks, a
+// byte per element): its bytes loaded through the buffer's address and
+// truncated to i1 lanes.
+// CHECK-LABEL: func.func @byte_mask
+// CHECK: scf.for %[[I:[^ ]*]] =
+// CHECK: scf.for %[[J:[^ ]*]] =
+// CHECK: %[[ROW:.*]] = arith.muli %[[I]], %c64
+// CHECK: %[[AT:.*]] = arith.addi %[[ROW]], %[[J]]
+// CHECK: %[[BASE:.*]] = memref.extract_aligned_pointer_as_index %arg0
+// CHECK: %[[ADDR:.*]] = arith.addi %[[BASE]], %[[AT]]
+// CHECK: %[[INT:.*]] = arith.index_cast %[[ADDR]] : index to i64
+// CHECK: %[[PTR:.*]] = llvm.inttoptr %[[INT]] : i64 to !llvm.ptr
+// CHECK: %[[BYTES:.*]] = llvm.load %[[PTR]] {alignment = 1 : i64} : !llvm.ptr -> vector<16xi8>
+// CHECK: %[[KEEP:.*]] = arith.trunci %[[BYTES]] : vector<16xi8> to vector<16xi1>
+// CHECK: arith.select %[[KEEP]], {{.*}} : vector<16xi1>, vector<16xf32>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @byte_mask(%m: memref<32x64xi1>, %x: memref<32x64xf32>, %y: memref<32x64xf32>) {
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m, %x : memref<32x64xi1>, memref<32x64xf32>) outs(%y : memref<32x64xf32>) {
+  ^bb0(%k: i1, %a: f32, %o: f32):
+    %ninf = arith.constant 0xFF800000 : f32
+    %v = arith.select %k, %a, %ninf : f32
+    linalg.yield %v : f32
+  }
   return
 }
