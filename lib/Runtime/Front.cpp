@@ -400,16 +400,25 @@ void braid_rt_symmetric_free(int64_t group, int64_t addr) {
   t.symmetricFree(group, reinterpret_cast<void *>(addr), call);
 }
 
+/// The program whose sites braid_rt_symmetric_site allocates: 0 in a
+/// runner's process (one program), each in-process program's own number
+/// otherwise (braid_program.h), so that two programs never share a site's
+/// buffer and flags (their flags count raises and waits differently).
+static int64_t siteScope = 0;
+
+void braid_rt_set_site_scope(int64_t scope) { siteScope = scope; }
+
 int64_t braid_rt_symmetric_site(int64_t group, int64_t bytes, int64_t site) {
   const char *call = "braid_rt_symmetric_site";
   Transport &t = transport(call);
   t.group(group, call);
-  if (bytes <= 0 || site < 0)
-    fatalf("%s: site %lld of %lld bytes (expected a site >= 0 and a positive "
-           "size)",
+  if (bytes <= 0 || site < 0 || site >= (int64_t(1) << 32))
+    fatalf("%s: site %lld of %lld bytes (expected a site in [0, 2^32) and a "
+           "positive size)",
            call, static_cast<long long>(site), static_cast<long long>(bytes));
+  // The scope in the high bits: a site of another program is another key.
   return reinterpret_cast<int64_t>(
-      t.symmetricAllocate(group, bytes, site, call));
+      t.symmetricAllocate(group, bytes, site | (siteScope << 32), call));
 }
 
 int64_t braid_rt_symmetric_peer(int64_t group, int64_t peer_offset,

@@ -41,6 +41,9 @@ struct braid_program {
   int64_t size = 1;
   /// The result descriptors the entry point fills, reused across calls.
   std::vector<int64_t> resultWords;
+  /// Its number among the programs this process loaded (from 1): the
+  /// scope of its symmetric sites, which no other program shares.
+  int64_t scope = 0;
 };
 
 namespace {
@@ -114,6 +117,10 @@ void copyBytes(void *destination, const void *source, int64_t bytes) {
 /// come in the same order on every rank) and each program its arena.
 std::atomic<bool> calling{false};
 
+/// Programs loaded so far: each takes the next number as its scope. Every
+/// rank loads the same programs in the same order, so the numbers agree.
+std::atomic<int64_t> loaded{0};
+
 } // namespace
 
 int braid_program_load(const char *artifact, int64_t comm, braid_program **out,
@@ -127,6 +134,7 @@ int braid_program_load(const char *artifact, int64_t comm, braid_program **out,
   if (const char *problem = braid_rt_init_on(comm))
     return fail(problem, error, errorSize);
   auto program = std::make_unique<braid_program>();
+  program->scope = ++loaded;
   program->rank = braid_rt_world_rank();
   program->size = braid_rt_world_size();
   std::string problem = open(artifact, program->manifest, program->entry);
@@ -225,6 +233,7 @@ int braid_program_call(braid_program *program, void *const *args,
   }
   std::fill(program->resultWords.begin(), program->resultWords.end(), 0);
   entryArgs[0] = numResults ? program->resultWords.data() : nullptr;
+  braid_rt_set_site_scope(program->scope);
   program->entry(entryArgs.data());
 
   // Each result into its buffer, then freed: results are allocated by the

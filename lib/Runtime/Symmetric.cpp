@@ -145,11 +145,17 @@ std::string SymmetricHeap::describeFlag(const void *flag) const {
   if (!b)
     return formatString("flag at %p", flag);
   long long index = (static_cast<const char *>(flag) - b->local) / 4;
+  // Sites of in-process programs carry the program's number above bit 32
+  // (braid_rt_set_site_scope).
+  long long site = b->site & 0xffffffffLL, program = b->site >> 32;
   return b->site >= 0
-             ? formatString("flag %lld of symmetric buffer site %lld (group "
-                            "%s)",
-                            index, static_cast<long long>(b->site),
-                            b->group->str().c_str())
+             ? formatString(
+                   "flag %lld of symmetric buffer site %lld%s (group "
+                   "%s)",
+                   index, site,
+                   program ? formatString(" of program %lld", program).c_str()
+                           : "",
+                   b->group->str().c_str())
              : formatString("flag %lld of a symmetric buffer of group %s",
                             index, b->group->str().c_str());
 }

@@ -97,6 +97,11 @@ void braid_rt_init(int *argc, char ***argv);
  * (or at exit, where MPI is the runtime's). One communicator per process;
  * the cuda backend has none yet (a message). */
 const char *braid_rt_init_on(int64_t comm);
+/* The program whose persistent symmetric sites braid_rt_symmetric_site
+ * allocates from now on: 0 (the default) where a process runs one program,
+ * each in-process program's own number otherwise (braid_program_call sets
+ * it), so that two programs never share a site's buffer and flags. */
+void braid_rt_set_site_scope(int64_t scope);
 /* Waits for the communication thread, finalizes the backend. Aborts if a
  * request was never waited (finalizing with transfers in flight could hang).
  * Calls after the first are no-ops. */
