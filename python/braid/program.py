@@ -256,6 +256,13 @@ class Program:
             return out
         return [from_storage(a, spec.dtype) for a, spec in zip(outputs, self.results)]
 
+    def torch_results(self):
+        """New torch tensors of the results' shapes and dtypes: out= fills
+        them as they are (no numpy arrays, no bf16 through float32)."""
+        import torch
+        return [torch.empty(tuple(s.shape), dtype=getattr(torch, _TORCH_DTYPES[s.dtype]))
+                for s in self.results]
+
     def close(self):
         """Releases the program (also done when it is garbage)."""
         self._finalizer()

@@ -531,17 +531,21 @@ def _argument_styles(exported, plan, input_layout, output_layout):
     # such as moe_tp_experts, whose parameters have entries of their own)
     # is used too.
     names = [n.split(".") for n in exported.names[exported.num_inputs:]]
-    unused = [k for k in plan if k not in used and "*" not in k and not any(
-        _aligned(k.split("."), n[:j]) for n in names
-        for j in range(1, len(n)))]
+
+    def unmatched(template, parameters):
+        """Keys no entry used, with `*` or without, that name no module
+        above a parameter (nor, with `parameters`, a parameter)."""
+        return [k for k in plan if k not in used and ("*" in k) == template
+                and not any(_aligned(k.split("."), n[:j]) for n in names
+                            for j in range(1, len(n) + parameters))]
+
+    unused = unmatched(template=False, parameters=False)
     if unused:
         raise ValueError(f"plan names {unused}, which the module has no "
                          "parameters for")
     # Template keys that match nothing here are skipped, as transformers
     # does (a shipped plan lists dense and MoE layers alike); said once.
-    skipped = [k for k in plan if k not in used and "*" in k and not any(
-        _aligned(k.split("."), n[:j]) for n in names
-        for j in range(1, len(n) + 1))]
+    skipped = unmatched(template=True, parameters=True)
     if skipped:
         import warnings
         warnings.warn(f"braid: plan keys {skipped} match nothing in "
@@ -733,7 +737,6 @@ class RankModule:
             self._weights.append(part.contiguous().clone())
 
     def __call__(self, *inputs, **kwargs):
-        import torch
         tensors = _input_tensors(self.exported, inputs,
                                  kwargs if self._kwargs is not None else None)
         values = []
@@ -749,12 +752,9 @@ class RankModule:
                         f"takes {tuple(spec.shape)} (its part), or the global "
                         "input, which it cuts") from None
             values.append(tensor)
-        results = self.program(*values, *self._weights)
-        tensors = []
-        for array, spec in zip(results, self.program.results):
-            tensor = torch.from_numpy(np.asarray(array, order="C"))
-            tensors.append(tensor.to(torch.bfloat16) if spec.dtype == "bf16" else tensor)
-        return self.exported.outputs(tensors)
+        results = self.program(*values, *self._weights,
+                               out=self.program.torch_results())
+        return self.exported.outputs(results)
 
     def __repr__(self):
         return (f"<braid.pytorch.RankModule {type(self.module).__name__}, "

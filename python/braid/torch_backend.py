@@ -42,7 +42,6 @@ import logging
 import os
 import warnings
 
-import numpy as np
 
 from .compiler import BraidError, CompileError
 
@@ -127,12 +126,10 @@ def _record(gm, example_inputs):
     return seen
 
 
-_RESHAPES = ("view", "reshape")
-
-
 def _sizes(node):
     """The sizes a view, reshape or expand call names, or None."""
-    if node.op != "call_method" or node.target not in _RESHAPES + ("expand",):
+    if node.op != "call_method" or node.target not in ("view", "reshape",
+                                                        "expand"):
         return None
     sizes = node.args[1:]
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
@@ -184,10 +181,11 @@ def _refit(node, env):
     return True
 
 
-def _local(dtensor):
-    """A DTensor's local tensor itself (to_local goes through autograd)."""
-    local = getattr(dtensor, "_local_tensor", None)
-    return dtensor.to_local() if local is None else local
+def _local(value):
+    """A DTensor's local tensor itself (to_local goes through autograd); a
+    plain tensor as it is."""
+    local = getattr(value, "_local_tensor", None)
+    return value if local is None else local
 
 
 class _Plan:
@@ -319,6 +317,11 @@ class _Plan:
         if len(outputs) != count:
             raise Decline("the unpartitioned graph has another number of outputs")
         return [tuple(o.shape) for o in outputs]
+
+    def arguments(self):
+        """(placeholder index, node, example) of each argument of the
+        program, in its order: the activations, then the weights."""
+        return self.activations + self.weights
 
     def _check_mesh(self, mesh, known):
         import torch.distributed as dist
@@ -465,14 +468,11 @@ def _compile(gm, example_inputs, options):
     except (CompileError, BraidError) as error:
         raise Decline("Braid cannot compile the graph: " +
                       ": ".join(str(error).splitlines()[:2])) from None
-    locals_ = [value for _, _, value in plan.activations] + \
-              [_local(value) for _, _, value in plan.weights]
-    for spec, value, what in zip(program.arguments, locals_,
-                                 [n.name for _, n, _ in plan.activations +
-                                  plan.weights]):
-        if tuple(spec.shape) != tuple(value.shape):
-            raise Decline(f"{what}: this rank holds {tuple(value.shape)}, "
-                          f"Braid's partitioning gives it {tuple(spec.shape)}")
+    for spec, (_, node, value) in zip(program.arguments, plan.arguments()):
+        shape = tuple(_local(value).shape)
+        if tuple(spec.shape) != shape:
+            raise Decline(f"{node.name}: this rank holds {shape}, Braid's "
+                          f"partitioning gives it {tuple(spec.shape)}")
     return program, plan
 
 
@@ -487,20 +487,14 @@ class CompiledGraph:
         GRAPHS.append(self)
 
     def _run(self, args):
-        import torch
         from torch.distributed.tensor import DTensor
         if self.reason is not None:
             return self.gm(*args)
         self.calls += 1
-        values = [args[i] for i, _, _ in self.plan.activations]
-        values += [_local(args[i]) for i, _, _ in self.plan.weights]
-        results = self.program(*values)
+        results = self.program(*[_local(args[i]) for i, _, _ in self.plan.arguments()],
+                               out=self.program.torch_results())
         outputs = []
-        for array, spec, (is_dtensor, placements, _) in zip(
-                results, self.program.results, self.plan.outputs):
-            tensor = torch.from_numpy(np.asarray(array, order="C"))
-            if spec.dtype == "bf16":
-                tensor = tensor.to(torch.bfloat16)
+        for tensor, (is_dtensor, placements, _) in zip(results, self.plan.outputs):
             if is_dtensor:
                 tensor = DTensor.from_local(tensor, self.plan.mesh, placements,
                                             run_check=False)
@@ -523,7 +517,7 @@ class CompiledGraph:
         import torch
         import torch.distributed as dist
         from torch.distributed.tensor import DTensor
-        from .dtypes import TOLERANCE
+        from .dtypes import TOLERANCE, relative_error
         eager = self.gm(*args)
         eager = tuple(eager) if isinstance(eager, (tuple, list)) else (eager,)
         problem = ""
@@ -537,8 +531,8 @@ class CompiledGraph:
                                f"eager graph's is {tuple(e.shape)}")
                     break
                 kind = "f32" if e.dtype == torch.float32 else "bf16"
-                scale = max(e.float().abs().max().item(), 1.0)
-                error = (g.float() - e.float()).abs().max().item() / scale
+                error, _ = relative_error(g.float().numpy(), e.float().numpy(),
+                                          floor=1.0)
                 if not error <= TOLERANCE["module"][kind]:
                     problem = (f"output {index} differs from the eager graph's "
                                f"by {error:.3g} relative (tolerance "

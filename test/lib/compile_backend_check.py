@@ -41,7 +41,9 @@ from test_hf import SEQ, config, decoder_layer, module_tolerance, rotary  # noqa
 
 
 def llama_plan(parallel):
-    from torch.distributed.tensor import Replicate, Shard
+    """A decoder layer's plan in PyTorch's own styles: tensor parallel
+    ("tp"), or sequence parallel ("sp")."""
+    from torch.distributed.tensor import Shard
     from torch.distributed.tensor.parallel import (ColwiseParallel,
                                                    RowwiseParallel,
                                                    SequenceParallel)
@@ -61,7 +63,6 @@ def llama_plan(parallel):
                  ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")})
     plan.update({name: RowwiseParallel(output_layouts=Shard(1)) for name in
                  ("self_attn.o_proj", "mlp.down_proj")})
-    del Replicate
     return plan
 
 
