@@ -60,6 +60,109 @@ def test_run_matches_numpy_on_two_ranks():
         np.testing.assert_allclose(outputs[rank][0], expected, rtol=1e-5, atol=1e-5)
 
 
+# A partial sum over tokens into an init chosen per rank (partitioning's
+# scf.if: the init on one rank, zeros on the others), all-reduced: the
+# norm weight's gradient of a sequence-parallel training step.
+PARTIAL_SUM = """
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#last = affine_map<(d0, d1, d2) -> (d2)>
+module {
+  shard.grid @g(shape = 2)
+  func.func @main(%a: tensor<8x64xf32> {dist.placement = #dist.placement<@g, [shard<0>]>},
+                  %b: tensor<1x8x64xf32> {dist.placement = #dist.placement<@g, [shard<1>]>})
+      -> (tensor<64xf32> {dist.placement = #dist.placement<@g, [replicate]>}) {
+    %zero = arith.constant 0.0 : f32
+    %c0 = arith.constant 0 : index
+    %rank = shard.process_linear_index on @g : index
+    %first = arith.cmpi eq, %rank, %c0 : index
+    %a3 = tensor.expand_shape %a [[0, 1], [2]] output_shape [1, 8, 64] : tensor<8x64xf32> into tensor<1x8x64xf32>
+    %e = tensor.empty() : tensor<1x8x64xf32>
+    %p = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+        ins(%a3, %b : tensor<1x8x64xf32>, tensor<1x8x64xf32>) outs(%e : tensor<1x8x64xf32>) {
+    ^bb0(%x: f32, %y: f32, %o: f32):
+      %m = arith.mulf %x, %y : f32
+      linalg.yield %m : f32
+    } -> tensor<1x8x64xf32>
+    %e1 = tensor.empty() : tensor<1x1x64xf32>
+    %c1 = tensor.collapse_shape %e1 [[0, 1, 2]] : tensor<1x1x64xf32> into tensor<64xf32>
+    %f1 = linalg.fill ins(%zero : f32) outs(%c1 : tensor<64xf32>) -> tensor<64xf32>
+    %init = scf.if %first -> (tensor<64xf32>) {
+      scf.yield %f1 : tensor<64xf32>
+    } else {
+      %e2 = tensor.empty() : tensor<64xf32>
+      %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<64xf32>) -> tensor<64xf32>
+      scf.yield %f2 : tensor<64xf32>
+    }
+    %s = linalg.generic {indexing_maps = [#id, #last], iterator_types = ["reduction", "reduction", "parallel"]}
+        ins(%p : tensor<1x8x64xf32>) outs(%init : tensor<64xf32>) {
+    ^bb0(%x: f32, %o: f32):
+      %r = arith.addf %x, %o : f32
+      linalg.yield %r : f32
+    } -> tensor<64xf32>
+    %sum = dist.all_reduce %s on @g axes = [0] reduce = sum : tensor<64xf32> -> tensor<64xf32>
+    return %sum : tensor<64xf32>
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("overlap", ["force", "auto", "off"])
+def test_buffers_a_yield_carries_stay_off_the_arena(overlap, tmp_path):
+    """The memory plan leaves to the heap what a yield or a return carries
+    out (through braid.compile, whose library links MLIR's shared library,
+    it once took every such buffer into the arena: the ring all-reduce of
+    this program then read another buffer's bytes as its init), and the
+    C API plans as braid-compile does."""
+    import json
+    import subprocess
+    artifact = braid.compile(PARTIAL_SUM, overlap=overlap)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((16, 64)).astype(np.float32)
+    b = rng.standard_normal((1, 16, 64)).astype(np.float32)
+    outputs = artifact.run([[a[8 * r:8 * r + 8], b[:, 8 * r:8 * r + 8]]
+                            for r in range(2)])
+    expected = (a[None] * b).sum(axis=(0, 1))
+    for rank in range(2):
+        np.testing.assert_allclose(outputs[rank][0], expected, rtol=1e-5,
+                                   atol=1e-5)
+    memory = artifact.report["memory"]
+    assert memory and memory[0]["heap_bytes"] > 0, memory
+    compiler = os.path.join(ROOT, "build", "bin", "braid-compile")
+    if os.path.exists(compiler):
+        source = tmp_path / "partial_sum.mlir"
+        source.write_text(PARTIAL_SUM)
+        report = tmp_path / "report.json"
+        subprocess.run([compiler, str(source), f"--overlap={overlap}",
+                        f"--report={report}", "-o", str(tmp_path / "p.so")],
+                       check=True, capture_output=True)
+        assert json.loads(report.read_text())["memory"] == memory
+
+
+@pytest.mark.parametrize("example", ["sp_mlp.mlir",
+                                     "llama3_70b_layer_tp8.mlir"])
+def test_library_compiles_as_braid_compile_does(example, tmp_path):
+    """braid.compile (the C API, whose library links MLIR's shared
+    library) and braid-compile (linked statically) give the same report:
+    the same decisions, memory plan and options. They once disagreed on
+    the memory plan, because an upstream trait query answered differently
+    across the library boundary."""
+    import json
+    import subprocess
+    compiler = os.path.join(ROOT, "build", "bin", "braid-compile")
+    if not os.path.exists(compiler):
+        pytest.skip("needs the build (build/bin/braid-compile)")
+    path = os.path.join(ROOT, "examples", example)
+    artifact = braid.compile(path, overlap="force")
+    report = tmp_path / "report.json"
+    subprocess.run([compiler, path, "--overlap=force", f"--report={report}",
+                    "-o", str(tmp_path / "p.so")], check=True,
+                   capture_output=True)
+    cli = json.loads(report.read_text())
+    assert cli.get("memory") and artifact.report.get("memory")
+    for key in ("collectives", "memory", "options"):
+        assert artifact.report.get(key) == cli.get(key), key
+
+
 def test_run_profile_is_the_kernel_table():
     """run(profile=True) leaves braid-run's per-kernel table in
     artifact.profile: the ring's GEMM chunks as one row with their calls,

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "braid/Codegen/Passes.h"
+#include "braid/Codegen/Utils.h"
 
 #include "braid/Dialect/Dist/IR/DistDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -34,7 +35,7 @@ namespace {
 /// through a yield), so that a buffer could outlive its tile.
 bool escapes(Value value) {
   for (Operation *user : value.getUsers()) {
-    if (user->hasTrait<OpTrait::IsTerminator>())
+    if (braid::isTerminator(user))
       return true;
     if (auto view = dyn_cast<ViewLikeOpInterface>(user))
       if (view.getViewSource() == value && escapes(view->getResult(0)))

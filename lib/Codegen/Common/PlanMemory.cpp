@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "braid/Codegen/Passes.h"
+#include "braid/Codegen/Utils.h"
 
 #include "braid/Dialect/Xfer/IR/XferOps.h"
 
@@ -79,8 +80,7 @@ bool widenToUses(Value value, Block &body,
   for (Operation *user : value.getUsers()) {
     Operation *top = body.findAncestorOpInBlock(*user);
     returned |= isa<func::ReturnOp>(user);
-    if (!top || top->hasTrait<OpTrait::IsTerminator>() ||
-        user->hasTrait<OpTrait::IsTerminator>())
+    if (!top || braid::isTerminator(top) || braid::isTerminator(user))
       return false;
     int64_t at = position.lookup(top);
     range = {std::min(range.first, at), std::max(range.second, at)};
