@@ -55,7 +55,7 @@ from .compiler import CompileError, Diagnostic, positive_int
 from .compiler import compile as braid_compile
 
 __all__ = ["export", "to_mlir", "parallelize", "ParallelModule", "RankModule",
-           "Exported", "STYLES", "rank_part"]
+           "Exported", "STYLES", "rank_part", "train_step", "TrainStep"]
 
 # Every style a plan may name, and what Braid does with the parameters of a
 # module (or the parameter) it names: "colwise", "rowwise", "colwise_gather"
@@ -588,10 +588,13 @@ _SIGNATURE = re.compile(r"func\.func @(?P<name>[\w$.]+)\((?P<args>.*?)\) -> "
 _ARGUMENT = re.compile(r"(%[\w$.]+): (tensor<[^>]*>)( loc\([^()]*(?:\([^()]*\)[^()]*)*\))?")
 
 
-def annotate(exported, styles, output_layout, ranks, grid="braid_tp"):
+def annotate(exported, styles, output_layout, ranks, grid="braid_tp",
+             result_attrs=None, func_attrs=""):
     """The exported text with the plan as `braid.parallel` attributes, each
     argument named after its input or parameter (its location), and a 1-D
-    grid of `ranks`."""
+    grid of `ranks`. `result_attrs` (one attribute text per result) replaces
+    the results' `output_layout`; `func_attrs` adds function attributes
+    ("braid.backward")."""
     ranks = positive_int(ranks, "ranks")
     match = _SIGNATURE.search(exported.text)
     if not match:
@@ -604,10 +607,16 @@ def annotate(exported, styles, output_layout, ranks, grid="braid_tp"):
         f'{a}: {t} {{braid.parallel = "{styles[n]}"}} loc("{n}")'
         for (a, t, _), n in zip(args, exported.names))
     results = re.findall(r"tensor<[^>]*>", match["results"])
-    new_results = ", ".join(f'{t} {{braid.parallel = "{output_layout}"}}'
-                            for t in results)
+    if result_attrs is None:
+        result_attrs = [f'braid.parallel = "{output_layout}"'] * len(results)
+    if len(result_attrs) != len(results):
+        raise RuntimeError(f"the exported function has {len(results)} "
+                           f"results; expected {len(result_attrs)}")
+    new_results = ", ".join(f"{t} {{{a}}}"
+                            for t, a in zip(results, result_attrs))
+    extra = f", {func_attrs}" if func_attrs else ""
     signature = (f"func.func @{match['name']}({new_args}) -> ({new_results}) "
-                 f"attributes {{braid.grid = @{grid}}} {{")
+                 f"attributes {{braid.grid = @{grid}{extra}}} {{")
     text = exported.text[:match.start()] + signature + exported.text[match.end():]
     grid_op = f"shard.grid @{grid}(shape = {ranks})"
     module = re.search(r"^module( attributes \{.*\})? \{\s*$", text, re.M)
@@ -838,3 +847,7 @@ try:
     _register_backend()
 except ImportError:  # torch without dynamo: the rest of the module works
     pass
+
+
+# Training steps (forward and backward): braid.training.
+from .training import TrainStep, train_step  # noqa: E402

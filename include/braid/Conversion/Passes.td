@@ -44,7 +44,10 @@ def ImportShard : Pass<"braid-import-shard", "mlir::ModuleOp"> {
     the first `shard.recv` after it from the position minus k becomes a
     `dist.shift` by k (the send's result is its input), and
     `shard.get_sharding` of an annotated value that annotation's sharding.
-    Anything else (a send to a fixed device, a receive nothing pairs, a
+    Two sums reduced over one group and then added (an elementwise `addf`
+    of two all-reduce results, through reshapes, or of two reduce-scatter
+    results) are added first and reduced once, as Megatron reduces a
+    backward's input gradients. Anything else (a send to a fixed device, a receive nothing pairs, a
     collective over a dynamic grid axis) is an error that names it.
     `shard.grid`, the process-index and grid-shape queries and sharding
     values a program hands on stay: `dist` reuses them. Any other `shard`
@@ -224,6 +227,15 @@ def ApplyParallelPlan : Pass<"braid-apply-parallel-plan", "mlir::ModuleOp"> {
     otherwise (a rotary table read beside split heads). Diagnostics name an
     argument by its location when it is a name (the PyTorch front door
     names each after its parameter, `layers.0.mlp.up_proj.weight`).
+
+    A result with `braid.sharded_like = N` is laid out as argument `N` is
+    annotated (a parameter's gradient like the parameter). A function marked
+    `braid.backward` holds a training step's backward too (the PyTorch
+    front door's `train_step`): a weight's first contraction in program
+    order is the forward's, which the plan describes, and its later
+    contractions that read it along another dimension compute gradients,
+    which take the weight's annotation as propagation gives it instead of
+    being refused.
 
     The grid is the function's `braid.grid` attribute or the module's only
     `shard.grid`; the plan splits along `braid.grid_axis` (default 0).

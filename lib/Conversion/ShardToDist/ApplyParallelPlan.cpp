@@ -49,6 +49,8 @@ namespace {
 constexpr StringLiteral kPlanAttr = "braid.parallel";
 constexpr StringLiteral kGridAttr = "braid.grid";
 constexpr StringLiteral kAxisAttr = "braid.grid_axis";
+constexpr StringLiteral kLikeAttr = "braid.sharded_like";
+constexpr StringLiteral kBackwardAttr = "braid.backward";
 
 /// Where a plan splits a tensor: one dimension, or none (replicated).
 struct Layout {
@@ -68,8 +70,9 @@ struct Use {
 
 class PlanBuilder {
 public:
-  PlanBuilder(func::FuncOp func, FlatSymbolRefAttr grid, int16_t axis)
-      : func(func), grid(grid), axis(axis) {}
+  PlanBuilder(func::FuncOp func, FlatSymbolRefAttr grid, int16_t axis,
+              bool backward)
+      : func(func), grid(grid), axis(axis), backward(backward) {}
 
   LogicalResult run();
 
@@ -130,6 +133,11 @@ private:
   func::FuncOp func;
   FlatSymbolRefAttr grid;
   int16_t axis;
+  /// Whether the function holds a backward too (braid.backward): a weight's
+  /// first contraction in program order is the forward's, which the plan
+  /// describes; later ones reading it along another dimension compute
+  /// gradients, and take the weight's layout as propagation gives it.
+  bool backward;
   /// Whether the activations are sequence-split with a batch of one (every
   /// sequence-split argument's dimensions before the sequence are 1), so
   /// that the token dimension of a contraction on them is the sequence.
@@ -443,27 +451,52 @@ LogicalResult PlanBuilder::planWeight(BlockArgument arg, StringRef style) {
                                   : "");
   }
 
+  if (backward)
+    llvm::stable_sort(uses, [](const Use &a, const Use &b) {
+      return a.op->getBlock() == b.op->getBlock() &&
+             a.op->isBeforeInBlock(b.op);
+    });
   std::optional<int64_t> argDim;
   for (Use &use : uses) {
+    // In a function with its backward, a contraction after the forward's
+    // is a gradient's when it reads the weight along another role: the
+    // dimension the plan split is then a reduction (a colwise weight's
+    // input gradient, partial sums reduced) or an output feature (a
+    // rowwise weight's, split like the forward's activation).
+    bool gradient = backward && argDim.has_value();
     FailureOr<linalg::ContractionDimensions> dims =
         linalg::inferContractionDims(use.op);
+    if (failed(dims) && gradient)
+      continue;
     if (failed(dims))
       return emitError(use.op->getLoc())
              << "cannot tell the dimensions of this contraction apart";
     AffineMap map =
         use.op.getMatchingIndexingMap(&use.op->getOpOperand(use.operand));
+    auto isK = [&](unsigned pos) { return llvm::is_contained(dims->k, pos); };
+    auto isMN = [&](unsigned pos) {
+      return llvm::is_contained(dims->m, pos) ||
+             llvm::is_contained(dims->n, pos);
+    };
     // The loop dimension to split: an output feature (m or n) for colwise,
     // the reduction (k) for rowwise.
     std::optional<unsigned> loopDim, operandDim;
+    StringRef role = style;
     for (auto [j, expr] : llvm::enumerate(map.getResults())) {
       auto d = dyn_cast<AffineDimExpr>(expr);
       if (!d)
         continue;
       unsigned pos = d.getPosition();
-      bool isK = llvm::is_contained(dims->k, pos);
-      bool isMN =
-          llvm::is_contained(dims->m, pos) || llvm::is_contained(dims->n, pos);
-      if ((style == "rowwise" && isK) || (style != "rowwise" && isMN)) {
+      if (gradient) {
+        if (use.permutation[j] == *argDim && (isK(pos) || isMN(pos))) {
+          loopDim = pos;
+          operandDim = j;
+          role = isK(pos) ? "rowwise" : "colwise";
+        }
+        continue;
+      }
+      if ((style == "rowwise" && isK(pos)) ||
+          (style != "rowwise" && isMN(pos))) {
         if (loopDim)
           return emitError(use.op->getLoc())
                  << nameOf(arg) << " is " << style
@@ -473,6 +506,8 @@ LogicalResult PlanBuilder::planWeight(BlockArgument arg, StringRef style) {
         operandDim = j;
       }
     }
+    if (!loopDim && gradient)
+      continue;
     if (!loopDim)
       return emitError(use.op->getLoc())
              << nameOf(arg) << " is " << style
@@ -483,7 +518,8 @@ LogicalResult PlanBuilder::planWeight(BlockArgument arg, StringRef style) {
     if (argDim && *argDim != dim)
       return emitError(loc) << nameOf(arg)
                             << " feeds contractions that split it along "
-                               "different dimensions";
+                               "different dimensions (a function that holds "
+                               "its backward is marked braid.backward)";
     argDim = dim;
 
     // The other operand (the activation) and the result.
@@ -499,13 +535,13 @@ LogicalResult PlanBuilder::planWeight(BlockArgument arg, StringRef style) {
             return j;
       return std::nullopt;
     };
-    if (style != "rowwise") {
+    if (role != "rowwise") {
       annotateOperand(use.op, other, Layout{});
       Value split =
           annotateResult(use.op->getResult(0), Layout{positionIn(resultMap)});
       // colwise_gather (HuggingFace's colwise_gather_output): the split
       // output is all-gathered for what follows.
-      if (style == "colwise_gather")
+      if (role == "colwise_gather")
         annotateResult(split, Layout{});
     } else {
       // The partial sums are reduced to a replicated result. Under
@@ -643,6 +679,48 @@ LogicalResult PlanBuilder::run() {
     }
     func.removeResultAttr(i, StringAttr::get(func.getContext(), kPlanAttr));
   }
+
+  // The annotation of the argument `attr` numbers, which `what` is laid
+  // out like.
+  auto annotationOf = [&](Attribute attr,
+                          const Twine &what) -> FailureOr<shard::ShardOp> {
+    auto index = dyn_cast<IntegerAttr>(attr);
+    if (!index || index.getInt() < 0 ||
+        index.getInt() >= func.getNumArguments())
+      return emitError(func.getLoc())
+             << kLikeAttr << " of " << what
+             << " must be an argument's number, got " << attr;
+    BlockArgument arg = func.getArgument(index.getInt());
+    for (Operation *user : arg.getUsers())
+      if (auto op = dyn_cast<shard::ShardOp>(user))
+        return op;
+    return emitError(func.getLoc()) << what << " is sharded like "
+                                    << nameOf(arg) << ", which has no plan";
+  };
+
+  // Results laid out like an argument (a parameter's gradient like the
+  // parameter): the argument's own annotation.
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+    Attribute attr = func.getResultAttr(i, kLikeAttr);
+    if (!attr)
+      continue;
+    FailureOr<shard::ShardOp> like = annotationOf(attr, "result #" + Twine(i));
+    if (failed(like))
+      return failure();
+    shard::ShardOp annotation = *like;
+    Type argType = annotation.getSrc().getType();
+    if (argType != func.getResultTypes()[i])
+      return emitError(func.getLoc())
+             << "result #" << i << " has type " << func.getResultTypes()[i]
+             << " but is sharded like an argument of type " << argType;
+    for (auto ret : llvm::to_vector(func.getOps<func::ReturnOp>())) {
+      OpBuilder b(ret);
+      auto annotated = shard::ShardOp::create(
+          b, ret.getLoc(), ret.getOperand(i), annotation.getSharding());
+      ret->setOperand(i, annotated.getResult());
+    }
+    func.removeResultAttr(i, StringAttr::get(func.getContext(), kLikeAttr));
+  }
   return success();
 }
 
@@ -659,7 +737,8 @@ struct ApplyParallelPlanPass
       for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
         hasPlan |= static_cast<bool>(func.getArgAttr(i, kPlanAttr));
       for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
-        hasPlan |= static_cast<bool>(func.getResultAttr(i, kPlanAttr));
+        hasPlan |= static_cast<bool>(func.getResultAttr(i, kPlanAttr)) ||
+                   static_cast<bool>(func.getResultAttr(i, kLikeAttr));
       if (!hasPlan)
         continue;
 
@@ -693,8 +772,10 @@ struct ApplyParallelPlanPass
                          << gridRef << " (rank " << grid.getRank() << ")";
         return signalPassFailure();
       }
-      if (failed(PlanBuilder(func, gridRef, axis).run()))
+      bool backward = func->hasAttr(kBackwardAttr);
+      if (failed(PlanBuilder(func, gridRef, axis, backward).run()))
         return signalPassFailure();
+      func->removeAttr(kBackwardAttr);
       func->removeAttr(kGridAttr);
       func->removeAttr(kAxisAttr);
       ++numPlannedFunctions;

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
 #include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/DialectConversion.h"
@@ -1128,6 +1129,111 @@ static void replicateCapturedTensors(func::FuncOp func) {
 // The pass
 //===----------------------------------------------------------------------===//
 
+/// Whether `op` is an elementwise sum of its two inputs (identity maps,
+/// every loop parallel, the body one addf of the block arguments).
+static bool isElementwiseSum(linalg::GenericOp op) {
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      op->getNumResults() != 1 || !op.hasPureTensorSemantics() ||
+      op.getNumParallelLoops() != op.getNumLoops() ||
+      !llvm::all_of(op.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isIdentity(); }))
+    return false;
+  Block *body = op.getBody();
+  auto yield = cast<linalg::YieldOp>(body->getTerminator());
+  auto add = yield.getValues()[0].getDefiningOp<arith::AddFOp>();
+  if (!add || &body->front() != add.getOperation())
+    return false;
+  Value a = body->getArgument(0), b = body->getArgument(1);
+  return (add.getLhs() == a && add.getRhs() == b) ||
+         (add.getLhs() == b && add.getRhs() == a);
+}
+
+/// The sum of two partial sums each reduced over the same group is one
+/// reduction of their sum: reduce(a) + reduce(b) = reduce(a + b). A
+/// backward gives such sums wherever an activation fed several split
+/// contractions (q, k and v; gate and up): their input gradients are
+/// partial, and partitioning reduces each before the sum, where Megatron
+/// reduces once.
+static void sumBeforeReducing(ModuleOp module) {
+  // The reduction behind `value`, through reshapes of an all-reduce's
+  // result (each the only use of what it reads), which `chain` collects
+  // from the reduction outwards.
+  auto reduced = [](Value value,
+                    SmallVectorImpl<Operation *> &chain) -> Operation * {
+    chain.clear();
+    Operation *def = value.getDefiningOp();
+    while (def && def->hasOneUse() &&
+           isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(def)) {
+      chain.push_back(def);
+      def = def->getOperand(0).getDefiningOp();
+    }
+    std::reverse(chain.begin(), chain.end());
+    if (!def || !def->hasOneUse())
+      return nullptr;
+    if (auto reduce = dyn_cast<AllReduceOp>(def))
+      return reduce.getReduction() == ReductionKind::Sum ? def : nullptr;
+    if (auto scatter = dyn_cast<ReduceScatterOp>(def))
+      return chain.empty() && scatter.getReduction() == ReductionKind::Sum
+                 ? def
+                 : nullptr;
+    return nullptr;
+  };
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    module.walk([&](linalg::GenericOp op) {
+      if (!isElementwiseSum(op))
+        return WalkResult::advance();
+      SmallVector<Operation *> chainA, chainB;
+      Operation *a = reduced(op.getDpsInputs()[0], chainA);
+      Operation *b = reduced(op.getDpsInputs()[1], chainB);
+      if (!a || !b || a == b || a->getName() != b->getName() ||
+          a->getAttrDictionary() != b->getAttrDictionary())
+        return WalkResult::advance();
+      OpBuilder builder(op);
+      Location loc = op.getLoc();
+      // Each reduction's input, reshaped as its result was.
+      auto reshaped = [&](Operation *reduction,
+                          ArrayRef<Operation *> chain) -> Value {
+        Value value = reduction->getOperand(0);
+        for (Operation *reshape : chain) {
+          IRMapping map;
+          map.map(reshape->getOperand(0), value);
+          value = builder.clone(*reshape, map)->getResult(0);
+        }
+        return value;
+      };
+      Value inA = reshaped(a, chainA), inB = reshaped(b, chainB);
+      if (inA.getType() != inB.getType())
+        return WalkResult::advance();
+      auto inType = cast<RankedTensorType>(inA.getType());
+      Value init = tensor::EmptyOp::create(builder, loc, inType.getShape(),
+                                           inType.getElementType());
+      IRMapping map;
+      map.map(op.getDpsInputs()[0], inA);
+      map.map(op.getDpsInputs()[1], inB);
+      map.map(op.getDpsInits()[0], init);
+      Operation *sum = builder.clone(*op, map);
+      sum->getResult(0).setType(inType);
+      // The reduction again, over the sum.
+      Operation *reduction = builder.clone(*a);
+      reduction->setOperand(0, sum->getResult(0));
+      reduction->setLoc(loc);
+      if (isa<AllReduceOp>(a))
+        reduction->getResult(0).setType(inType);
+      op->getResult(0).replaceAllUsesWith(reduction->getResult(0));
+      op->erase();
+      for (auto *chain : {&chainA, &chainB})
+        for (Operation *reshape : llvm::reverse(*chain))
+          reshape->erase();
+      a->erase();
+      b->erase();
+      changed = true;
+      return WalkResult::interrupt();
+    });
+  }
+}
+
 struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
   using Base::Base;
 
@@ -1206,6 +1312,8 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
       op->getResult(0).replaceAllUsesWith(filled);
       op->erase();
     });
+
+    sumBeforeReducing(module);
 
     // Sharding values that annotated nothing are dead now, and partitioning
     // leaves casts between identical types behind.

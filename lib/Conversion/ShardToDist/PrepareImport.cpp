@@ -12,7 +12,8 @@
 //    upstream's linalg model rejects. The unit dimension is collapsed away
 //    around the op, so the maps are projected permutations again.
 //  - batch matmuls over batch and heads folded into one dimension
-//    (collapse_shape [[0, 1], ...] -> batch_matmul -> expand_shape): with
+//    (collapse_shape [[0, 1], ...] -> batch_matmul -> expand_shape, a
+//    transpose after the collapse moved before it): with
 //    heads split and a batch above one, the folded dimension is no block
 //    split. The batch dimensions stay apart in one contraction (a generic),
 //    which ImportShard turns back into a batch matmul on local shapes.
@@ -29,6 +30,10 @@
 //  - one value read by an op through two indexing maps (an iota as a causal
 //    mask's row and column index): the second read takes a copy of the
 //    generator, since partitioning gives both reads one sharding.
+//  - splat constants that slices are inserted into (a backward's
+//    slice_backward: the gradient of a slice written into zeros): a fill
+//    of an empty tensor per insert, which takes the insert's sharding,
+//    where a constant stays whole and forces its users to gather.
 //
 //===----------------------------------------------------------------------===//
 
@@ -211,6 +216,49 @@ Value mergeBatch(PatternRewriter &rewriter, Location loc, Value value,
   return tensor::CollapseShapeOp::create(rewriter, loc, value, groups);
 }
 
+/// transpose(collapse(x)) as collapse(transpose(x)): each group of folded
+/// dimensions moves as a block. A backward's batch matmuls read their
+/// folded operands transposed (the gradient of q k^T takes k^T's
+/// transpose), which UnfoldBatchMatmul then sees folded directly.
+struct TransposeOfCollapse : public OpRewritePattern<linalg::TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    auto collapse = op.getInput().getDefiningOp<tensor::CollapseShapeOp>();
+    if (!collapse || !op.hasPureTensorSemantics() ||
+        !collapse.getSrcType().hasStaticShape())
+      return failure();
+    SmallVector<ReassociationIndices> groups =
+        collapse.getReassociationIndices();
+    if (llvm::all_of(groups, [](const ReassociationIndices &group) {
+          return group.size() == 1;
+        }))
+      return failure();
+    SmallVector<int64_t> permutation, shape;
+    SmallVector<ReassociationIndices> moved;
+    ArrayRef<int64_t> source = collapse.getSrcType().getShape();
+    for (int64_t p : op.getPermutation()) {
+      ReassociationIndices group;
+      for (int64_t d : groups[p]) {
+        group.push_back(permutation.size());
+        permutation.push_back(d);
+        shape.push_back(source[d]);
+      }
+      moved.push_back(group);
+    }
+    Location loc = op.getLoc();
+    Value init = tensor::EmptyOp::create(
+        rewriter, loc, shape, collapse.getSrcType().getElementType());
+    Value transposed = linalg::TransposeOp::create(
+                           rewriter, loc, collapse.getSrc(), init, permutation)
+                           ->getResult(0);
+    rewriter.replaceOpWithNewOp<tensor::CollapseShapeOp>(
+        op, op->getResult(0).getType(), transposed, moved);
+    return success();
+  }
+};
+
 /// collapse -> batch_matmul (-> expand) over folded batch dimensions: one
 /// contraction with the batch dimensions apart, marked so that ImportShard
 /// folds them again on local shapes. Operands whose batch dimensions are
@@ -342,7 +390,9 @@ void unsharePlaceholders(Operation *root) {
   // Fills first: their clones then share the empty, which the second walk
   // splits again.
   root->walk([&](linalg::FillOp fill) {
-    if (fill.hasPureTensorSemantics() && !fill->hasOneUse())
+    // (Not an unused fill: dropping the first of no uses is undefined.)
+    if (fill.hasPureTensorSemantics() && !fill->hasOneUse() &&
+        !fill->use_empty())
       unshare(fill);
   });
   root->walk([&](tensor::EmptyOp empty) {
@@ -369,9 +419,11 @@ struct PrepareImportPass
       }
       rewriter.replaceOp(op, *parts);
     }
+    fillInsertDestinations();
     unsharePlaceholders(getOperation());
     RewritePatternSet patterns(&getContext());
-    patterns.add<FoldConstantUnitDims, UnfoldBatchMatmul>(&getContext());
+    patterns.add<FoldConstantUnitDims, TransposeOfCollapse, UnfoldBatchMatmul>(
+        &getContext());
     math::populateExpansionPatterns(patterns, {"fpowi"});
     // Results nobody reads (the argmax beside a softmax's max) would have no
     // sharding, which upstream partitioning cannot take.
@@ -383,6 +435,28 @@ struct PrepareImportPass
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     splitTwiceReadGenerators();
+  }
+
+  /// Each insert_slice into a splat constant inserts into a fill of its
+  /// own instead.
+  void fillInsertDestinations() {
+    getOperation()->walk([](tensor::InsertSliceOp insert) {
+      auto constant = insert.getDest().getDefiningOp<arith::ConstantOp>();
+      auto splat =
+          constant ? dyn_cast<SplatElementsAttr>(constant.getValue()) : nullptr;
+      if (!splat)
+        return;
+      OpBuilder b(insert);
+      RankedTensorType type = insert.getDestType();
+      Value value = arith::ConstantOp::create(
+          b, constant.getLoc(),
+          cast<TypedAttr>(splat.getSplatValue<Attribute>()));
+      Value empty = tensor::EmptyOp::create(
+          b, constant.getLoc(), type.getShape(), type.getElementType());
+      Value fill =
+          linalg::FillOp::create(b, constant.getLoc(), value, empty).result();
+      insert.getDestMutable().set(fill);
+    });
   }
 
   /// An op that reads one tensor through two operands with different

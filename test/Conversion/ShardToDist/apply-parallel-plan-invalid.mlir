@@ -105,3 +105,54 @@ shard.grid @g(shape = 2)
 func.func @sequence_scalar_id(%x: tensor<i64> {braid.parallel = "sequence"}) -> tensor<i64> {
   return %x : tensor<i64>
 }
+
+// -----
+
+shard.grid @g(shape = 2)
+// A gradient is laid out like an argument, which must exist.
+// expected-error @+1 {{braid.sharded_like of result #0 must be an argument's number, got 3 : i64}}
+func.func @like_nothing(%w: tensor<4x8xf32> {braid.parallel = "replicate"})
+    -> (tensor<4x8xf32> {braid.sharded_like = 3 : i64}) {
+  return %w : tensor<4x8xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+// ... and have a plan of its own.
+// expected-error @+1 {{result #0 is sharded like argument #1, which has no plan}}
+func.func @like_unplanned(%x: tensor<4x8xf32> {braid.parallel = "replicate"}, %w: tensor<4x8xf32>)
+    -> (tensor<4x8xf32> {braid.sharded_like = 1 : i64}) {
+  return %w : tensor<4x8xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+// ... and the result's type.
+// expected-error @+1 {{result #0 has type 'tensor<8xf32>' but is sharded like an argument of type 'tensor<4x8xf32>'}}
+func.func @like_other_type(%w: tensor<4x8xf32> {braid.parallel = "replicate"}, %v: tensor<8xf32>)
+    -> (tensor<8xf32> {braid.sharded_like = 0 : i64}) {
+  return %v : tensor<8xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+// Without braid.backward, a colwise weight read along its split dimension
+// as a reduction is an error, not a gradient.
+// expected-error @+3 {{argument #2 feeds contractions that split it along different dimensions (a function that holds its backward is marked braid.backward)}}
+func.func @no_backward(%x: tensor<8x16xf32> {braid.parallel = "replicate"},
+                       %dy: tensor<8x32xf32> {braid.parallel = "replicate"},
+                       %w: tensor<16x32xf32> {braid.parallel = "colwise"}) -> (tensor<8x32xf32>, tensor<8x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %y = linalg.matmul ins(%x, %w : tensor<8x16xf32>, tensor<16x32xf32>) outs(%f : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %e2 = tensor.empty() : tensor<32x16xf32>
+  %wt = linalg.transpose ins(%w : tensor<16x32xf32>) outs(%e2 : tensor<32x16xf32>) permutation = [1, 0]
+  %e3 = tensor.empty() : tensor<8x16xf32>
+  %f3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %dx = linalg.matmul ins(%dy, %wt : tensor<8x32xf32>, tensor<32x16xf32>) outs(%f3 : tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %y, %dx : tensor<8x32xf32>, tensor<8x16xf32>
+}

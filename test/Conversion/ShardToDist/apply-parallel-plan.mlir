@@ -328,3 +328,68 @@ func.func @token_ids(%ids: tensor<1x8xi64> {braid.parallel = "sequence"},
     -> (tensor<1x8xi64> {braid.parallel = "sequence"}) {
   return %ids : tensor<1x8xi64>
 }
+
+// -----
+
+// A training step (braid.backward): the forward's contractions take the
+// plan; each weight's later contractions along another dimension are its
+// gradient's, split by the role the plan's dimension has there (up's split
+// features are the input gradient's reduction: partial sums, all-reduced;
+// down's split inputs are an output feature of its own). Each gradient is
+// laid out like its weight (braid.sharded_like).
+shard.grid @tp(shape = 4)
+
+// CHECK-LABEL: func.func @mlp_step(
+// CHECK-NOT: braid.backward
+// CHECK-NOT: braid.sharded_like
+// DIST-LABEL: func.func @mlp_step(
+// DIST-SAME: %{{.*}}: tensor<64x64xf32> {dist.placement = #dist.placement<@tp, [shard<0>]>},
+// DIST-SAME: %{{.*}}: tensor<64x64xf32> {dist.placement = #dist.placement<@tp, [shard<1>]>})
+// DIST-SAME: -> (tensor<16x64xf32> {dist.placement = #dist.placement<@tp, [replicate]>},
+// DIST-SAME: tensor<16x64xf32> {dist.placement = #dist.placement<@tp, [replicate]>},
+// DIST-SAME: tensor<64x64xf32> {dist.placement = #dist.placement<@tp, [shard<0>]>},
+// DIST-SAME: tensor<64x64xf32> {dist.placement = #dist.placement<@tp, [shard<1>]>})
+// DIST-NOT: dist.all_gather
+// DIST: dist.all_reduce
+// DIST-NOT: dist.all_gather
+// DIST: dist.all_reduce
+// DIST-NOT: dist.all_gather
+// DIST-NOT: dist.all_reduce
+// DIST: return
+func.func @mlp_step(%x: tensor<16x64xf32> {braid.parallel = "replicate"},
+                    %dy: tensor<16x64xf32> {braid.parallel = "replicate"},
+                    %up: tensor<256x64xf32> {braid.parallel = "colwise"},
+                    %down: tensor<64x256xf32> {braid.parallel = "rowwise"})
+    -> (tensor<16x64xf32> {braid.parallel = "replicate"},
+        tensor<16x64xf32> {braid.parallel = "replicate"},
+        tensor<256x64xf32> {braid.sharded_like = 2 : i64},
+        tensor<64x256xf32> {braid.sharded_like = 3 : i64})
+    attributes {braid.backward} {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<64x256xf32>
+  %upt = linalg.transpose ins(%up : tensor<256x64xf32>) outs(%e0 : tensor<64x256xf32>) permutation = [1, 0]
+  %e1 = tensor.empty() : tensor<16x256xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<16x256xf32>) -> tensor<16x256xf32>
+  %h = linalg.matmul ins(%x, %upt : tensor<16x64xf32>, tensor<64x256xf32>) outs(%f1 : tensor<16x256xf32>) -> tensor<16x256xf32>
+  %e2 = tensor.empty() : tensor<256x64xf32>
+  %downt = linalg.transpose ins(%down : tensor<64x256xf32>) outs(%e2 : tensor<256x64xf32>) permutation = [1, 0]
+  %e3 = tensor.empty() : tensor<16x64xf32>
+  %f3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %y = linalg.matmul ins(%h, %downt : tensor<16x256xf32>, tensor<256x64xf32>) outs(%f3 : tensor<16x64xf32>) -> tensor<16x64xf32>
+  // Backward: dh = dy down, d(down) = dy^T h, dx = dh up, d(up) = dh^T x.
+  %f4 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<16x256xf32>) -> tensor<16x256xf32>
+  %dh = linalg.matmul ins(%dy, %down : tensor<16x64xf32>, tensor<64x256xf32>) outs(%f4 : tensor<16x256xf32>) -> tensor<16x256xf32>
+  %e5 = tensor.empty() : tensor<64x16xf32>
+  %dyt = linalg.transpose ins(%dy : tensor<16x64xf32>) outs(%e5 : tensor<64x16xf32>) permutation = [1, 0]
+  %e6 = tensor.empty() : tensor<64x256xf32>
+  %f6 = linalg.fill ins(%zero : f32) outs(%e6 : tensor<64x256xf32>) -> tensor<64x256xf32>
+  %ddown = linalg.matmul ins(%dyt, %h : tensor<64x16xf32>, tensor<16x256xf32>) outs(%f6 : tensor<64x256xf32>) -> tensor<64x256xf32>
+  %f7 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %dx = linalg.matmul ins(%dh, %up : tensor<16x256xf32>, tensor<256x64xf32>) outs(%f7 : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %e8 = tensor.empty() : tensor<256x16xf32>
+  %dht = linalg.transpose ins(%dh : tensor<16x256xf32>) outs(%e8 : tensor<256x16xf32>) permutation = [1, 0]
+  %e9 = tensor.empty() : tensor<256x64xf32>
+  %f9 = linalg.fill ins(%zero : f32) outs(%e9 : tensor<256x64xf32>) -> tensor<256x64xf32>
+  %dup = linalg.matmul ins(%dht, %x : tensor<256x16xf32>, tensor<16x64xf32>) outs(%f9 : tensor<256x64xf32>) -> tensor<256x64xf32>
+  return %y, %dx, %dup, %ddown : tensor<16x64xf32>, tensor<16x64xf32>, tensor<256x64xf32>, tensor<64x256xf32>
+}

@@ -221,3 +221,61 @@ func.func @mask() -> tensor<16x16xi1> {
   } -> tensor<16x16xi1>
   return %mask : tensor<16x16xi1>
 }
+
+// -----
+
+// A backward's batch matmul reads its folded operand transposed (the
+// gradient of q k^T): the transpose moves before the collapse, each folded
+// group as a block, and the batch dimensions stay apart.
+// CHECK-LABEL: func.func @transposed_fold(
+// CHECK-SAME: %[[S:[^:]*]]: tensor<2x4x8x8xf32>, %[[K:[^:]*]]: tensor<2x4x8x16xf32>)
+// CHECK: %[[T:.*]] = linalg.transpose ins(%[[S]] : tensor<2x4x8x8xf32>) outs(%{{.*}} : tensor<2x4x8x8xf32>) permutation = [0, 1, 3, 2]
+// CHECK: linalg.generic {{.*}} ins(%[[T]], %[[K]] : tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>)
+// CHECK-NOT: linalg.batch_matmul
+// FOLD-LABEL: func.func @transposed_fold
+// FOLD: linalg.batch_matmul ins(%{{.*}}, %{{.*}} : tensor<8x8x8xf32>, tensor<8x8x16xf32>)
+func.func @transposed_fold(%s: tensor<2x4x8x8xf32>, %k: tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %a = tensor.collapse_shape %s [[0, 1], [2], [3]] : tensor<2x4x8x8xf32> into tensor<8x8x8xf32>
+  %b = tensor.collapse_shape %k [[0, 1], [2], [3]] : tensor<2x4x8x16xf32> into tensor<8x8x16xf32>
+  %e = tensor.empty() : tensor<8x8x8xf32>
+  %at = linalg.transpose ins(%a : tensor<8x8x8xf32>) outs(%e : tensor<8x8x8xf32>) permutation = [0, 2, 1]
+  %e3 = tensor.empty() : tensor<8x8x16xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e3 : tensor<8x8x16xf32>) -> tensor<8x8x16xf32>
+  %p = linalg.batch_matmul ins(%at, %b : tensor<8x8x8xf32>, tensor<8x8x16xf32>) outs(%f : tensor<8x8x16xf32>) -> tensor<8x8x16xf32>
+  %r = tensor.expand_shape %p [[0, 1], [2], [3]] output_shape [2, 4, 8, 16] : tensor<8x8x16xf32> into tensor<2x4x8x16xf32>
+  return %r : tensor<2x4x8x16xf32>
+}
+
+// -----
+
+// The gradient of a slice is the slice written into zeros: each insert
+// takes a fill of its own, which partitioning can split like the insert.
+// CHECK-LABEL: func.func @slice_gradient
+// CHECK-NOT: arith.constant dense
+// CHECK: %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[F:.*]] = linalg.fill ins(%[[Z]] : f32) outs(%{{.*}} : tensor<2x4x16xf32>)
+// CHECK: tensor.insert_slice %{{.*}} into %[[F]][0, 0, 8]
+// CHECK: linalg.fill
+// CHECK: tensor.insert_slice %{{.*}} into %{{.*}}[0, 0, 0]
+func.func @slice_gradient(%g: tensor<2x4x8xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>) {
+  %zeros = arith.constant dense<0.0> : tensor<2x4x16xf32>
+  %a = tensor.insert_slice %g into %zeros[0, 0, 8] [2, 4, 8] [1, 1, 1] : tensor<2x4x8xf32> into tensor<2x4x16xf32>
+  %b = tensor.insert_slice %g into %zeros[0, 0, 0] [2, 4, 8] [1, 1, 1] : tensor<2x4x8xf32> into tensor<2x4x16xf32>
+  return %a, %b : tensor<2x4x16xf32>, tensor<2x4x16xf32>
+}
+
+// -----
+
+// A fill nothing reads (braid-prepare-import crashed on one while giving
+// each read fill its own copy).
+// CHECK-LABEL: func.func @unread_fill
+// CHECK: return
+func.func @unread_fill() -> tensor<4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4xf32>
+  %unread = linalg.fill ins(%zero : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %e2 = tensor.empty() : tensor<4xf32>
+  %read = linalg.fill ins(%zero : f32) outs(%e2 : tensor<4xf32>) -> tensor<4xf32>
+  return %read : tensor<4xf32>
+}
