@@ -23,7 +23,8 @@ if [[ "${BRAID_SKIP_FRONTENDS:-0}" == 1 ]]; then
 else
   FRONTENDS_PYTHON="$("$ROOT/scripts/setup-frontends.sh")"
   HF_HUB_OFFLINE=1 "$FRONTENDS_PYTHON" -m pytest -q -p no:logging \
-    "$ROOT/python/tests/test_pytorch.py" "$ROOT/python/tests/test_hf.py"
+    "$ROOT/python/tests/test_pytorch.py" "$ROOT/python/tests/test_hf.py" \
+    "$ROOT/python/tests/test_training.py"
 fi
 
 echo "== generated docs are current"
