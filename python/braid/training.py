@@ -5,14 +5,15 @@ returns the loss and every parameter's gradient.
     import torch, braid.pytorch
     step = braid.pytorch.train_step(
         layer, (x,), config.base_model_tp_plan, ranks=4,
-        loss_fn=lambda out, target: torch.nn.functional.mse_loss(out[0], target),
+        loss_fn=lambda out, target: torch.nn.functional.mse_loss(out, target),
         targets=(target,), kwargs={"position_embeddings": (cos, sin)})
     loss, grads = step(x, targets=(target,), position_embeddings=(cos, sin))
     grads["mlp.up_proj.weight"]          # the whole gradient, as autograd's
 
-The joint graph is PyTorch's own: the loss and `torch.autograd.grad` of it
-traced by `make_fx` (with torch-mlir's decompositions) into one FX graph of
-aten ops, imported with torch-mlir's `stateless_fx_import`. Braid then sees
+The joint graph is PyTorch's own: the loss and its `torch.func.grad`,
+functionalized and traced by `make_fx` (with torch-mlir's decompositions)
+into one FX graph of aten ops, imported with torch-mlir's
+`stateless_fx_import`. Braid then sees
 one function from (inputs, targets, parameters, buffers) to (loss, the
 gradient of each parameter that requires one). The plan shards the
 parameters as for inference; each gradient is laid out like its parameter
@@ -151,9 +152,11 @@ def export_joint(module, example_args, loss_fn=None, targets=(), kwargs=None,
     args = tuple(leaves[p] for p in positions) + targets + tuple(tensors)
     # One tensor passed twice (an input that is also the target) must stay
     # two arguments: make_fx would trace both uses to one of them.
-    seen = set()
-    args = tuple(a.clone() if id(a) in seen or seen.add(id(a)) else a
-                 for a in args)
+    seen, distinct = set(), []
+    for tensor in args:
+        distinct.append(tensor.clone() if id(tensor) in seen else tensor)
+        seen.add(id(tensor))
+    args = tuple(distinct)
     undo_frames = _pt._model_frames_only()
     undo_experts = _pt._dense_experts_everywhere(module)
     was_training = module.training

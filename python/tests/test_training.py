@@ -287,6 +287,23 @@ def test_module_output_is_the_loss():
         assert relative_error(grads[name], parameter.grad) <= F32_TOLERANCE
 
 
+def test_input_that_is_also_the_target():
+    """An autoencoder's loss compares the output with the input itself:
+    one tensor passed twice stays two arguments, so that a later call with
+    a different target is not read as the input."""
+    torch.manual_seed(9)
+    module = MLP()
+    x = torch.randn(16, 64)
+    step = bp.train_step(module, (x,), {"up": "colwise", "down": "rowwise"},
+                         loss_fn=mse, targets=(x,), ranks=2)
+    other = torch.randn(16, 64)
+    loss, grads = step(x, targets=(other,))
+    expected_loss, expected = reference(module, (x,), None, mse, (other,))
+    assert relative_error(loss, expected_loss) <= F32_TOLERANCE
+    for name, grad in grads.items():
+        assert relative_error(grad, expected[name]) <= F32_TOLERANCE, name
+
+
 def test_bad_steps_raise():
     module = MLP()
     x = torch.randn(16, 64)
