@@ -55,7 +55,8 @@ from .compiler import CompileError, Diagnostic, positive_int
 from .compiler import compile as braid_compile
 
 __all__ = ["export", "to_mlir", "parallelize", "ParallelModule", "RankModule",
-           "Exported", "STYLES", "rank_part", "train_step", "TrainStep"]
+           "Exported", "STYLES", "rank_part", "train_step", "TrainStep",
+           "RankTrainStep"]
 
 # Every style a plan may name, and what Braid does with the parameters of a
 # module (or the parameter) it names: "colwise", "rowwise", "colwise_gather"
@@ -850,4 +851,4 @@ except ImportError:  # torch without dynamo: the rest of the module works
 
 
 # Training steps (forward and backward): braid.training.
-from .training import TrainStep, train_step  # noqa: E402
+from .training import RankTrainStep, TrainStep, train_step  # noqa: E402

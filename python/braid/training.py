@@ -34,7 +34,7 @@ from . import pytorch as _pt
 from .compiler import CompileError, Diagnostic, positive_int
 from .compiler import compile as braid_compile
 
-__all__ = ["train_step", "TrainStep", "export_joint"]
+__all__ = ["train_step", "TrainStep", "RankTrainStep", "export_joint"]
 
 
 def _decompositions():
@@ -246,6 +246,81 @@ class TrainStep(_pt.ParallelModule):
         return loss, grads
 
 
+class RankTrainStep:
+    """One training step run in this process as one rank of the job (made
+    by train_step(..., per_rank=True) on every rank, as parallelize's
+    RankModule). `parameters` holds this rank's part of each trained
+    parameter (name -> leaf tensor, cut once from the module: no global
+    copy is kept), which the next call reads as it is then: update them in
+    place, for example with a torch.optim optimizer over
+    `parameters.values()` after setting each `.grad`. A call takes this
+    rank's part of each input (a whole global input is cut to it) and the
+    targets (whole), and returns `(loss, grads)`: the loss, and this rank's
+    part of each gradient, laid out as `parameters[name]`. Every rank
+    calls it, in the same order. `reshard()` cuts the parts again from the
+    module's current parameters."""
+
+    def __init__(self, module, exported, program, grad_names, kwargs,
+                 styles, num_targets):
+        self.module, self.exported, self.program = module, exported, program
+        self.grad_names, self._kwargs = grad_names, kwargs
+        self._styles, self._num_targets = styles, num_targets
+        self.path = program.path
+        self.reshard()
+
+    def reshard(self):
+        tensors = [t for _, t in self.module.named_parameters()]
+        tensors += [t for _, t in self.module.named_buffers()]
+        first = self.exported.num_inputs
+        self.parameters, self._weights = {}, []
+        for name, tensor, spec in zip(self.exported.names[first:], tensors,
+                                      self.program.arguments[first:]):
+            part = _pt.rank_part(name, tensor.detach().cpu(), spec.shape,
+                                 self.program.size, self.program.rank,
+                                 self._styles.get(name))
+            part = part.contiguous().clone()
+            if name in self.grad_names:
+                leaf = part.requires_grad_(True)
+                self.parameters[name] = leaf
+                part = leaf.detach()          # the same storage
+            self._weights.append(part)
+
+    def __call__(self, *inputs, targets=(), **kwargs):
+        import torch
+        targets = tuple(targets)
+        if len(targets) != self._num_targets:
+            raise ValueError(f"the step was compiled for {self._num_targets} "
+                             f"targets; got {len(targets)}")
+        shell = _pt.Exported(None, self.exported.names, self.exported.shapes,
+                             self.exported.num_inputs - self._num_targets)
+        tensors = _pt._input_tensors(shell, inputs,
+                                     kwargs if self._kwargs is not None
+                                     else None)
+        tensors += [torch.as_tensor(t).detach() for t in targets]
+        values = []
+        for name, tensor, spec in zip(self.exported.names, tensors,
+                                      self.program.arguments):
+            if tuple(tensor.shape) != tuple(spec.shape):
+                try:
+                    tensor = _pt.rank_part(name, tensor, spec.shape,
+                                           self.program.size,
+                                           self.program.rank,
+                                           self._styles.get(name))
+                except ValueError:
+                    raise ValueError(
+                        f"input {name} has shape {tuple(tensor.shape)}; this "
+                        f"rank takes {tuple(spec.shape)} (its part), or the "
+                        "global input, which it cuts") from None
+            values.append(tensor.contiguous())
+        results = self.program(*values, *self._weights,
+                               out=self.program.torch_results())
+        return results[0], dict(zip(self.grad_names, results[1:]))
+
+    def __repr__(self):
+        return (f"<braid.pytorch.RankTrainStep {type(self.module).__name__}, "
+                f"rank {self.program.rank} of {self.program.size}>")
+
+
 def _numpy(tensor):
     import torch
     tensor = tensor.detach().cpu()
@@ -283,14 +358,27 @@ def assemble(name, pieces, shape, style=None):
 
 
 def train_step(module, example_args, plan, loss_fn=None, targets=(), ranks=4,
-               input_layout="replicate", kwargs=None, **compile_options):
+               input_layout="replicate", kwargs=None, per_rank=False,
+               cache=None, communicator=None, **compile_options):
     """Compiles one training step of `module` for `ranks` CPU ranks under
     the tensor-parallel `plan` (as parallelize's: module or parameter paths
     to styles, HuggingFace's shipped plans, input layouts "replicate" or
     "sequence"). The loss is `loss_fn(output, *targets)` (None: the
     module's output is the loss), a scalar. Returns a TrainStep, whose call
     gives (loss, grads by parameter name). Other keyword arguments go to
-    braid.compile (overlap, ...)."""
+    braid.compile (overlap, ...).
+
+    per_rank=True is for a job that is one process per rank (mpirun), as
+    parallelize's: every rank calls train_step with the same arguments,
+    `ranks` is the size of `communicator` (None: MPI's world), rank 0
+    compiles into the `cache` directory every rank sees, and each rank gets
+    a RankTrainStep holding its part of the parameters."""
+    if per_rank:
+        from . import program as _program
+        if cache is None:
+            raise ValueError("per_rank=True needs cache=, a directory every "
+                             "rank sees, where rank 0 compiles for the job")
+        _, ranks = _program.rank_and_size(communicator)
     ranks = positive_int(ranks, "ranks")
     exported, grad_names = export_joint(module, tuple(example_args), loss_fn,
                                         targets, kwargs)
@@ -314,8 +402,14 @@ def train_step(module, example_args, plan, loss_fn=None, targets=(), ranks=4,
     results += [f"braid.sharded_like = {index[n]} : i64" for n in grad_names]
     text = _pt.annotate(exported, styles, None, ranks, result_attrs=results,
                         func_attrs="braid.backward")
-    artifact = braid_compile(text, name=type(module).__name__ + "_train_step",
-                             **compile_options)
-    return TrainStep(module, exported, text, artifact, grad_names,
-                     dict(kwargs) if kwargs is not None else None, styles,
-                     num_targets)
+    kwargs = dict(kwargs) if kwargs is not None else None
+    compile_options.setdefault("name", type(module).__name__ + "_train_step")
+    if per_rank:
+        path = _program.compile_once(text, cache, communicator=communicator,
+                                     **compile_options)
+        return RankTrainStep(module, exported,
+                             _program.Program(path, communicator), grad_names,
+                             kwargs, styles, num_targets)
+    artifact = braid_compile(text, **compile_options)
+    return TrainStep(module, exported, text, artifact, grad_names, kwargs,
+                     styles, num_targets)

@@ -263,6 +263,20 @@ def test_llama_causal_lm_cross_entropy(ranks, layout, overlap):
         assert "reduce_scatter" in kinds and "all_gather" in kinds, kinds
 
 
+@pytest.mark.parametrize("ranks,layout", [(2, "sequence"), (4, "replicate")])
+def test_per_rank_training_job(tmp_path, ranks, layout):
+    """train_step(..., per_rank=True) under mpirun: each rank holds its part
+    of a Llama decoder layer's parameters and trains it with torch.optim
+    for three steps, against the whole layer trained by torch
+    (test/lib/train_step_check.py asserts losses, gradient parts and the
+    trained parameter parts)."""
+    from test_pytorch import run_job
+    out = run_job(ranks, "train_step_check.py", str(tmp_path), "--layout",
+                  layout, "--steps", "3")
+    assert f"rank 0 of {ranks}>" in out and "OK keeps" in out, out
+    assert "OK parameter parts trained" in out, out
+
+
 def test_module_output_is_the_loss():
     class WithLoss(torch.nn.Module):
         def __init__(self):
@@ -323,6 +337,9 @@ def test_bad_steps_raise():
                          targets=(torch.randn(16, 64),), ranks=2)
     with pytest.raises(ValueError, match="1 targets; got 0"):
         step(x)
+    with pytest.raises(ValueError, match="needs cache="):
+        bp.train_step(module, (x,), plan, loss_fn=mse,
+                      targets=(torch.randn(16, 64),), per_rank=True)
 
     class Sorts(torch.nn.Module):
         def __init__(self):
