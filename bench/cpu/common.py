@@ -4,13 +4,19 @@ time_program compiles MLIR text with braid-compile and runs it with
 braid-exec on `ranks` ranks (--warmup, --repeat), returning the median in
 milliseconds of the slowest rank; report_records returns the overlap
 report's records of MLIR text compiled to dist; rank_args parses the
-command line the multi-rank benches share.
+command line the multi-rank benches share. The benches that are an mpirun
+job of torch and Braid ranks (per_rank.py, train_step.py) share
+worker_rows, gloo_mesh and median_ms.
 """
 import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
+import sys
+import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -213,3 +219,53 @@ def norm_gather_program(ranks, t, h, f):
             f"  %gn = shard.all_gather %n on @g grid_axes = [0] gather_axis = 0 : {act} -> tensor<{t}x{h}xbf16>\n"
             + bf16_matmul("%gn", "%w", t, h, f) +
             f"  return %hs, %mm : {act}, tensor<{t}x{f}xf32>\n}}\n")
+
+
+def worker_rows(script, parse, worker):
+    """Runs `script` as an mpirun job of args.ranks ranks (args = parse(),
+    the command line), one thread each, and returns (args, what rank 0's
+    `worker(args, out)` wrote to `out` as JSON). Started by the job itself
+    (`script --worker OUT ...`), runs the worker instead and returns
+    (None, None)."""
+    if len(sys.argv) > 2 and sys.argv[1] == "--worker":
+        out = sys.argv[2]
+        del sys.argv[1:3]
+        worker(parse(), out)
+        return None, None
+    args = parse()
+    with tempfile.TemporaryDirectory(prefix="braid-bench-") as tmp:
+        out = os.path.join(tmp, "rows.json")
+        env = dict(os.environ, BRAID_NUM_THREADS="1", OMP_NUM_THREADS="1")
+        subprocess.run([os.path.join(ROOT, "scripts", "mpirun.sh"), "-np",
+                        str(args.ranks), sys.executable, os.path.abspath(script),
+                        "--worker", out, *sys.argv[1:]], check=True, env=env)
+        with open(out) as f:
+            return args, json.load(f)
+
+
+def gloo_mesh(out):
+    """This rank's (rank, ranks, mesh): one thread, torch.distributed on
+    gloo initialized from Braid's ranks (a file store beside `out`), and a
+    1-D device mesh of them."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    import braid.program
+    torch.set_num_threads(1)
+    rank, ranks = braid.program.rank_and_size()
+    dist.init_process_group("gloo", init_method=f"file://{out}.store",
+                            rank=rank, world_size=ranks)
+    return rank, ranks, init_device_mesh("cpu", (ranks,))
+
+
+def median_ms(call, barrier, args):
+    """Median ms of `call` over --repeat calls after --warmup, each after
+    `barrier`."""
+    times = []
+    for i in range(args.warmup + args.repeat):
+        barrier()
+        start = time.perf_counter()
+        call()
+        if i >= args.warmup:
+            times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)

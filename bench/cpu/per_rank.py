@@ -20,47 +20,27 @@ same processes (one mpirun job, gloo initialized from Braid's ranks).
 """
 import json
 import os
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-from common import rank_args  # noqa: E402
+from common import gloo_mesh, median_ms, rank_args, worker_rows  # noqa: E402
 from torch_tp import build_layer, torch_plan  # noqa: E402
 
-
-def timed(call, barrier, args):
-    """Median ms of `call` over --repeat calls after --warmup, each after
-    `barrier`."""
-    times = []
-    for i in range(args.warmup + args.repeat):
-        barrier()
-        start = time.perf_counter()
-        call()
-        if i >= args.warmup:
-            times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+OPTIONS = dict(ranks=2, warmup=2, tokens=512, hidden=1024, heads=16,
+               kv_heads=4, ffn=2816, dtypes="f32,bf16")
 
 
 def worker(args, out):
     """One rank of the mpirun job: the torch and per-rank rows."""
     import torch
     import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import parallelize_module
-    import braid.program
     import braid.pytorch as bp
-    torch.set_num_threads(1)
-    rank, ranks = braid.program.rank_and_size()
-    dist.init_process_group("gloo", init_method=f"file://{out}.store",
-                            rank=rank, world_size=ranks)
-    mesh = init_device_mesh("cpu", (ranks,))
+    rank, _, mesh = gloo_mesh(out)
     rows = {}
     for dtype in args.dtypes.split(","):
         layer, x, kwargs, c = build_layer(args, dtype)
@@ -68,16 +48,16 @@ def worker(args, out):
             module = bp.parallelize(layer, (x,), c.base_model_tp_plan,
                                     per_rank=True, cache=out + ".cache",
                                     kwargs=kwargs)
-            per_rank = timed(lambda: module(x, **kwargs), dist.barrier, args)
+            per_rank = median_ms(lambda: module(x, **kwargs), dist.barrier, args)
             parallelize_module(layer, mesh, torch_plan(c))
-            eager = timed(lambda: layer(x, **kwargs), dist.barrier, args)
+            eager = median_ms(lambda: layer(x, **kwargs), dist.barrier, args)
             ours = torch.compile(layer, backend="braid",
                                  options={"cache": out + ".cache"})
-            backend = timed(lambda: ours(x, **kwargs), dist.barrier, args)
+            backend = median_ms(lambda: ours(x, **kwargs), dist.barrier, args)
             torch._dynamo.reset()
             try:
                 theirs = torch.compile(layer)
-                inductor = timed(lambda: theirs(x, **kwargs), dist.barrier, args)
+                inductor = median_ms(lambda: theirs(x, **kwargs), dist.barrier, args)
             except Exception as error:  # inductor may not build here
                 print(f"torch.compile (inductor) failed: {error}", file=sys.stderr)
                 inductor = None
@@ -98,26 +78,14 @@ def harness_ms(args, dtype):
     module = bp.parallelize(layer, (x,), c.base_model_tp_plan, ranks=args.ranks,
                             kwargs=kwargs)
     with torch.no_grad():
-        return timed(lambda: module(x, **kwargs, threads=1), lambda: None, args)
+        return median_ms(lambda: module(x, **kwargs, threads=1), lambda: None, args)
 
 
 def main():
-    if len(sys.argv) > 2 and sys.argv[1] == "--worker":
-        out = sys.argv[2]
-        sys.argv[1:3] = []
-        worker(rank_args(10, ranks=2, warmup=2, tokens=512, hidden=1024, heads=16,
-                         kv_heads=4, ffn=2816, dtypes="f32,bf16"), out)
+    args, rows = worker_rows(__file__, lambda: rank_args(10, **OPTIONS),
+                             worker)
+    if rows is None:
         return
-    args = rank_args(10, ranks=2, warmup=2, tokens=512, hidden=1024, heads=16,
-                     kv_heads=4, ffn=2816, dtypes="f32,bf16")
-    with tempfile.TemporaryDirectory(prefix="braid-per-rank-") as tmp:
-        out = os.path.join(tmp, "rows.json")
-        env = dict(os.environ, BRAID_NUM_THREADS="1", OMP_NUM_THREADS="1")
-        subprocess.run([os.path.join(ROOT, "scripts", "mpirun.sh"), "-np",
-                        str(args.ranks), sys.executable, os.path.abspath(__file__),
-                        "--worker", out, *sys.argv[1:]], check=True, env=env)
-        with open(out) as f:
-            rows = json.load(f)
     print(f"Llama decoder layer (hidden {args.hidden}, {args.heads} heads, "
           f"{args.kv_heads} KV heads, FFN {args.ffn}), {args.tokens} tokens, "
           f"TP {args.ranks}, one thread per rank; ms per call")

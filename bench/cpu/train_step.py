@@ -20,35 +20,18 @@ after the row, which only grows: it bounds each row from above.
 import json
 import os
 import resource
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-from common import rank_args  # noqa: E402
+from common import gloo_mesh, median_ms, rank_args, worker_rows  # noqa: E402
 from torch_tp import build_layer, torch_plan  # noqa: E402
 
 OPTIONS = dict(ranks=2, warmup=2, tokens=512, hidden=1024, heads=16,
                kv_heads=4, ffn=2816)
-
-
-def timed(call, barrier, args):
-    """Median ms of `call` over --repeat calls after --warmup, each after
-    `barrier`."""
-    times = []
-    for i in range(args.warmup + args.repeat):
-        barrier()
-        start = time.perf_counter()
-        call()
-        if i >= args.warmup:
-            times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
 
 
 def peak_mib():
@@ -59,15 +42,9 @@ def worker(args, out):
     """One rank of the mpirun job."""
     import torch
     import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import parallelize_module
-    import braid.program
     import braid.pytorch as bp
-    torch.set_num_threads(1)
-    rank, ranks = braid.program.rank_and_size()
-    dist.init_process_group("gloo", init_method=f"file://{out}.store",
-                            rank=rank, world_size=ranks)
-    mesh = init_device_mesh("cpu", (ranks,))
+    rank, _, mesh = gloo_mesh(out)
 
     def mse(output, target):
         return torch.nn.functional.mse_loss(output, target)
@@ -79,15 +56,16 @@ def worker(args, out):
         step = bp.train_step(layer, (x,), c.base_model_tp_plan, loss_fn=mse,
                              targets=(target,), kwargs=kwargs, per_rank=True,
                              cache=out + ".cache", overlap=overlap)
-        rows[overlap] = (timed(lambda: step(x, targets=(target,), **kwargs),
-                               dist.barrier, args), peak_mib())
+        ms = median_ms(lambda: step(x, targets=(target,), **kwargs),
+                       dist.barrier, args)
+        rows[overlap] = (ms, peak_mib())
     parallelize_module(layer, mesh, torch_plan(c))
 
     def torch_step():
         loss = mse(layer(x, **kwargs), target)
         loss.backward()
         layer.zero_grad(set_to_none=True)
-    rows["torch"] = (timed(torch_step, dist.barrier, args), peak_mib())
+    rows["torch"] = (median_ms(torch_step, dist.barrier, args), peak_mib())
     if rank == 0:
         with open(out, "w") as f:
             json.dump(rows, f)
@@ -95,20 +73,10 @@ def worker(args, out):
 
 
 def main():
-    if len(sys.argv) > 2 and sys.argv[1] == "--worker":
-        out = sys.argv[2]
-        sys.argv[1:3] = []
-        worker(rank_args(10, **OPTIONS), out)
+    args, rows = worker_rows(__file__, lambda: rank_args(10, **OPTIONS),
+                             worker)
+    if rows is None:
         return
-    args = rank_args(10, **OPTIONS)
-    with tempfile.TemporaryDirectory(prefix="braid-train-step-") as tmp:
-        out = os.path.join(tmp, "rows.json")
-        env = dict(os.environ, BRAID_NUM_THREADS="1", OMP_NUM_THREADS="1")
-        subprocess.run([os.path.join(ROOT, "scripts", "mpirun.sh"), "-np",
-                        str(args.ranks), sys.executable, os.path.abspath(__file__),
-                        "--worker", out, *sys.argv[1:]], check=True, env=env)
-        with open(out) as f:
-            rows = json.load(f)
     print(f"Llama decoder layer training step (hidden {args.hidden}, "
           f"{args.heads} heads, {args.kv_heads} KV heads, FFN {args.ffn}), "
           f"{args.tokens} tokens, f32, TP {args.ranks}, one thread per rank")

@@ -42,7 +42,6 @@ import logging
 import os
 import warnings
 
-
 from .compiler import BraidError, CompileError
 
 __all__ = ["backend", "register", "GRAPHS"]
