@@ -746,9 +746,9 @@ class RankModule:
                              self._styles.get(name))
             self._weights.append(part.contiguous().clone())
 
-    def __call__(self, *inputs, **kwargs):
-        tensors = _input_tensors(self.exported, inputs,
-                                 kwargs if self._kwargs is not None else None)
+    def _parts(self, tensors):
+        """This rank's part of each of the call's tensors (the function's
+        leading arguments): a part as it is, a whole global tensor cut."""
         values = []
         for name, tensor, spec in zip(self.exported.names, tensors,
                                       self.program.arguments):
@@ -762,7 +762,12 @@ class RankModule:
                         f"takes {tuple(spec.shape)} (its part), or the global "
                         "input, which it cuts") from None
             values.append(tensor)
-        results = self.program(*values, *self._weights,
+        return values
+
+    def __call__(self, *inputs, **kwargs):
+        tensors = _input_tensors(self.exported, inputs,
+                                 kwargs if self._kwargs is not None else None)
+        results = self.program(*self._parts(tensors), *self._weights,
                                out=self.program.torch_results())
         return self.exported.outputs(results)
 

@@ -86,6 +86,29 @@ def _target_names(targets):
     return [f"target{i}" for i in range(len(targets))]
 
 
+def _without_targets(exported, num_targets):
+    """`exported` as the module's own inputs see it: its tensor inputs
+    without the targets that follow them."""
+    inputs = exported.num_inputs - num_targets
+    return _pt.Exported(None, exported.names[:inputs],
+                        exported.shapes[:inputs], inputs)
+
+
+def _call_tensors(step, inputs, targets, kwargs):
+    """The tensors of a call of `step` (a TrainStep or RankTrainStep): its
+    inputs in the function's order, then its targets; ValueError for
+    another number of either."""
+    import torch
+    targets = tuple(targets)
+    if len(targets) != step._num_targets:
+        raise ValueError(f"the step was compiled for {step._num_targets} "
+                         f"targets; got {len(targets)}")
+    tensors = _pt._input_tensors(
+        _without_targets(step.exported, step._num_targets), inputs,
+        kwargs if step._kwargs is not None else None)
+    return tensors + [torch.as_tensor(t).detach() for t in targets]
+
+
 def export_joint(module, example_args, loss_fn=None, targets=(), kwargs=None,
                  func_name="main"):
     """Exports one training step of `module`: the loss (`loss_fn(output,
@@ -217,19 +240,9 @@ class TrainStep(_pt.ParallelModule):
         self._num_targets = num_targets
 
     def __call__(self, *inputs, targets=(), **run_options):
-        import torch
-        targets = tuple(targets)
-        if len(targets) != self._num_targets:
-            raise ValueError(f"the step was compiled for {self._num_targets} "
-                             f"targets; got {len(targets)}")
         kwargs = {k: run_options.pop(k) for k in list(run_options)
                   if self._kwargs is not None and k in self._kwargs}
-        shell = _pt.Exported(None, self.exported.names, self.exported.shapes,
-                             self.exported.num_inputs - self._num_targets)
-        tensors = _pt._input_tensors(shell, inputs,
-                                     kwargs if self._kwargs is not None
-                                     else None)
-        tensors += [torch.as_tensor(t).detach() for t in targets]
+        tensors = _call_tensors(self, inputs, targets, kwargs)
         tensors += [t for _, t in self.module.named_parameters()]
         tensors += [t for _, t in self.module.named_buffers()]
         values = [_numpy(t) for t in tensors]
@@ -246,7 +259,7 @@ class TrainStep(_pt.ParallelModule):
         return loss, grads
 
 
-class RankTrainStep:
+class RankTrainStep(_pt.RankModule):
     """One training step run in this process as one rank of the job (made
     by train_step(..., per_rank=True) on every rank, as parallelize's
     RankModule). `parameters` holds this rank's part of each trained
@@ -262,57 +275,25 @@ class RankTrainStep:
 
     def __init__(self, module, exported, program, grad_names, kwargs,
                  styles, num_targets):
-        self.module, self.exported, self.program = module, exported, program
-        self.grad_names, self._kwargs = grad_names, kwargs
-        self._styles, self._num_targets = styles, num_targets
-        self.path = program.path
-        self.reshard()
+        self.grad_names, self._num_targets = grad_names, num_targets
+        super().__init__(module, exported, program, "replicate", kwargs,
+                         styles)
 
     def reshard(self):
-        tensors = [t for _, t in self.module.named_parameters()]
-        tensors += [t for _, t in self.module.named_buffers()]
+        super().reshard()
+        # The trained parts as leaves for the job's optimizer; the program
+        # reads the same storage.
         first = self.exported.num_inputs
-        self.parameters, self._weights = {}, []
-        for name, tensor, spec in zip(self.exported.names[first:], tensors,
-                                      self.program.arguments[first:]):
-            part = _pt.rank_part(name, tensor.detach().cpu(), spec.shape,
-                                 self.program.size, self.program.rank,
-                                 self._styles.get(name))
-            part = part.contiguous().clone()
+        self.parameters = {}
+        for index, name in enumerate(self.exported.names[first:]):
             if name in self.grad_names:
-                leaf = part.requires_grad_(True)
+                leaf = self._weights[index].requires_grad_(True)
                 self.parameters[name] = leaf
-                part = leaf.detach()          # the same storage
-            self._weights.append(part)
+                self._weights[index] = leaf.detach()
 
     def __call__(self, *inputs, targets=(), **kwargs):
-        import torch
-        targets = tuple(targets)
-        if len(targets) != self._num_targets:
-            raise ValueError(f"the step was compiled for {self._num_targets} "
-                             f"targets; got {len(targets)}")
-        shell = _pt.Exported(None, self.exported.names, self.exported.shapes,
-                             self.exported.num_inputs - self._num_targets)
-        tensors = _pt._input_tensors(shell, inputs,
-                                     kwargs if self._kwargs is not None
-                                     else None)
-        tensors += [torch.as_tensor(t).detach() for t in targets]
-        values = []
-        for name, tensor, spec in zip(self.exported.names, tensors,
-                                      self.program.arguments):
-            if tuple(tensor.shape) != tuple(spec.shape):
-                try:
-                    tensor = _pt.rank_part(name, tensor, spec.shape,
-                                           self.program.size,
-                                           self.program.rank,
-                                           self._styles.get(name))
-                except ValueError:
-                    raise ValueError(
-                        f"input {name} has shape {tuple(tensor.shape)}; this "
-                        f"rank takes {tuple(spec.shape)} (its part), or the "
-                        "global input, which it cuts") from None
-            values.append(tensor.contiguous())
-        results = self.program(*values, *self._weights,
+        tensors = _call_tensors(self, inputs, targets, kwargs)
+        results = self.program(*self._parts(tensors), *self._weights,
                                out=self.program.torch_results())
         return results[0], dict(zip(self.grad_names, results[1:]))
 
@@ -387,9 +368,7 @@ def train_step(module, example_args, plan, loss_fn=None, targets=(), ranks=4,
             raise ValueError(f"{name} has shape {shape}; Braid compiles "
                              "tensors without zero-sized dimensions")
     num_targets = len(tuple(targets))
-    shell = _pt.Exported(None, exported.names[:exported.num_inputs - num_targets],
-                         exported.shapes[:exported.num_inputs - num_targets],
-                         exported.num_inputs - num_targets)
+    shell = _without_targets(exported, num_targets)
     layouts = _pt._input_layouts(shell, input_layout)
     first = next(iter(layouts.values()), "replicate")
     styles, inp, _ = _pt._argument_styles(exported, plan, first, first)

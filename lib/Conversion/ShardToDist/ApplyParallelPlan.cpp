@@ -680,43 +680,33 @@ LogicalResult PlanBuilder::run() {
     func.removeResultAttr(i, StringAttr::get(func.getContext(), kPlanAttr));
   }
 
-  // The annotation of the argument `attr` numbers, which `what` is laid
-  // out like.
-  auto annotationOf = [&](Attribute attr,
-                          const Twine &what) -> FailureOr<shard::ShardOp> {
-    auto index = dyn_cast<IntegerAttr>(attr);
-    if (!index || index.getInt() < 0 ||
-        index.getInt() >= func.getNumArguments())
-      return emitError(func.getLoc())
-             << kLikeAttr << " of " << what
-             << " must be an argument's number, got " << attr;
-    BlockArgument arg = func.getArgument(index.getInt());
-    for (Operation *user : arg.getUsers())
-      if (auto op = dyn_cast<shard::ShardOp>(user))
-        return op;
-    return emitError(func.getLoc()) << what << " is sharded like "
-                                    << nameOf(arg) << ", which has no plan";
-  };
-
   // Results laid out like an argument (a parameter's gradient like the
   // parameter): the argument's own annotation.
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
-    Attribute attr = func.getResultAttr(i, kLikeAttr);
-    if (!attr)
+    auto index = func.getResultAttr(i, kLikeAttr);
+    if (!index)
       continue;
-    FailureOr<shard::ShardOp> like = annotationOf(attr, "result #" + Twine(i));
-    if (failed(like))
-      return failure();
-    shard::ShardOp annotation = *like;
-    Type argType = annotation.getSrc().getType();
-    if (argType != func.getResultTypes()[i])
+    auto number = dyn_cast<IntegerAttr>(index);
+    if (!number || number.getInt() < 0 ||
+        number.getInt() >= func.getNumArguments())
+      return emitError(func.getLoc())
+             << kLikeAttr << " of result #" << i
+             << " must be an argument's number, got " << index;
+    BlockArgument arg = func.getArgument(number.getInt());
+    auto users = arg.getUsers();
+    auto annotation = llvm::find_if(users, llvm::IsaPred<shard::ShardOp>);
+    if (annotation == users.end())
+      return emitError(func.getLoc()) << "result #" << i << " is sharded like "
+                                      << nameOf(arg) << ", which has no plan";
+    if (arg.getType() != func.getResultTypes()[i])
       return emitError(func.getLoc())
              << "result #" << i << " has type " << func.getResultTypes()[i]
-             << " but is sharded like an argument of type " << argType;
+             << " but is sharded like an argument of type " << arg.getType();
+    Value sharding = cast<shard::ShardOp>(*annotation).getSharding();
     for (auto ret : llvm::to_vector(func.getOps<func::ReturnOp>())) {
       OpBuilder b(ret);
-      auto annotated = shard::ShardOp::create(
-          b, ret.getLoc(), ret.getOperand(i), annotation.getSharding());
+      auto annotated =
+          shard::ShardOp::create(b, ret.getLoc(), ret.getOperand(i), sharding);
       ret->setOperand(i, annotated.getResult());
     }
     func.removeResultAttr(i, StringAttr::get(func.getContext(), kLikeAttr));
