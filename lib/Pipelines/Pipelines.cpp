@@ -272,10 +272,9 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createGpuKernelScratch());
   else
     pm.addNestedPass<func::FuncOp>(createCpuKernelScratch());
-  // Before deallocation, which leaves the arena's views alone. The cuda
-  // target keeps a device allocation per buffer for now: its arena would
-  // be device memory, which MapToGPU places.
-  if (options.memoryPlan && !options.cuda())
+  // Before deallocation, which leaves the arena's views alone. On the
+  // cuda target MapToGPU later moves the arena to device memory.
+  if (options.memoryPlan)
     pm.addPass(createPlanMemory());
   // Ownership-based deallocation without the simplification pass, whose
   // cost grows quadratically with the size of a function; the deallocations

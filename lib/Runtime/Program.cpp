@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <dlfcn.h>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -56,16 +57,20 @@ int fail(const std::string &message, char *error, size_t errorSize) {
 }
 
 /// The reason this rank cannot run `artifact` (whose manifest `manifest`
-/// read), or "" with the entry point in `entry`.
-std::string open(const std::string &artifact, Manifest &manifest,
-                 void (*&entry)(void **)) {
+/// read) on `target`, or "" with the entry point in `entry`.
+std::string open(const std::string &artifact, const std::string &target,
+                 Manifest &manifest, void (*&entry)(void **)) {
   std::string problem = readManifest(artifact + ".manifest", manifest);
   if (!problem.empty())
     return problem;
-  if (manifest.target == "cuda")
-    return format("%s was compiled for the cuda target: in-process programs "
-                  "run on the cpu target",
-                  artifact.c_str());
+  // Hand-written manifests have no target line: the cpu target's.
+  std::string compiledFor = manifest.target.empty() ? "cpu" : manifest.target;
+  if (compiledFor != target)
+    return format("%s was compiled for the %s target: load it with %s",
+                  artifact.c_str(), compiledFor.c_str(),
+                  compiledFor == "cuda"
+                      ? "braid_program_load_cuda (libBraidProgramCUDA.so)"
+                      : "braid_program_load (libBraidProgram.so)");
   int64_t size = braid_rt_world_size();
   if (manifest.ranks != size)
     return format("%s needs %lld ranks, but the communicator has %lld",
@@ -108,8 +113,10 @@ std::string open(const std::string &artifact, Manifest &manifest,
   return std::string();
 }
 
+/// A result into the caller's buffer: a memcpy on the cpu target, a copy
+/// enqueued on the compute stream (the host's) on cuda.
 void copyBytes(void *destination, const void *source, int64_t bytes) {
-  std::memcpy(destination, source, static_cast<size_t>(bytes));
+  braid_rt_copy_to_device(destination, source, bytes);
 }
 
 /// Whether a call runs in this process: calls never overlap, since every
@@ -120,24 +127,28 @@ std::atomic<bool> calling{false};
 /// Programs loaded so far: each takes the next number as its scope. Every
 /// rank loads the same programs in the same order, so the numbers agree.
 std::atomic<int64_t> loaded{0};
+/// Programs loaded and not destroyed: the cuda runtime stops with the last.
+std::atomic<int64_t> live{0};
 
-} // namespace
-
-int braid_program_load(const char *artifact, int64_t comm, braid_program **out,
-                       char *error, size_t errorSize) {
+/// braid_program_load and braid_program_load_cuda: `target`'s artifact for
+/// this rank, once `start` has the runtime running (or says why not).
+int load(const char *call, const char *artifact, const char *target,
+         const std::function<const char *()> &start, braid_program **out,
+         char *error, size_t errorSize) {
   if (!out)
-    return fail("braid_program_load: no place for the program (out is null)",
+    return fail(format("%s: no place for the program (out is null)", call),
                 error, errorSize);
   *out = nullptr;
   if (!artifact || !*artifact)
-    return fail("braid_program_load: no artifact path", error, errorSize);
-  if (const char *problem = braid_rt_init_on(comm))
+    return fail(format("%s: no artifact path", call), error, errorSize);
+  if (const char *problem = start())
     return fail(problem, error, errorSize);
   auto program = std::make_unique<braid_program>();
   program->scope = ++loaded;
   program->rank = braid_rt_world_rank();
   program->size = braid_rt_world_size();
-  std::string problem = open(artifact, program->manifest, program->entry);
+  std::string problem =
+      open(artifact, target, program->manifest, program->entry);
   // Every rank loads, or none does: a rank that goes on alone would wait
   // in the first call for peers that never come.
   double flags[2] = {problem.empty() ? 0.0 : 1.0, 0.0};
@@ -155,7 +166,26 @@ int braid_program_load(const char *artifact, int64_t comm, braid_program **out,
   program->resultWords.assign(static_cast<size_t>(std::max<int64_t>(words, 1)),
                               0);
   *out = program.release();
+  ++live;
   return 0;
+}
+
+} // namespace
+
+int braid_program_load(const char *artifact, int64_t comm, braid_program **out,
+                       char *error, size_t errorSize) {
+  return load(
+      "braid_program_load", artifact, "cpu",
+      [comm] { return braid_rt_init_on(comm); }, out, error, errorSize);
+}
+
+int braid_program_load_cuda(const char *artifact, void *ncclComm, void *stream,
+                            braid_program **out, char *error,
+                            size_t errorSize) {
+  return load(
+      "braid_program_load_cuda", artifact, "cuda",
+      [=] { return braid_rt_init_cuda_on(ncclComm, stream); }, out, error,
+      errorSize);
 }
 
 int64_t braid_program_rank(const braid_program *program) {
@@ -261,4 +291,15 @@ int braid_program_call(braid_program *program, void *const *args,
   return 0;
 }
 
-void braid_program_destroy(braid_program *program) { delete program; }
+void braid_program_destroy(braid_program *program) {
+  if (!program)
+    return;
+  bool cuda = program->manifest.target == "cuda";
+  delete program;
+  // On cuda the runtime holds the host's communicator and stream, which the
+  // host will destroy: it stops with the last program (collective: its
+  // symmetric buffers are freed once every rank is done with them). On the
+  // cpu target it stops inside the host's MPI_Finalize.
+  if (--live == 0 && cuda)
+    braid_rt_finalize();
+}

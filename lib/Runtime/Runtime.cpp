@@ -459,6 +459,16 @@ void braid_rt_host_max(double *values, int64_t count) {
 
 int64_t braid_rt_loopback_ranks(void) { return 0; }
 
+const char *braid_rt_init_cuda_on(void *, void *) {
+  return "this is the cpu runtime, which runs on MPI communicators "
+         "(braid_rt_init_on): cuda programs run on libBraidRuntimeCUDA.so";
+}
+
+int64_t braid_rt_device_arena(int64_t, int64_t) {
+  fatal("braid_rt_device_arena is only implemented by the cuda backend (the "
+        "cpu target keeps its memory plan's arena in the artifact)");
+}
+
 void braid_rt_loopback_run(void (*)(void *), void *) {
   fatal("braid_rt_loopback_run is only implemented by the cuda backend");
 }

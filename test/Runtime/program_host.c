@@ -28,31 +28,14 @@
 
 #include "braid/Runtime/braid_program.h"
 
+#include "host_checks.h"
+
 #include <mpi.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-
-static int worldRank;
-static int failures;
-
-/* Prints on rank 0 whether `ok` holds on every rank of the world. */
-static void check(int ok, const char *what) {
-  int all = 0;
-  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!all)
-    ++failures;
-  if (worldRank == 0)
-    printf("%s %s\n", all ? "OK" : "FAIL", what);
-}
-
-/* Prints rank 0's refusal message. */
-static void refusal(int rc, const char *error) {
-  if (worldRank == 0)
-    printf("refused (%d): %s\n", rc != 0, error);
-}
 
 static uint16_t bf16(float value) {
   uint32_t bits;

@@ -148,10 +148,9 @@ def main():
                 sys.exit(f"FAIL: {setting}: {name} reports times unasked")
             # The memory plan: only a compile past the xfer stage (braid-run
             # and braid.compile build libraries; the others stop at dist),
-            # for the cpu target with the plan on, writes it.
+            # on either target, with the plan on, writes it.
             memory = report.pop("memory", None)
             planned = (name in ("braid-run --check", "braid.compile") and
-                       setting.get("target", "cpu") == "cpu" and
                        setting.get("memory-plan") != "false")
             if (memory is not None) != planned:
                 sys.exit(f"FAIL: {setting}: {name} reports the memory plan "

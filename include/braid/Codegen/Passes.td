@@ -94,7 +94,7 @@ def PlanMemory : Pass<"braid-plan-memory", "mlir::ModuleOp"> {
   let description = [{
     A static memory plan, as XLA's buffer assignment and TVM's memory
     planning make one. Runs after bufferization and the kernels' scratch,
-    before deallocation; the pipeline runs it on the cpu target
+    before deallocation; the pipeline runs it on both targets
     (`memory-plan`, on by default). In each single-block function, every
     static `memref.alloc` of the body whose buffer never leaves the
     function (no view of it reaches a terminator or an op returning a
@@ -111,7 +111,9 @@ def PlanMemory : Pass<"braid-plan-memory", "mlir::ModuleOp"> {
 
     The arena is allocated once per loaded artifact and process (rank),
     and its pages are faulted in by the first call only; calls of one
-    artifact in one process must not run concurrently. Left to the heap:
+    artifact in one process must not run concurrently. On the cuda target
+    `braid-map-to-gpu` moves the arena to device memory the runtime
+    allocates once per rank (`braid_rt_device_arena`). Left to the heap:
     dynamic shapes, non-identity layouts, memory spaces, buffers that
     escape, and every buffer of a function of several blocks. Symmetric
     buffers are not allocations and keep their own lifetimes.
@@ -472,7 +474,12 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
     - Buffers that compute or transfers touch are allocated on the device
       (`gpu.alloc`, stream-ordered on the rank's compute stream); the small
       host buffers that buffer deallocation keeps its bookkeeping in stay on
-      the host. Host code that reads or writes a device buffer is an error.
+      the host. The memory plan's arena (braid-plan-memory) becomes device
+      memory the runtime allocates once per rank and arena
+      (`braid_rt_device_arena`, keyed by the host arena's address), which
+      the planned buffers that device work or transfers use view; planned
+      buffers only host bookkeeping touches keep the host arena's bytes.
+      Host code that reads or writes a device buffer is an error.
       Buffers are placed once every function's compute is mapped: a buffer
       handed to a function of the module (a layer function of
       braid-outline-layers) takes the side that function's argument needs,
@@ -486,6 +493,7 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
     "::mlir::arith::ArithDialect",
     "::mlir::func::FuncDialect",
     "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
     "::mlir::linalg::LinalgDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",

@@ -2,12 +2,13 @@
  *
  * Part of Braid.
  *
- * Runs a program Braid compiled (ARTIFACT.so and ARTIFACT.so.manifest, cpu
- * target) inside a host program that already is one process per rank: an
- * MPI job, a torchrun job with MPI beside it, a serving process. Each rank
- * loads the artifact once, on the communicator the host gives (or MPI's
- * world), and calls it any number of times with its own buffers: no files,
- * no processes started, no copies of the arguments.
+ * Runs a program Braid compiled (ARTIFACT.so and ARTIFACT.so.manifest)
+ * inside a host program that already is one process per rank: an MPI job,
+ * a torchrun job, a serving process. Each rank loads the artifact once, on
+ * the communicator the host gives (cpu target: an MPI communicator, or
+ * MPI's world; cuda target: the host's NCCL communicator and CUDA stream),
+ * and calls it any number of times with its own buffers: no files, no
+ * processes started, no copies of the arguments.
  *
  *   braid_program *p;
  *   char error[512];
@@ -19,20 +20,38 @@
  *   braid_program_call(p, args, results, error, sizeof error);
  *   braid_program_destroy(p);
  *
- * Link libBraidProgram.so (it brings libBraidRuntime.so, whose braid_rt_*
- * symbols the artifact binds to: a host that dlopens this library must do
- * so with RTLD_GLOBAL).
+ * Link libBraidProgram.so for cpu programs (it brings libBraidRuntime.so,
+ * whose braid_rt_* symbols the artifact binds to: a host that dlopens this
+ * library must do so with RTLD_GLOBAL), libBraidProgramCUDA.so for cuda
+ * programs (it brings libBraidRuntimeCUDA.so): one of them per process.
+ *
+ * On cuda (braid_program_load_cuda):
+ *   ncclComm_t comm;      // the host's: ncclCommInitRank, ncclCommSplit ...
+ *   cudaStream_t stream;  // where the host wants the work
+ *   braid_program_load_cuda("mlp.so", comm, stream, &p, error, sizeof error);
+ *   void *args[] = {x_dev, w_up_dev, w_down_dev};  // device buffers
+ *   void *results[] = {y_dev};
+ *   braid_program_call(p, args, results, error, sizeof error);
+ *   // y_dev is written in `stream`'s order: the host synchronizes it, or
+ *   // enqueues its next work on it.
  *
  * Contracts
  * - Buffers are contiguous, row-major, of the manifest's per-rank shapes and
- *   element types (braid_program_describe); the program reads its arguments
- *   and never writes them (Braid compiles entry arguments read-only), and
- *   writes each result into the buffer given for it.
+ *   element types (braid_program_describe), in host memory on the cpu target
+ *   and device memory (the current device's) on cuda; the program reads its
+ *   arguments and never writes them (Braid compiles entry arguments
+ *   read-only), and writes each result into the buffer given for it.
+ * - On cuda a call enqueues its work on the host's stream and returns
+ *   without waiting for it (as a CUDA library call does); the arguments
+ *   must hold their values, and the results are written, in that stream's
+ *   order. The runtime keeps its own comm stream, ordered with the host's
+ *   by events.
  * - A call is collective: every rank of the communicator makes it, in the
  *   same order as its other calls of programs on that communicator. Calls
  *   must not overlap in a process (their collectives would interleave, and
  *   a program's arena of intermediates is one per process): a call made
- *   while another runs is refused.
+ *   while another runs is refused. One communicator (and on cuda one
+ *   stream) per process: a load on another is refused.
  * - Problems the host can act on (a missing file, a manifest for another
  *   target or rank count, a null buffer, MPI's thread level) return non-zero
  *   with a message in `error` (truncated to `error_size`), on the ranks that
@@ -60,6 +79,16 @@ typedef struct braid_program braid_program;
 int braid_program_load(const char *artifact, int64_t comm, braid_program **out,
                        char *error, size_t error_size);
 
+/* Loads a cuda `artifact` for this process's rank of the NCCL communicator
+ * `nccl_comm` (an ncclComm_t, which stays the host's: the runtime splits
+ * its groups from it and never destroys it), to run on the CUDA stream
+ * `stream` (a cudaStream_t; NULL: the legacy default stream) of the calling
+ * thread's current device. Returns 0 and the program in *out, or non-zero.
+ * In libBraidProgram.so (the cpu runtime) it refuses with a message. */
+int braid_program_load_cuda(const char *artifact, void *nccl_comm,
+                            void *stream, braid_program **out, char *error,
+                            size_t error_size);
+
 /* This process's rank in the program's communicator, and its size. */
 int64_t braid_program_rank(const braid_program *program);
 int64_t braid_program_size(const braid_program *program);
@@ -82,7 +111,11 @@ int braid_program_call(braid_program *program, void *const *args,
                        void *const *results, char *error, size_t error_size);
 
 /* Releases the program (the library stays loaded: code may still refer to
- * it). The runtime stops when the host finalizes MPI, or at exit. */
+ * it). On the cpu target the runtime stops when the host finalizes MPI, or
+ * at exit. On cuda it stops with the last program destroyed, which is then
+ * collective (every rank destroys it: the runtime's symmetric buffers are
+ * freed once the peers are done with them), and it leaves the host's
+ * communicator and stream to the host; a later load starts it again. */
 void braid_program_destroy(braid_program *program);
 
 #ifdef __cplusplus

@@ -97,6 +97,18 @@ void braid_rt_init(int *argc, char ***argv);
  * (or at exit, where MPI is the runtime's). One communicator per process;
  * the cuda backend has none yet (a message). */
 const char *braid_rt_init_on(int64_t comm);
+/* The cuda backend's braid_rt_init_on: starts the runtime in a host's
+ * process on the host's NCCL communicator `nccl_comm` (an ncclComm_t; ranks
+ * are its ranks; the runtime splits its groups from it and never destroys
+ * it) and the host's CUDA stream `stream` (a cudaStream_t: every call's
+ * kernels, GEMMs, allocations and copies are enqueued on it, in the host's
+ * stream order; the runtime adds a comm stream of its own), on the calling
+ * thread's current device. Returns NULL once the runtime runs on them
+ * (again: NULL), or why it cannot: another communicator or stream, a null
+ * communicator, the cpu backend. braid_rt_finalize stops it (collective
+ * over the communicator) and leaves both to the host; it may start again
+ * afterwards. */
+const char *braid_rt_init_cuda_on(void *nccl_comm, void *stream);
 /* The program whose persistent symmetric sites braid_rt_symmetric_site
  * allocates from now on: 0 (the default) where a process runs one program,
  * each in-process program's own number otherwise (braid_program_call sets
@@ -131,6 +143,15 @@ void braid_rt_trace_end(const char *path);
  * GEMMs, timed on the device. */
 void braid_rt_trace_finish(const char *path, int64_t profile);
 
+/* The device memory of a compiled function's memory plan (cuda backend):
+ * `bytes` of device memory for this rank, allocated on the first call with
+ * `key` (the address of the function's host arena, so one per loaded
+ * artifact and function) and returned again on every later one; freed by
+ * braid_rt_finalize. The cpu backend keeps the arena in the artifact and
+ * never calls it. Aborts on failure or if `key` comes back with another
+ * size. */
+int64_t braid_rt_device_arena(int64_t key, int64_t bytes);
+
 /*--- Runner memory: called by the runner, not by compiled code ----------*/
 
 /* Program memory for the program's inputs: 64-byte aligned host memory on
@@ -144,10 +165,10 @@ void braid_rt_buffer_free(void *p);
  * the cpu backend. Never NULL; aborts on failure. */
 void *braid_rt_host_alloc(int64_t bytes);
 void braid_rt_host_free(void *p);
-/* Copies `bytes` of host memory into program memory, enqueued on this
- * rank's compute stream (cuda: cudaMemcpyAsync, so `src` must stay
- * unchanged until the next braid_rt_synchronize; cpu: memcpy). Work the
- * program enqueues afterwards sees the copy. */
+/* Copies `bytes` of host memory, or of program memory, into program
+ * memory, enqueued on this rank's compute stream (cuda: cudaMemcpyAsync,
+ * so `src` must stay unchanged until the next braid_rt_synchronize; cpu:
+ * memcpy). Work the program enqueues afterwards sees the copy. */
 void braid_rt_copy_to_device(void *dst, const void *src, int64_t bytes);
 /* Frees a buffer the program allocated and returned as a result (NULL is
  * ignored). */

@@ -19,6 +19,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "braid/Codegen/Passes.h"
+#include "braid/Conversion/XferToRuntime/MemRefAt.h"
+#include "braid/Dialect/Xfer/IR/XferOps.h"
 #include "braid/Dialect/Xfer/Transforms/Schedule.h"
 
 #include "GPU.h"
@@ -28,6 +30,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -105,6 +108,21 @@ static Operation *commonAllocation(Value value, unsigned depth = 0) {
   if (auto view = dyn_cast_or_null<ViewLikeOpInterface>(def))
     return commonAllocation(view.getViewSource(), depth + 1);
   return nullptr;
+}
+
+/// Marks the memory plan's device arena (the memref over the address
+/// braid_rt_device_arena returned).
+static constexpr llvm::StringLiteral kDeviceArenaAttrName =
+    "braid.device_arena";
+
+/// Whether `allocation` (what allocationOf gave) is device memory: a
+/// gpu.alloc, or a planned buffer of the device arena.
+static bool isDeviceAllocation(Operation *allocation) {
+  if (isa_and_nonnull<gpu::AllocOp>(allocation))
+    return true;
+  auto view = dyn_cast_or_null<memref::ViewOp>(allocation);
+  Operation *arena = view ? view.getSource().getDefiningOp() : nullptr;
+  return arena && arena->hasAttr(kDeviceArenaAttrName);
 }
 
 namespace {
@@ -488,6 +506,52 @@ private:
     }
   }
 
+  /// The memory plan's arena (braid-plan-memory's host global) as device
+  /// memory: the views of it that device work or the runtime uses view
+  /// instead the device arena the runtime allocates once per rank and host
+  /// arena (`braid_rt_device_arena`, keyed by the host global's address,
+  /// so once per loaded artifact and function), one allocation for every
+  /// call instead of a cudaMallocAsync per buffer and call. Views only host
+  /// bookkeeping touches keep the host global's bytes.
+  void placeArena(memref::GetGlobalOp arena) {
+    SmallVector<memref::ViewOp> deviceViews;
+    for (Operation *user : arena.getResult().getUsers())
+      if (auto view = dyn_cast<memref::ViewOp>(user))
+        if (!onlyHostBookkeeping(view.getResult()))
+          deviceViews.push_back(view);
+    if (deviceViews.empty())
+      return;
+    MLIRContext *context = &getContext();
+    auto module = arena->getParentOfType<ModuleOp>();
+    auto i64 = IntegerType::get(context, 64);
+    auto callee = module.lookupSymbol<func::FuncOp>("braid_rt_device_arena");
+    OpBuilder b(context);
+    if (!callee) {
+      b.setInsertionPointToStart(module.getBody());
+      callee = func::FuncOp::create(b, module.getLoc(), "braid_rt_device_arena",
+                                    b.getFunctionType({i64, i64}, {i64}));
+      callee.setPrivate();
+    }
+    Location loc = arena.getLoc();
+    b.setInsertionPointAfter(arena);
+    MemRefType type = arena.getType();
+    Value key = arith::IndexCastOp::create(
+        b, loc, i64,
+        memref::ExtractAlignedPointerAsIndexOp::create(b, loc, arena));
+    Value bytes = arith::ConstantIntOp::create(
+        b, loc, i64, *braid::xfer::getStaticBytes(type));
+    Value address = func::CallOp::create(b, loc, callee, ValueRange{key, bytes})
+                        .getResult(0);
+    Value device = braid::memrefAt(b, loc, address, type);
+    // Views of it are planned buffers (xfer::getArenaBytes), on the device.
+    device.getDefiningOp()->setAttr(braid::xfer::kArenaAttrName,
+                                    UnitAttr::get(context));
+    device.getDefiningOp()->setAttr(kDeviceArenaAttrName,
+                                    UnitAttr::get(context));
+    for (memref::ViewOp view : deviceViews)
+      view.getSourceMutable().assign(device);
+  }
+
   /// Constants for the device, deallocations on the allocation's side, and
   /// no host access to device buffers.
   LogicalResult placeBuffers(func::FuncOp function) {
@@ -495,12 +559,19 @@ private:
     auto tokenType = gpu::AsyncTokenType::get(context);
     OpBuilder b(context);
     // Constants (memref.get_global, host memory) that device code or the
-    // runtime reads get a device copy for the function's run.
-    SmallVector<memref::GetGlobalOp> globals;
+    // runtime reads get a device copy for the function's run; the memory
+    // plan's arena gets device memory of its own.
+    SmallVector<memref::GetGlobalOp> globals, arenas;
     function.walk([&](memref::GetGlobalOp global) {
-      if (!inDeviceCode(global) && !onlyHostBookkeeping(global.getResult()))
+      if (inDeviceCode(global))
+        return;
+      if (global->hasAttr(braid::xfer::kArenaAttrName))
+        arenas.push_back(global);
+      else if (!onlyHostBookkeeping(global.getResult()))
         globals.push_back(global);
     });
+    for (memref::GetGlobalOp arena : arenas)
+      placeArena(arena);
     for (memref::GetGlobalOp global : globals) {
       Location loc = global.getLoc();
       if (global->getBlock() != &function.getBody().front())
@@ -567,7 +638,7 @@ private:
       Value buffer = isa<memref::LoadOp>(op)
                          ? cast<memref::LoadOp>(op).getMemRef()
                          : cast<memref::StoreOp>(op).getMemRef();
-      if (isa_and_nonnull<gpu::AllocOp>(allocationOf(buffer))) {
+      if (isDeviceAllocation(allocationOf(buffer))) {
         op->emitError() << "host code accesses a device buffer; the cuda "
                            "target runs all compute on the GPU";
         return WalkResult::interrupt();

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "braid/Conversion/Passes.h"
+#include "braid/Conversion/XferToRuntime/MemRefAt.h"
 #include "braid/Dialect/Dist/IR/DistOps.h"
 #include "braid/Dialect/Xfer/IR/XferOps.h"
 #include "braid/Runtime/braid_rt.h"
@@ -148,40 +149,6 @@ public:
                                   b, loc, elementBytes(type.getElementType())));
     Value address = arith::AddIOp::create(b, loc, aligned, offsetBytes);
     return arith::IndexCastOp::create(b, loc, i64, address);
-  }
-
-  /// A memref of `type` (static, identity layout) whose data is at the
-  /// integer address `addr`: an LLVM memref descriptor cast to the memref,
-  /// which the conversion to LLVM folds into its uses.
-  Value memrefAt(OpBuilder &b, Location loc, Value addr,
-                 MemRefType type) const {
-    MLIRContext *context = b.getContext();
-    auto ptr = LLVM::LLVMPointerType::get(context);
-    int64_t rank = type.getRank();
-    SmallVector<Type> fields{ptr, ptr, i64};
-    if (rank > 0) {
-      fields.push_back(LLVM::LLVMArrayType::get(i64, rank));
-      fields.push_back(LLVM::LLVMArrayType::get(i64, rank));
-    }
-    auto descriptorType = LLVM::LLVMStructType::getLiteral(context, fields);
-    Value pointer = LLVM::IntToPtrOp::create(b, loc, ptr, addr);
-    Value descriptor = LLVM::PoisonOp::create(b, loc, descriptorType);
-    auto insert = [&](Value field, ArrayRef<int64_t> position) {
-      descriptor =
-          LLVM::InsertValueOp::create(b, loc, descriptor, field, position);
-    };
-    insert(pointer, {0});
-    insert(pointer, {1});
-    insert(constant(b, loc, 0), {2});
-    int64_t stride = 1;
-    for (int64_t d = rank - 1; d >= 0; --d) {
-      insert(constant(b, loc, type.getDimSize(d)), {3, d});
-      insert(constant(b, loc, stride), {4, d});
-      stride *= type.getDimSize(d);
-    }
-    return UnrealizedConversionCastOp::create(b, loc, TypeRange{type},
-                                              descriptor)
-        .getResult(0);
   }
 
   /// The address of `flags[index]` (32-bit flags).
@@ -450,7 +417,7 @@ template <typename Op> struct GroupCall : RuntimePattern<Op> {
       return success();
     }
     if (call.result == Call::Memref)
-      result = rt.memrefAt(rewriter, loc, result, call.memref);
+      result = braid::memrefAt(rewriter, loc, result, call.memref);
     rewriter.replaceOp(op, result);
     return success();
   }

@@ -262,10 +262,15 @@ void tearDownRank(RankState &state) {
   state.inFlight.clear();
   state.traceRecords.clear();
   state.traceOrigin.reset();
+  for (auto &entry : state.arenas)
+    checkCuda(cudaFree(entry.second.first), "cudaFree", context);
+  state.arenas.clear();
   checkCublas(cublasLtDestroy(state.lt), "cublasLtDestroy", context);
   checkCuda(cudaFree(state.workspace), "cudaFree", context);
   checkCuda(cudaFree(state.scratch), "cudaFree", context);
-  checkCuda(cudaStreamDestroy(state.compute), "cudaStreamDestroy", context);
+  if (!state.hostOwned)
+    checkCuda(cudaStreamDestroy(state.compute), "cudaStreamDestroy",
+              context);
   checkCuda(cudaStreamDestroy(state.comm), "cudaStreamDestroy", context);
   state.lt = nullptr;
   state.workspace = state.scratch = nullptr;
@@ -486,8 +491,59 @@ void braid_rt_init(int *argc, char ***argv) {
 }
 
 const char *braid_rt_init_on(int64_t) {
-  return "the cuda runtime does not run programs in a host's processes yet "
-         "(braid_program.h is the cpu target's)";
+  return "the cuda runtime runs in a host's process on the host's NCCL "
+         "communicator and stream (braid_rt_init_cuda_on; "
+         "braid_program_load_cuda), not on an MPI communicator";
+}
+
+const char *braid_rt_init_cuda_on(void *ncclComm, void *stream) {
+  static std::string problem;
+  Process &p = process();
+  auto comm = static_cast<ncclComm_t>(ncclComm);
+  if (!comm)
+    return "no NCCL communicator (nccl_comm is null)";
+  if (p.initialized) {
+    if (p.mode == Mode::Nccl && p.rank && p.rank->hostOwned &&
+        p.rank->world == comm &&
+        p.rank->compute == static_cast<cudaStream_t>(stream))
+      return nullptr;
+    problem = "the runtime of this process already runs on another NCCL "
+              "communicator or stream: one of each per process";
+    return problem.c_str();
+  }
+  int rank = -1, count = 0, device = 0;
+  if (ncclCommUserRank(comm, &rank) != ncclSuccess ||
+      ncclCommCount(comm, &count) != ncclSuccess || rank < 0 || count < 1) {
+    problem = "nccl_comm is not a usable NCCL communicator (ncclCommUserRank "
+              "or ncclCommCount failed)";
+    return problem.c_str();
+  }
+  if (cudaError_t rc = cudaGetDevice(&device); rc != cudaSuccess) {
+    problem = formatString("cudaGetDevice failed: %s", cudaGetErrorString(rc));
+    return problem.c_str();
+  }
+  p.timeout =
+      p.timeoutOverride > 0 ? p.timeoutOverride : timeoutFromEnvironment();
+  p.mode = Mode::Nccl;
+  p.usesMPI = p.ownsMPI = false;
+  p.worldRank = rank;
+  p.worldSize = count;
+  p.device = device;
+  setDiagnosticRank(rank);
+  p.rank = std::make_unique<RankState>();
+  RankState &state = *p.rank;
+  setUpRank(state, rank, count, device, /*loopback=*/false);
+  // The host's stream computes: what the host enqueues before a call is
+  // ordered before it, what it enqueues after sees its results.
+  checkCuda(cudaStreamDestroy(state.compute), "cudaStreamDestroy",
+            "braid_rt_init_cuda_on");
+  state.compute = static_cast<cudaStream_t>(stream);
+  state.hostOwned = true;
+  setFatalHook(ncclFatalHook);
+  nccl::adoptWorld(state, comm);
+  p.initialized = true;
+  p.finalized = false;
+  return nullptr;
 }
 
 void braid_rt_finalize(void) {
@@ -691,6 +747,32 @@ void braid_rt_buffer_free(void *p) {
   checkCuda(cudaFree(p), "cudaFree", "braid_rt_buffer_free");
 }
 
+int64_t braid_rt_device_arena(int64_t key, int64_t bytes) {
+  const char *call = "braid_rt_device_arena";
+  RankState &state = currentRank(call);
+  if (bytes <= 0)
+    fatalf("%s: an arena of %lld bytes (expected a positive size)", call,
+           static_cast<long long>(bytes));
+  auto found = state.arenas.find(key);
+  if (found != state.arenas.end()) {
+    if (found->second.second != bytes)
+      fatalf("%s: the arena with key %#llx has %s, not %s", call,
+             static_cast<unsigned long long>(key),
+             formatBytes(found->second.second).c_str(),
+             formatBytes(bytes).c_str());
+    return reinterpret_cast<int64_t>(found->second.first);
+  }
+  // Once per rank and arena, kept for every later call: not in stream order
+  // (cudaMalloc waits for nothing the stream holds, and nothing before the
+  // first call uses it).
+  void *data = nullptr;
+  checkCuda(cudaMalloc(&data, static_cast<size_t>(bytes)), "cudaMalloc",
+            formatString("%s (%s for a memory plan)", call,
+                         formatBytes(bytes).c_str()));
+  state.arenas.emplace(key, std::make_pair(data, bytes));
+  return reinterpret_cast<int64_t>(data);
+}
+
 void *braid_rt_host_alloc(int64_t bytes) {
   initialized("braid_rt_host_alloc");
   if (bytes < 0)
@@ -725,8 +807,8 @@ void braid_rt_copy_to_device(void *dst, const void *src, int64_t bytes) {
     fatal("braid_rt_copy_to_device: null buffer");
   state.lastCompute = "braid_rt_copy_to_device";
   checkCuda(
-      cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes),
-                      cudaMemcpyHostToDevice, state.compute),
+      cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault,
+                      state.compute),
       "cudaMemcpyAsync",
       formatString("braid_rt_copy_to_device (%s)", formatBytes(bytes).c_str()));
 }

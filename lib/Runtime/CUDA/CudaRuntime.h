@@ -123,6 +123,10 @@ struct RankState {
   int device = 0;
   cudaStream_t compute = nullptr;
   cudaStream_t comm = nullptr;
+  /// In a host's process (braid_rt_init_cuda_on): the compute stream and
+  /// the world communicator are the host's, which the runtime never
+  /// destroys.
+  bool hostOwned = false;
   cublasLtHandle_t lt = nullptr;
   void *workspace = nullptr; // For cuBLASLt.
   int64_t workspaceBytes = 0;
@@ -151,6 +155,9 @@ struct RankState {
     ncclWindow_t window = nullptr;
   };
   std::unordered_map<void *, SymmetricBuffer> symmetric;
+
+  /// braid_rt_device_arena's device memory by key: the address and size.
+  std::unordered_map<int64_t, std::pair<void *, int64_t>> arenas;
 
   /// braid_rt_symmetric_site buffers by (group handle, site): this rank's
   /// copy and every member's (by position), as plain device addresses.
@@ -266,6 +273,8 @@ void runLoopbackRank(int rank, void (*fn)(void *), void *arg);
 namespace nccl {
 /// Process mode: creates the world communicator (MPI or the id file).
 void initWorld(RankState &state, bool useMPI, MPI_Comm mpiWorld);
+/// In a host's process: the host's communicator is the world.
+void adoptWorld(RankState &state, ncclComm_t comm);
 void createGroupComm(RankState &state, CudaGroup &group);
 void post(RankState &state, std::unique_ptr<Request> request);
 /// Issues the queued point-to-point requests.

@@ -324,6 +324,13 @@ void initWorld(RankState &state, bool useMPI, MPI_Comm mpiWorld) {
     std::remove(idFile);
 }
 
+void adoptWorld(RankState &state, ncclComm_t comm) {
+  state.world = comm;
+  // A fatal error aborts it with the runtime's own: the host's peers
+  // waiting in it must not hang either.
+  remember(state.world);
+}
+
 void createGroupComm(RankState &state, CudaGroup &group) {
   std::string context = "braid_rt_group (" + group.str() + ")";
   flush(state);
@@ -469,7 +476,7 @@ void destroyComms(RankState &state) {
       checkNccl(ncclCommDestroy(group->comm), "ncclCommDestroy", context);
       group->comm = nullptr;
     }
-  if (state.world)
+  if (state.world && !state.hostOwned)
     checkNccl(ncclCommDestroy(state.world), "ncclCommDestroy", context);
   state.world = nullptr;
 }

@@ -80,3 +80,18 @@ func.func @chosen(%c: i1, %x: memref<16xf32>) {
   memref.dealloc %s : memref<16xf32>
   return
 }
+
+// -----
+
+// A planned buffer that device work writes is in the device arena: host
+// code may not read it either.
+memref.global "private" @__braid_arena_planned : memref<64xi8> = uninitialized {alignment = 64 : i64}
+func.func @host_reads_planned(%x: memref<16xf32>) -> f32 {
+  %arena = memref.get_global @__braid_arena_planned : memref<64xi8> {braid.arena}
+  %c0 = arith.constant 0 : index
+  %buf = memref.view %arena[%c0][] {braid.buffer = 0 : i64} : memref<64xi8> to memref<16xf32>
+  linalg.copy ins(%x : memref<16xf32>) outs(%buf : memref<16xf32>)
+  // expected-error @below {{host code accesses a device buffer; the cuda target runs all compute on the GPU}}
+  %v = memref.load %buf[%c0] : memref<16xf32>
+  return %v : f32
+}

@@ -546,3 +546,40 @@ func.func @constant(%y: memref<64xf32>) {
   linalg.copy ins(%t : memref<64xf32>) outs(%y : memref<64xf32>)
   return
 }
+
+// -----
+
+// The memory plan's arena: the buffers device work uses view device memory
+// the runtime allocates once per rank and arena (keyed by the host
+// global's address), never a gpu.alloc per call; a buffer only host
+// bookkeeping touches keeps the host global's bytes.
+// CHECK: func.func private @braid_rt_device_arena(i64, i64) -> i64
+// CHECK-LABEL: func.func @arena
+// CHECK: %[[HOST:.*]] = memref.get_global @__braid_arena_arena : memref<4160xi8>
+// CHECK: %[[KEYIDX:.*]] = memref.extract_aligned_pointer_as_index %[[HOST]]
+// CHECK: %[[KEY:.*]] = arith.index_cast %[[KEYIDX]] : index to i64
+// CHECK: %[[ADDR:.*]] = call @braid_rt_device_arena(%[[KEY]], %c4160_i64)
+// CHECK: llvm.inttoptr %[[ADDR]]
+// CHECK: %[[DEV:.*]] = builtin.unrealized_conversion_cast %{{.*}} : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)> to memref<4160xi8> {braid.arena, braid.device_arena}
+// CHECK: %[[A:.*]] = memref.view %[[DEV]][%c0{{.*}}][] {braid.buffer = 0 : i64}
+// CHECK: %[[B:.*]] = memref.view %[[DEV]][%c64{{.*}}][] {braid.buffer = 1 : i64}
+// CHECK: %[[FLAG:.*]] = memref.view %[[HOST]][%c4096{{.*}}][] {braid.buffer = 2 : i64}
+// CHECK-NOT: gpu.alloc
+// CHECK: gpu.launch
+// CHECK: memref.store %{{.*}}, %[[FLAG]]
+memref.global "private" @__braid_arena_arena : memref<4160xi8> = uninitialized {alignment = 64 : i64}
+func.func @arena(%x: memref<16xf32>, %y: memref<16xf32>) {
+  %arena = memref.get_global @__braid_arena_arena : memref<4160xi8> {braid.arena}
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %c4096 = arith.constant 4096 : index
+  %a = memref.view %arena[%c0][] {braid.buffer = 0 : i64} : memref<4160xi8> to memref<16xf32>
+  %b = memref.view %arena[%c64][] {braid.buffer = 1 : i64} : memref<4160xi8> to memref<16xf32>
+  %flag = memref.view %arena[%c4096][] {braid.buffer = 2 : i64} : memref<4160xi8> to memref<1xi64>
+  linalg.copy ins(%x : memref<16xf32>) outs(%a : memref<16xf32>)
+  linalg.copy ins(%a : memref<16xf32>) outs(%b : memref<16xf32>)
+  linalg.copy ins(%b : memref<16xf32>) outs(%y : memref<16xf32>)
+  %one = arith.constant 1 : i64
+  memref.store %one, %flag[%c0] : memref<1xi64>
+  return
+}
