@@ -134,6 +134,8 @@ void addCudaStages(OpPassManager &pm, const braid::Options &options) {
   braid::MapToGPUOptions mapOptions;
   mapOptions.sharedMemoryLimit = braid::sharedMemoryPerBlock(options.sm);
   pm.addPass(braid::createMapToGPU(mapOptions));
+  // Launches and GEMMs named by what they compute and where it came from.
+  pm.addPass(braid::createKernelEvents());
   // Kernels: outlined into gpu.modules, lowered to NVVM, compiled by the
   // NVPTX backend and the toolkit's ptxas (libdevice for math functions).
   OpPassManager &functions = pm.nest<func::FuncOp>();

@@ -63,12 +63,17 @@ void Tracer::begin(int64_t startNs, bool computeGaps) {
 }
 
 void Tracer::addEvent(Track track, int64_t startNs, int64_t endNs,
-                      std::string name, std::string args) {
+                      std::string name, std::string args, int64_t bytes,
+                      int64_t flops) {
   if (!active())
     return;
+  if (track == Track::Kernel && (bytes || flops))
+    args += formatString("%s\"bytes\":%lld,\"flops\":%lld",
+                         args.empty() ? "" : ",", static_cast<long long>(bytes),
+                         static_cast<long long>(flops));
   std::lock_guard<std::mutex> lock(mutex);
   events.push_back(Event{track, startNs, std::max(startNs, endNs),
-                         std::move(name), std::move(args)});
+                         std::move(name), std::move(args), bytes, flops});
 }
 
 void Tracer::callBegin(int64_t now) {

@@ -47,9 +47,12 @@ public:
   void begin(int64_t startNs, bool computeGaps = true);
 
   /// Adds one complete event; `args` is a JSON object body without braces
-  /// ("\"step\": 3") or empty. Callable from any thread.
+  /// ("\"step\": 3") or empty; a kernel's `bytes` and `flops` (0: not
+  /// known) are added to them and give the profile its rates. Callable from
+  /// any thread.
   void addEvent(Track track, int64_t startNs, int64_t endNs, std::string name,
-                std::string args = std::string());
+                std::string args = std::string(), int64_t bytes = 0,
+                int64_t flops = 0);
 
   /// Called by the compute thread at the start and end of every runtime call
   /// that delimits compute steps: the time since the previous call ended is

@@ -249,22 +249,27 @@ def TileKernels : Pass<"braid-tile-kernels", "mlir::ModuleOp"> {
 }
 
 def KernelEvents : Pass<"braid-kernel-events", "mlir::ModuleOp"> {
-  let summary = "Brackets each kernel call of a cpu program with trace events";
+  let summary = "Brackets each kernel call or launch with trace events";
   let description = [{
-    Runs on the cpu target after `braid-outline-kernels`. Each call that
-    carries a `braid.trace` description (`{name, bytes, flops}`: an outlined
-    kernel, named by `braid-outline-kernels` after its symbol and what it
-    computes, or a `braid_rt_gemm`, named by its shape, types and epilogue)
-    and each `memref.copy` of a schedule function (`braid.schedule`; named
+    Runs after `braid-outline-kernels` on the cpu target and after
+    `braid-map-to-gpu` on cuda. Each op that carries a `braid.trace`
+    description (`{name, bytes, flops}`: a call of an outlined kernel,
+    named by `braid-outline-kernels` after its symbol and what it computes;
+    a `gpu.launch`, named by `braid-map-to-gpu` after what it computes, to
+    which the cuda runtime prefixes the kernel's symbol; or a
+    `braid_rt_gemm` call, named by its shape, types and epilogue) and each
+    `memref.copy` of a schedule function (`braid.schedule`; named
     `copy <shape>`, with "(strided)" where either side has a layout) gets
     `braid_rt_kernel_begin(name, bytes, flops)` before it and
     `braid_rt_kernel_end()` after it. The name is a private constant
     global: the description followed by the call's source location (the
     first file, line and column in its location, else its first name), so
     that one kernel shared by several layers is told apart per layer.
-    While a trace records, the runtime turns the pair into a kernel event
-    on the rank's compute track, and `--profile` sums them per name;
-    otherwise each call is one check of a flag.
+    While a trace records, the cpu runtime turns the pair into a kernel
+    event on the rank's compute track, and `--profile` sums them per name;
+    otherwise each call is one check of a flag. The cuda runtime names the
+    launch or GEMM the pair brackets by it, with its bytes and flops, on
+    the device-timed event it records.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",

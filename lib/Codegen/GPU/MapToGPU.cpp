@@ -21,6 +21,7 @@
 #include "braid/Codegen/Passes.h"
 #include "braid/Conversion/XferToRuntime/MemRefAt.h"
 #include "braid/Dialect/Xfer/IR/XferOps.h"
+#include "braid/Dialect/Xfer/Transforms/KernelTrace.h"
 #include "braid/Dialect/Xfer/Transforms/Schedule.h"
 
 #include "GPU.h"
@@ -42,6 +43,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -226,6 +228,32 @@ private:
     return arith::ConstantIndexOp::create(b, loc, value);
   }
 
+  /// What the trace says of `launch`, which runs `op`: what it computes
+  /// (braid-kernel-events adds where it came from, the runtime the
+  /// kernel's symbol), the bytes of the buffers it uses from outside, and a
+  /// contraction's flops.
+  static void describeLaunch(gpu::LaunchOp launch, Operation *op) {
+    llvm::SetVector<Value> buffers;
+    auto take = [&](Value value) {
+      if (isa<MemRefType>(value.getType()))
+        buffers.insert(value);
+    };
+    for (Value operand : op->getOperands())
+      take(operand);
+    op->walk([&](Operation *inner) {
+      for (Value operand : inner->getOperands())
+        if (!op->isAncestor(operand.getParentRegion()->getParentOp()))
+          take(operand);
+    });
+    int64_t bytes = 0;
+    for (Value buffer : buffers)
+      bytes += braid::xfer::getStaticBytes(cast<MemRefType>(buffer.getType()))
+                   .value_or(0);
+    std::string computes = braid::xfer::describeComputation(op);
+    braid::xfer::setTraceEvent(launch, computes.empty() ? "(kernel)" : computes,
+                               bytes, braid::xfer::contractionFlops(op));
+  }
+
   /// A fused kernel: one block per iteration.
   LogicalResult mapKernel(scf::ForallOp kernel) {
     Location loc = kernel.getLoc();
@@ -295,6 +323,7 @@ private:
     auto launch =
         gpu::LaunchOp::create(b, loc, index(b, loc, blocks), one, one,
                               index(b, loc, blockSize), one, one, sharedSize);
+    describeLaunch(launch, kernel);
     Block &launchBody = launch.getBody().front();
     b.setInsertionPointToStart(&launchBody);
     gpu::TerminatorOp terminator = gpu::TerminatorOp::create(b, loc);
@@ -428,6 +457,7 @@ private:
     auto launch =
         gpu::LaunchOp::create(b, loc, index(b, loc, blocks), one, one,
                               index(b, loc, threads), one, one, Value());
+    describeLaunch(launch, op);
     b.setInsertionPointToStart(&launch.getBody().front());
     gpu::TerminatorOp terminator = gpu::TerminatorOp::create(b, loc);
     b.setInsertionPoint(terminator);

@@ -269,8 +269,7 @@ void tearDownRank(RankState &state) {
   checkCuda(cudaFree(state.workspace), "cudaFree", context);
   checkCuda(cudaFree(state.scratch), "cudaFree", context);
   if (!state.hostOwned)
-    checkCuda(cudaStreamDestroy(state.compute), "cudaStreamDestroy",
-              context);
+    checkCuda(cudaStreamDestroy(state.compute), "cudaStreamDestroy", context);
   checkCuda(cudaStreamDestroy(state.comm), "cudaStreamDestroy", context);
   state.lt = nullptr;
   state.workspace = state.scratch = nullptr;
@@ -339,11 +338,12 @@ void traceBegin(RankState &state, cudaStream_t stream, EventPtr &start) {
 }
 
 void traceEnd(RankState &state, cudaStream_t stream, const EventPtr &start,
-              Track track, std::string name) {
+              Track track, std::string name, int64_t bytes, int64_t flops) {
   if (!state.tracing || !start)
     return;
   EventPtr end = recordEvent(stream, true, "tracing");
-  state.traceRecords.push_back(TraceRecord{track, start, end, std::move(name)});
+  state.traceRecords.push_back(
+      TraceRecord{track, start, end, std::move(name), bytes, flops});
 }
 
 void orderAfter(RankState &state, const Request &request) {
@@ -640,7 +640,8 @@ void braid_rt_trace_finish(const char *path, int64_t profile) {
   if (state.tracing)
     for (const TraceRecord &record : state.traceRecords)
       state.tracer.addEvent(record.track, toNs(record.start), toNs(record.end),
-                            record.name);
+                            record.name, std::string(), record.bytes,
+                            record.flops);
   state.tracing = false;
   state.traceRecords.clear();
   std::string summary;
@@ -846,8 +847,16 @@ void braid_rt_parallel_for(void (*body)(void *, int64_t, int64_t),
 
 // A cuda program's kernels are device launches and GEMMs, which the trace
 // times with device events; it calls no host kernel events.
-void braid_rt_kernel_begin(int64_t, int64_t, int64_t) {}
-void braid_rt_kernel_end(void) {}
+// Around each launch and GEMM of a compiled program (braid-kernel-events):
+// what the program says of it names its trace event, with its rates.
+void braid_rt_kernel_begin(int64_t name, int64_t bytes, int64_t flops) {
+  RankState &state = currentRank("braid_rt_kernel_begin");
+  state.described = {reinterpret_cast<const char *>(name), bytes, flops};
+}
+
+void braid_rt_kernel_end(void) {
+  currentRank("braid_rt_kernel_end").described = {};
+}
 
 void braid_rt_result_free(void *p) {
   if (!p)

@@ -115,6 +115,8 @@ struct TraceRecord {
   Track track;
   EventPtr start, end;
   std::string name;
+  /// A kernel's bytes and flops, for the profile's rates (0: not known).
+  int64_t bytes = 0, flops = 0;
 };
 
 struct RankState {
@@ -184,6 +186,14 @@ struct RankState {
   /// when the compute stream fails or hangs.
   std::string lastCompute = "nothing yet";
 
+  /// What braid_rt_kernel_begin said of the launch or GEMM that follows
+  /// (the program's description and source location; null when none).
+  struct DescribedKernel {
+    const char *name = nullptr;
+    int64_t bytes = 0, flops = 0;
+  };
+  DescribedKernel described;
+
   /// braid_rt_timer_start's event on the compute stream (timing-enabled).
   EventPtr timerStart;
 
@@ -220,7 +230,8 @@ void synchronizeRank(RankState &state, const char *what, bool spin = false);
 /// Records a timing event pair around device work when tracing.
 void traceBegin(RankState &state, cudaStream_t stream, EventPtr &start);
 void traceEnd(RankState &state, cudaStream_t stream, const EventPtr &start,
-              Track track, std::string name);
+              Track track, std::string name, int64_t bytes = 0,
+              int64_t flops = 0);
 
 /// braid_rt_wait's common part: the compute stream waits for the request's
 /// completion; when tracing, the transfer goes on the comm track and the

@@ -276,8 +276,14 @@ void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
             state.workspace, static_cast<size_t>(state.workspaceBytes),
             state.compute),
         step, "cublasLtMatmul");
+  // The program's description names it where there is one ("gemm
+  // 512x1408x1024 bf16 ... at model.py:164:0").
+  const RankState::DescribedKernel &described = state.described;
   traceEnd(state, state.compute, start, Track::Kernel,
-           formatString("%s %lldx%lldx%lld", name.c_str(),
-                        static_cast<long long>(m), static_cast<long long>(n),
-                        static_cast<long long>(k)));
+           described.name ? std::string(described.name)
+                          : formatString("%s %lldx%lldx%lld", name.c_str(),
+                                         static_cast<long long>(m),
+                                         static_cast<long long>(n),
+                                         static_cast<long long>(k)),
+           described.bytes, described.flops);
 }

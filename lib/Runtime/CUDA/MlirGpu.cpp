@@ -130,6 +130,10 @@ MGPU_EXPORT void mgpuLaunchKernel(void *function, intptr_t gridX,
                                   void **extra, size_t /*paramsCount*/) {
   RankState &state = currentRank("mgpuLaunchKernel");
   std::string name = kernelName(function);
+  // "kernel main_kernel_3 (reduce, rsqrt) at model.py:12:3": the symbol,
+  // and what the program says it computes and where it came from.
+  if (state.described.name)
+    name += std::string(" ") + state.described.name;
   std::string context = "mgpuLaunchKernel (" + name + ")";
   auto cuFunction = static_cast<CUfunction>(function);
   // Beyond 48 KiB of static and dynamic shared memory together, the
@@ -150,7 +154,8 @@ MGPU_EXPORT void mgpuLaunchKernel(void *function, intptr_t gridX,
                   static_cast<unsigned>(blockZ), static_cast<unsigned>(smem),
                   reinterpret_cast<CUstream>(state.compute), params, extra),
               "cuLaunchKernel", context);
-  traceEnd(state, state.compute, start, Track::Kernel, name);
+  traceEnd(state, state.compute, start, Track::Kernel, name,
+           state.described.bytes, state.described.flops);
 }
 
 MGPU_EXPORT void *mgpuStreamCreate() {

@@ -79,10 +79,12 @@ func.func @gemm_zero_fill(%a: memref<8x16xf32>, %b: memref<16x8xf32>, %c: memref
 // -----
 
 // A contraction cuBLASLt cannot take (a strided inner dimension) runs as a
-// generated kernel, and says why.
+// generated kernel, and says why. The launch carries what the trace says
+// of it: what it computes, the bytes of its buffers and its flops.
 // CHECK-LABEL: func.func @gemm_fallback
 // REMARK: remark: runs as a generated kernel, not on cuBLASLt: an operand's innermost stride is not 1
 // CHECK: gpu.launch
+// CHECK: } {braid.trace = {bytes = 320 : i64, flops = 256 : i64, name = "(matmul)"}}
 // CHECK-NOT: braid_rt_gemm
 func.func @gemm_fallback(%a: memref<4x32xf32>, %b: memref<8x4xf32>, %c: memref<4x4xf32>) {
   %sub = memref.subview %a[0, 0] [4, 8] [1, 4] : memref<4x32xf32> to memref<4x8xf32, strided<[32, 4]>>
@@ -212,6 +214,7 @@ func.func @grid_sizes(%a: memref<4096x8192xbf16>, %b: memref<4096x8192xbf16>,
 // CHECK: arith.divf
 // CHECK: gpu.barrier
 // CHECK: gpu.terminator
+// CHECK-NEXT: } {braid.trace = {bytes = 1048576 : i64, flops = 0 : i64, name = "(fill, reduce, exp)"}}
 // CHECK-NOT: scf.forall
 func.func @fused_softmax(%x: memref<64x2048xf32>, %y: memref<64x2048xf32>) {
   %ninf = arith.constant 0xFF800000 : f32

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "braid/Dialect/Xfer/IR/XferOps.h"
+#include "braid/Dialect/Xfer/Transforms/KernelTrace.h"
 #include "braid/Dialect/Xfer/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -43,44 +44,16 @@ std::string kernelKey(func::FuncOp kernel) {
 /// appearance; else "elementwise"), the bytes of its buffers, and a
 /// contraction's flops.
 void describeForTrace(func::CallOp call, Operation *op) {
-  llvm::SetVector<StringRef> computes;
-  op->walk([&](Operation *inner) {
-    StringRef name = inner->getName().stripDialect();
-    if (isa<linalg::GenericOp>(inner)) {
-      if (cast<linalg::GenericOp>(inner).getNumReductionLoops() > 0)
-        computes.insert("reduce");
-    } else if (isa<linalg::LinalgOp>(inner) ||
-               inner->getName().getDialectNamespace() == "math") {
-      computes.insert(name);
-    }
-  });
-  if (computes.empty() && isa<linalg::GenericOp>(op))
-    computes.insert("elementwise");
   std::string name = call.getCallee().str();
-  if (!computes.empty()) {
-    name += " (";
-    for (auto [index, what] : llvm::enumerate(computes)) {
-      if (index == 5) {
-        name += ", ...";
-        break;
-      }
-      name += (index ? ", " : "") + what.str();
-    }
-    name += ")";
-  }
+  if (std::string computes = braid::xfer::describeComputation(op);
+      !computes.empty())
+    name += " " + computes;
   int64_t bytes = 0;
   for (Value operand : call.getOperands())
     if (auto type = dyn_cast<MemRefType>(operand.getType()))
       bytes += braid::xfer::getStaticBytes(type).value_or(0);
-  int64_t flops = 0;
-  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
-  if (linalgOp && linalg::isaContractionOpInterface(linalgOp) &&
-      !linalgOp.hasDynamicShape()) {
-    flops = 2;
-    for (int64_t range : linalgOp.getStaticLoopRanges())
-      flops *= range;
-  }
-  braid::xfer::setTraceEvent(call, name, bytes, flops);
+  braid::xfer::setTraceEvent(call, name, bytes,
+                             braid::xfer::contractionFlops(op));
 }
 
 struct OutlineKernelsPass

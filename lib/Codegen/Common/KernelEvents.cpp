@@ -59,10 +59,11 @@ struct KernelEventsPass
     : public braid::impl::KernelEventsBase<KernelEventsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // Kernel calls (cpu), launches (cuda) and GEMM calls (both).
     SmallVector<Operation *> described;
-    module.walk([&](func::CallOp call) {
-      if (call->hasAttr(braid::xfer::kTraceEventAttrName))
-        described.push_back(call);
+    module.walk([&](Operation *op) {
+      if (op->hasAttr(braid::xfer::kTraceEventAttrName))
+        described.push_back(op);
     });
     // The copies bufferization left in a schedule are kernels too (a
     // strided one runs element by element): described here.

@@ -84,3 +84,28 @@ func.func @not_a_schedule(%a: memref<4x8xf32>, %b: memref<4x8xf32>) {
   memref.copy %a, %b : memref<4x8xf32> to memref<4x8xf32>
   return
 }
+
+// -----
+
+// On the cuda target a launch braid-map-to-gpu described is bracketed the
+// same way (the runtime names the launch by the symbol it gets and this
+// text): "(exp) at g.py:2:1".
+// CHECK-DAG: memref.global "private" constant @[[L:__braid_kernel_name]] : memref<18xi8> = dense<[40, 101, 120, 112, 41, 32, 97, 116, 32, 103, 46, 112, 121, 58, 50, 58, 49, 0]>
+// CHECK-LABEL: func.func @launch(
+// CHECK: memref.get_global @[[L]]
+// CHECK: %[[BYTES:.*]] = arith.constant 64 : i64
+// CHECK: call @braid_rt_kernel_begin(%{{.*}}, %[[BYTES]], %{{.*}})
+// CHECK-NEXT: gpu.launch
+// CHECK-NOT: braid.trace
+// CHECK: call @braid_rt_kernel_end()
+func.func @launch(%a: memref<8xf32>, %b: memref<8xf32>) {
+  %c1 = arith.constant 1 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %v = memref.load %a[%tx] : memref<8xf32>
+    %e = math.exp %v : f32
+    memref.store %e, %b[%tx] : memref<8xf32>
+    gpu.terminator
+  } {braid.trace = {bytes = 64 : i64, flops = 0 : i64, name = "(exp)"}} loc("g.py":2:1)
+  return
+}
