@@ -54,13 +54,31 @@ def build_layer(args, dtype_name):
     return layer, x, kwargs, c
 
 
-def torch_plan(c):
-    """The shipped plan's layer entries as PyTorch's own styles."""
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+def torch_plan(c, layout="replicate"):
+    """The shipped plan's layer entries as PyTorch's own styles; under the
+    sequence layout Megatron's sequence parallelism as torchtitan writes it
+    (the norms SequenceParallel, the colwise projections after a norm
+    gathering its sequence shards, the rowwise ones scattering to them)."""
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel, RowwiseParallel, SequenceParallel)
+    sequence = layout == "sequence"
     styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
-    return {key.split("layers.*.", 1)[1]: styles[style]()
-            for key, style in c.base_model_tp_plan.items()
-            if key.startswith("layers.*.") and style in styles}
+    plan = {}
+    for key, style in c.base_model_tp_plan.items():
+        if not key.startswith("layers.*.") or style not in styles:
+            continue
+        name = key.split("layers.*.", 1)[1]
+        options = {}
+        if sequence and style == "rowwise":
+            options["output_layouts"] = Shard(1)
+        elif sequence and name.startswith("mlp."):
+            options["input_layouts"] = Shard(1)
+        plan[name] = styles[style](**options)
+    if sequence:
+        plan.update(input_layernorm=SequenceParallel(),
+                    post_attention_layernorm=SequenceParallel())
+    return plan
 
 
 def torch_rank(rank, args, dtype_name, store, out):

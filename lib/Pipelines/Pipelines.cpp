@@ -253,9 +253,12 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     // Contractions stay whole for oneDNN, which takes their epilogues.
     fuse.epilogues = false;
   }
-  // Where contractions go to a library, which reads operands transposed.
-  if (options.cuda() || options.gemm == GemmMode::Library)
+  // Where contractions go to a library, which reads operands transposed
+  // and multiplies bf16 and f16 values accumulating in f32.
+  if (options.cuda() || options.gemm == GemmMode::Library) {
+    pm.addNestedPass<func::FuncOp>(createNarrowContractions());
     pm.addNestedPass<func::FuncOp>(createFoldTransposes());
+  }
   if (!options.cuda() && options.fuse != FuseMode::Off)
     pm.addNestedPass<func::FuncOp>(createFuseElementwiseProducers());
   pm.addNestedPass<func::FuncOp>(dist::createFuseMemoryBound(fuse));

@@ -88,6 +88,40 @@ def FoldTransposes : Pass<"braid-fold-transposes", "mlir::func::FuncOp"> {
   ];
 }
 
+def NarrowContractions : Pass<"braid-narrow-contractions", "mlir::func::FuncOp"> {
+  let summary = "Contractions of widened bf16 or f16 values read them narrow";
+  let description = [{
+    Runs on tensors before the memory-bound fusion, where contractions go
+    to a GEMM library (oneDNN on the cpu target with `--gemm=library`,
+    cuBLASLt on the cuda target). A contraction in f32 whose two operands
+    are each a bf16 (or each an f16) value widened to f32 by an elementwise
+    `arith.extf`, then moved (`tensor.collapse_shape` / `expand_shape`,
+    `linalg.transpose`, a broadcast: a generic yielding its input) and
+    multiplied by float constants, every op on the way used once, becomes
+    the same contraction of the narrow values moved the same way (a
+    `linalg.generic` widening each operand where it reads it, which the GEMM
+    libraries run as bf16 or f16 products accumulated in f32), followed by
+    one multiplication of the result by the product of the constants.
+
+    Widening is exact and each product of two bf16 or f16 values is exact
+    in f32, so only the constants move: (a c1)(b c2) summed becomes (a b
+    summed)(c1 c2), equal up to f32 rounding. This is PyTorch's math
+    attention in bf16 (q and k widened and each scaled by the root of the
+    scale before Q K^T): the scores' GEMM runs on bf16 (AMX on CPUs that
+    have it) instead of f32, and the moves (GQA's repeat of k, its
+    transpose) move half the bytes. A contraction that reads one widened
+    operand and one that is not, operands widened from different types, or
+    an op on the way with other uses is left in f32 with a remark saying
+    why.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let statistics = [
+    Statistic<"numNarrowed", "narrowed", "Contractions that read narrow operands">
+  ];
+}
+
 def PlanMemory : Pass<"braid-plan-memory", "mlir::ModuleOp"> {
   let summary = "Gives a function's intermediates offsets in one arena, "
                 "from their lifetimes";
