@@ -5,8 +5,9 @@
 //===----------------------------------------------------------------------===//
 //
 // braid-kernel-events: braid_rt_kernel_begin and _end around each kernel
-// call that carries a description (braid.trace), so that the trace and the
-// profile show every kernel and GEMM by what it is and where it came from.
+// call or launch that carries a description (braid.trace), so that the
+// trace and the profile show every kernel and GEMM by what it is and where
+// it came from, on both targets.
 //
 //===----------------------------------------------------------------------===//
 

@@ -846,9 +846,8 @@ void braid_rt_parallel_for(void (*body)(void *, int64_t, int64_t),
 }
 
 // A cuda program's kernels are device launches and GEMMs, which the trace
-// times with device events; it calls no host kernel events.
-// Around each launch and GEMM of a compiled program (braid-kernel-events):
-// what the program says of it names its trace event, with its rates.
+// times with device events. The pair around each (braid-kernel-events)
+// only says what the next one is: its trace event's name and rates.
 void braid_rt_kernel_begin(int64_t name, int64_t bytes, int64_t flops) {
   RankState &state = currentRank("braid_rt_kernel_begin");
   state.described = {reinterpret_cast<const char *>(name), bytes, flops};
