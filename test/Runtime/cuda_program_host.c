@@ -10,6 +10,7 @@
  * braid_program_load_cuda and calls it on device buffers.
  *
  *   braid-cuda-program-host ARTIFACT DIR CALLS [CPU_ARTIFACT]
+ *   braid-cuda-program-host ARTIFACT DIR die
  *
  * Argument i comes from DIR/a{i}.r{rank}.npy (what test/lib/e2e.py --keep
  * leaves); CALLS calls, on the host's stream, must each give the bits of
@@ -19,6 +20,10 @@
  * the MPI form of load, a cpu artifact), the last program's destroy (which
  * stops the runtime and leaves the communicator and stream to the host),
  * and a second load on the same communicator that runs again.
+ *
+ * With `die`, the ranks call in a loop and rank 1 exits the process (code
+ * 3) a moment into it, while rank 0 waits inside a call or on its stream:
+ * the job must end, named by mpirun, instead of hanging.
  *
  * Prints one line per check on rank 0 ("OK ..." or "FAIL ...", and the
  * messages of refusals) and exits non-zero if any check failed.
@@ -216,6 +221,20 @@ int main(int argc, char **argv) {
     if (cudaMalloc(&results[k], resultBytes[k] ? resultBytes[k] : 1) !=
         cudaSuccess)
       die("cudaMalloc failed");
+  }
+
+  if (strcmp(argv[3], "die") == 0) {
+    if (worldRank == 0)
+      printf("OK loaded; calling until the job ends\n");
+    fflush(stdout);
+    if (worldRank == 1)
+      dieSoon(2000);
+    for (;;)
+      if (braid_program_call(program, args, results, error, sizeof error) ||
+          cudaStreamSynchronize(stream) != cudaSuccess) {
+        printf("rank %d: call failed: %s\n", worldRank, error);
+        return 1;
+      }
   }
 
   /* The calls: enqueued on the host's stream, results read after it. */

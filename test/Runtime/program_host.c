@@ -181,13 +181,6 @@ static int world(const char *artifact) {
   return 0;
 }
 
-static void *exitSoon(void *unused) {
-  (void)unused;
-  usleep(500 * 1000);
-  _exit(3);
-  return NULL;
-}
-
 static int die(const char *artifact) {
   char error[512] = "";
   braid_program *program = NULL;
@@ -198,9 +191,8 @@ static int die(const char *artifact) {
   if (worldRank == 0)
     printf("OK loaded; calling until the job ends\n");
   fflush(stdout);
-  pthread_t thread;
   if (worldRank == 1)
-    pthread_create(&thread, NULL, exitSoon, NULL);
+    dieSoon(500);
   float x[4][3] = {{0}}, out[4][3];
   uint16_t y[3] = {0};
   void *args[] = {x, y};
