@@ -6,6 +6,7 @@ given verbatim), on 2 and 4 CPU ranks, tensor and sequence parallel,
 compared with the module itself. Runs in the frontends venv
 (scripts/setup-frontends.sh installs torch, torch-mlir and transformers)."""
 import os
+import re
 
 import pytest
 
@@ -340,6 +341,14 @@ def test_decoder_layer_cuda_emulated(kind, dtype, ranks, layout):
         assert [k for k, _ in strategies] == ["all_reduce"] * 2
         assert all(s.startswith("rs_ring") for _, s in strategies), strategies
     assert tp.artifact.ir("ptx").count(".entry") >= 2
+    if dtype == torch.bfloat16:
+        # sdpa's Q K^T reads the bf16 q and k (braid-narrow-contractions):
+        # a batched contraction of bf16 buffers into f32, run above on
+        # cuBLASLt against the module.
+        assert re.search(r"ins\([^)]*: memref<\d+x\d+x\d+xbf16[^>]*>, "
+                         r"memref<\d+x\d+x\d+xbf16[^>]*>\) "
+                         r"outs\([^)]*: memref<\d+x\d+x\d+xf32",
+                         tp.artifact.ir("xfer")), "Q K^T not narrowed"
 
 
 @pytest.mark.parametrize("layout,form", [("replicate", "one-shot"),
