@@ -66,9 +66,9 @@ def peak_ms_mib(call, barrier, args):
 
 
 def build(args, dtype):
-    """The module, its call's arguments, keyword arguments, config, and the
-    rows a rank holds of an activation (all of them but under the sequence
-    layout)."""
+    """The module (the layer, or a 2-layer LlamaModel of its config called
+    with `inputs_embeds`), its call's arguments, keyword arguments and
+    config."""
     import torch
     import transformers
     layer, x, kwargs, c = build_layer(args, dtype)

@@ -85,8 +85,8 @@ int braid_program_load(const char *artifact, int64_t comm, braid_program **out,
  * `stream` (a cudaStream_t; NULL: the legacy default stream) of the calling
  * thread's current device. Returns 0 and the program in *out, or non-zero.
  * In libBraidProgram.so (the cpu runtime) it refuses with a message. */
-int braid_program_load_cuda(const char *artifact, void *nccl_comm,
-                            void *stream, braid_program **out, char *error,
+int braid_program_load_cuda(const char *artifact, void *nccl_comm, void *stream,
+                            braid_program **out, char *error,
                             size_t error_size);
 
 /* This process's rank in the program's communicator, and its size. */
