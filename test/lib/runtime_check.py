@@ -164,8 +164,10 @@ def check_trace(path, ranks):
 def check_kernels(path, ranks):
     """The kernel events of a cpu program's trace: on each rank's compute
     track, each inside one of its compute steps, named with the source
-    location they came from, and together most of the compute time (the
-    rest is the schedule's bookkeeping between kernels)."""
+    location they came from, never overlapping each other. How much of the
+    compute time the kernels take is not checked: on an oversubscribed
+    machine a rank can be descheduled between two kernels, inside a step,
+    for any length of time."""
     with open(path) as f:
         events = [e for e in json.load(f)["traceEvents"] if e["ph"] == "X"]
     for rank in range(ranks):
@@ -188,11 +190,11 @@ def check_kernels(path, ranks):
                       and kernel["ts"] + kernel["dur"] <= s["ts"] + s["dur"] + 0.002]
             if not inside:
                 fail(f"rank {rank}: kernel {kernel['name']!r} at {kernel['ts']} us is in no compute step")
-        in_kernels = sum(k["dur"] for k in kernels)
-        compute = sum(s["dur"] for s in steps)
-        if not 0.5 * compute <= in_kernels <= compute + 0.01:
-            fail(f"rank {rank}: kernels take {in_kernels:.1f} us of {compute:.1f} us of compute")
-    print(f"kernels: {ranks} ranks, each kernel inside a compute step, named with its location, most of the compute")
+        ordered = sorted(kernels, key=lambda k: k["ts"])
+        for first, second in zip(ordered, ordered[1:]):
+            if first["ts"] + first["dur"] > second["ts"] + 0.002:
+                fail(f"rank {rank}: kernels {first['name']!r} and {second['name']!r} overlap")
+    print(f"kernels: {ranks} ranks, each kernel inside a compute step, named with its location")
 
 
 def idle_cost(path):
