@@ -67,9 +67,9 @@ MLIR_CAPI_EXPORTED const char *braidGetVersion(void);
 ///     bf16, fp8), sub-chunks, bidirectional (auto, on, off),
 ///     balance-attention (auto, on, off), comm (auto, two-sided,
 ///     symmetric), fuse-collectives (auto, force, one-shot, two-shot, off),
-///     zero-copy, fuse-puts, memory-plan (cpu: an arena per function, its
-///     plan added to the report as "memory"), check-schedule,
-///     outline-layers, entry, report;
+///     zero-copy, fuse-puts, kernel-signals (cuda), memory-plan (an arena
+///     per function, its plan added to the report as "memory"),
+///     check-schedule, outline-layers, entry, report;
 ///   pipeline only: skip-import, stop-after (dist, xfer, llvm);
 ///   compile only: emit (dist, xfer, llvm-mlir, llvm-ir, obj, lib, ptx), O
 ///     (0 to 3), cpu, timing (the time of each stage, added to the report
@@ -192,11 +192,12 @@ braidArtifactGetResultType(BraidArtifact artifact, intptr_t index);
 /// `outputs` likewise holds ranks * numResults caller-allocated buffers that
 /// receive the results. `options` are extra braid-run options ("trace=PATH",
 /// "timeout=SECONDS", the run options above; "profile=true" sends
-/// braid-run's output with its per-kernel table to the output callback). The runner is the braid-run
-/// next to this library (../bin from its directory) or $BRAID_RUN. Failures
-/// (a rank count other than the program's, a null `inputs` or `outputs`, a
-/// null buffer for a tensor with elements, a rank's error, a timeout) go
-/// to `callbacks->diagnostic`; nothing runs when the arguments are wrong.
+/// braid-run's output with its per-kernel table to the output callback). The
+/// runner is the braid-run next to this library (../bin from its directory) or
+/// $BRAID_RUN. Failures (a rank count other than the program's, a null `inputs`
+/// or `outputs`, a null buffer for a tensor with elements, a rank's error, a
+/// timeout) go to `callbacks->diagnostic`; nothing runs when the arguments are
+/// wrong.
 MLIR_CAPI_EXPORTED MlirLogicalResult
 braidArtifactRun(BraidArtifact artifact, int64_t ranks,
                  const void *const *inputs, void *const *outputs,

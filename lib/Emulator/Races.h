@@ -48,8 +48,11 @@ namespace braid::emu {
 constexpr int kLanesPerRank = 16;
 constexpr int kMaxLanes = 128;
 /// Knowledge of blocks of a kernel still running that a vector clock can
-/// hold (learnt through in-kernel release / acquire between blocks).
-constexpr int kMaxBlockEntries = 48;
+/// hold (learnt through in-kernel release / acquire between blocks). A
+/// kernel whose last block raises a flag for all of them
+/// (braid-kernel-signals, up to 96 tiles) makes the raise carry every
+/// block's.
+constexpr int kMaxBlockEntries = 512;
 
 /// Who made an access: a thread of a block of a kernel (the `seq`-th
 /// operation of `lane`), or a stream operation (block == kNoBlock).

@@ -308,6 +308,9 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
   // Again, for the signal protocol of what the rewrite made one-sided.
   if (options.checkSchedule)
     pm.addNestedPass<func::FuncOp>(xfer::createCheckSchedule());
+  // After the check, which proves the stream form this rewrites.
+  if (options.cuda() && options.kernelSignals)
+    pm.addPass(xfer::createKernelSignals());
   if (options.stopAfter == PipelineStage::Xfer)
     return success();
 

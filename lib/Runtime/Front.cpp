@@ -482,6 +482,18 @@ void braid_rt_signal_wait_next(int64_t flag, int64_t slack, int64_t step) {
   t.signalWaitUntil(word, waits - static_cast<uint32_t>(slack), step);
 }
 
+int64_t braid_rt_signal_next_epoch(int64_t flag, int64_t slack, int64_t step) {
+  const char *call = "braid_rt_signal_next_epoch";
+  Transport &t = transport(call);
+  checkSignal(call, flag, 0, step);
+  if (slack < 0)
+    fatalf("%s (step %lld): negative slack %lld", call,
+           static_cast<long long>(step), static_cast<long long>(slack));
+  uint32_t &waits = t.waitsOn(reinterpret_cast<void *>(flag), step, call);
+  ++waits;
+  return static_cast<int64_t>(waits - static_cast<uint32_t>(slack));
+}
+
 void braid_rt_signal_set(int64_t addr, int64_t value, int64_t stream,
                          int64_t step) {
   const char *call = "braid_rt_signal_set";

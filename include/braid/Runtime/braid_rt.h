@@ -303,7 +303,11 @@ void braid_rt_signal_wait(int64_t addr, int64_t value, int64_t stream,
  * braid_rt_signal_wait_next counts this rank's waits on each flag: the k-th
  * call for a flag returns once the flag is at least k - slack (modulo
  * 2^32), with acquire semantics, and aborts after the timeout naming the
- * step, the flag, the epoch expected and the value seen. */
+ * step, the flag, the epoch expected and the value seen.
+ *
+ * braid_rt_signal_next_epoch counts a wait as braid_rt_signal_wait_next
+ * does and returns k - slack (modulo 2^32) without waiting: a kernel polls
+ * the flag for that value itself (xfer.kernel_wait). */
 int64_t braid_rt_symmetric_site(int64_t group, int64_t bytes, int64_t site);
 int64_t braid_rt_symmetric_peer(int64_t group, int64_t peer_offset,
                                 int64_t addr);
@@ -312,6 +316,7 @@ int64_t braid_rt_put(int64_t group, int64_t peer_offset, int64_t src,
 void braid_rt_signal_add(int64_t group, int64_t peer_offset, int64_t flag,
                          int64_t value, int64_t step);
 void braid_rt_signal_wait_next(int64_t flag, int64_t slack, int64_t step);
+int64_t braid_rt_signal_next_epoch(int64_t flag, int64_t slack, int64_t step);
 
 /* C[m,n] = act(beta C + op(A)[m,k] . op(B)[k,n] + bias[n]) in row-major
  * storage, with beta = 1 when `accumulate` is non-zero and 0 otherwise (C is

@@ -368,6 +368,14 @@ private:
     for (Operation &op : body->without_terminator()) {
       if (isa<memref::AllocaOp>(op))
         continue;
+      if (auto wait = dyn_cast<braid::xfer::KernelWaitOp>(op)) {
+        emitKernelWait(b, loc, mapping, wait, threadId);
+        continue;
+      }
+      if (auto signal = dyn_cast<braid::xfer::KernelSignalOp>(op)) {
+        emitKernelSignal(b, loc, mapping, signal, threadId, blocks);
+        continue;
+      }
       if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
         if (!linalgOp.hasPureBufferSemantics())
           return op.emitError() << "expected a bufferized op in a fused kernel";
@@ -403,6 +411,95 @@ private:
     ++numKernels;
     kernel.erase();
     return success();
+  }
+
+  /// The generic address, as i64, of word `index` of the i32 buffer
+  /// `flags`.
+  Value wordAddress(OpBuilder &b, Location loc, Value flags, Value index) {
+    auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, flags);
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, flags);
+    Value element = arith::AddIOp::create(b, loc, metadata.getOffset(), index);
+    Value bytes =
+        arith::MulIOp::create(b, loc, element, this->index(b, loc, 4));
+    Value address = arith::AddIOp::create(b, loc, base, bytes);
+    return arith::IndexCastOp::create(b, loc, b.getI64Type(), address);
+  }
+
+  /// PTX inline, with side effects and a memory clobber: the compiler moves
+  /// no memory access across it.
+  Value ptx(OpBuilder &b, Location loc, Type result, StringRef text,
+            StringRef constraints, ValueRange operands) {
+    auto op = LLVM::InlineAsmOp::create(
+        b, loc, result ? TypeRange{result} : TypeRange{}, operands, text,
+        (constraints + ",~{memory}").str(), /*has_side_effects=*/true,
+        /*is_align_stack=*/false, LLVM::TailCallKind::None,
+        /*asm_dialect=*/LLVM::AsmDialectAttr(), /*operand_attrs=*/ArrayAttr());
+    return result ? op.getResult(0) : Value();
+  }
+
+  /// xfer.kernel_wait: thread 0 polls the flag with acquire loads at
+  /// system scope until it reaches the epoch (a wrapping comparison), then
+  /// the block synchronizes, which orders every thread's later accesses
+  /// after the acquire.
+  void emitKernelWait(OpBuilder &b, Location loc, IRMapping &mapping,
+                      braid::xfer::KernelWaitOp wait, Value threadId) {
+    Value flag = wordAddress(b, loc, mapping.lookupOrDefault(wait.getFlags()),
+                             mapping.lookupOrDefault(wait.getIndex()));
+    Value epoch = mapping.lookupOrDefault(wait.getEpoch());
+    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                        threadId, index(b, loc, 0));
+    auto ifFirst = scf::IfOp::create(b, loc, first, /*withElse=*/false);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifFirst.thenBlock());
+      auto poll = scf::WhileOp::create(b, loc, TypeRange{}, ValueRange{});
+      Block *before = b.createBlock(&poll.getBefore());
+      Value seen = ptx(b, loc, b.getI32Type(), "ld.acquire.sys.u32 $0, [$1];",
+                       "=r,l", {flag});
+      Value ahead = arith::SubIOp::create(b, loc, seen, epoch);
+      Value behind = arith::CmpIOp::create(
+          b, loc, arith::CmpIPredicate::slt, ahead,
+          arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0));
+      scf::ConditionOp::create(b, loc, behind, ValueRange{});
+      (void)before;
+      b.createBlock(&poll.getAfter());
+      scf::YieldOp::create(b, loc);
+    }
+    gpu::BarrierOp::create(b, loc);
+  }
+
+  /// xfer.kernel_signal: once the block's accesses are done (a barrier),
+  /// thread 0 counts the block's arrival (acquire-release at device scope:
+  /// the last arrival sees every block's accesses); the last block resets
+  /// the count for the next launch and raises the peer's flag with release
+  /// at system scope.
+  void emitKernelSignal(OpBuilder &b, Location loc, IRMapping &mapping,
+                        braid::xfer::KernelSignalOp signal, Value threadId,
+                        int64_t blocks) {
+    gpu::BarrierOp::create(b, loc);
+    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                        threadId, index(b, loc, 0));
+    auto ifFirst = scf::IfOp::create(b, loc, first, /*withElse=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifFirst.thenBlock());
+    Value count =
+        wordAddress(b, loc, mapping.lookupOrDefault(signal.getArrivals()),
+                    mapping.lookupOrDefault(signal.getArrival()));
+    Value before =
+        ptx(b, loc, b.getI32Type(), "atom.acq_rel.gpu.add.u32 $0, [$1], 1;",
+            "=r,l", {count});
+    Value last = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::eq, before,
+        arith::ConstantIntOp::create(b, loc, b.getI32Type(), blocks - 1));
+    auto ifLast = scf::IfOp::create(b, loc, last, /*withElse=*/false);
+    b.setInsertionPointToStart(ifLast.thenBlock());
+    ptx(b, loc, Type(), "st.relaxed.gpu.u32 [$0], 0;", "l", {count});
+    Value flag = wordAddress(b, loc, mapping.lookupOrDefault(signal.getFlags()),
+                             mapping.lookupOrDefault(signal.getIndex()));
+    Value add =
+        arith::ConstantIntOp::create(b, loc, b.getI32Type(), signal.getAdd());
+    ptx(b, loc, Type(), "red.release.sys.add.u32 [$0], $1;", "l,r",
+        {flag, add});
   }
 
   /// A linalg op in host code: cuBLASLt for contractions that qualify, a

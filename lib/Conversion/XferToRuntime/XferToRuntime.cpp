@@ -461,6 +461,27 @@ struct SignalWaitToCall : RuntimePattern<xfer::SignalWaitOp> {
   }
 };
 
+/// The epoch a kernel's wait polls for: the runtime counts the wait as
+/// braid_rt_signal_wait_next does and returns the value to reach.
+struct FlagEpochToCall : RuntimePattern<xfer::FlagEpochOp> {
+  using RuntimePattern::RuntimePattern;
+
+  LogicalResult
+  matchAndRewrite(xfer::FlagEpochOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value epoch =
+        runtime.call(rewriter, loc, "braid_rt_signal_next_epoch",
+                     {runtime.flagAddress(rewriter, loc, adaptor.getFlags(),
+                                          adaptor.getIndex()),
+                      runtime.constant(rewriter, loc, op.getSlack()),
+                      runtime.constant(rewriter, loc, op.getStep())});
+    rewriter.replaceOpWithNewOp<arith::TruncIOp>(op, rewriter.getI32Type(),
+                                                 epoch);
+    return success();
+  }
+};
+
 struct MultiIndexToCalls : RuntimePattern<shard::ProcessMultiIndexOp> {
   using RuntimePattern::RuntimePattern;
 
@@ -558,6 +579,9 @@ struct ConvertXferToRuntimePass
         [&](xfer::RequestType) { return runtime.handleType(); });
     ConversionTarget target(*context);
     target.addIllegalDialect<xfer::XferDialect>();
+    // Flags touched in a fused kernel: the code generation of the kernel
+    // lowers them (braid-map-to-gpu).
+    target.addLegalOp<xfer::KernelWaitOp, xfer::KernelSignalOp>();
     target.addIllegalOp<shard::ProcessMultiIndexOp, shard::ProcessLinearIndexOp,
                         shard::GridShapeOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
@@ -568,8 +592,8 @@ struct ConvertXferToRuntimePass
                  GroupCall<xfer::AllToAllOp>, GroupCall<xfer::BroadcastOp>,
                  GroupCall<xfer::SymmetricAllocOp>, GroupCall<xfer::PeerViewOp>,
                  GroupCall<xfer::SignalOp>, WaitToCalls, SignalWaitToCall,
-                 MultiIndexToCalls, LinearIndexToCalls, GridShapeToConstants>(
-        converter, context, runtime);
+                 FlagEpochToCall, MultiIndexToCalls, LinearIndexToCalls,
+                 GridShapeToConstants>(converter, context, runtime);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
       return signalPassFailure();
 

@@ -475,6 +475,12 @@ LogicalResult SignalWaitOp::verify() {
           signal && signal.getFlags() == buffer &&
           mayBeSameIndex(signal.getIndex(), getIndex()))
         return success();
+      // A kernel raises it through the peer's view (braid-kernel-signals).
+      if (auto peer = dyn_cast<PeerViewOp>(user))
+        for (Operation *raiser : peer.getView().getUsers())
+          if (auto signal = dyn_cast<KernelSignalOp>(raiser);
+              signal && mayBeSameIndex(signal.getIndex(), getIndex()))
+            return success();
       if (isa<ViewLikeOpInterface, memref::CastOp>(user) &&
           user->getNumResults() == 1)
         worklist.push_back(user->getResult(0));
@@ -482,6 +488,71 @@ LogicalResult SignalWaitOp::verify() {
   }
   return emitOpError() << "waits on a flag that no 'xfer.put' or "
                           "'xfer.signal' of the program raises";
+}
+
+LogicalResult FlagEpochOp::verify() {
+  if (static_cast<int64_t>(getSlack()) < 0)
+    return emitOpError() << "slack " << static_cast<int64_t>(getSlack())
+                         << " is negative";
+  return verifySymmetricOperand(*this, "flag buffer", getFlags(), {}, {});
+}
+
+/// Kernel flag ops live in the body of a fused kernel.
+static LogicalResult verifyInFusedKernel(Operation *op) {
+  Operation *parent = op->getParentOp();
+  if (!parent || parent->getName().getStringRef() != "scf.forall" ||
+      !parent->hasAttr("braid.kernel"))
+    return op->emitOpError()
+           << "must be in the body of a fused kernel (an 'scf.forall' "
+              "marked 'braid.kernel')";
+  return success();
+}
+
+// The kernel ops outlive the lowering of symmetric allocations and peer
+// views to runtime calls (they are lowered with their kernel), so where
+// their buffers come from is checked only while those ops are there (the
+// buffer is an xfer or memref op's, or an argument).
+static bool fromXferOp(Value buffer) {
+  Operation *def = getRootBuffer(buffer).getDefiningOp();
+  return !def || isa<XferDialect, memref::MemRefDialect>(def->getDialect());
+}
+
+LogicalResult KernelWaitOp::verify() {
+  if (failed(verifyInFusedKernel(*this)))
+    return failure();
+  if (!fromXferOp(getFlags()))
+    return success();
+  return verifySymmetricOperand(*this, "flag buffer", getFlags(), {}, {});
+}
+
+LogicalResult KernelSignalOp::verify() {
+  if (failed(verifyInFusedKernel(*this)))
+    return failure();
+  Operation *next = getOperation()->getNextNode();
+  while (isa_and_nonnull<KernelSignalOp>(next))
+    next = next->getNextNode();
+  if (!next || !next->hasTrait<OpTrait::IsTerminator>())
+    return emitOpError() << "must be among the last ops of its kernel's body "
+                            "(only other raises after it): the raise follows "
+                            "every access of the tile";
+  if (static_cast<int64_t>(getAdd()) < 1)
+    return emitOpError() << "raises flags by a positive amount, not "
+                         << static_cast<int64_t>(getAdd());
+  if (getData() && getAdd() != 1)
+    return emitOpError() << "announces one delivery into its data buffer, so "
+                            "it raises its flag by 1, not "
+                         << static_cast<int64_t>(getAdd());
+  if (fromXferOp(getFlags()) &&
+      !getRootBuffer(getFlags()).getDefiningOp<PeerViewOp>())
+    return emitOpError() << "raises a peer's flag: its flag buffer must be an "
+                            "'xfer.peer_view' of a symmetric buffer";
+  if (fromXferOp(getArrivals()) &&
+      failed(verifySymmetricOperand(*this, "arrival buffer", getArrivals(), {},
+                                    {})))
+    return failure();
+  if (getData() && fromXferOp(getData()))
+    return verifySymmetricOperand(*this, "data buffer", getData(), {}, {});
+  return success();
 }
 
 LogicalResult WaitOp::verify() {

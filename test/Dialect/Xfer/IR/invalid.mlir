@@ -305,3 +305,107 @@ func.func @symmetric_axis() {
   %s = xfer.symmetric_alloc on @tp axes = [1] site = 0 : memref<8xf32>
   return
 }
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @epoch_negative_slack() {
+  %c0 = arith.constant 0 : index
+  %f = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  // expected-error @+1 {{slack -1 is negative}}
+  %e = xfer.flag_epoch %f[%c0] slack = -1 step = 0 : memref<2xi32>
+  return
+}
+
+// -----
+
+func.func @epoch_not_symmetric(%f: memref<2xi32>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{flag buffer must be a symmetric buffer}}
+  %e = xfer.flag_epoch %f[%c0] slack = 0 step = 0 : memref<2xi32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @kernel_wait_outside_kernel(%e: i32) {
+  %c0 = arith.constant 0 : index
+  %f = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  // expected-error @+1 {{must be in the body of a fused kernel}}
+  xfer.kernel_wait %f[%c0] until %e step = 0 : memref<2xi32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @kernel_wait_plain_forall(%e: i32) {
+  %c0 = arith.constant 0 : index
+  %f = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  scf.forall (%i) in (4) {
+    // expected-error @+1 {{must be in the body of a fused kernel (an 'scf.forall' marked 'braid.kernel')}}
+    xfer.kernel_wait %f[%c0] until %e step = 0 : memref<2xi32>
+  }
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @kernel_signal_not_last(%a: memref<4xindex>) {
+  %c0 = arith.constant 0 : index
+  %f = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  %n = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<1xi32>
+  %p = xfer.peer_view %f on @tp axes = [0] offset = 1 : memref<2xi32>
+  scf.forall (%i) in (4) {
+    // expected-error @+1 {{must be among the last ops of its kernel's body}}
+    xfer.kernel_signal %p[%c0] arrivals %n[%c0] step = 0 : memref<2xi32>, memref<1xi32>
+    memref.store %c0, %a[%i] : memref<4xindex>
+  } {braid.kernel}
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @kernel_signal_own_flags() {
+  %c0 = arith.constant 0 : index
+  %f = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  %n = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<1xi32>
+  scf.forall (%i) in (4) {
+    // expected-error @+1 {{its flag buffer must be an 'xfer.peer_view' of a symmetric buffer}}
+    xfer.kernel_signal %f[%c0] arrivals %n[%c0] step = 0 : memref<2xi32>, memref<1xi32>
+  } {braid.kernel}
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @kernel_signal_arrivals(%n: memref<1xi32>) {
+  %c0 = arith.constant 0 : index
+  %f = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  %p = xfer.peer_view %f on @tp axes = [0] offset = 1 : memref<2xi32>
+  scf.forall (%i) in (4) {
+    // expected-error @+1 {{arrival buffer must be a symmetric buffer}}
+    xfer.kernel_signal %p[%c0] arrivals %n[%c0] step = 0 : memref<2xi32>, memref<1xi32>
+  } {braid.kernel}
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+func.func @kernel_signal_data_add() {
+  %c0 = arith.constant 0 : index
+  %f = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  %n = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<1xi32>
+  %s = xfer.symmetric_alloc on @tp axes = [0] site = 2 : memref<4xf32>
+  %p = xfer.peer_view %f on @tp axes = [0] offset = 1 : memref<2xi32>
+  scf.forall (%i) in (4) {
+    // expected-error @+1 {{announces one delivery into its data buffer, so it raises its flag by 1, not 2}}
+    xfer.kernel_signal %p[%c0] arrivals %n[%c0] add = 2 for %s step = 0 : memref<2xi32>, memref<1xi32>, memref<4xf32>
+  } {braid.kernel}
+  return
+}

@@ -59,3 +59,29 @@ func.func @symmetric(%a: memref<8x16xf32>) {
   memref.dealloc %h : memref<4x16xf32>
   return
 }
+
+// Flags touched by kernels (braid-kernel-signals).
+// CHECK-LABEL: func.func @kernel_flags
+func.func @kernel_flags(%a: memref<4x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  // CHECK: %[[FLAGS:.*]] = xfer.symmetric_alloc on @tp axes = [1] site = 0 : memref<2xi32>
+  // CHECK: %[[COUNT:.*]] = xfer.symmetric_alloc on @tp axes = [1] site = 1 : memref<1xi32>
+  // CHECK: %[[SLOT:.*]] = xfer.symmetric_alloc on @tp axes = [1] site = 2 : memref<4x16xf32>
+  %flags = xfer.symmetric_alloc on @tp axes = [1] site = 0 : memref<2xi32>
+  %count = xfer.symmetric_alloc on @tp axes = [1] site = 1 : memref<1xi32>
+  %slot = xfer.symmetric_alloc on @tp axes = [1] site = 2 : memref<4x16xf32>
+  // CHECK: %[[E:.*]] = xfer.flag_epoch %[[FLAGS]][%{{.*}}] slack = 1 step = 4 : memref<2xi32>
+  %e = xfer.flag_epoch %flags[%c0] slack = 1 step = 4 : memref<2xi32>
+  // CHECK: %[[PEER:.*]] = xfer.peer_view %[[FLAGS]] on @tp axes = [1] offset = 1 : memref<2xi32>
+  %peer = xfer.peer_view %flags on @tp axes = [1] offset = 1 : memref<2xi32>
+  scf.forall (%i) in (4) {
+    // CHECK: xfer.kernel_wait %[[FLAGS]][%{{.*}}] until %[[E]] step = 4 : memref<2xi32>
+    xfer.kernel_wait %flags[%c0] until %e step = 4 : memref<2xi32>
+    // CHECK: xfer.kernel_signal %[[PEER]][%{{.*}}] arrivals %[[COUNT]][%{{.*}}] for %[[SLOT]] step = 4 : memref<2xi32>, memref<1xi32>, memref<4x16xf32>
+    // CHECK: xfer.kernel_signal %[[PEER]][%{{.*}}] arrivals %[[COUNT]][%{{.*}}] add = 2 step = 5 : memref<2xi32>, memref<1xi32>
+    xfer.kernel_signal %peer[%c1] arrivals %count[%c0] for %slot step = 4 : memref<2xi32>, memref<1xi32>, memref<4x16xf32>
+    xfer.kernel_signal %peer[%c0] arrivals %count[%c0] add = 2 step = 5 : memref<2xi32>, memref<1xi32>
+  } {braid.kernel}
+  return
+}

@@ -353,6 +353,109 @@ def Xfer_SignalWaitOp : Xfer_Op<"signal_wait", [
 }
 
 //===----------------------------------------------------------------------===//
+// Flags touched by kernels
+//===----------------------------------------------------------------------===//
+
+def Xfer_FlagEpochOp : Xfer_Op<"flag_epoch", [
+    MemoryEffects<[MemRead<Xfer_CommResource>, MemWrite<Xfer_CommResource>]>]> {
+  let summary = "the value a flag must reach for this rank's next wait on it";
+  let description = [{
+    Counts a wait on flag `flags[index]` exactly as `xfer.signal_wait` does
+    (the k-th wait on a flag, across calls) and returns `k - slack` modulo
+    2^32, the value the flag must reach, without waiting: a fused kernel
+    waits for it with `xfer.kernel_wait` (`braid-kernel-signals`), so that
+    the wait happens in the kernel's blocks rather than on the stream.
+
+    ```mlir
+    %e = xfer.flag_epoch %flags[%c0] slack = 0 step = 2 : memref<8xi32>
+    ```
+  }];
+  let arguments = (ins MemRefRankOf<[I32], [1]>:$flags, Index:$index,
+                       I64Attr:$slack, I64Attr:$step);
+  let results = (outs I32:$epoch);
+  let assemblyFormat = [{
+    $flags `[` $index `]` `slack` `=` $slack `step` `=` $step attr-dict
+    `:` type($flags)
+  }];
+  let hasVerifier = 1;
+}
+
+def Xfer_KernelWaitOp : Xfer_Op<"kernel_wait", [
+    MemoryEffects<[MemRead<Xfer_CommResource>, MemWrite<Xfer_CommResource>,
+                   MemRead, MemWrite]>]> {
+  let summary = "a fused kernel's tiles wait until a flag reaches an epoch";
+  let description = [{
+    Inside a fused kernel (`scf.forall {braid.kernel}`): each iteration
+    waits until flag `flags[index]` of this rank is at least `epoch`
+    (compared modulo 2^32, as `xfer.signal_wait` compares), with acquire
+    semantics at system scope, before the ops after it. On the cuda target
+    one thread of each block polls the flag and the block then
+    synchronizes, so that every thread's later loads see what the raiser
+    wrote before its release. `epoch` comes from `xfer.flag_epoch`, which
+    counted the wait on the host.
+
+    ```mlir
+    scf.forall (%i) in (4) {
+      xfer.kernel_wait %flags[%c0] until %e step = 2 : memref<8xi32>
+      ...
+    } {braid.kernel}
+    ```
+  }];
+  let arguments = (ins MemRefRankOf<[I32], [1]>:$flags, Index:$index,
+                       I32:$epoch, I64Attr:$step);
+  let assemblyFormat = [{
+    $flags `[` $index `]` `until` $epoch `step` `=` $step attr-dict
+    `:` type($flags)
+  }];
+  let hasVerifier = 1;
+}
+
+def Xfer_KernelSignalOp : Xfer_Op<"kernel_signal", [
+    MemoryEffects<[MemRead<Xfer_CommResource>, MemWrite<Xfer_CommResource>,
+                   MemRead, MemWrite]>]> {
+  let summary = "the last tile of a fused kernel raises a peer's flag";
+  let description = [{
+    Inside a fused kernel (`scf.forall {braid.kernel}`), as its last op:
+    every iteration counts itself in `arrivals[arrival]` once its accesses
+    are done, and the one that completes the count (the kernel's last)
+    resets the count to zero and adds `add` to flag `flags[index]`, with
+    release semantics at system scope. `flags` is a peer's copy of a
+    symmetric flag buffer (an `xfer.peer_view`), so this is
+    `xfer.signal` raised from inside the kernel: every access any
+    iteration made before it is visible to the peer whose wait sees the
+    new value. `arrivals` is a symmetric `i32` buffer of this rank (device
+    memory that starts at zero); each kernel has a word of its own. On the
+    cuda target each block synchronizes, one thread adds the block's
+    arrival (acquire-release at device scope) and, in the last block,
+    raises the flag (`red.release.sys`), so one remote atomic goes out
+    per kernel whatever its grid.
+
+    With `for %slot`, the raise announces data, as `xfer.signal`'s does:
+    the kernel stored into the peer's copy of `%slot`.
+
+    ```mlir
+    %peer = xfer.peer_view %flags on @tp axes = [0] offset = -1
+        : memref<8xi32>
+    scf.forall (%i) in (4) {
+      ...
+      xfer.kernel_signal %peer[%c1] arrivals %count[%c0] step = 2
+          : memref<8xi32>, memref<2xi32>
+    } {braid.kernel}
+    ```
+  }];
+  let arguments = (ins MemRefRankOf<[I32], [1]>:$flags, Index:$index,
+                       MemRefRankOf<[I32], [1]>:$arrivals, Index:$arrival,
+                       DefaultValuedAttr<I64Attr, "1">:$add,
+                       Optional<AnyStaticShapeMemRef>:$data, I64Attr:$step);
+  let assemblyFormat = [{
+    $flags `[` $index `]` `arrivals` $arrivals `[` $arrival `]`
+    (`add` `=` $add^)? (`for` $data^)? `step` `=` $step attr-dict
+    `:` type($flags) `,` type($arrivals) (`,` type($data)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // xfer.wait
 //===----------------------------------------------------------------------===//
 

@@ -192,6 +192,73 @@ def FusePuts
   ];
 }
 
+def KernelSignals : Pass<"braid-kernel-signals", "mlir::ModuleOp"> {
+  let summary = "Fused kernels wait on and raise their peers' flags themselves";
+  let description = [{
+    The cuda target's flag waits are stream waits and its raises one-thread
+    kernels on the stream, around the kernels that read what arrived or
+    stored what leaves. This pass moves them into the fused kernels
+    (`scf.forall {braid.kernel}`) they surround, so that the collective
+    and its chain are one launch that talks to its peers itself (the
+    all-reduce + RMSNorm kernels of vLLM, FlashInfer and TensorRT-LLM):
+
+    - the `xfer.signal_wait`s just before a kernel (only ops that touch no
+      buffer's contents between them) become an `xfer.flag_epoch` where the
+      wait was, which counts the wait on the host and returns the epoch,
+      and an `xfer.kernel_wait` at the start of the kernel's body: each
+      block polls the flag with acquire loads at system scope;
+    - the `xfer.signal`s just after a kernel become an `xfer.kernel_signal`
+      at the end of its body, on the peer's view of the flag buffer: the
+      kernel's last block to arrive (counted in a word of a small
+      symmetric buffer the pass allocates per function) raises the flag
+      with release at system scope.
+
+    Both keep the order they had: a moved wait precedes every access of
+    every block, and whatever follows the kernel on the stream follows
+    every block; a moved raise follows every access of every block.
+    Blocks that spin must not keep the work that releases them from
+    running, so a kernel of more than `max-tiles` tiles keeps its stream
+    waits and raises (a remark says so): the bound is below the SM count of
+    the targets (108 on sm_80, 132 on sm_90), so that each SM keeps room
+    for another stream's work. A decode step's kernels (one block per row,
+    1 to 96 tokens) are inside it; a prefill's kernels are long against a
+    launch and a stream wait.
+
+    It runs on the cuda target after `braid-check-schedule`, which proves
+    the stream form it rewrites; `--kernel-signals=false` keeps that form.
+
+    ```mlir
+    xfer.signal_wait %flags[%c0] slack = 0 step = 0 : memref<2xi32>
+    scf.forall (%i) in (4) { ... } {braid.kernel}
+    xfer.signal %flags[%c1] on @tp axes = [0] offset = -1 step = 0
+        : memref<2xi32>
+    // becomes
+    %count = xfer.symmetric_alloc on @tp axes = [0] site = 2
+        : memref<1xi32>
+    %e = xfer.flag_epoch %flags[%c0] slack = 0 step = 0 : memref<2xi32>
+    %peer = xfer.peer_view %flags on @tp axes = [0] offset = -1
+        : memref<2xi32>
+    scf.forall (%i) in (4) {
+      xfer.kernel_wait %flags[%c0] until %e step = 0 : memref<2xi32>
+      ...
+      xfer.kernel_signal %peer[%c1] arrivals %count[%c0_1] step = 0
+          : memref<2xi32>, memref<1xi32>
+    } {braid.kernel}
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+  let options = [
+    Option<"maxTiles", "max-tiles", "int64_t", /*default=*/"96",
+           "The most tiles (blocks) a kernel may have for the flag waits "
+           "and raises next to it to move into it">
+  ];
+  let statistics = [
+    Statistic<"numWaits", "kernel-waits", "Flag waits moved into kernels">,
+    Statistic<"numSignals", "kernel-signals", "Raises moved into kernels">
+  ];
+}
+
 def OutlineKernels : Pass<"braid-outline-kernels", "mlir::ModuleOp"> {
   let summary = "Moves each computation on buffers into a function of its own";
   let description = [{

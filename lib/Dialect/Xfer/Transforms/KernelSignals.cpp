@@ -1,0 +1,214 @@
+//===- KernelSignals.cpp - Fused kernels wait and raise flags themselves --===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// On the cuda target a flag wait is a stream wait and a raise a one-thread
+// kernel on the stream. Around a fused kernel (scf.forall {braid.kernel})
+// both can move into the kernel: the waits just before it become polls by
+// each block (the host only counts the epoch), and the raises just after it
+// become the last block's release. The collective and its chain are then
+// one launch that talks to its peers itself, as vLLM's custom all-reduce
+// and FlashInfer's fused all-reduce + RMSNorm do.
+//
+// Order is kept: a wait moved into the kernel still precedes every access
+// of every block, and stream order puts everything after the kernel after
+// every block's wait; a raise moved into the kernel still follows every
+// access of every block (the last block's arrival acquires the others').
+// A kernel whose blocks spin must not keep the work that would release
+// them from running: the raise a peer waits for is enqueued before it (its
+// put's wait precedes the data wait), and a grid of at most `max-tiles`
+// blocks leaves every SM room for another stream's work. Larger grids keep
+// their stream waits and raises, with a remark: they are prefill-sized,
+// where a launch and a stream wait are small against the kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "braid/Dialect/Xfer/IR/XferOps.h"
+#include "braid/Dialect/Xfer/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
+namespace braid::xfer {
+#define GEN_PASS_DEF_KERNELSIGNALS
+#include "braid/Dialect/Xfer/Transforms/Passes.h.inc"
+} // namespace braid::xfer
+
+using namespace mlir;
+using namespace braid;
+using namespace braid::xfer;
+
+namespace {
+
+/// Ops a flag op may move across: they touch no buffer's contents.
+bool movableAcross(Operation &op) {
+  return isMemoryEffectFree(&op) || isa<ViewLikeOpInterface>(op) ||
+         isa<PeerViewOp, memref::AllocOp, memref::AllocaOp>(op);
+}
+
+/// The number of iterations of a fused kernel with static bounds.
+std::optional<int64_t> tileCount(scf::ForallOp kernel) {
+  ArrayRef<int64_t> lbs = kernel.getStaticLowerBound(),
+                    ubs = kernel.getStaticUpperBound(),
+                    steps = kernel.getStaticStep();
+  if (ShapedType::isDynamicShape(lbs) || ShapedType::isDynamicShape(ubs) ||
+      ShapedType::isDynamicShape(steps))
+    return std::nullopt;
+  int64_t tiles = 1;
+  for (auto [lb, ub, step] : llvm::zip(lbs, ubs, steps))
+    tiles *= ub > lb ? (ub - lb + step - 1) / step : 0;
+  return tiles;
+}
+
+struct KernelSignalsPass
+    : public braid::xfer::impl::KernelSignalsBase<KernelSignalsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    module.walk([&](SymmetricAllocOp alloc) {
+      nextSite = std::max<int64_t>(nextSite, alloc.getSite() + 1);
+    });
+    for (auto function : module.getOps<FunctionOpInterface>()) {
+      if (function.isExternal())
+        continue;
+      arrivals = nullptr;
+      SmallVector<scf::ForallOp> kernels;
+      function.walk([&](scf::ForallOp kernel) {
+        if (kernel->hasAttr("braid.kernel") && kernel.getOutputs().empty())
+          kernels.push_back(kernel);
+      });
+      for (scf::ForallOp kernel : kernels) {
+        std::optional<int64_t> tiles = tileCount(kernel);
+        if (!tiles || *tiles == 0)
+          continue;
+        if (*tiles > maxTiles) {
+          declineLarge(kernel, *tiles);
+          continue;
+        }
+        moveWaits(kernel);
+        moveSignals(kernel, function);
+      }
+    }
+  }
+
+  /// Flag waits and raises next to `kernel` stay on the stream: it has too
+  /// many tiles.
+  void declineLarge(scf::ForallOp kernel, int64_t tiles) {
+    auto adjacent = [](Operation *op, bool forward) {
+      for (; op; op = forward ? op->getNextNode() : op->getPrevNode()) {
+        if (isa<SignalWaitOp, SignalOp>(op))
+          return true;
+        if (!movableAcross(*op) || op->hasTrait<OpTrait::IsTerminator>())
+          return false;
+      }
+      return false;
+    };
+    if (!adjacent(kernel->getPrevNode(), false) &&
+        !adjacent(kernel->getNextNode(), true))
+      return;
+    kernel.emitRemark()
+        << "keeps the flag waits and raises next to it on the stream: its "
+        << tiles << " tiles exceed the " << static_cast<int64_t>(maxTiles)
+        << " blocks that may poll and count arrivals (--max-tiles): spinning "
+           "blocks beyond that could keep the work that releases them from "
+           "an SM";
+  }
+
+  /// The flag waits right before `kernel` become polls of its blocks.
+  void moveWaits(scf::ForallOp kernel) {
+    SmallVector<SignalWaitOp> waits;
+    for (Operation *op = kernel->getPrevNode(); op; op = op->getPrevNode()) {
+      if (auto wait = dyn_cast<SignalWaitOp>(op)) {
+        waits.insert(waits.begin(), wait);
+        continue;
+      }
+      if (!movableAcross(*op))
+        break;
+    }
+    OpBuilder b(kernel);
+    Operation *first = &kernel.getBody()->front();
+    for (SignalWaitOp wait : waits) {
+      b.setInsertionPoint(wait);
+      Value epoch = FlagEpochOp::create(
+          b, wait.getLoc(), b.getI32Type(), wait.getFlags(), wait.getIndex(),
+          wait.getSlackAttr(), wait.getStepAttr());
+      b.setInsertionPoint(first);
+      KernelWaitOp::create(b, wait.getLoc(), wait.getFlags(), wait.getIndex(),
+                           epoch, wait.getStepAttr());
+      wait.erase();
+      ++numWaits;
+    }
+  }
+
+  /// The raises right after `kernel` become its last block's.
+  void moveSignals(scf::ForallOp kernel, FunctionOpInterface function) {
+    SmallVector<SignalOp> signals;
+    for (Operation *op = kernel->getNextNode(); op; op = op->getNextNode()) {
+      if (auto signal = dyn_cast<SignalOp>(op)) {
+        signals.push_back(signal);
+        continue;
+      }
+      if (!movableAcross(*op) || op->hasTrait<OpTrait::IsTerminator>())
+        break;
+    }
+    OpBuilder b(kernel);
+    for (SignalOp signal : signals) {
+      Location loc = signal.getLoc();
+      SymmetricAllocOp alloc = getSymmetricAlloc(signal.getFlags());
+      if (signal.getFlags() != alloc.getBuffer()) {
+        signal.emitRemark() << "stays a raise on the stream: its flag buffer "
+                               "is a view of a symmetric allocation";
+        continue;
+      }
+      b.setInsertionPoint(kernel);
+      Value peer = PeerViewOp::create(
+          b, loc, alloc.getBuffer().getType(), alloc.getBuffer(),
+          signal.getGridAttr(), signal.getAxesAttr(), signal.getOffsetAttr());
+      Value counts = arrivalWord(signal, function);
+      Value index = arith::ConstantIndexOp::create(b, loc, words - 1);
+      b.setInsertionPoint(kernel.getBody()->getTerminator());
+      KernelSignalOp::create(b, loc, peer, signal.getIndex(), counts, index,
+                             signal.getAddAttr(), signal.getData(),
+                             signal.getStepAttr());
+      signal.erase();
+      ++numSignals;
+    }
+  }
+
+  /// The function's arrival counters, one word more for this raise (word
+  /// `words - 1`): a symmetric allocation on the raise's group, after the
+  /// function's other symmetric allocations (every rank of the group
+  /// allocates in the same order), grown by a word per raise.
+  Value arrivalWord(SignalOp signal, FunctionOpInterface function) {
+    OpBuilder b(signal->getContext());
+    if (!arrivals) {
+      Block &entry = function.getFunctionBody().front();
+      b.setInsertionPointToStart(&entry);
+      for (Operation &op : entry)
+        if (isa<SymmetricAllocOp>(op))
+          b.setInsertionPointAfter(&op);
+      arrivals = SymmetricAllocOp::create(
+          b, signal.getLoc(), MemRefType::get({1}, b.getI32Type()),
+          signal.getGridAttr(), signal.getAxesAttr(),
+          b.getI64IntegerAttr(nextSite++));
+      words = 0;
+    }
+    ++words;
+    arrivals.getBuffer().setType(MemRefType::get({words}, b.getI32Type()));
+    return arrivals.getBuffer();
+  }
+
+  int64_t nextSite = 0;
+  SymmetricAllocOp arrivals;
+  int64_t words = 0;
+};
+
+} // namespace

@@ -1,0 +1,122 @@
+// braid-kernel-signals: the flag waits just before a fused kernel become an
+// epoch counted on the host and a poll at the start of the kernel's body;
+// the raises just after it become the kernel's last-block raise on the
+// peer's view of the flags, counted in a word of a symmetric buffer the
+// pass allocates per function. Left alone: a wait an op with effects
+// separates from the kernel, and a kernel of more tiles than --max-tiles
+// (a remark says why).
+// RUN: braid-opt %s -split-input-file --braid-kernel-signals | FileCheck %s
+// RUN: braid-opt %s -split-input-file --braid-kernel-signals=max-tiles=2 2>&1 | FileCheck %s --check-prefix=SMALL
+
+shard.grid @tp(shape = 2)
+
+// The consumer of a one-shot all-reduce: data wait, kernel, credit back.
+// CHECK-LABEL: func.func @one_shot
+// CHECK: %[[FLAGS:.*]] = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+// CHECK: %[[SLOT:.*]] = xfer.symmetric_alloc on @tp axes = [0] site = 1
+// CHECK: %[[COUNT:.*]] = xfer.symmetric_alloc on @tp axes = [0] site = 2 : memref<1xi32>
+// The credit wait before the put stays: a put follows it.
+// CHECK: xfer.signal_wait %[[FLAGS]][%{{.*}}] slack = 1 step = 3
+// CHECK-NEXT: xfer.put
+// CHECK-NOT: xfer.signal_wait
+// CHECK: %[[E:.*]] = xfer.flag_epoch %[[FLAGS]][%[[C0:.*]]] slack = 0 step = 3 : memref<2xi32>
+// CHECK: %[[PEER:.*]] = xfer.peer_view %[[FLAGS]] on @tp axes = [0] offset = -1 : memref<2xi32>
+// CHECK: %[[W:.*]] = arith.constant 0 : index
+// CHECK: scf.forall (%{{.*}}) in (4) {
+// CHECK-NEXT: xfer.kernel_wait %[[FLAGS]][%[[C0]]] until %[[E]] step = 3 : memref<2xi32>
+// CHECK: linalg.add
+// CHECK-NEXT: xfer.kernel_signal %[[PEER]][%[[C1:.*]]] arrivals %[[COUNT]][%[[W]]] step = 3 : memref<2xi32>, memref<1xi32>
+// CHECK-NEXT: } {braid.kernel}
+// CHECK-NOT: xfer.signal
+// CHECK: return
+// SMALL: remark: keeps the flag waits and raises next to it on the stream: its 4 tiles exceed the 2 blocks that may poll and count arrivals (--max-tiles)
+// SMALL: func.func @one_shot
+// SMALL: xfer.signal_wait %{{.*}} slack = 0 step = 3
+// SMALL-NEXT: scf.forall
+// SMALL-NOT: xfer.kernel_
+// SMALL: xfer.signal %{{.*}} offset = -1 step = 3
+func.func @one_shot(%partial: memref<4x64xf32>, %out: memref<4x64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %flags = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  %slot = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<4x64xf32>
+  xfer.signal_wait %flags[%c1] slack = 1 step = 3 : memref<2xi32>
+  %r = xfer.put %partial, %slot on @tp axes = [0] offset = 1 signal %flags[%c0] step = 3 : memref<4x64xf32>, memref<4x64xf32>, memref<2xi32>
+  xfer.wait %r : !xfer.request
+  xfer.signal_wait %flags[%c0] slack = 0 step = 3 : memref<2xi32>
+  scf.forall (%i) in (4) {
+    %a = memref.subview %partial[%i, 0] [1, 64] [1, 1] : memref<4x64xf32> to memref<1x64xf32, strided<[64, 1], offset: ?>>
+    %b = memref.subview %slot[%i, 0] [1, 64] [1, 1] : memref<4x64xf32> to memref<1x64xf32, strided<[64, 1], offset: ?>>
+    %o = memref.subview %out[%i, 0] [1, 64] [1, 1] : memref<4x64xf32> to memref<1x64xf32, strided<[64, 1], offset: ?>>
+    linalg.add ins(%a, %b : memref<1x64xf32, strided<[64, 1], offset: ?>>, memref<1x64xf32, strided<[64, 1], offset: ?>>) outs(%o : memref<1x64xf32, strided<[64, 1], offset: ?>>)
+  } {braid.kernel}
+  xfer.signal %flags[%c1] on @tp axes = [0] offset = -1 step = 3 : memref<2xi32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 2)
+
+// A kernel that stores into the peer's slot (braid-fuse-puts): its credit
+// wait (across the peer view and an allocation) moves in, and its data
+// raise and a second raise after it each get an arrival word.
+// CHECK-LABEL: func.func @push
+// CHECK: %[[FLAGS:.*]] = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<3xi32>
+// CHECK: %[[SLOT:.*]] = xfer.symmetric_alloc on @tp axes = [0] site = 1
+// CHECK: %[[COUNT:.*]] = xfer.symmetric_alloc on @tp axes = [0] site = 2 : memref<2xi32>
+// CHECK: %[[E:.*]] = xfer.flag_epoch %[[FLAGS]][%{{.*}}] slack = 1 step = 0
+// CHECK: scf.forall
+// CHECK-NEXT: xfer.kernel_wait %[[FLAGS]][%{{.*}}] until %[[E]] step = 0
+// CHECK: linalg.copy
+// CHECK-NEXT: xfer.kernel_signal %{{.*}}[%{{.*}}] arrivals %[[COUNT]][%{{.*}}] for %[[SLOT]] step = 0 : memref<3xi32>, memref<2xi32>, memref<4x64xf32>
+// CHECK-NEXT: xfer.kernel_signal %{{.*}}[%{{.*}}] arrivals %[[COUNT]][%{{.*}}] add = 2 step = 1 : memref<3xi32>, memref<2xi32>
+// CHECK-NEXT: } {braid.kernel}
+func.func @push(%x: memref<4x64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %flags = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<3xi32>
+  %slot = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<4x64xf32>
+  xfer.signal_wait %flags[%c1] slack = 1 step = 0 : memref<3xi32>
+  %peer = xfer.peer_view %slot on @tp axes = [0] offset = 1 : memref<4x64xf32>
+  %tmp = memref.alloc() : memref<4x64xf32>
+  scf.forall (%i) in (4) {
+    %a = memref.subview %x[%i, 0] [1, 64] [1, 1] : memref<4x64xf32> to memref<1x64xf32, strided<[64, 1], offset: ?>>
+    %p = memref.subview %peer[%i, 0] [1, 64] [1, 1] : memref<4x64xf32> to memref<1x64xf32, strided<[64, 1], offset: ?>>
+    linalg.copy ins(%a : memref<1x64xf32, strided<[64, 1], offset: ?>>) outs(%p : memref<1x64xf32, strided<[64, 1], offset: ?>>)
+  } {braid.kernel}
+  %v = memref.subview %tmp[0, 0] [1, 64] [1, 1] : memref<4x64xf32> to memref<1x64xf32, strided<[64, 1]>>
+  xfer.signal %flags[%c0] on @tp axes = [0] offset = 1 for %slot step = 0 : memref<3xi32>, memref<4x64xf32>
+  xfer.signal %flags[%c2] on @tp axes = [0] offset = 1 add = 2 step = 1 : memref<3xi32>
+  xfer.signal_wait %flags[%c0] slack = 0 step = 0 : memref<3xi32>
+  xfer.signal_wait %flags[%c2] slack = 0 step = 1 : memref<3xi32>
+  memref.dealloc %tmp : memref<4x64xf32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 2)
+
+// A copy between the wait and the kernel keeps the wait on the stream
+// (the copy must wait too); the kernel has no raise after it.
+// CHECK-LABEL: func.func @separated
+// CHECK: xfer.signal_wait
+// CHECK-NEXT: memref.copy
+// CHECK-NOT: xfer.kernel_wait
+// CHECK-NOT: xfer.flag_epoch
+func.func @separated(%x: memref<4x64xf32>, %y: memref<4x64xf32>) {
+  %c0 = arith.constant 0 : index
+  %flags = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<1xi32>
+  %slot = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<4x64xf32>
+  %r = xfer.put %x, %slot on @tp axes = [0] offset = 1 signal %flags[%c0] step = 0 : memref<4x64xf32>, memref<4x64xf32>, memref<1xi32>
+  xfer.wait %r : !xfer.request
+  xfer.signal_wait %flags[%c0] slack = 0 step = 0 : memref<1xi32>
+  memref.copy %slot, %y : memref<4x64xf32> to memref<4x64xf32>
+  scf.forall (%i) in (4) {
+    %a = memref.subview %y[%i, 0] [1, 64] [1, 1] : memref<4x64xf32> to memref<1x64xf32, strided<[64, 1], offset: ?>>
+    linalg.add ins(%a, %a : memref<1x64xf32, strided<[64, 1], offset: ?>>, memref<1x64xf32, strided<[64, 1], offset: ?>>) outs(%a : memref<1x64xf32, strided<[64, 1], offset: ?>>)
+  } {braid.kernel}
+  return
+}
