@@ -15,6 +15,14 @@ device to catch (BRAID_EMULATE_PTX_REPLACE runs OUT.ptx in its place):
                           dynamic shared memory that holds the row's tile
                           (the aliasing a review once found by reading PTX)
   misalign-vector-load    the first 16-byte shared load 4 bytes off
+  skip-flag-poll          the poll of a flag a kernel waits on
+                          (braid-kernel-signals) reads it once, relaxed,
+                          and goes on: the kernel reads what its peers
+                          put without the raise that announces it
+  relax-arrivals          the blocks' arrival count relaxed: the last
+                          block's raise no longer carries the other
+                          blocks' accesses (a raise before their stores
+                          are visible)
 
 Exits 1, saying why, when IN.ptx has nothing to break that way.
 """
@@ -51,10 +59,29 @@ def misalign_vector_load(lines):
     return None
 
 
+def skip_flag_poll(lines):
+    for i, line in enumerate(lines):
+        if re.search(r"\bld\.acquire\.sys\.u32\b", line):
+            for j in range(i + 1, len(lines)):
+                if re.match(r"\s*@%p\d+ bra\b", lines[j]):
+                    out = lines[:j] + lines[j + 1:]
+                    out[i] = line.replace("ld.acquire.", "ld.relaxed.")
+                    return out
+    return None
+
+
+def relax_arrivals(lines):
+    out = [line.replace("atom.acq_rel.gpu.add.u32", "atom.relaxed.gpu.add.u32")
+           for line in lines]
+    return out if out != lines else None
+
+
 MUTATIONS = {
     "drop-reduction-barrier": drop_reduction_barrier,
     "alias-reduction-buffer": alias_reduction_buffer,
     "misalign-vector-load": misalign_vector_load,
+    "skip-flag-poll": skip_flag_poll,
+    "relax-arrivals": relax_arrivals,
 }
 
 

@@ -453,7 +453,7 @@ private:
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(ifFirst.thenBlock());
       auto poll = scf::WhileOp::create(b, loc, TypeRange{}, ValueRange{});
-      Block *before = b.createBlock(&poll.getBefore());
+      b.createBlock(&poll.getBefore());
       Value seen = ptx(b, loc, b.getI32Type(), "ld.acquire.sys.u32 $0, [$1];",
                        "=r,l", {flag});
       Value ahead = arith::SubIOp::create(b, loc, seen, epoch);
@@ -461,7 +461,6 @@ private:
           b, loc, arith::CmpIPredicate::slt, ahead,
           arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0));
       scf::ConditionOp::create(b, loc, behind, ValueRange{});
-      (void)before;
       b.createBlock(&poll.getAfter());
       scf::YieldOp::create(b, loc);
     }
