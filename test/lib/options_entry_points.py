@@ -50,6 +50,7 @@ SETTINGS = [
     ({"fuse-collectives": "force", "comm": "symmetric"}, {}),
     ({"fuse-collectives": "off"}, {}),
     ({"fuse-collectives": "force", "fuse-puts": "false"}, {}),
+    ({"fuse-collectives": "force", "kernel-signals": "false"}, {}),
     ({"entry": "mlp"}, {}),
     ({"O": "0", "cpu": "x86-64"}, {}),
     ({"timing": "true"}, {}),

@@ -29,9 +29,12 @@
 #include "braid/Dialect/Xfer/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
@@ -67,6 +70,60 @@ std::optional<int64_t> tileCount(scf::ForallOp kernel) {
   return tiles;
 }
 
+/// Whether `op` is an elementwise op on buffers whose rows can be a
+/// kernel's tiles: a `linalg.generic` with parallel loops only, every
+/// operand read or written through a projection of its loops, the first
+/// loop static.
+bool rowTileable(Operation *op) {
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  if (!generic || !generic.hasPureBufferSemantics() ||
+      generic.getNumLoops() < 1 ||
+      generic.getNumParallelLoops() != generic.getNumLoops() ||
+      !llvm::all_of(generic.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isProjectedPermutation(); }))
+    return false;
+  SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
+  return !ShapedType::isDynamic(ranges[0]) && ranges[0] > 0;
+}
+
+/// `op` (rowTileable) as a fused kernel of one tile per index of its first
+/// loop: each iteration runs the op on the subviews of its operands at
+/// that index.
+scf::ForallOp wrapRows(linalg::GenericOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  int64_t rows = op.getStaticLoopRanges()[0];
+  auto kernel = scf::ForallOp::create(
+      b, loc, ArrayRef<OpFoldResult>{b.getIndexAttr(0)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(rows)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(1)}, ValueRange{},
+      // Mapped, as braid-fuse-memory-bound's kernels are, so that the
+      // canonicalizer keeps a kernel of one row.
+      b.getArrayAttr(gpu::GPUBlockMappingAttr::get(
+          b.getContext(), gpu::MappingId::LinearDim0)));
+  kernel->setAttr("braid.kernel", b.getUnitAttr());
+  b.setInsertionPointToStart(kernel.getBody());
+  Value row = kernel.getInductionVar(0);
+  IRMapping mapping;
+  for (OpOperand &operand : op->getOpOperands()) {
+    auto type = cast<MemRefType>(operand.get().getType());
+    AffineMap map = op.getMatchingIndexingMap(&operand);
+    SmallVector<OpFoldResult> offsets, sizes, strides;
+    for (auto [dim, expr] : llvm::enumerate(map.getResults())) {
+      bool tiled = cast<AffineDimExpr>(expr).getPosition() == 0;
+      offsets.push_back(tiled ? OpFoldResult(row) : b.getIndexAttr(0));
+      sizes.push_back(b.getIndexAttr(tiled ? 1 : type.getDimSize(dim)));
+      strides.push_back(b.getIndexAttr(1));
+    }
+    Value tile = memref::SubViewOp::create(b, loc, operand.get(), offsets,
+                                           sizes, strides);
+    mapping.map(operand.get(), tile);
+  }
+  b.clone(*op, mapping);
+  op.erase();
+  return kernel;
+}
+
 struct KernelSignalsPass
     : public braid::xfer::impl::KernelSignalsBase<KernelSignalsPass> {
   using Base::Base;
@@ -80,6 +137,31 @@ struct KernelSignalsPass
       if (function.isExternal())
         continue;
       arrivals = nullptr;
+      // Elementwise ops next to flag ops become kernels of their rows, so
+      // that the flags can move into them (a put of a GEMM's result, cast
+      // by an elementwise op that braid-fuse-puts has store into the peer).
+      SmallVector<linalg::GenericOp> rowOps;
+      function.walk([&](linalg::GenericOp op) {
+        if (op->getParentOfType<scf::ForallOp>() || !rowTileable(op) ||
+            (!adjacentFlagOp(op->getPrevNode(), /*forward=*/false) &&
+             !adjacentFlagOp(op->getNextNode(), /*forward=*/true)))
+          return;
+        int64_t rows = op.getStaticLoopRanges()[0];
+        if (rows <= maxTiles) {
+          rowOps.push_back(op);
+          return;
+        }
+        op.emitRemark() << "keeps the flag waits and raises next to it on "
+                           "the stream: its "
+                        << rows << " rows exceed the "
+                        << static_cast<int64_t>(maxTiles)
+                        << " blocks that may poll and count arrivals "
+                           "(--max-tiles)";
+      });
+      for (linalg::GenericOp op : rowOps) {
+        wrapRows(op);
+        ++numWrapped;
+      }
       SmallVector<scf::ForallOp> kernels;
       function.walk([&](scf::ForallOp kernel) {
         if (kernel->hasAttr("braid.kernel") && kernel.getOutputs().empty())
@@ -99,20 +181,23 @@ struct KernelSignalsPass
     }
   }
 
+  /// Whether a flag wait or raise is among the ops from `op` on (forward
+  /// or backward) that only ops touching no buffer separate.
+  static bool adjacentFlagOp(Operation *op, bool forward) {
+    for (; op; op = forward ? op->getNextNode() : op->getPrevNode()) {
+      if (isa<SignalWaitOp, SignalOp>(op))
+        return true;
+      if (!movableAcross(*op) || op->hasTrait<OpTrait::IsTerminator>())
+        return false;
+    }
+    return false;
+  }
+
   /// Flag waits and raises next to `kernel` stay on the stream: it has too
   /// many tiles.
   void declineLarge(scf::ForallOp kernel, int64_t tiles) {
-    auto adjacent = [](Operation *op, bool forward) {
-      for (; op; op = forward ? op->getNextNode() : op->getPrevNode()) {
-        if (isa<SignalWaitOp, SignalOp>(op))
-          return true;
-        if (!movableAcross(*op) || op->hasTrait<OpTrait::IsTerminator>())
-          return false;
-      }
-      return false;
-    };
-    if (!adjacent(kernel->getPrevNode(), false) &&
-        !adjacent(kernel->getNextNode(), true))
+    if (!adjacentFlagOp(kernel->getPrevNode(), false) &&
+        !adjacentFlagOp(kernel->getNextNode(), true))
       return;
     kernel.emitRemark()
         << "keeps the flag waits and raises next to it on the stream: its "

@@ -30,6 +30,8 @@ shard.grid @tp(shape = 2)
 // CHECK-NOT: xfer.signal
 // CHECK: return
 // SMALL: remark: keeps the flag waits and raises next to it on the stream: its 4 tiles exceed the 2 blocks that may poll and count arrivals (--max-tiles)
+// The remarks come first; @cast_rows's, at the end of this file:
+// SMALL: remark: keeps the flag waits and raises next to it on the stream: its 4 rows exceed the 2 blocks that may poll and count arrivals (--max-tiles)
 // SMALL: func.func @one_shot
 // SMALL: xfer.signal_wait %{{.*}} slack = 0 step = 3
 // SMALL-NEXT: scf.forall
@@ -118,5 +120,48 @@ func.func @separated(%x: memref<4x64xf32>, %y: memref<4x64xf32>) {
     %a = memref.subview %y[%i, 0] [1, 64] [1, 1] : memref<4x64xf32> to memref<1x64xf32, strided<[64, 1], offset: ?>>
     linalg.add ins(%a, %a : memref<1x64xf32, strided<[64, 1], offset: ?>>, memref<1x64xf32, strided<[64, 1], offset: ?>>) outs(%a : memref<1x64xf32, strided<[64, 1], offset: ?>>)
   } {braid.kernel}
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 2)
+
+// An elementwise op next to flag ops (a GEMM's f32 partial cast to bf16 and
+// stored into the peer's slot, braid-fuse-puts) becomes a kernel of its
+// rows, mapped like the fused kernels, and the flags move into it.
+// CHECK-LABEL: func.func @cast_rows
+// CHECK-SAME: (%[[P:.*]]: memref<4x64xf32>, %[[OUT:.*]]: memref<4x64xbf16>, %[[B:.*]]: memref<64xf32>)
+// CHECK: %[[E:.*]] = xfer.flag_epoch %{{.*}} slack = 1 step = 0
+// CHECK: %[[PEER:.*]] = xfer.peer_view %[[SLOT:.*]] on @tp axes = [0] offset = 1 : memref<4x64xbf16>
+// CHECK: scf.forall (%[[I:.*]]) in (4) {
+// CHECK-NEXT: xfer.kernel_wait %{{.*}} until %[[E]] step = 0
+// CHECK-NEXT: %[[A:.*]] = memref.subview %[[P]][%[[I]], 0] [1, 64] [1, 1]
+// CHECK-NEXT: %[[BB:.*]] = memref.subview %[[B]][0] [64] [1]
+// CHECK-NEXT: %[[O:.*]] = memref.subview %[[OUT]][%[[I]], 0] [1, 64] [1, 1]
+// CHECK-NEXT: %[[T:.*]] = memref.subview %[[PEER]][%[[I]], 0] [1, 64] [1, 1]
+// CHECK-NEXT: linalg.generic {{.*}} ins(%[[A]], %[[BB]] : {{.*}}) outs(%[[O]], %[[T]] :
+// CHECK: xfer.kernel_signal %{{.*}} for %[[SLOT]] step = 0
+// CHECK-NEXT: } {braid.kernel, mapping = [#gpu.block<linear_dim_0>]}
+// SMALL: func.func @cast_rows
+// SMALL: xfer.signal_wait
+// SMALL-NEXT: xfer.peer_view
+// SMALL-NEXT: linalg.generic
+func.func @cast_rows(%p: memref<4x64xf32>, %out: memref<4x64xbf16>, %bias: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %flags = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  %slot = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<4x64xbf16>
+  xfer.signal_wait %flags[%c1] slack = 1 step = 0 : memref<2xi32>
+  %peer = xfer.peer_view %slot on @tp axes = [0] offset = 1 : memref<4x64xbf16>
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%p, %bias : memref<4x64xf32>, memref<64xf32>) outs(%out, %peer : memref<4x64xbf16>, memref<4x64xbf16>) {
+  ^bb0(%x: f32, %b: f32, %o: bf16, %q: bf16):
+    %s = arith.addf %x, %b : f32
+    %t = arith.truncf %s : f32 to bf16
+    linalg.yield %t, %t : bf16, bf16
+  }
+  xfer.signal %flags[%c0] on @tp axes = [0] offset = 1 for %slot step = 0 : memref<2xi32>, memref<4x64xbf16>
+  xfer.signal_wait %flags[%c0] slack = 0 step = 0 : memref<2xi32>
+  xfer.signal %flags[%c1] on @tp axes = [0] offset = -1 step = 0 : memref<2xi32>
   return
 }

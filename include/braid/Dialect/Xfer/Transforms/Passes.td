@@ -213,6 +213,13 @@ def KernelSignals : Pass<"braid-kernel-signals", "mlir::ModuleOp"> {
       symmetric buffer the pass allocates per function) raises the flag
       with release at system scope.
 
+    - an elementwise `linalg.generic` on buffers next to such flag ops (the
+      cast of a GEMM's f32 partial to bf16 that `braid-fuse-puts` has
+      store into the peer's slot, the producer of a one-shot all-reduce)
+      first becomes a fused kernel of its rows (one tile per index of its
+      first loop, each on the subviews of its operands), so that its
+      flags can move into it too.
+
     Both keep the order they had: a moved wait precedes every access of
     every block, and whatever follows the kernel on the stream follows
     every block; a moved raise follows every access of every block.
@@ -247,7 +254,9 @@ def KernelSignals : Pass<"braid-kernel-signals", "mlir::ModuleOp"> {
     ```
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
-                           "::mlir::memref::MemRefDialect"];
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
   let options = [
     Option<"maxTiles", "max-tiles", "int64_t", /*default=*/"96",
            "The most tiles (blocks) a kernel may have for the flag waits "
@@ -255,7 +264,10 @@ def KernelSignals : Pass<"braid-kernel-signals", "mlir::ModuleOp"> {
   ];
   let statistics = [
     Statistic<"numWaits", "kernel-waits", "Flag waits moved into kernels">,
-    Statistic<"numSignals", "kernel-signals", "Raises moved into kernels">
+    Statistic<"numSignals", "kernel-signals", "Raises moved into kernels">,
+    Statistic<"numWrapped", "row-kernels",
+              "Elementwise ops made kernels of their rows for flags to move "
+              "into">
   ];
 }
 
