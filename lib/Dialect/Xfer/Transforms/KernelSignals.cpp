@@ -72,8 +72,10 @@ std::optional<int64_t> tileCount(scf::ForallOp kernel) {
 
 /// Whether `op` is an elementwise op on buffers whose rows can be a
 /// kernel's tiles: a `linalg.generic` with parallel loops only, every
-/// operand read or written through a projection of its loops, the first
-/// loop static.
+/// operand read or written through a projection of its loops, every
+/// output indexed by the first loop (so that no two rows write one
+/// element), no loop index read in the body (a tile's would start at 0),
+/// the first loop static.
 bool rowTileable(Operation *op) {
   auto generic = dyn_cast<linalg::GenericOp>(op);
   if (!generic || !generic.hasPureBufferSemantics() ||
@@ -81,6 +83,11 @@ bool rowTileable(Operation *op) {
       generic.getNumParallelLoops() != generic.getNumLoops() ||
       !llvm::all_of(generic.getIndexingMapsArray(),
                     [](AffineMap map) { return map.isProjectedPermutation(); }))
+    return false;
+  for (OpOperand &init : generic.getDpsInitsMutable())
+    if (!generic.getMatchingIndexingMap(&init).isFunctionOfDim(0))
+      return false;
+  if (!generic.getBody()->getOps<linalg::IndexOp>().empty())
     return false;
   SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
   return !ShapedType::isDynamic(ranges[0]) && ranges[0] > 0;

@@ -165,3 +165,44 @@ func.func @cast_rows(%p: memref<4x64xf32>, %out: memref<4x64xbf16>, %bias: memre
   xfer.signal %flags[%c1] on @tp axes = [0] offset = -1 step = 0 : memref<2xi32>
   return
 }
+
+// -----
+
+shard.grid @tp(shape = 2)
+
+// Elementwise ops that are no kernel of their rows stay: one that reads its
+// loop indices (a tile's would start at 0), one whose output every row
+// writes whole. Their flag ops stay on the stream.
+// CHECK-LABEL: func.func @not_rows
+// CHECK-NOT: scf.forall
+// CHECK-NOT: xfer.kernel_
+// CHECK: xfer.signal_wait
+// CHECK-NEXT: linalg.generic
+// CHECK: linalg.index
+// CHECK: xfer.signal
+// CHECK-NEXT: xfer.signal_wait
+// CHECK-NEXT: linalg.generic
+// CHECK: xfer.signal
+// CHECK-NOT: xfer.kernel_
+func.func @not_rows(%p: memref<4x64xf32>, %out: memref<4x64xf32>, %row: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %flags = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  xfer.signal_wait %flags[%c1] slack = 1 step = 0 : memref<2xi32>
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%p : memref<4x64xf32>) outs(%out : memref<4x64xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %i = linalg.index 0 : index
+    %n = arith.index_cast %i : index to i32
+    %f = arith.sitofp %n : i32 to f32
+    %s = arith.addf %x, %f : f32
+    linalg.yield %s : f32
+  }
+  xfer.signal %flags[%c1] on @tp axes = [0] offset = 1 step = 0 : memref<2xi32>
+  xfer.signal_wait %flags[%c0] slack = 1 step = 1 : memref<2xi32>
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>], iterator_types = ["parallel", "parallel"]} ins(%p : memref<4x64xf32>) outs(%row : memref<64xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    linalg.yield %x : f32
+  }
+  xfer.signal %flags[%c0] on @tp axes = [0] offset = 1 step = 1 : memref<2xi32>
+  return
+}
