@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "braid/Dialect/Xfer/IR/XferOps.h"
+#include "braid/Codegen/Utils.h"
 
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Builders.h"
@@ -531,7 +532,7 @@ LogicalResult KernelSignalOp::verify() {
   Operation *next = getOperation()->getNextNode();
   while (isa_and_nonnull<KernelSignalOp>(next))
     next = next->getNextNode();
-  if (!next || !next->hasTrait<OpTrait::IsTerminator>())
+  if (!next || !braid::isTerminator(next))
     return emitOpError() << "must be among the last ops of its kernel's body "
                             "(only other raises after it): the raise follows "
                             "every access of the tile";

@@ -25,6 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "braid/Codegen/Utils.h"
 #include "braid/Dialect/Xfer/IR/XferOps.h"
 #include "braid/Dialect/Xfer/Transforms/Passes.h"
 
@@ -194,7 +195,7 @@ struct KernelSignalsPass
     for (; op; op = forward ? op->getNextNode() : op->getPrevNode()) {
       if (isa<SignalWaitOp, SignalOp>(op))
         return true;
-      if (!movableAcross(*op) || op->hasTrait<OpTrait::IsTerminator>())
+      if (!movableAcross(*op) || braid::isTerminator(op))
         return false;
     }
     return false;
@@ -248,7 +249,7 @@ struct KernelSignalsPass
         signals.push_back(signal);
         continue;
       }
-      if (!movableAcross(*op) || op->hasTrait<OpTrait::IsTerminator>())
+      if (!movableAcross(*op) || braid::isTerminator(op))
         break;
     }
     OpBuilder b(kernel);
