@@ -365,6 +365,7 @@ private:
 
     Value threadId = launch.getThreadIds().x;
     Value numThreads = launch.getBlockSize().x;
+    SmallVector<braid::xfer::KernelSignalOp> raises;
     for (Operation &op : body->without_terminator()) {
       if (isa<memref::AllocaOp>(op))
         continue;
@@ -373,7 +374,12 @@ private:
         continue;
       }
       if (auto signal = dyn_cast<braid::xfer::KernelSignalOp>(op)) {
-        emitKernelSignal(b, loc, mapping, signal, threadId, blocks);
+        // The raises that share an arrival word count each block once.
+        if (!raises.empty() &&
+            (raises.front().getArrivals() != signal.getArrivals() ||
+             raises.front().getArrival() != signal.getArrival()))
+          emitKernelSignals(b, loc, mapping, raises, threadId, blocks);
+        raises.push_back(signal);
         continue;
       }
       if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
@@ -408,6 +414,8 @@ private:
       return op.emitError() << "cannot be part of a GPU kernel on the cuda "
                                "target";
     }
+    if (!raises.empty())
+      emitKernelSignals(b, loc, mapping, raises, threadId, blocks);
     ++numKernels;
     kernel.erase();
     return success();
@@ -467,23 +475,25 @@ private:
     gpu::BarrierOp::create(b, loc);
   }
 
-  /// xfer.kernel_signal: once the block's accesses are done (a barrier),
-  /// thread 0 counts the block's arrival (acquire-release at device scope:
-  /// the last arrival sees every block's accesses); the last block resets
-  /// the count for the next launch and raises the peer's flag with release
-  /// at system scope.
-  void emitKernelSignal(OpBuilder &b, Location loc, IRMapping &mapping,
-                        braid::xfer::KernelSignalOp signal, Value threadId,
-                        int64_t blocks) {
+  /// xfer.kernel_signal, for `raises` that share an arrival word (and
+  /// empties it): once the block's accesses are done (a barrier), thread 0
+  /// counts the block's arrival (acquire-release at device scope: the last
+  /// arrival sees every block's accesses); the last block resets the count
+  /// for the next launch and raises each peer's flag with release at system
+  /// scope.
+  void emitKernelSignals(OpBuilder &b, Location loc, IRMapping &mapping,
+                         SmallVector<braid::xfer::KernelSignalOp> &raises,
+                         Value threadId, int64_t blocks) {
     gpu::BarrierOp::create(b, loc);
     Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                         threadId, index(b, loc, 0));
     auto ifFirst = scf::IfOp::create(b, loc, first, /*withElse=*/false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(ifFirst.thenBlock());
+    braid::xfer::KernelSignalOp counted = raises.front();
     Value count =
-        wordAddress(b, loc, mapping.lookupOrDefault(signal.getArrivals()),
-                    mapping.lookupOrDefault(signal.getArrival()));
+        wordAddress(b, loc, mapping.lookupOrDefault(counted.getArrivals()),
+                    mapping.lookupOrDefault(counted.getArrival()));
     Value before =
         ptx(b, loc, b.getI32Type(), "atom.acq_rel.gpu.add.u32 $0, [$1], 1;",
             "=r,l", {count});
@@ -493,12 +503,16 @@ private:
     auto ifLast = scf::IfOp::create(b, loc, last, /*withElse=*/false);
     b.setInsertionPointToStart(ifLast.thenBlock());
     ptx(b, loc, Type(), "st.relaxed.gpu.u32 [$0], 0;", "l", {count});
-    Value flag = wordAddress(b, loc, mapping.lookupOrDefault(signal.getFlags()),
-                             mapping.lookupOrDefault(signal.getIndex()));
-    Value add =
-        arith::ConstantIntOp::create(b, loc, b.getI32Type(), signal.getAdd());
-    ptx(b, loc, Type(), "red.release.sys.add.u32 [$0], $1;", "l,r",
-        {flag, add});
+    for (braid::xfer::KernelSignalOp signal : raises) {
+      Value flag =
+          wordAddress(b, loc, mapping.lookupOrDefault(signal.getFlags()),
+                      mapping.lookupOrDefault(signal.getIndex()));
+      Value add =
+          arith::ConstantIntOp::create(b, loc, b.getI32Type(), signal.getAdd());
+      ptx(b, loc, Type(), "red.release.sys.add.u32 [$0], $1;", "l,r",
+          {flag, add});
+    }
+    raises.clear();
   }
 
   /// A linalg op in host code: cuBLASLt for contractions that qualify, a

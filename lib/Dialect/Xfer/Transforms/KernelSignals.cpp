@@ -15,7 +15,8 @@
 // Order is kept: a wait moved into the kernel still precedes every access
 // of every block, and stream order puts everything after the kernel after
 // every block's wait; a raise moved into the kernel still follows every
-// access of every block (the last block's arrival acquires the others').
+// access of every block (the last block's arrival acquires the others'; a
+// kernel's raises share its count, so each block arrives once).
 // A kernel whose blocks spin must not keep the work that would release
 // them from running: the raise a peer waits for is enqueued before it (its
 // put's wait precedes the data wait), and a grid of at most `max-tiles`
@@ -253,6 +254,8 @@ struct KernelSignalsPass
         break;
     }
     OpBuilder b(kernel);
+    // One arrival word per kernel: its raises count each block once.
+    Value counts, index;
     for (SignalOp signal : signals) {
       Location loc = signal.getLoc();
       SymmetricAllocOp alloc = getSymmetricAlloc(signal.getFlags());
@@ -265,8 +268,10 @@ struct KernelSignalsPass
       Value peer = PeerViewOp::create(
           b, loc, alloc.getBuffer().getType(), alloc.getBuffer(),
           signal.getGridAttr(), signal.getAxesAttr(), signal.getOffsetAttr());
-      Value counts = arrivalWord(signal, function);
-      Value index = arith::ConstantIndexOp::create(b, loc, words - 1);
+      if (!counts) {
+        counts = arrivalWord(signal, function);
+        index = arith::ConstantIndexOp::create(b, loc, words - 1);
+      }
       b.setInsertionPoint(kernel.getBody()->getTerminator());
       KernelSignalOp::create(b, loc, peer, signal.getIndex(), counts, index,
                              signal.getAddAttr(), signal.getData(),
@@ -276,10 +281,10 @@ struct KernelSignalsPass
     }
   }
 
-  /// The function's arrival counters, one word more for this raise (word
-  /// `words - 1`): a symmetric allocation on the raise's group, after the
-  /// function's other symmetric allocations (every rank of the group
-  /// allocates in the same order), grown by a word per raise.
+  /// The function's arrival counters, one word more for a kernel's raises
+  /// (word `words - 1`): a symmetric allocation on the raise's group, after
+  /// the function's other symmetric allocations (every rank of the group
+  /// allocates in the same order), grown by a word per kernel.
   Value arrivalWord(SignalOp signal, FunctionOpInterface function) {
     OpBuilder b(signal->getContext());
     if (!arrivals) {

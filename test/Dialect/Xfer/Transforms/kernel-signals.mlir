@@ -62,17 +62,18 @@ shard.grid @tp(shape = 2)
 
 // A kernel that stores into the peer's slot (braid-fuse-puts): its credit
 // wait (across the peer view and an allocation) moves in, and its data
-// raise and a second raise after it each get an arrival word.
+// raise and a second raise after it share the kernel's arrival word.
 // CHECK-LABEL: func.func @push
 // CHECK: %[[FLAGS:.*]] = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<3xi32>
 // CHECK: %[[SLOT:.*]] = xfer.symmetric_alloc on @tp axes = [0] site = 1
-// CHECK: %[[COUNT:.*]] = xfer.symmetric_alloc on @tp axes = [0] site = 2 : memref<2xi32>
+// CHECK: %[[COUNT:.*]] = xfer.symmetric_alloc on @tp axes = [0] site = 2 : memref<1xi32>
 // CHECK: %[[E:.*]] = xfer.flag_epoch %[[FLAGS]][%{{.*}}] slack = 1 step = 0
+// CHECK: %[[W:.*]] = arith.constant 0 : index
 // CHECK: scf.forall
 // CHECK-NEXT: xfer.kernel_wait %[[FLAGS]][%{{.*}}] until %[[E]] step = 0
 // CHECK: linalg.copy
-// CHECK-NEXT: xfer.kernel_signal %{{.*}}[%{{.*}}] arrivals %[[COUNT]][%{{.*}}] for %[[SLOT]] step = 0 : memref<3xi32>, memref<2xi32>, memref<4x64xf32>
-// CHECK-NEXT: xfer.kernel_signal %{{.*}}[%{{.*}}] arrivals %[[COUNT]][%{{.*}}] add = 2 step = 1 : memref<3xi32>, memref<2xi32>
+// CHECK-NEXT: xfer.kernel_signal %{{.*}}[%{{.*}}] arrivals %[[COUNT]][%[[W]]] for %[[SLOT]] step = 0 : memref<3xi32>, memref<1xi32>, memref<4x64xf32>
+// CHECK-NEXT: xfer.kernel_signal %{{.*}}[%{{.*}}] arrivals %[[COUNT]][%[[W]]] add = 2 step = 1 : memref<3xi32>, memref<1xi32>
 // CHECK-NEXT: } {braid.kernel}
 func.func @push(%x: memref<4x64xf32>) {
   %c0 = arith.constant 0 : index

@@ -415,11 +415,13 @@ def Xfer_KernelSignalOp : Xfer_Op<"kernel_signal", [
                    MemRead, MemWrite]>]> {
   let summary = "the last tile of a fused kernel raises a peer's flag";
   let description = [{
-    Inside a fused kernel (`scf.forall {braid.kernel}`), as its last op:
-    every iteration counts itself in `arrivals[arrival]` once its accesses
-    are done, and the one that completes the count (the kernel's last)
-    resets the count to zero and adds `add` to flag `flags[index]`, with
-    release semantics at system scope. `flags` is a peer's copy of a
+    Inside a fused kernel (`scf.forall {braid.kernel}`), among its last
+    ops (only other raises after it): every iteration counts itself in
+    `arrivals[arrival]` once its accesses are done, and the one that
+    completes the count (the kernel's last) resets the count to zero and
+    adds `add` to flag `flags[index]`, with release semantics at system
+    scope. Consecutive raises on the same arrival word count each
+    iteration once, and the last iteration raises all of their flags. `flags` is a peer's copy of a
     symmetric flag buffer (an `xfer.peer_view`), so this is
     `xfer.signal` raised from inside the kernel: every access any
     iteration made before it is visible to the peer whose wait sees the
@@ -427,8 +429,8 @@ def Xfer_KernelSignalOp : Xfer_Op<"kernel_signal", [
     memory that starts at zero); each kernel has a word of its own. On the
     cuda target each block synchronizes, one thread adds the block's
     arrival (acquire-release at device scope) and, in the last block,
-    raises the flag (`red.release.sys`), so one remote atomic goes out
-    per kernel whatever its grid.
+    raises the flags (`red.release.sys`), so one remote atomic goes out
+    per flag and kernel whatever its grid.
 
     With `for %slot`, the raise announces data, as `xfer.signal`'s does:
     the kernel stored into the peer's copy of `%slot`.
