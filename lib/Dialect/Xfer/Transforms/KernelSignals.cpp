@@ -89,6 +89,14 @@ bool rowTileable(Operation *op) {
   for (OpOperand &init : generic.getDpsInitsMutable())
     if (!generic.getMatchingIndexingMap(&init).isFunctionOfDim(0))
       return false;
+  // A buffer passed twice is cut once: through the same map both times.
+  DenseMap<Value, AffineMap> maps;
+  for (OpOperand &operand : generic->getOpOperands()) {
+    AffineMap map = generic.getMatchingIndexingMap(&operand);
+    auto [it, inserted] = maps.try_emplace(operand.get(), map);
+    if (!inserted && it->second != map)
+      return false;
+  }
   if (!generic.getBody()->getOps<linalg::IndexOp>().empty())
     return false;
   SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
@@ -115,7 +123,10 @@ scf::ForallOp wrapRows(linalg::GenericOp op) {
   Value row = kernel.getInductionVar(0);
   IRMapping mapping;
   for (OpOperand &operand : op->getOpOperands()) {
-    auto type = cast<MemRefType>(operand.get().getType());
+    // Scalars and 0-d buffers are the same for every row.
+    auto type = dyn_cast<MemRefType>(operand.get().getType());
+    if (!type || type.getRank() == 0)
+      continue;
     AffineMap map = op.getMatchingIndexingMap(&operand);
     SmallVector<OpFoldResult> offsets, sizes, strides;
     for (auto [dim, expr] : llvm::enumerate(map.getResults())) {

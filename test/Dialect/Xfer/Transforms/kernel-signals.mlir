@@ -207,3 +207,32 @@ func.func @not_rows(%p: memref<4x64xf32>, %out: memref<4x64xf32>, %row: memref<6
   xfer.signal %flags[%c0] on @tp axes = [0] offset = 1 step = 1 : memref<2xi32>
   return
 }
+
+// -----
+
+shard.grid @tp(shape = 2)
+
+// A scalar and a 0-d buffer are every row's: the kernel of rows takes them
+// whole.
+// CHECK-LABEL: func.func @scalars
+// CHECK-SAME: (%[[P:.*]]: memref<2x8xf32>, %[[S:.*]]: f32, %[[Z:.*]]: memref<f32>, %[[OUT:.*]]: memref<2x8xf32>)
+// CHECK: scf.forall (%[[I:.*]]) in (2) {
+// CHECK-NEXT: xfer.kernel_wait
+// CHECK-NEXT: %[[A:.*]] = memref.subview %[[P]][%[[I]], 0] [1, 8] [1, 1]
+// CHECK-NEXT: %[[O:.*]] = memref.subview %[[OUT]][%[[I]], 0] [1, 8] [1, 1]
+// CHECK-NEXT: linalg.generic {{.*}} ins(%[[A]], %[[S]], %[[Z]] : memref<1x8xf32, strided<[8, 1], offset: ?>>, f32, memref<f32>) outs(%[[O]] :
+func.func @scalars(%p: memref<2x8xf32>, %s: f32, %z: memref<f32>, %out: memref<2x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %flags = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<1xi32>
+  %slot = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<2x8xf32>
+  %r = xfer.put %p, %slot on @tp axes = [0] offset = 1 signal %flags[%c0] step = 0 : memref<2x8xf32>, memref<2x8xf32>, memref<1xi32>
+  xfer.wait %r : !xfer.request
+  xfer.signal_wait %flags[%c0] slack = 0 step = 0 : memref<1xi32>
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> ()>, affine_map<(i, j) -> ()>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%p, %s, %z : memref<2x8xf32>, f32, memref<f32>) outs(%out : memref<2x8xf32>) {
+  ^bb0(%x: f32, %a: f32, %b: f32, %o: f32):
+    %t = arith.addf %x, %a : f32
+    %u = arith.addf %t, %b : f32
+    linalg.yield %u : f32
+  }
+  return
+}
