@@ -469,29 +469,29 @@ void braid_rt_signal_add(int64_t group, int64_t peer_offset, int64_t flag,
   t.signalAdd(group, position, peerFlag, static_cast<uint32_t>(value), step);
 }
 
-void braid_rt_signal_wait_next(int64_t flag, int64_t slack, int64_t step) {
-  const char *call = "braid_rt_signal_wait_next";
-  Transport &t = transport(call);
-  checkSignal(call, flag, 0, step);
-  if (slack < 0)
-    fatalf("%s (step %lld): negative slack %lld", call,
-           static_cast<long long>(step), static_cast<long long>(slack));
-  void *word = reinterpret_cast<void *>(flag);
-  uint32_t &waits = t.waitsOn(word, step, call);
-  ++waits;
-  t.signalWaitUntil(word, waits - static_cast<uint32_t>(slack), step);
-}
-
-int64_t braid_rt_signal_next_epoch(int64_t flag, int64_t slack, int64_t step) {
-  const char *call = "braid_rt_signal_next_epoch";
-  Transport &t = transport(call);
+/// Counts a wait on `flag` (the k-th of this rank) and returns the epoch it
+/// waits for, k - slack modulo 2^32.
+static uint32_t countWait(const char *call, Transport &t, int64_t flag,
+                          int64_t slack, int64_t step) {
   checkSignal(call, flag, 0, step);
   if (slack < 0)
     fatalf("%s (step %lld): negative slack %lld", call,
            static_cast<long long>(step), static_cast<long long>(slack));
   uint32_t &waits = t.waitsOn(reinterpret_cast<void *>(flag), step, call);
   ++waits;
-  return static_cast<int64_t>(waits - static_cast<uint32_t>(slack));
+  return waits - static_cast<uint32_t>(slack);
+}
+
+void braid_rt_signal_wait_next(int64_t flag, int64_t slack, int64_t step) {
+  const char *call = "braid_rt_signal_wait_next";
+  Transport &t = transport(call);
+  uint32_t epoch = countWait(call, t, flag, slack, step);
+  t.signalWaitUntil(reinterpret_cast<void *>(flag), epoch, step);
+}
+
+int64_t braid_rt_signal_next_epoch(int64_t flag, int64_t slack, int64_t step) {
+  const char *call = "braid_rt_signal_next_epoch";
+  return countWait(call, transport(call), flag, slack, step);
 }
 
 void braid_rt_signal_set(int64_t addr, int64_t value, int64_t stream,

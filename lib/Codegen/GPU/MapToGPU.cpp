@@ -445,6 +445,14 @@ private:
     return result ? op.getResult(0) : Value();
   }
 
+  /// `if (threadId == 0)`, its body empty: what one thread of the block
+  /// does for all of them.
+  scf::IfOp ifFirstThread(OpBuilder &b, Location loc, Value threadId) {
+    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                        threadId, index(b, loc, 0));
+    return scf::IfOp::create(b, loc, first, /*withElse=*/false);
+  }
+
   /// xfer.kernel_wait: thread 0 polls the flag with acquire loads at
   /// system scope until it reaches the epoch (a wrapping comparison), then
   /// the block synchronizes, which orders every thread's later accesses
@@ -454,9 +462,7 @@ private:
     Value flag = wordAddress(b, loc, mapping.lookupOrDefault(wait.getFlags()),
                              mapping.lookupOrDefault(wait.getIndex()));
     Value epoch = mapping.lookupOrDefault(wait.getEpoch());
-    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                        threadId, index(b, loc, 0));
-    auto ifFirst = scf::IfOp::create(b, loc, first, /*withElse=*/false);
+    scf::IfOp ifFirst = ifFirstThread(b, loc, threadId);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(ifFirst.thenBlock());
@@ -485,9 +491,7 @@ private:
                          SmallVector<braid::xfer::KernelSignalOp> &raises,
                          Value threadId, int64_t blocks) {
     gpu::BarrierOp::create(b, loc);
-    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                        threadId, index(b, loc, 0));
-    auto ifFirst = scf::IfOp::create(b, loc, first, /*withElse=*/false);
+    scf::IfOp ifFirst = ifFirstThread(b, loc, threadId);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(ifFirst.thenBlock());
     braid::xfer::KernelSignalOp counted = raises.front();

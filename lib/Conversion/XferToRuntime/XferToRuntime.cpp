@@ -443,18 +443,25 @@ struct WaitToCalls : RuntimePattern<xfer::WaitOp> {
   }
 };
 
+/// The arguments of the runtime's counting of a wait (signal_wait,
+/// flag_epoch): the flag's address, the slack and the step.
+template <typename Op>
+SmallVector<Value> countedWaitArgs(const Runtime &runtime, OpBuilder &b, Op op,
+                                   typename Op::Adaptor adaptor) {
+  Location loc = op.getLoc();
+  return {runtime.flagAddress(b, loc, adaptor.getFlags(), adaptor.getIndex()),
+          runtime.constant(b, loc, op.getSlack()),
+          runtime.constant(b, loc, op.getStep())};
+}
+
 struct SignalWaitToCall : RuntimePattern<xfer::SignalWaitOp> {
   using RuntimePattern::RuntimePattern;
 
   LogicalResult
   matchAndRewrite(xfer::SignalWaitOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    runtime.call(rewriter, loc, "braid_rt_signal_wait_next",
-                 {runtime.flagAddress(rewriter, loc, adaptor.getFlags(),
-                                      adaptor.getIndex()),
-                  runtime.constant(rewriter, loc, op.getSlack()),
-                  runtime.constant(rewriter, loc, op.getStep())},
+    runtime.call(rewriter, op.getLoc(), "braid_rt_signal_wait_next",
+                 countedWaitArgs(runtime, rewriter, op, adaptor),
                  /*returnsValue=*/false);
     rewriter.eraseOp(op);
     return success();
@@ -469,13 +476,9 @@ struct FlagEpochToCall : RuntimePattern<xfer::FlagEpochOp> {
   LogicalResult
   matchAndRewrite(xfer::FlagEpochOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
     Value epoch =
-        runtime.call(rewriter, loc, "braid_rt_signal_next_epoch",
-                     {runtime.flagAddress(rewriter, loc, adaptor.getFlags(),
-                                          adaptor.getIndex()),
-                      runtime.constant(rewriter, loc, op.getSlack()),
-                      runtime.constant(rewriter, loc, op.getStep())});
+        runtime.call(rewriter, op.getLoc(), "braid_rt_signal_next_epoch",
+                     countedWaitArgs(runtime, rewriter, op, adaptor));
     rewriter.replaceOpWithNewOp<arith::TruncIOp>(op, rewriter.getI32Type(),
                                                  epoch);
     return success();

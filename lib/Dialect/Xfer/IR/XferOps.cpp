@@ -422,21 +422,30 @@ LogicalResult PutOp::verifySymbolUses(SymbolTableCollection &table) {
   return verifyGridSymbol(*this, table);
 }
 
+/// A raise (xfer.signal, xfer.kernel_signal) adds a positive amount, and
+/// exactly 1 where it announces a delivery into a data buffer.
+static LogicalResult verifyRaise(Operation *op, int64_t add, bool announces) {
+  if (add < 1)
+    return op->emitOpError()
+           << "raises flags by a positive amount, not " << add;
+  if (announces && add != 1)
+    return op->emitOpError()
+           << "announces one delivery into its data buffer, so it raises its "
+              "flag by 1, not "
+           << add;
+  return success();
+}
+
 LogicalResult SignalOp::verify() {
-  if (failed(verifyPeerAxes(*this, getAxes())))
+  if (failed(verifyPeerAxes(*this, getAxes())) ||
+      failed(verifyRaise(*this, static_cast<int64_t>(getAdd()),
+                         static_cast<bool>(getData()))))
     return failure();
-  if (static_cast<int64_t>(getAdd()) < 1)
-    return emitOpError() << "raises flags by a positive amount, not "
-                         << static_cast<int64_t>(getAdd());
   if (failed(verifySymmetricOperand(*this, "flag buffer", getFlags(),
                                     getGridAttr(), getAxes())))
     return failure();
   if (!getData())
     return success();
-  if (getAdd() != 1)
-    return emitOpError() << "announces one delivery into its data buffer, so "
-                            "it raises its flag by 1, not "
-                         << static_cast<int64_t>(getAdd());
   return verifySymmetricOperand(*this, "data buffer", getData(), getGridAttr(),
                                 getAxes());
 }
@@ -452,11 +461,18 @@ static bool mayBeSameIndex(Value a, Value b) {
   return !x || !y || *x == *y;
 }
 
+/// A counted wait (xfer.signal_wait, xfer.flag_epoch) on a flag of a
+/// symmetric buffer, with a slack that is not negative.
+static LogicalResult verifyCountedWait(Operation *op, int64_t slack,
+                                       Value flags) {
+  if (slack < 0)
+    return op->emitOpError() << "slack " << slack << " is negative";
+  return verifySymmetricOperand(op, "flag buffer", flags, {}, {});
+}
+
 LogicalResult SignalWaitOp::verify() {
-  if (static_cast<int64_t>(getSlack()) < 0)
-    return emitOpError() << "slack " << static_cast<int64_t>(getSlack())
-                         << " is negative";
-  if (failed(verifySymmetricOperand(*this, "flag buffer", getFlags(), {}, {})))
+  if (failed(verifyCountedWait(*this, static_cast<int64_t>(getSlack()),
+                               getFlags())))
     return failure();
   // A wait nothing can satisfy would hang until the timeout; the ops that
   // raise a flag of this buffer are among the users of its allocation and
@@ -492,10 +508,7 @@ LogicalResult SignalWaitOp::verify() {
 }
 
 LogicalResult FlagEpochOp::verify() {
-  if (static_cast<int64_t>(getSlack()) < 0)
-    return emitOpError() << "slack " << static_cast<int64_t>(getSlack())
-                         << " is negative";
-  return verifySymmetricOperand(*this, "flag buffer", getFlags(), {}, {});
+  return verifyCountedWait(*this, static_cast<int64_t>(getSlack()), getFlags());
 }
 
 /// Kernel flag ops live in the body of a fused kernel.
@@ -536,13 +549,9 @@ LogicalResult KernelSignalOp::verify() {
     return emitOpError() << "must be among the last ops of its kernel's body "
                             "(only other raises after it): the raise follows "
                             "every access of the tile";
-  if (static_cast<int64_t>(getAdd()) < 1)
-    return emitOpError() << "raises flags by a positive amount, not "
-                         << static_cast<int64_t>(getAdd());
-  if (getData() && getAdd() != 1)
-    return emitOpError() << "announces one delivery into its data buffer, so "
-                            "it raises its flag by 1, not "
-                         << static_cast<int64_t>(getAdd());
+  if (failed(verifyRaise(*this, static_cast<int64_t>(getAdd()),
+                         static_cast<bool>(getData()))))
+    return failure();
   if (fromXferOp(getFlags()) &&
       !getRootBuffer(getFlags()).getDefiningOp<PeerViewOp>())
     return emitOpError() << "raises a peer's flag: its flag buffer must be an "

@@ -144,6 +144,31 @@ scf::ForallOp wrapRows(linalg::GenericOp op) {
   return kernel;
 }
 
+/// The ops of the kinds `Ops` on one side of `op` (`after` it, or before)
+/// that only ops touching no buffer separate from it, in program order.
+template <typename... Ops>
+SmallVector<Operation *> flagOpsBeside(Operation *op, bool after) {
+  SmallVector<Operation *> found;
+  for (Operation *next = after ? op->getNextNode() : op->getPrevNode(); next;
+       next = after ? next->getNextNode() : next->getPrevNode()) {
+    if (isa<Ops...>(next)) {
+      found.push_back(next);
+      continue;
+    }
+    if (!movableAcross(*next) || braid::isTerminator(next))
+      break;
+  }
+  if (!after)
+    std::reverse(found.begin(), found.end());
+  return found;
+}
+
+/// Whether flag waits or raises are next to `op`, on either side.
+bool nextToFlagOps(Operation *op) {
+  return !flagOpsBeside<SignalWaitOp, SignalOp>(op, /*after=*/false).empty() ||
+         !flagOpsBeside<SignalWaitOp, SignalOp>(op, /*after=*/true).empty();
+}
+
 struct KernelSignalsPass
     : public braid::xfer::impl::KernelSignalsBase<KernelSignalsPass> {
   using Base::Base;
@@ -163,20 +188,13 @@ struct KernelSignalsPass
       SmallVector<linalg::GenericOp> rowOps;
       function.walk([&](linalg::GenericOp op) {
         if (op->getParentOfType<scf::ForallOp>() || !rowTileable(op) ||
-            (!adjacentFlagOp(op->getPrevNode(), /*forward=*/false) &&
-             !adjacentFlagOp(op->getNextNode(), /*forward=*/true)))
+            !nextToFlagOps(op))
           return;
         int64_t rows = op.getStaticLoopRanges()[0];
-        if (rows <= maxTiles) {
+        if (rows <= maxTiles)
           rowOps.push_back(op);
-          return;
-        }
-        op.emitRemark() << "keeps the flag waits and raises next to it on "
-                           "the stream: its "
-                        << rows << " rows exceed the "
-                        << static_cast<int64_t>(maxTiles)
-                        << " blocks that may poll and count arrivals "
-                           "(--max-tiles)";
+        else
+          declineLarge(op, rows, "rows");
       });
       for (linalg::GenericOp op : rowOps) {
         wrapRows(op);
@@ -192,7 +210,8 @@ struct KernelSignalsPass
         if (!tiles || *tiles == 0)
           continue;
         if (*tiles > maxTiles) {
-          declineLarge(kernel, *tiles);
+          if (nextToFlagOps(kernel))
+            declineLarge(kernel, *tiles, "tiles");
           continue;
         }
         moveWaits(kernel);
@@ -201,27 +220,14 @@ struct KernelSignalsPass
     }
   }
 
-  /// Whether a flag wait or raise is among the ops from `op` on (forward
-  /// or backward) that only ops touching no buffer separate.
-  static bool adjacentFlagOp(Operation *op, bool forward) {
-    for (; op; op = forward ? op->getNextNode() : op->getPrevNode()) {
-      if (isa<SignalWaitOp, SignalOp>(op))
-        return true;
-      if (!movableAcross(*op) || braid::isTerminator(op))
-        return false;
-    }
-    return false;
-  }
-
-  /// Flag waits and raises next to `kernel` stay on the stream: it has too
-  /// many tiles.
-  void declineLarge(scf::ForallOp kernel, int64_t tiles) {
-    if (!adjacentFlagOp(kernel->getPrevNode(), false) &&
-        !adjacentFlagOp(kernel->getNextNode(), true))
-      return;
-    kernel.emitRemark()
+  /// The flag waits and raises next to `op` stay on the stream: it has
+  /// more tiles (`what`: its tiles, or the rows it would have as a kernel)
+  /// than blocks may poll.
+  void declineLarge(Operation *op, int64_t tiles, StringRef what) {
+    op->emitRemark()
         << "keeps the flag waits and raises next to it on the stream: its "
-        << tiles << " tiles exceed the " << static_cast<int64_t>(maxTiles)
+        << tiles << " " << what << " exceed the "
+        << static_cast<int64_t>(maxTiles)
         << " blocks that may poll and count arrivals (--max-tiles): spinning "
            "blocks beyond that could keep the work that releases them from "
            "an SM";
@@ -229,18 +235,10 @@ struct KernelSignalsPass
 
   /// The flag waits right before `kernel` become polls of its blocks.
   void moveWaits(scf::ForallOp kernel) {
-    SmallVector<SignalWaitOp> waits;
-    for (Operation *op = kernel->getPrevNode(); op; op = op->getPrevNode()) {
-      if (auto wait = dyn_cast<SignalWaitOp>(op)) {
-        waits.insert(waits.begin(), wait);
-        continue;
-      }
-      if (!movableAcross(*op))
-        break;
-    }
     OpBuilder b(kernel);
     Operation *first = &kernel.getBody()->front();
-    for (SignalWaitOp wait : waits) {
+    for (Operation *op : flagOpsBeside<SignalWaitOp>(kernel, /*after=*/false)) {
+      auto wait = cast<SignalWaitOp>(op);
       b.setInsertionPoint(wait);
       Value epoch = FlagEpochOp::create(
           b, wait.getLoc(), b.getI32Type(), wait.getFlags(), wait.getIndex(),
@@ -255,19 +253,11 @@ struct KernelSignalsPass
 
   /// The raises right after `kernel` become its last block's.
   void moveSignals(scf::ForallOp kernel, FunctionOpInterface function) {
-    SmallVector<SignalOp> signals;
-    for (Operation *op = kernel->getNextNode(); op; op = op->getNextNode()) {
-      if (auto signal = dyn_cast<SignalOp>(op)) {
-        signals.push_back(signal);
-        continue;
-      }
-      if (!movableAcross(*op) || braid::isTerminator(op))
-        break;
-    }
     OpBuilder b(kernel);
     // One arrival word per kernel: its raises count each block once.
     Value counts, index;
-    for (SignalOp signal : signals) {
+    for (Operation *op : flagOpsBeside<SignalOp>(kernel, /*after=*/true)) {
+      auto signal = cast<SignalOp>(op);
       Location loc = signal.getLoc();
       SymmetricAllocOp alloc = getSymmetricAlloc(signal.getFlags());
       if (signal.getFlags() != alloc.getBuffer()) {
