@@ -9,7 +9,10 @@ one run on the same CPU ranks, one thread per rank.
 
 Prints, per dtype, the median milliseconds of a forward call (the slowest
 rank for Braid, rank 0 after a barrier for PyTorch) and the ratios
-PyTorch time / Braid time (above 1: Braid is faster), and Braid's arena
+PyTorch time / Braid time (above 1: Braid is faster): Braid as compiled by
+default, without its memory plan (--memory-plan=false), and with each
+attention's scores computed whole (--attention-block-bytes=0, what
+braid-tile-attention replaces); and Braid's arena
 against the sum of the buffers it holds (the report's "memory"). With
 --profile, also Braid's per-kernel table of one more run (braid-exec
 --profile) after each dtype's row.
@@ -156,7 +159,8 @@ def main():
           f"{args.kv_heads} KV heads, FFN {args.ffn}), {args.tokens} tokens, "
           f"TP {args.ranks}, one thread per rank")
     print(f"{'dtype':>5} {'torch ms':>9} {'braid ms':>9} {'ratio':>6} "
-          f"{'no plan ms':>11} {'ratio':>6}  arena / buffers")
+          f"{'no plan ms':>11} {'ratio':>6} {'whole attn ms':>14} "
+          f"{'ratio':>6}  arena / buffers")
     with tempfile.TemporaryDirectory(prefix="braid-torch-tp-") as tmp:
         for dtype_name in args.dtypes.split(","):
             text, memory = braid_layer(args, dtype_name, tmp)
@@ -167,12 +171,17 @@ def main():
                                      text, args.ranks, args.repeat,
                                      ["--memory-plan=false"],
                                      warmup=args.warmup, threads=1)
+            whole = time_program(args.bin, tmp, f"whole-{dtype_name}",
+                                 text, args.ranks, args.repeat,
+                                 ["--attention-block-bytes=0"],
+                                 warmup=args.warmup, threads=1)
             torch_time = torch_ms(args, dtype_name, tmp)
             arena = sum(m["arena_bytes"] for m in memory)
             held = sum(m["buffer_bytes"] for m in memory)
             print(f"{dtype_name:>5} {torch_time:9.1f} {planned:9.1f} "
                   f"{torch_time / planned:6.2f} {unplanned:11.1f} "
-                  f"{torch_time / unplanned:6.2f}  {mib(arena)} / {mib(held)}")
+                  f"{torch_time / unplanned:6.2f} {whole:14.1f} "
+                  f"{torch_time / whole:6.2f}  {mib(arena)} / {mib(held)}")
             if args.profile:
                 print(profile(args, os.path.join(tmp, f"plan-{dtype_name}.so")))
     return 0

@@ -67,8 +67,9 @@ MLIR_CAPI_EXPORTED const char *braidGetVersion(void);
 ///     bf16, fp8), sub-chunks, bidirectional (auto, on, off),
 ///     balance-attention (auto, on, off), comm (auto, two-sided,
 ///     symmetric), fuse-collectives (auto, force, one-shot, two-shot, off),
-///     zero-copy, fuse-puts, kernel-signals (cuda), memory-plan (an arena
-///     per function, its plan added to the report as "memory"),
+///     zero-copy, fuse-puts, kernel-signals (cuda),
+///     attention-block-bytes (cpu; 0: attention whole), memory-plan (an
+///     arena per function, its plan added to the report as "memory"),
 ///     check-schedule, outline-layers, entry, report;
 ///   pipeline only: skip-import, stop-after (dist, xfer, llvm);
 ///   compile only: emit (dist, xfer, llvm-mlir, llvm-ir, obj, lib, ptx), O

@@ -259,6 +259,14 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createNarrowContractions());
     pm.addNestedPass<func::FuncOp>(createFoldTransposes());
   }
+  // Attention a block of query rows at a time, before fusion makes
+  // kernels of each block's softmax; on cuda each row's softmax is already
+  // a block of its own in shared memory (rowTile = 1).
+  if (!options.cuda() && options.attentionBlockBytes > 0) {
+    dist::TileAttentionOptions tile;
+    tile.blockBytes = options.attentionBlockBytes;
+    pm.addNestedPass<func::FuncOp>(dist::createTileAttention(tile));
+  }
   if (!options.cuda() && options.fuse != FuseMode::Off)
     pm.addNestedPass<func::FuncOp>(createFuseElementwiseProducers());
   pm.addNestedPass<func::FuncOp>(dist::createFuseMemoryBound(fuse));

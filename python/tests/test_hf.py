@@ -249,6 +249,31 @@ def test_llama_layer_bf16(ranks, layout):
           c.base_model_tp_plan, ranks, layout, tolerance=2e-2)
 
 
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("kind", ["Llama", "Qwen2", "Mistral"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_attention_in_blocks(kind, ranks, dtype):
+    """braid-tile-attention: each rank's attention (GQA, causal, 37 tokens,
+    batch 2) computed 16 query rows at a time, in two blocks and the 5 rows
+    left, against the module."""
+    torch.manual_seed(4)
+    c = config(kind, ranks)
+    layer = decoder_layer(kind, c).eval().to(dtype)
+    tokens = 37
+    x = torch.randn(2, tokens, 64, dtype=dtype)
+    # f32 scores of one query row: batch x local heads x keys.
+    per_row = 2 * (c.num_attention_heads // ranks) * tokens * 4
+    tp, _ = check(layer, (x,), {"position_embeddings": rotary(c, x)},
+                  c.base_model_tp_plan, ranks, "replicate",
+                  tolerance=module_tolerance(dtype),
+                  attention_block_bytes=16 * per_row)
+    blocks = [r.message for r in tp.artifact.remarks
+              if "attention computed in blocks" in r.message]
+    assert blocks == ["attention computed in blocks of 16 query rows "
+                      "(3 blocks): 9.2 KiB of scores at a time instead of "
+                      "21.4 KiB"], blocks
+
+
 def test_llama_layer_auto():
     """overlap=auto: the report says what the cost model chose, and why."""
     torch.manual_seed(3)

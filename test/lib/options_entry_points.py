@@ -56,6 +56,7 @@ SETTINGS = [
     ({"timing": "true"}, {}),
     ({"outline-layers": "false"}, {}),
     ({"memory-plan": "false"}, {}),
+    ({"attention-block-bytes": "0"}, {}),
 ]
 if CUDA:
     SETTINGS += [

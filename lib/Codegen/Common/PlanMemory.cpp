@@ -13,7 +13,8 @@
 // and a third of a layer's time went to the kernel's page-fault path.
 //
 // A buffer's lifetime runs from the first to the last operation of the
-// function's body that uses it or a view of it, or that uses what such an
+// function's body that uses it or a view of it (for a buffer allocated in
+// an scf.for, the loop: each iteration reuses its bytes), or that uses what such an
 // operation returned (a transfer's request reaches its wait: the
 // transfer reads or writes the buffer until then). A buffer that a
 // terminator, a call returning memrefs or any op returning a memref that is
@@ -29,6 +30,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/SymbolTable.h"
@@ -129,6 +131,28 @@ int64_t place(MutableArrayRef<Buffer> buffers) {
   return arena;
 }
 
+/// The allocations of `body` and of the bodies of `scf.for` loops in it
+/// (nested in loops only): a loop's buffer that never leaves its iteration
+/// (widenToUses refuses one that is yielded) lives while the loop runs,
+/// its bytes reused by every iteration instead of allocated by each.
+SmallVector<memref::AllocOp> plannable(Block &body) {
+  SmallVector<memref::AllocOp> allocs;
+  for (Operation &op : body) {
+    if (auto alloc = dyn_cast<memref::AllocOp>(op))
+      allocs.push_back(alloc);
+    else if (auto loop = dyn_cast<scf::ForOp>(op))
+      loop.getBody()->walk<WalkOrder::PreOrder>([&](Operation *nested) {
+        if (auto alloc = dyn_cast<memref::AllocOp>(nested))
+          allocs.push_back(alloc);
+        // Only loops inside loops.
+        return nested->getNumRegions() == 0 || isa<scf::ForOp>(nested)
+                   ? WalkResult::advance()
+                   : WalkResult::skip();
+      });
+  }
+  return allocs;
+}
+
 struct PlanMemoryPass : public braid::impl::PlanMemoryBase<PlanMemoryPass> {
   using Base::Base;
 
@@ -163,7 +187,7 @@ struct PlanMemoryPass : public braid::impl::PlanMemoryBase<PlanMemoryPass> {
       position[&op] = static_cast<int64_t>(index);
     SmallVector<Buffer> buffers;
     int64_t heapBytes = 0;
-    for (auto alloc : body.getOps<memref::AllocOp>()) {
+    for (memref::AllocOp alloc : plannable(body)) {
       MemRefType type = alloc.getType();
       std::optional<int64_t> bytes = braid::xfer::getStaticBytes(type);
       if (!bytes || !type.getLayout().isIdentity() || type.getMemorySpace() ||

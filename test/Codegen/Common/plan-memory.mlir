@@ -161,3 +161,36 @@ func.func @yielded(%x: memref<8xf32>, %c: i1) {
   linalg.copy ins(%x : memref<8xf32>) outs(%r : memref<8xf32>)
   return
 }
+
+// -----
+
+// A buffer of an scf.for's iteration (braid-tile-attention's block of
+// scores) lives while the loop runs: every iteration reuses its bytes, and
+// %before, dead before the loop, shares them. One yielded to the next
+// iteration leaves it and stays on the heap, with a remark.
+// CHECK-LABEL: module attributes {braid.memory_plan = [{arena_bytes = 1024 : i64, buffer_bytes = 2048 : i64, buffers = 2 : i64, function = "loop", heap_bytes = 1024 : i64}]}
+// CHECK-LABEL: func.func @loop
+// CHECK: %[[ARENA:.*]] = memref.get_global @__braid_arena_loop
+// CHECK: memref.view %[[ARENA]]
+// CHECK: scf.for
+// CHECK: memref.view %[[ARENA]]
+// CHECK: memref.alloc
+// CHECK: scf.yield
+func.func @loop(%x: memref<256xf32>, %y: memref<256xf32>, %init: memref<256xf32>) -> memref<256xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %before = memref.alloc() {alignment = 64 : i64} : memref<256xf32>
+  linalg.copy ins(%x : memref<256xf32>) outs(%before : memref<256xf32>)
+  linalg.copy ins(%before : memref<256xf32>) outs(%y : memref<256xf32>)
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %init) -> (memref<256xf32>) {
+    %block = memref.alloc() {alignment = 64 : i64} : memref<256xf32>
+    linalg.copy ins(%x : memref<256xf32>) outs(%block : memref<256xf32>)
+    linalg.copy ins(%block : memref<256xf32>) outs(%y : memref<256xf32>)
+    // expected-remark @below {{left out of the memory plan: the buffer may leave the function}}
+    %next = memref.alloc() {alignment = 64 : i64} : memref<256xf32>
+    linalg.copy ins(%acc : memref<256xf32>) outs(%next : memref<256xf32>)
+    scf.yield %next : memref<256xf32>
+  }
+  return %r : memref<256xf32>
+}

@@ -131,6 +131,54 @@ def FuseMemoryBound : Pass<"braid-fuse-memory-bound", "mlir::func::FuncOp"> {
   ];
 }
 
+def TileAttention : Pass<"braid-tile-attention", "mlir::func::FuncOp"> {
+  let summary = "Computes an attention with local k and v a block of query "
+                "rows at a time, so that only a block's scores are held";
+  let description = [{
+    As frontends emit it, an attention multiplies q by k into scores of
+    rows x keys per head, runs a softmax over the keys and multiplies the
+    probabilities by v: each pass over the scores streams all of them
+    through memory (at 2048 tokens and 8 heads, 128 MiB of f32 per layer
+    and rank). Each query row's softmax reads only its own scores, so this
+    pass computes the whole chain a block of query rows at a time, in an
+    `scf.for` over blocks (and the rows left over after it): the block's
+    slice of q against all of k, the softmax of the block's scores, their
+    product with v, inserted into the output. A block holds at most
+    `block-bytes` of scores (a multiple of 16 rows where more fit), and its
+    intermediates are planned once for the loop (braid-plan-memory), so a
+    rank's memory for attention is bounded by the option instead of
+    growing with the square of the sequence. Each row is computed by the same ops on the same values, so results
+    equal the untiled chain's up to the GEMM library's blocking.
+
+    The attention is recognized by ring attention's matcher (any spelling
+    of the softmax it reads: torch's safe softmax, reciprocals, exp2 with a
+    scale, the division after the product with v) on a product whose k is
+    local. A softmax it refuses, a value of the chain read outside it, or
+    rows that do not reach the output is a remark saying why; an attention
+    whose scores fit in one block is left whole, with a remark. Unlike a
+    flash kernel the keys are not cut into tiles (no online softmax), and
+    blocks above a causal mask's diagonal are still computed.
+
+    ```mlir
+    // scores = q k^T (8x512x512), softmax over the keys, out = p v:
+    // becomes scf.for %row = 0 to 512 step 64 over q[:, %row:+64] with
+    // scores 8x64x512 per iteration, inserted into out[:, %row:+64]
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+    "::mlir::arith::ArithDialect"
+  ];
+  let options = [
+    Option<"blockBytes", "block-bytes", "int64_t", /*default=*/"67108864",
+           "Bytes of scores a block of rows holds (0: leave attention whole)">
+  ];
+  let statistics = [
+    Statistic<"numTiled", "attentions", "Attentions computed in blocks">
+  ];
+}
+
 def SinkAllGather : Pass<"braid-sink-all-gather", "mlir::ModuleOp"> {
   let summary = "Moves row-local work after each all-gather before it, on "
                 "this rank's rows";

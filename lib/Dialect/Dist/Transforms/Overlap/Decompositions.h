@@ -159,6 +159,12 @@ struct RingAttention {
 /// refused.
 mlir::FailureOr<RingAttention>
 matchRingAttention(AllGatherOp op, bool &looksLike, std::string &reason);
+/// Matches an attention whose k and v are local from the product of q and
+/// k `op` (either input may be the keys); `keys`, `values` and `ring` are
+/// left empty. `looksLike` and `reason` as for matchRingAttention.
+mlir::FailureOr<RingAttention> matchLocalAttention(mlir::linalg::LinalgOp op,
+                                                   bool &looksLike,
+                                                   std::string &reason);
 /// The keys of a block of `chunk` whose scores a ring step computes at
 /// once, so that a rank holds rows x that many scores per head at a time:
 /// the block cut into `pieces`, or with 0 the largest divisor of it up to

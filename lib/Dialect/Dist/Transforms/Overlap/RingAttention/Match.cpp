@@ -4,13 +4,14 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// From a gather of k: the scores' product with q, the score ops along the
-// keys, the row max, exp(s - max), the row sum, the division by it (with
-// torch's safe softmax and a conversion around it), and the probabilities'
-// product with the gather of v. Once the scores are reduced over the keys
-// (a softmax's sign), every part that does not match is a refusal with its
-// reason. Normalize.cpp has rewritten other spellings of the softmax into
-// this one first.
+// From a gather of k (or, for braid-tile-attention, from any product of q
+// and k): the scores' product with q, the score ops along the keys, the
+// row max, exp(s - max), the row sum, the division by it (with torch's
+// safe softmax and a conversion around it), and the probabilities' product
+// with the gather of v. Once the scores are reduced over the keys (a
+// softmax's sign), every part that does not match is a refusal with its
+// reason. The helpers of Body.cpp read the softmax's spellings (reciprocals,
+// select-based max, scales inside exp, the division after the product).
 //
 //===----------------------------------------------------------------------===//
 
@@ -155,6 +156,7 @@ bool reducesKeys(OpOperand &use, int64_t keyDim) {
 /// with a reason (`looksLike` set) from there on.
 class Matcher {
 public:
+  /// `keys` is null for an attention whose k and v are local.
   Matcher(AllGatherOp keys, bool &looksLike, std::string &reason)
       : op(keys), looksLike(looksLike), reason(reason) {}
 
@@ -207,15 +209,22 @@ FailureOr<RingAttention> Matcher::run(OpOperand *product, unsigned loop,
       user.getNumReductionLoops() == 0)
     return failure();
   m.keyDim = *keyDim;
-  if (failed(matchScoreOps()) || failed(matchFanOut()))
+  if (failed(matchScoreOps()) || failed(matchFanOut())) {
+    // Without a gather, a product reduced over its columns otherwise (a
+    // norm after a projection) is no attention, and no reason is given.
+    if (!op)
+      looksLike = false;
     return failure();
+  }
   // From here on it is a softmax over the keys: what refuses it says why.
   looksLike = true;
-  FailureOr<Ring> ring = matchRing(op, reason);
-  if (failed(ring))
-    return failure();
-  m.ring = *ring;
-  m.chunk = op.getInput().getType().getDimSize(op.getDim());
+  if (op) {
+    FailureOr<Ring> ring = matchRing(op, reason);
+    if (failed(ring))
+      return failure();
+    m.ring = *ring;
+    m.chunk = op.getInput().getType().getDimSize(op.getDim());
+  }
   rows = m.max.getMatchingIndexingMap(m.max.getDpsInitOperand(0));
   if (failed(matchFlag()) || failed(matchExp()) ||
       failed(matchSumAndDivision()) || failed(matchProbabilities()) ||
@@ -515,9 +524,17 @@ LogicalResult Matcher::matchOutput() {
   return success();
 }
 
-/// v: an all-gather over the same group and blocks as k, read only there.
+/// v: an all-gather over the same group and blocks as k, read only there
+/// (for local attention, the product's other input).
 LogicalResult Matcher::matchValues() {
   linalg::LinalgOp output = m.output;
+  if (!op) {
+    if (output.getNumDpsInputs() != 2)
+      return refuse(quoted(output) + " does not multiply the probabilities "
+                                     "by one value");
+    m.valuesOperand = 1 - m.probsOperand;
+    return success();
+  }
   for (OpOperand *input : output.getDpsInputOperands()) {
     if (input == probsUse)
       continue;
@@ -590,7 +607,8 @@ LogicalResult Matcher::finish() {
   if (!m.scoreOps.empty())
     if (auto last = dyn_cast<linalg::GenericOp>(m.scoreOps.back().op))
       m.mask = blockMask(last);
-  m.helperBlocker = checkHelper(m);
+  if (op)
+    m.helperBlocker = checkHelper(m);
   return success();
 }
 
@@ -701,6 +719,37 @@ FailureOr<RingAttention> overlap::matchRingAttention(AllGatherOp op,
   if (user.getIteratorTypesArray()[*loop] == utils::IteratorType::reduction)
     return fromValues(op, user, gatheredUse->get(), looksLike, reason);
   return Matcher(op, looksLike, reason).run(gatheredUse, *loop, prefix);
+}
+
+FailureOr<RingAttention> overlap::matchLocalAttention(linalg::LinalgOp op,
+                                                      bool &looksLike,
+                                                      std::string &reason) {
+  looksLike = false;
+  if (op.getNumDpsInputs() != 2 || op->getNumResults() != 1 ||
+      op.getNumReductionLoops() == 0)
+    return failure();
+  // The keys' loop: parallel, indexing one input and the result but not
+  // the other input (for q, the rows' loop).
+  for (OpOperand *keys : op.getDpsInputOperands()) {
+    OpOperand *other = op.getDpsInputOperand(1 - keys->getOperandNumber());
+    AffineMap keysMap = op.getMatchingIndexingMap(keys);
+    AffineMap otherMap = op.getMatchingIndexingMap(other);
+    std::optional<unsigned> keyLoop;
+    int candidates = 0;
+    for (unsigned loop = 0; loop < op.getNumLoops(); ++loop) {
+      AffineExpr dim = getAffineDimExpr(loop, op->getContext());
+      if (op.getIteratorTypesArray()[loop] == utils::IteratorType::parallel &&
+          keysMap.getResultPosition(dim) && !otherMap.getResultPosition(dim))
+        keyLoop = loop, ++candidates;
+    }
+    if (candidates != 1)
+      continue;
+    FailureOr<RingAttention> match =
+        Matcher(AllGatherOp(), looksLike, reason).run(keys, *keyLoop, {});
+    if (succeeded(match) || looksLike)
+      return match;
+  }
+  return failure();
 }
 
 int64_t overlap::attentionPieceSize(int64_t chunk, int64_t pieces) {

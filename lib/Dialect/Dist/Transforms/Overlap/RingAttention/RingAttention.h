@@ -5,10 +5,11 @@
 //===----------------------------------------------------------------------===//
 //
 // Internal to the ring attention pattern, whose files are:
-// - Normalize.cpp: spellings of the softmax rewritten to the one the
-//   matcher reads (reciprocals, select-based max, scales inside exp, the
-//   division after the product);
-// - Match.cpp: the gathers of k and v, the scores, the softmax, the
+// - Body.cpp: what a softmax's generics compute, read from their bodies
+//   whatever the spelling (reciprocals, select-based max, scales inside
+//   exp, the division after the product);
+// - Match.cpp: the gathers of k and v (or local k and v, for
+//   braid-tile-attention), the scores, the softmax, the
 //   product with v, each refusal with its reason;
 // - Mask.cpp: a causal mask as an affine comparison of indices;
 // - Balance.cpp: whether a rank can compute another rank's rows, and what

@@ -1,0 +1,397 @@
+//===- TileAttention.cpp - Attention computed a block of rows at a time ---===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// An attention whose k and v are local (tensor-parallel heads, or the
+// whole sequence after a gather that no ring replaced) is, as frontends
+// emit it, a product of q and k into scores of rows x keys per head, a
+// softmax over the keys, and a product with v: every pass over the scores
+// streams them through memory (at 2048 tokens and 8 heads, 128 MiB of f32
+// per layer and rank). Each query row's softmax reads only that row's
+// scores, so the whole chain is computed a block of rows at a time: the
+// block's slice of q against all of k, its scores' softmax, its product
+// with v, inserted into the output. The scores held at once are a block's
+// (the pass option `block-bytes`), so the memory attention takes is
+// bounded instead of quadratic in the sequence. The result is computed by
+// the same ops on the same values per row, so it is the same up to the
+// GEMM library's blocking of the products. docs/rationale/cpu-codegen.md
+// says what it measured (memory, not time).
+//
+// The attention is found by the ring attention's matcher (Match.cpp), so
+// every spelling it reads is read here, and a softmax it refuses is a
+// remark with its reason. The rows' dimension is followed through every
+// op of the chain by its indexing maps and reshapes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Overlap/RingAttention/RingAttention.h"
+#include "Schedule.h"
+
+#include "braid/Dialect/Dist/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace braid::dist {
+#define GEN_PASS_DEF_TILEATTENTION
+#include "braid/Dialect/Dist/Transforms/Passes.h.inc"
+} // namespace braid::dist
+
+using namespace mlir;
+using namespace braid::dist;
+using namespace braid::dist::overlap;
+using namespace braid::dist::schedule;
+
+namespace {
+
+/// The ops of a matched attention, in block order, and for each the
+/// dimension of its result (and, for linalg ops, the loop) the query rows
+/// run along.
+struct Chain {
+  SmallVector<Operation *> ops;
+  DenseMap<Value, int64_t> rowDim;
+  DenseMap<Operation *, unsigned> rowLoop;
+  Operation *last = nullptr;
+  int64_t rows = 0;       ///< The query rows.
+  int64_t scoreBytes = 0; ///< The scores of all rows.
+};
+
+/// The ops of `m` in block order, ending at the one whose result is the
+/// attention's output.
+SmallVector<Operation *> opsOf(RingAttention &m) {
+  SmallVector<Operation *> ops{m.scores, m.max, m.exp, m.sum, m.output};
+  for (const AttentionPrefix &p : m.scoreOps)
+    ops.push_back(p.op);
+  for (Operation *op : std::initializer_list<Operation *>{
+           m.div, m.reciprocal, m.divAfter, m.expThen, m.flagTest, m.flagAll,
+           m.safeSelect, m.convert, m.probsCollapse})
+    if (op)
+      ops.push_back(op);
+  llvm::sort(ops,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  return ops;
+}
+
+/// The fill of a placeholder init (tensor.empty, or a fill of one) seen
+/// through slices and reshapes: `isPlaceholder` says whether `value` is
+/// one; the result is the fill, if any.
+linalg::FillOp placeholderFill(Value value, bool &isPlaceholder) {
+  linalg::FillOp fill;
+  isPlaceholder = false;
+  while (Operation *def = value.getDefiningOp()) {
+    if (isa<tensor::EmptyOp>(def)) {
+      isPlaceholder = true;
+      return fill;
+    }
+    if (auto f = dyn_cast<linalg::FillOp>(def)) {
+      if (fill)
+        return fill;
+      fill = f;
+      value = f.getOutputs()[0];
+    } else if (isa<tensor::ExtractSliceOp, tensor::CollapseShapeOp,
+                   tensor::ExpandShapeOp>(def)) {
+      value = def->getOperand(0);
+    } else {
+      return fill;
+    }
+  }
+  return fill;
+}
+
+/// The chain of `m` with its rows' dimensions, or why the rows cannot be
+/// followed through it.
+FailureOr<Chain> followRows(RingAttention &m, std::string &reason) {
+  Chain chain;
+  chain.ops = opsOf(m);
+  chain.last = m.divAfter ? m.divAfter.getOperation() : m.output.getOperation();
+  llvm::SmallPtrSet<Operation *, 16> inChain(chain.ops.begin(),
+                                             chain.ops.end());
+  for (Operation *op : chain.ops)
+    for (Operation *user : op->getUsers())
+      if (op != chain.last && !inChain.contains(user)) {
+        reason = attention::quoted(op) + " of the attention is read by " +
+                 attention::quoted(user) + " outside it";
+        return failure();
+      }
+
+  bool isPlaceholder = false;
+  placeholderFill(
+      cast<linalg::LinalgOp>(chain.last).getDpsInitOperand(0)->get(),
+      isPlaceholder);
+  if (!isPlaceholder) {
+    reason = attention::quoted(chain.last) +
+             " accumulates into a value: the output of every row starts "
+             "from it";
+    return failure();
+  }
+
+  // The query rows: the loop of the scores' product that indexes q and the
+  // scores but not k.
+  linalg::LinalgOp scores = m.scores;
+  AffineMap keysMap = scores.getIndexingMapsArray()[m.keysOperand];
+  AffineMap qMap = scores.getIndexingMapsArray()[1 - m.keysOperand];
+  std::optional<unsigned> qLoop;
+  for (unsigned loop = 0; loop < scores.getNumLoops(); ++loop) {
+    AffineExpr dim = getAffineDimExpr(loop, scores->getContext());
+    if (loop == m.keyLoop ||
+        scores.getIteratorTypesArray()[loop] != utils::IteratorType::parallel ||
+        !qMap.getResultPosition(dim) || keysMap.getResultPosition(dim))
+      continue;
+    if (qLoop) {
+      reason = "q has several dimensions of rows that k does not have";
+      return failure();
+    }
+    qLoop = loop;
+  }
+  if (!qLoop) {
+    reason = "q has no dimension of rows that k does not have";
+    return failure();
+  }
+
+  for (Operation *op : chain.ops) {
+    std::optional<int64_t> dim;
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
+      std::optional<unsigned> loop;
+      if (op == scores.getOperation())
+        loop = qLoop;
+      for (OpOperand &operand : op->getOpOperands()) {
+        auto known = chain.rowDim.find(operand.get());
+        if (known == chain.rowDim.end())
+          continue;
+        std::optional<unsigned> at =
+            loopOfOperandDim(linalgOp, operand, known->second);
+        if (!at || (loop && *at != *loop)) {
+          reason = attention::quoted(op) +
+                   " does not read the rows of its operands along one loop";
+          return failure();
+        }
+        loop = at;
+      }
+      if (!loop || linalgOp.getIteratorTypesArray()[*loop] !=
+                       utils::IteratorType::parallel) {
+        reason = attention::quoted(op) + " reduces over the query rows";
+        return failure();
+      }
+      dim = resultDimOfLoop(linalgOp, *loop);
+      chain.rowLoop[op] = *loop;
+    } else {
+      dim =
+          attention::reshapedKeyDim(op, chain.rowDim.lookup(op->getOperand(0)));
+    }
+    if (!dim || op->getNumResults() != 1) {
+      reason =
+          "the query rows do not reach the result of " + attention::quoted(op);
+      return failure();
+    }
+    chain.rowDim[op->getResult(0)] = *dim;
+  }
+  auto scoresType = cast<RankedTensorType>(scores->getResult(0).getType());
+  chain.rows = scoresType.getDimSize(chain.rowDim.lookup(scores->getResult(0)));
+  chain.scoreBytes =
+      scoresType.getNumElements() *
+      std::max<int64_t>(4, scoresType.getElementTypeBitWidth() / 8);
+  return chain;
+}
+
+/// Gives the inits of `tiled` that are slices of placeholders a
+/// placeholder of their own, so that no buffer of all rows is held (or
+/// copied from) for a block's intermediates.
+void freshInits(RewriterBase &rewriter, Operation *tiled) {
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(tiled);
+  for (OpOperand &init :
+       cast<DestinationStyleOpInterface>(tiled).getDpsInitsMutable()) {
+    bool isPlaceholder = false;
+    linalg::FillOp fill = placeholderFill(init.get(), isPlaceholder);
+    if (!isPlaceholder)
+      continue;
+    auto type = cast<RankedTensorType>(init.get().getType());
+    Value fresh = tensor::EmptyOp::create(
+        rewriter, tiled->getLoc(), type.getShape(), type.getElementType());
+    if (fill)
+      fresh = linalg::FillOp::create(rewriter, fill.getLoc(), fill.getInputs(),
+                                     ValueRange{fresh})
+                  .getResult(0);
+    Value old = init.get();
+    rewriter.modifyOpInPlace(tiled, [&] { init.set(fresh); });
+    if (Operation *def = old.getDefiningOp(); def && def->use_empty())
+      rewriter.eraseOp(def);
+  }
+}
+
+/// The chain's ops for query rows [offset, offset + size): linalg ops as
+/// chunks of their rows' loop, reshapes rebuilt on the chunks, the
+/// intermediates in placeholders of the block's size; the last op writes
+/// its slice of `dest` (filled first when its init was a fill). Returns
+/// the last op's chunk.
+FailureOr<Value> computeRows(RewriterBase &rewriter, const Chain &chain,
+                             OpFoldResult offset, int64_t size, Value dest) {
+  DenseMap<Value, Value> rowsOf;
+  for (Operation *op : chain.ops) {
+    Value result;
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
+      SmallVector<std::pair<unsigned, Value>> replacements;
+      for (OpOperand &operand : op->getOpOperands())
+        if (Value tile = rowsOf.lookup(operand.get()))
+          replacements.push_back({operand.getOperandNumber(), tile});
+      bool last = op == chain.last, isPlaceholder = false;
+      linalg::FillOp fill =
+          last ? placeholderFill(linalgOp.getDpsInitOperand(0)->get(),
+                                 isPlaceholder)
+               : linalg::FillOp();
+      if (last && !isPlaceholder)
+        return failure();
+      FailureOr<Chunk> chunk =
+          computeChunk(rewriter, linalgOp, chain.rowLoop.lookup(op), offset,
+                       size, replacements, last ? dest : Value(), fill);
+      if (failed(chunk))
+        return failure();
+      result = chunk->value;
+      if (!last)
+        freshInits(rewriter, result.getDefiningOp());
+    } else {
+      auto type = cast<RankedTensorType>(op->getResult(0).getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape[chain.rowDim.lookup(op->getResult(0))] = size;
+      auto resultType = RankedTensorType::get(shape, type.getElementType());
+      Value source = rowsOf.lookup(op->getOperand(0));
+      if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op))
+        result = tensor::CollapseShapeOp::create(
+            rewriter, op->getLoc(), resultType, source,
+            collapse.getReassociationIndices());
+      else
+        result = tensor::ExpandShapeOp::create(
+            rewriter, op->getLoc(), resultType, source,
+            cast<tensor::ExpandShapeOp>(op).getReassociationIndices());
+    }
+    rowsOf[op->getResult(0)] = result;
+  }
+  return rowsOf.lookup(chain.last->getResult(0));
+}
+
+/// Rows per block: as many as `blockBytes` of scores hold, a multiple of 16
+/// where more than 16 fit.
+int64_t blockRows(const Chain &chain, int64_t blockBytes) {
+  int64_t perRow = std::max<int64_t>(1, chain.scoreBytes / chain.rows);
+  int64_t rows = std::max<int64_t>(blockBytes / perRow, 1);
+  if (rows >= chain.rows)
+    return chain.rows;
+  return rows > 16 ? rows / 16 * 16 : rows;
+}
+
+/// The output, a block of rows at a time: a loop over whole blocks, and
+/// the remaining rows after it.
+LogicalResult tileRows(RewriterBase &rewriter, const Chain &chain,
+                       int64_t block) {
+  Operation *last = chain.last;
+  Location loc = last->getLoc();
+  rewriter.setInsertionPoint(last);
+  auto type = cast<RankedTensorType>(last->getResult(0).getType());
+  int64_t dim = chain.rowDim.lookup(last->getResult(0));
+  Value output = tensor::EmptyOp::create(rewriter, loc, type.getShape(),
+                                         type.getElementType());
+  int64_t whole = chain.rows / block * block;
+  bool failedRows = false;
+  auto lower = arith::ConstantIndexOp::create(rewriter, loc, 0);
+  auto upper = arith::ConstantIndexOp::create(rewriter, loc, whole);
+  auto step = arith::ConstantIndexOp::create(rewriter, loc, block);
+  auto loop = scf::ForOp::create(
+      rewriter, loc, lower, upper, step, ValueRange{output},
+      [&](OpBuilder &b, Location bodyLoc, Value row, ValueRange acc) {
+        FailureOr<Value> rows =
+            computeRows(rewriter, chain, row, block, acc.front());
+        if (failed(rows)) {
+          failedRows = true;
+          scf::YieldOp::create(b, bodyLoc, acc);
+          return;
+        }
+        scf::YieldOp::create(
+            b, bodyLoc, insertAlong(b, bodyLoc, *rows, acc.front(), dim, row));
+      });
+  output = loop.getResult(0);
+  if (whole < chain.rows) {
+    OpFoldResult row = rewriter.getIndexAttr(whole);
+    FailureOr<Value> rows =
+        computeRows(rewriter, chain, row, chain.rows - whole, output);
+    if (failed(rows))
+      failedRows = true;
+    else
+      output = insertAlong(rewriter, loc, *rows, output, dim, row);
+  }
+  if (failedRows) {
+    rewriter.eraseOp(loop);
+    return failure();
+  }
+  rewriter.replaceOp(last, output);
+  for (Operation *op : llvm::reverse(chain.ops))
+    if (op != last && op->use_empty())
+      rewriter.eraseOp(op);
+  return success();
+}
+
+struct TileAttention
+    : public braid::dist::impl::TileAttentionBase<TileAttention> {
+  using TileAttentionBase::TileAttentionBase;
+
+  void runOnOperation() override {
+    if (blockBytes <= 0)
+      return;
+    SmallVector<linalg::LinalgOp> products;
+    getOperation().walk([&](linalg::LinalgOp op) {
+      if (op.hasPureTensorSemantics() && op.getNumReductionLoops() > 0 &&
+          op.getNumDpsInputs() == 2)
+        products.push_back(op);
+    });
+    IRRewriter rewriter(&getContext());
+    llvm::SmallPtrSet<Operation *, 8> erased;
+    for (linalg::LinalgOp product : products) {
+      if (erased.contains(product))
+        continue;
+      bool looksLike = false;
+      std::string reason;
+      FailureOr<RingAttention> match =
+          matchLocalAttention(product, looksLike, reason);
+      if (failed(match)) {
+        if (looksLike)
+          product->emitRemark()
+              << "attention not computed in blocks of rows: " << reason;
+        continue;
+      }
+      FailureOr<Chain> chain = followRows(*match, reason);
+      if (failed(chain)) {
+        product->emitRemark()
+            << "attention not computed in blocks of rows: " << reason;
+        continue;
+      }
+      int64_t block = blockRows(*chain, blockBytes);
+      if (block >= chain->rows) {
+        product->emitRemark()
+            << "attention kept whole: its scores ("
+            << formatBytes(chain->scoreBytes) << ") fit in a block of "
+            << formatBytes(blockBytes);
+        continue;
+      }
+      int64_t blockScores = chain->scoreBytes / chain->rows * block;
+      Location loc = product->getLoc();
+      SmallVector<Operation *> ops = chain->ops;
+      if (failed(tileRows(rewriter, *chain, block))) {
+        product->emitRemark() << "attention not computed in blocks of rows: "
+                                 "an op of it has no tiled form";
+        continue;
+      }
+      erased.insert(ops.begin(), ops.end());
+      ++numTiled;
+      emitRemark(loc) << "attention computed in blocks of " << block
+                      << " query rows (" << llvm::divideCeil(chain->rows, block)
+                      << " blocks): " << formatBytes(blockScores)
+                      << " of scores at a time instead of "
+                      << formatBytes(chain->scoreBytes);
+    }
+  }
+};
+
+} // namespace
