@@ -252,10 +252,13 @@ def test_llama_layer_bf16(ranks, layout):
 @pytest.mark.parametrize("ranks", [2, 4])
 @pytest.mark.parametrize("kind", ["Llama", "Qwen2", "Mistral"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_attention_in_blocks(kind, ranks, dtype):
+@pytest.mark.parametrize("rows", [16, 32])
+def test_attention_in_blocks(kind, ranks, dtype, rows):
     """braid-tile-attention: each rank's attention (GQA, causal, 37 tokens,
-    batch 2) computed 16 query rows at a time, in two blocks and the 5 rows
-    left, against the module."""
+    batch 2) computed a block of query rows at a time, against the module:
+    blocks of 16 rows are a loop over two blocks and the 5 rows left, every
+    block reading every key; blocks of 32 are two blocks, each reading only
+    the keys its rows see."""
     torch.manual_seed(4)
     c = config(kind, ranks)
     layer = decoder_layer(kind, c).eval().to(dtype)
@@ -266,12 +269,20 @@ def test_attention_in_blocks(kind, ranks, dtype):
     tp, _ = check(layer, (x,), {"position_embeddings": rotary(c, x)},
                   c.base_model_tp_plan, ranks, "replicate",
                   tolerance=module_tolerance(dtype),
-                  attention_block_bytes=16 * per_row)
+                  attention_block_bytes=rows * per_row)
     blocks = [r.message for r in tp.artifact.remarks
               if "attention computed in blocks" in r.message]
-    assert blocks == ["attention computed in blocks of 16 query rows "
-                      "(3 blocks): 9.2 KiB of scores at a time instead of "
-                      "21.4 KiB"], blocks
+    if rows == 16:
+        expected = ("attention computed in blocks of 16 query rows (3 "
+                    "blocks): 9.2 KiB of scores at a time instead of 21.4 KiB")
+    else:
+        # The causal mask: rows 0-31 read keys 0-31, rows 32-36 all 37:
+        # (32 * 32 + 5 * 37) / 37**2 = 88%.
+        expected = ("attention computed in blocks of 32 query rows (2 "
+                    "blocks): 18.5 KiB of scores at a time instead of 21.4 "
+                    "KiB; the keys the mask hides from a whole block skipped "
+                    "(88% of the scores computed)")
+    assert blocks == [expected], blocks
 
 
 def test_llama_layer_auto():

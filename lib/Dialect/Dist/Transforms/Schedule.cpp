@@ -114,18 +114,31 @@ schedule::computeChunk(RewriterBase &rewriter, linalg::LinalgOp op,
                        unsigned loop, OpFoldResult offset, int64_t size,
                        ArrayRef<std::pair<unsigned, Value>> replacements,
                        Value initSource, linalg::FillOp initFill) {
+  return computeChunk(rewriter, op, LoopPart{loop, offset, size}, replacements,
+                      initSource, initFill);
+}
+
+FailureOr<Chunk>
+schedule::computeChunk(RewriterBase &rewriter, linalg::LinalgOp op,
+                       ArrayRef<LoopPart> parts,
+                       ArrayRef<std::pair<unsigned, Value>> replacements,
+                       Value initSource, linalg::FillOp initFill) {
   // Upstream tiling reads a size of 0 as "this loop is not tiled", and
   // crashes on such a chunk; the matchers decline empty ops before this.
-  if (size <= 0 || !emptyLoop(op).empty())
+  if (llvm::any_of(parts, [](const LoopPart &p) { return p.size <= 0; }) ||
+      !emptyLoop(op).empty())
     return rewriter.notifyMatchFailure(op, "a chunk without elements");
   auto tiling = cast<TilingInterface>(op.getOperation());
   Location loc = op.getLoc();
   SmallVector<Range> domain = tiling.getIterationDomain(rewriter);
   SmallVector<OpFoldResult> offsets, sizes;
-  for (auto [i, range] : llvm::enumerate(domain)) {
-    offsets.push_back(i == loop ? offset : range.offset);
-    sizes.push_back(i == loop ? OpFoldResult(rewriter.getIndexAttr(size))
-                              : range.size);
+  for (Range &range : domain) {
+    offsets.push_back(range.offset);
+    sizes.push_back(range.size);
+  }
+  for (const LoopPart &part : parts) {
+    offsets[part.loop] = part.offset;
+    sizes[part.loop] = rewriter.getIndexAttr(part.size);
   }
   FailureOr<TilingResult> tiled =
       tiling.getTiledImplementation(rewriter, offsets, sizes);

@@ -129,6 +129,18 @@ computeChunk(mlir::RewriterBase &rewriter, mlir::linalg::LinalgOp op,
              llvm::ArrayRef<std::pair<unsigned, mlir::Value>> replacements,
              mlir::Value initSource,
              mlir::linalg::FillOp initFill = mlir::linalg::FillOp());
+/// The same for a part of several loops at once.
+struct LoopPart {
+  unsigned loop;
+  mlir::OpFoldResult offset;
+  int64_t size;
+};
+mlir::FailureOr<Chunk>
+computeChunk(mlir::RewriterBase &rewriter, mlir::linalg::LinalgOp op,
+             llvm::ArrayRef<LoopPart> parts,
+             llvm::ArrayRef<std::pair<unsigned, mlir::Value>> replacements,
+             mlir::Value initSource,
+             mlir::linalg::FillOp initFill = mlir::linalg::FillOp());
 
 /// Inserts a chunk computed by computeChunk into `dest` at its place.
 mlir::Value insertChunk(mlir::OpBuilder &b, mlir::Location loc,

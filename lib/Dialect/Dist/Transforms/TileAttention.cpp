@@ -16,8 +16,9 @@
 // (the pass option `block-bytes`), so the memory attention takes is
 // bounded instead of quadratic in the sequence. The result is computed by
 // the same ops on the same values per row, so it is the same up to the
-// GEMM library's blocking of the products. docs/rationale/cpu-codegen.md
-// says what it measured (memory, not time).
+// GEMM library's blocking of the products. Under a causal mask, two
+// blocks each read only the keys their rows see. docs/rationale/
+// cpu-codegen.md says what it measured.
 //
 // The attention is found by the ring attention's matcher (Match.cpp), so
 // every spelling it reads is read here, and a softmax it refuses is a
@@ -35,6 +36,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
+
+#include <cmath>
 
 namespace braid::dist {
 #define GEN_PASS_DEF_TILEATTENTION
@@ -58,7 +61,98 @@ struct Chain {
   Operation *last = nullptr;
   int64_t rows = 0;       ///< The query rows.
   int64_t scoreBytes = 0; ///< The scores of all rows.
+  /// The keys, followed like the rows up to the reductions over them.
+  DenseMap<Value, int64_t> keyDim;
+  DenseMap<Operation *, unsigned> keyLoop;
+  int64_t keys = 0;
+  /// A mask applied by `maskOp` (masked iff e >= 0 over its loops) whose e
+  /// grows with the key: a block of rows skips the keys it masks for every
+  /// row (a causal mask's upper blocks).
+  std::optional<AttentionMask> mask;
+  Operation *maskOp = nullptr;
 };
+
+/// The keys of `chain` followed through its ops, and the mask that skips
+/// them, where both can be told.
+void followKeys(RingAttention &m, Chain &chain) {
+  linalg::LinalgOp scores = m.scores;
+  std::optional<int64_t> first = resultDimOfLoop(scores, m.keyLoop);
+  if (!first)
+    return;
+  chain.keys = scores.getStaticLoopRanges()[m.keyLoop];
+  chain.keyDim[scores->getResult(0)] = *first;
+  chain.keyLoop[scores] = m.keyLoop;
+  for (Operation *op : chain.ops) {
+    if (op == scores.getOperation())
+      continue;
+    std::optional<unsigned> loop;
+    std::optional<int64_t> dim;
+    bool keyed = false;
+    for (OpOperand &operand : op->getOpOperands()) {
+      auto known = chain.keyDim.find(operand.get());
+      if (known == chain.keyDim.end())
+        continue;
+      keyed = true;
+      if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
+        std::optional<unsigned> at =
+            loopOfOperandDim(linalgOp, operand, known->second);
+        if (!at || (loop && *at != *loop)) {
+          chain.keyDim.clear();
+          return;
+        }
+        loop = at;
+        dim = resultDimOfLoop(linalgOp, *at);
+      } else {
+        dim = attention::reshapedKeyDim(op, known->second);
+        if (!dim) {
+          chain.keyDim.clear();
+          return;
+        }
+      }
+    }
+    if (!keyed)
+      continue;
+    if (loop)
+      chain.keyLoop[op] = *loop;
+    if (dim)
+      chain.keyDim[op->getResult(0)] = *dim;
+  }
+  if (!m.mask || !m.mask->symbols.empty() || m.scoreOps.empty())
+    return;
+  Operation *maskOp = m.scoreOps.back().op;
+  if (!chain.keyLoop.count(maskOp) || !chain.rowLoop.count(maskOp) ||
+      m.mask->loops[chain.keyLoop.lookup(maskOp)] <= 0)
+    return;
+  chain.mask = m.mask;
+  chain.maskOp = maskOp;
+}
+
+/// The keys rows [first, first + size) read: up to the first key the mask
+/// masks for each of them; all keys without a mask, or when a row of the
+/// block may be masked whole (its keys then all count, as unmasked).
+int64_t keysFor(const Chain &chain, int64_t first, int64_t size) {
+  if (!chain.mask)
+    return chain.keys;
+  const AttentionMask &mask = *chain.mask;
+  unsigned row = chain.rowLoop.lookup(chain.maskOp);
+  unsigned key = chain.keyLoop.lookup(chain.maskOp);
+  // e's least and largest over the block's rows and every other loop, at
+  // key 0.
+  int64_t least = mask.constant, most = mask.constant;
+  for (auto [loop, coefficient] : llvm::enumerate(mask.loops)) {
+    if (loop == key)
+      continue;
+    int64_t low = loop == row ? first : 0;
+    int64_t high = loop == row ? first + size - 1 : mask.extents[loop] - 1;
+    least += coefficient * (coefficient > 0 ? low : high);
+    most += coefficient * (coefficient > 0 ? high : low);
+  }
+  if (most >= 0)
+    return chain.keys;
+  // Keys from -least / a on are masked for every row of the block.
+  int64_t end = llvm::divideCeil(-least, mask.loops[key]);
+  return std::clamp<int64_t>(end, 1, chain.keys);
+}
 
 /// The ops of `m` in block order, ending at the one whose result is the
 /// attention's output.
@@ -189,6 +283,7 @@ FailureOr<Chain> followRows(RingAttention &m, std::string &reason) {
     }
     chain.rowDim[op->getResult(0)] = *dim;
   }
+  followKeys(m, chain);
   auto scoresType = cast<RankedTensorType>(scores->getResult(0).getType());
   chain.rows = scoresType.getDimSize(chain.rowDim.lookup(scores->getResult(0)));
   chain.scoreBytes =
@@ -229,7 +324,9 @@ void freshInits(RewriterBase &rewriter, Operation *tiled) {
 /// its slice of `dest` (filled first when its init was a fill). Returns
 /// the last op's chunk.
 FailureOr<Value> computeRows(RewriterBase &rewriter, const Chain &chain,
-                             OpFoldResult offset, int64_t size, Value dest) {
+                             OpFoldResult offset, int64_t size, int64_t keys,
+                             Value dest) {
+  bool cutKeys = keys < chain.keys;
   DenseMap<Value, Value> rowsOf;
   for (Operation *op : chain.ops) {
     Value result;
@@ -245,9 +342,12 @@ FailureOr<Value> computeRows(RewriterBase &rewriter, const Chain &chain,
                : linalg::FillOp();
       if (last && !isPlaceholder)
         return failure();
-      FailureOr<Chunk> chunk =
-          computeChunk(rewriter, linalgOp, chain.rowLoop.lookup(op), offset,
-                       size, replacements, last ? dest : Value(), fill);
+      SmallVector<LoopPart> parts{{chain.rowLoop.lookup(op), offset, size}};
+      if (auto key = chain.keyLoop.find(op);
+          cutKeys && key != chain.keyLoop.end())
+        parts.push_back({key->second, rewriter.getIndexAttr(0), keys});
+      FailureOr<Chunk> chunk = computeChunk(
+          rewriter, linalgOp, parts, replacements, last ? dest : Value(), fill);
       if (failed(chunk))
         return failure();
       result = chunk->value;
@@ -257,6 +357,9 @@ FailureOr<Value> computeRows(RewriterBase &rewriter, const Chain &chain,
       auto type = cast<RankedTensorType>(op->getResult(0).getType());
       SmallVector<int64_t> shape(type.getShape());
       shape[chain.rowDim.lookup(op->getResult(0))] = size;
+      if (auto key = chain.keyDim.find(op->getResult(0));
+          cutKeys && key != chain.keyDim.end())
+        shape[key->second] = keys;
       auto resultType = RankedTensorType::get(shape, type.getElementType());
       Value source = rowsOf.lookup(op->getOperand(0));
       if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op))
@@ -283,10 +386,19 @@ int64_t blockRows(const Chain &chain, int64_t blockBytes) {
   return rows > 16 ? rows / 16 * 16 : rows;
 }
 
-/// The output, a block of rows at a time: a loop over whole blocks, and
-/// the remaining rows after it.
-LogicalResult tileRows(RewriterBase &rewriter, const Chain &chain,
-                       int64_t block) {
+/// Blocks a mask skips keys of are unrolled (their key counts differ) up
+/// to this many; more are one loop over every key. Measured: two blocks
+/// are faster than whole attention (a quarter of a causal mask's scores
+/// skipped); with four or more unrolled blocks the later blocks' softmax
+/// kernels ran at 0.4 GB/s and the layer slower than whole, for a reason
+/// not found yet (docs/rationale/cpu-codegen.md).
+constexpr size_t kMaxUnrolledBlocks = 2;
+
+/// The output, a block of rows at a time: a loop over whole blocks and the
+/// remaining rows after it, or, where a mask skips keys, each block with
+/// its own keys. Returns the fraction of the scores computed.
+FailureOr<double> tileRows(RewriterBase &rewriter, const Chain &chain,
+                           int64_t block) {
   Operation *last = chain.last;
   Location loc = last->getLoc();
   rewriter.setInsertionPoint(last);
@@ -294,43 +406,67 @@ LogicalResult tileRows(RewriterBase &rewriter, const Chain &chain,
   int64_t dim = chain.rowDim.lookup(last->getResult(0));
   Value output = tensor::EmptyOp::create(rewriter, loc, type.getShape(),
                                          type.getElementType());
-  int64_t whole = chain.rows / block * block;
-  bool failedRows = false;
-  auto lower = arith::ConstantIndexOp::create(rewriter, loc, 0);
-  auto upper = arith::ConstantIndexOp::create(rewriter, loc, whole);
-  auto step = arith::ConstantIndexOp::create(rewriter, loc, block);
-  auto loop = scf::ForOp::create(
-      rewriter, loc, lower, upper, step, ValueRange{output},
-      [&](OpBuilder &b, Location bodyLoc, Value row, ValueRange acc) {
-        FailureOr<Value> rows =
-            computeRows(rewriter, chain, row, block, acc.front());
-        if (failed(rows)) {
-          failedRows = true;
-          scf::YieldOp::create(b, bodyLoc, acc);
-          return;
-        }
-        scf::YieldOp::create(
-            b, bodyLoc, insertAlong(b, bodyLoc, *rows, acc.front(), dim, row));
-      });
-  output = loop.getResult(0);
-  if (whole < chain.rows) {
-    OpFoldResult row = rewriter.getIndexAttr(whole);
-    FailureOr<Value> rows =
-        computeRows(rewriter, chain, row, chain.rows - whole, output);
-    if (failed(rows))
-      failedRows = true;
-    else
-      output = insertAlong(rewriter, loc, *rows, output, dim, row);
+  SmallVector<std::pair<int64_t, int64_t>> blocks; // first row, rows
+  int64_t computed = 0;
+  bool skips = false;
+  for (int64_t first = 0; first < chain.rows; first += block) {
+    int64_t size = std::min(block, chain.rows - first);
+    int64_t keys = keysFor(chain, first, size);
+    blocks.push_back({first, size});
+    computed += size * keys;
+    skips |= keys < chain.keys;
   }
-  if (failedRows) {
-    rewriter.eraseOp(loop);
-    return failure();
+  if (skips && blocks.size() <= kMaxUnrolledBlocks) {
+    for (auto [first, size] : blocks) {
+      OpFoldResult row = rewriter.getIndexAttr(first);
+      FailureOr<Value> rows = computeRows(rewriter, chain, row, size,
+                                          keysFor(chain, first, size), output);
+      if (failed(rows))
+        return failure();
+      output = insertAlong(rewriter, loc, *rows, output, dim, row);
+    }
+  } else {
+    computed = chain.rows * chain.keys;
+    int64_t whole = chain.rows / block * block;
+    bool failedRows = false;
+    auto lower = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    auto upper = arith::ConstantIndexOp::create(rewriter, loc, whole);
+    auto step = arith::ConstantIndexOp::create(rewriter, loc, block);
+    auto loop = scf::ForOp::create(
+        rewriter, loc, lower, upper, step, ValueRange{output},
+        [&](OpBuilder &b, Location bodyLoc, Value row, ValueRange acc) {
+          FailureOr<Value> rows =
+              computeRows(rewriter, chain, row, block, chain.keys, acc.front());
+          if (failed(rows)) {
+            failedRows = true;
+            scf::YieldOp::create(b, bodyLoc, acc);
+            return;
+          }
+          scf::YieldOp::create(
+              b, bodyLoc,
+              insertAlong(b, bodyLoc, *rows, acc.front(), dim, row));
+        });
+    output = loop.getResult(0);
+    if (whole < chain.rows) {
+      OpFoldResult row = rewriter.getIndexAttr(whole);
+      FailureOr<Value> rows = computeRows(
+          rewriter, chain, row, chain.rows - whole, chain.keys, output);
+      if (failed(rows))
+        failedRows = true;
+      else
+        output = insertAlong(rewriter, loc, *rows, output, dim, row);
+    }
+    if (failedRows) {
+      rewriter.eraseOp(loop);
+      return failure();
+    }
   }
   rewriter.replaceOp(last, output);
   for (Operation *op : llvm::reverse(chain.ops))
     if (op != last && op->use_empty())
       rewriter.eraseOp(op);
-  return success();
+  return static_cast<double>(computed) /
+         static_cast<double>(chain.rows * chain.keys);
 }
 
 struct TileAttention
@@ -378,18 +514,24 @@ struct TileAttention
       int64_t blockScores = chain->scoreBytes / chain->rows * block;
       Location loc = product->getLoc();
       SmallVector<Operation *> ops = chain->ops;
-      if (failed(tileRows(rewriter, *chain, block))) {
+      FailureOr<double> computed = tileRows(rewriter, *chain, block);
+      if (failed(computed)) {
         product->emitRemark() << "attention not computed in blocks of rows: "
                                  "an op of it has no tiled form";
         continue;
       }
       erased.insert(ops.begin(), ops.end());
       ++numTiled;
-      emitRemark(loc) << "attention computed in blocks of " << block
-                      << " query rows (" << llvm::divideCeil(chain->rows, block)
-                      << " blocks): " << formatBytes(blockScores)
-                      << " of scores at a time instead of "
-                      << formatBytes(chain->scoreBytes);
+      InFlightDiagnostic remark = emitRemark(loc);
+      remark << "attention computed in blocks of " << block << " query rows ("
+             << llvm::divideCeil(chain->rows, block)
+             << " blocks): " << formatBytes(blockScores)
+             << " of scores at a time instead of "
+             << formatBytes(chain->scoreBytes);
+      if (*computed < 1)
+        remark << "; the keys the mask hides from a whole block skipped ("
+               << static_cast<int64_t>(std::lround(*computed * 100))
+               << "% of the scores computed)";
     }
   }
 };

@@ -155,9 +155,14 @@ def TileAttention : Pass<"braid-tile-attention", "mlir::func::FuncOp"> {
     scale, the division after the product with v) on a product whose k is
     local. A softmax it refuses, a value of the chain read outside it, or
     rows that do not reach the output is a remark saying why; an attention
-    whose scores fit in one block is left whole, with a remark. Unlike a
-    flash kernel the keys are not cut into tiles (no online softmax), and
-    blocks above a causal mask's diagonal are still computed.
+    whose scores fit in one block is left whole, with a remark. Where the
+    attention's mask is an affine comparison of indices that masks more
+    keys the further they are (a causal mask, as ring attention reads it),
+    and it forms two blocks, each block reads only the keys up to the last
+    one its rows see (the remark gives the share of the scores computed);
+    with more blocks they are one loop over every key (unrolled blocks
+    measured slower). Unlike a flash kernel the keys are not cut into tiles
+    (no online softmax).
 
     ```mlir
     // scores = q k^T (8x512x512), softmax over the keys, out = p v:
