@@ -14,8 +14,8 @@
 //
 // A buffer's lifetime runs from the first to the last operation of the
 // function's body that uses it or a view of it (for a buffer allocated in
-// an scf.for, the loop: each iteration reuses its bytes), or that uses what such an
-// operation returned (a transfer's request reaches its wait: the
+// an scf.for, the loop: each iteration reuses its bytes), or that uses what
+// such an operation returned (a transfer's request reaches its wait: the
 // transfer reads or writes the buffer until then). A buffer that a
 // terminator, a call returning memrefs or any op returning a memref that is
 // not a view of it could carry out of sight is left to the heap.

@@ -70,6 +70,54 @@ std::optional<int64_t> schedule::resultDimOfLoop(linalg::LinalgOp op,
   return std::nullopt;
 }
 
+SmallVector<unsigned> schedule::parallelLoopsOnlyIn(linalg::LinalgOp op,
+                                                    OpOperand &in,
+                                                    OpOperand &notIn) {
+  AffineMap inMap = op.getMatchingIndexingMap(&in);
+  AffineMap notInMap = op.getMatchingIndexingMap(&notIn);
+  SmallVector<unsigned> loops;
+  for (unsigned loop = 0; loop < op.getNumLoops(); ++loop) {
+    AffineExpr dim = getAffineDimExpr(loop, op->getContext());
+    if (op.getIteratorTypesArray()[loop] == utils::IteratorType::parallel &&
+        inMap.getResultPosition(dim) && !notInMap.getResultPosition(dim))
+      loops.push_back(loop);
+  }
+  return loops;
+}
+
+bool schedule::isPlaceholder(Value value, linalg::FillOp *fill,
+                             bool throughSlices) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op) ||
+        (throughSlices && isa<tensor::ExtractSliceOp>(op))) {
+      value = op->getOperand(0);
+      continue;
+    }
+    if (isa<tensor::EmptyOp>(op))
+      return true;
+    auto fillOp = dyn_cast<linalg::FillOp>(op);
+    if (!fillOp || !fillOp.hasPureTensorSemantics() ||
+        !isPlaceholder(fillOp.getOutputs()[0], nullptr, throughSlices))
+      return false;
+    if (fill)
+      *fill = fillOp;
+    return true;
+  }
+  return false;
+}
+
+Value schedule::freshPlaceholder(OpBuilder &b, Location loc, Value init,
+                                 RankedTensorType type) {
+  Value empty =
+      tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  linalg::FillOp fill;
+  (void)isPlaceholder(init, &fill, /*throughSlices=*/true);
+  if (!fill)
+    return empty;
+  return linalg::FillOp::create(b, loc, fill.getInputs(), ValueRange{empty})
+      .getResult(0);
+}
+
 bool schedule::accumulatesIntoInit(linalg::LinalgOp op) {
   return linalg::isaContractionOpInterface(op);
 }

@@ -81,6 +81,23 @@ std::optional<unsigned> loopOfOperandDim(mlir::linalg::LinalgOp op,
 std::optional<int64_t> resultDimOfLoop(mlir::linalg::LinalgOp op,
                                        unsigned loop);
 
+/// The parallel loops of `op` that `in`'s map indexes and `notIn`'s does
+/// not (a product's rows or columns).
+llvm::SmallVector<unsigned> parallelLoopsOnlyIn(mlir::linalg::LinalgOp op,
+                                                mlir::OpOperand &in,
+                                                mlir::OpOperand &notIn);
+
+/// Whether `value` is a placeholder init: tensor.empty, or a fill of one
+/// with a scalar, seen through reshapes (and, with `throughSlices`,
+/// slices). `fill` gets the fill (null for an empty).
+bool isPlaceholder(mlir::Value value, mlir::linalg::FillOp *fill = nullptr,
+                   bool throughSlices = false);
+
+/// A placeholder of `type` like placeholder `init`: an empty, filled with
+/// init's fill value if it has one.
+mlir::Value freshPlaceholder(mlir::OpBuilder &b, mlir::Location loc,
+                             mlir::Value init, mlir::RankedTensorType type);
+
 /// True if the op accumulates into its init with an associative combiner
 /// (a contraction), so that chunks along a reduction loop may be chained.
 bool accumulatesIntoInit(mlir::linalg::LinalgOp op);

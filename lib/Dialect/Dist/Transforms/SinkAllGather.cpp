@@ -49,28 +49,6 @@ using namespace braid::dist;
 
 namespace {
 
-/// A placeholder init: tensor.empty, or a fill of one with a scalar, seen
-/// through reshapes. Returns whether it is one, and the fill's value (null
-/// for an empty).
-bool isPlaceholder(Value value, Value *fillValue = nullptr) {
-  while (Operation *op = value.getDefiningOp()) {
-    if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op)) {
-      value = op->getOperand(0);
-      continue;
-    }
-    if (isa<tensor::EmptyOp>(op))
-      return true;
-    auto fill = dyn_cast<linalg::FillOp>(op);
-    if (!fill || !fill.hasPureTensorSemantics() ||
-        !isPlaceholder(fill.getOutputs()[0]))
-      return false;
-    if (fillValue)
-      *fillValue = fill.getInputs()[0];
-    return true;
-  }
-  return false;
-}
-
 struct SinkRegion {
   AllGatherOp gather;
   int64_t group;
@@ -431,7 +409,7 @@ std::optional<int64_t> SinkRegion::joinLinalg(linalg::LinalgOp op,
     sliced.push_back({input->getOperandNumber(), *at, uniform});
   }
   OpOperand *init = op.getDpsInitOperand(0);
-  if (!dims.count(init->get()) && !isPlaceholder(init->get()))
+  if (!dims.count(init->get()) && !schedule::isPlaceholder(init->get()))
     return std::nullopt;
   AffineMap initMap = op.getMatchingIndexingMap(init);
   for (auto [index, expr] : llvm::enumerate(initMap.getResults()))
@@ -644,16 +622,9 @@ overlap::sinkAllGather(AllGatherOp gather, ReplicationAnalysis &replication,
       Value init = linalgOp.getDpsInits()[0];
       if (!region.dims.count(init)) {
         auto type = cast<RankedTensorType>(init.getType());
-        RankedTensorType local = localType(type, dim, region.group);
-        Value empty = tensor::EmptyOp::create(
-            rewriter, op->getLoc(), local.getShape(), local.getElementType());
-        Value fillValue;
-        (void)isPlaceholder(init, &fillValue);
-        if (fillValue)
-          empty =
-              linalg::FillOp::create(rewriter, op->getLoc(), fillValue, empty)
-                  .getResult(0);
-        mapping.map(init, empty);
+        mapping.map(init, schedule::freshPlaceholder(
+                              rewriter, op->getLoc(), init,
+                              localType(type, dim, region.group)));
       }
     }
     // Replicated operands read along the rows: this rank's block of them.

@@ -72,6 +72,24 @@ struct Chain {
   Operation *maskOp = nullptr;
 };
 
+/// The loop along which `op` reads the dimension `dims` knows of each of
+/// its operands: none when it reads no such value; failure when two are
+/// read along different loops, or one not along a plain loop.
+FailureOr<std::optional<unsigned>>
+loopOfKnown(linalg::LinalgOp op, const DenseMap<Value, int64_t> &dims) {
+  std::optional<unsigned> loop;
+  for (OpOperand &operand : op->getOpOperands()) {
+    auto known = dims.find(operand.get());
+    if (known == dims.end())
+      continue;
+    std::optional<unsigned> at = loopOfOperandDim(op, operand, known->second);
+    if (!at || (loop && *at != *loop))
+      return failure();
+    loop = at;
+  }
+  return loop;
+}
+
 /// The keys of `chain` followed through its ops, and the mask that skips
 /// them, where both can be told.
 void followKeys(RingAttention &m, Chain &chain) {
@@ -85,35 +103,28 @@ void followKeys(RingAttention &m, Chain &chain) {
   for (Operation *op : chain.ops) {
     if (op == scores.getOperation())
       continue;
-    std::optional<unsigned> loop;
     std::optional<int64_t> dim;
-    bool keyed = false;
-    for (OpOperand &operand : op->getOpOperands()) {
-      auto known = chain.keyDim.find(operand.get());
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
+      FailureOr<std::optional<unsigned>> loop =
+          loopOfKnown(linalgOp, chain.keyDim);
+      if (failed(loop)) {
+        chain.keyDim.clear();
+        return;
+      }
+      if (!*loop)
+        continue;
+      chain.keyLoop[op] = **loop;
+      dim = resultDimOfLoop(linalgOp, **loop);
+    } else {
+      auto known = chain.keyDim.find(op->getOperand(0));
       if (known == chain.keyDim.end())
         continue;
-      keyed = true;
-      if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
-        std::optional<unsigned> at =
-            loopOfOperandDim(linalgOp, operand, known->second);
-        if (!at || (loop && *at != *loop)) {
-          chain.keyDim.clear();
-          return;
-        }
-        loop = at;
-        dim = resultDimOfLoop(linalgOp, *at);
-      } else {
-        dim = attention::reshapedKeyDim(op, known->second);
-        if (!dim) {
-          chain.keyDim.clear();
-          return;
-        }
+      dim = attention::reshapedKeyDim(op, known->second);
+      if (!dim) {
+        chain.keyDim.clear();
+        return;
       }
     }
-    if (!keyed)
-      continue;
-    if (loop)
-      chain.keyLoop[op] = *loop;
     if (dim)
       chain.keyDim[op->getResult(0)] = *dim;
   }
@@ -170,32 +181,6 @@ SmallVector<Operation *> opsOf(RingAttention &m) {
   return ops;
 }
 
-/// The fill of a placeholder init (tensor.empty, or a fill of one) seen
-/// through slices and reshapes: `isPlaceholder` says whether `value` is
-/// one; the result is the fill, if any.
-linalg::FillOp placeholderFill(Value value, bool &isPlaceholder) {
-  linalg::FillOp fill;
-  isPlaceholder = false;
-  while (Operation *def = value.getDefiningOp()) {
-    if (isa<tensor::EmptyOp>(def)) {
-      isPlaceholder = true;
-      return fill;
-    }
-    if (auto f = dyn_cast<linalg::FillOp>(def)) {
-      if (fill)
-        return fill;
-      fill = f;
-      value = f.getOutputs()[0];
-    } else if (isa<tensor::ExtractSliceOp, tensor::CollapseShapeOp,
-                   tensor::ExpandShapeOp>(def)) {
-      value = def->getOperand(0);
-    } else {
-      return fill;
-    }
-  }
-  return fill;
-}
-
 /// The chain of `m` with its rows' dimensions, or why the rows cannot be
 /// followed through it.
 FailureOr<Chain> followRows(RingAttention &m, std::string &reason) {
@@ -212,11 +197,9 @@ FailureOr<Chain> followRows(RingAttention &m, std::string &reason) {
         return failure();
       }
 
-  bool isPlaceholder = false;
-  placeholderFill(
-      cast<linalg::LinalgOp>(chain.last).getDpsInitOperand(0)->get(),
-      isPlaceholder);
-  if (!isPlaceholder) {
+  if (!isPlaceholder(
+          cast<linalg::LinalgOp>(chain.last).getDpsInitOperand(0)->get(),
+          nullptr, /*throughSlices=*/true)) {
     reason = attention::quoted(chain.last) +
              " accumulates into a value: the output of every row starts "
              "from it";
@@ -226,52 +209,36 @@ FailureOr<Chain> followRows(RingAttention &m, std::string &reason) {
   // The query rows: the loop of the scores' product that indexes q and the
   // scores but not k.
   linalg::LinalgOp scores = m.scores;
-  AffineMap keysMap = scores.getIndexingMapsArray()[m.keysOperand];
-  AffineMap qMap = scores.getIndexingMapsArray()[1 - m.keysOperand];
-  std::optional<unsigned> qLoop;
-  for (unsigned loop = 0; loop < scores.getNumLoops(); ++loop) {
-    AffineExpr dim = getAffineDimExpr(loop, scores->getContext());
-    if (loop == m.keyLoop ||
-        scores.getIteratorTypesArray()[loop] != utils::IteratorType::parallel ||
-        !qMap.getResultPosition(dim) || keysMap.getResultPosition(dim))
-      continue;
-    if (qLoop) {
-      reason = "q has several dimensions of rows that k does not have";
-      return failure();
-    }
-    qLoop = loop;
-  }
-  if (!qLoop) {
-    reason = "q has no dimension of rows that k does not have";
+  SmallVector<unsigned> qLoops =
+      parallelLoopsOnlyIn(scores, *scores.getDpsInputOperand(1 - m.keysOperand),
+                          *scores.getDpsInputOperand(m.keysOperand));
+  if (qLoops.size() != 1) {
+    reason = qLoops.empty()
+                 ? "q has no dimension of rows that k does not have"
+                 : "q has several dimensions of rows that k does not have";
     return failure();
   }
 
   for (Operation *op : chain.ops) {
     std::optional<int64_t> dim;
     if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
-      std::optional<unsigned> loop;
-      if (op == scores.getOperation())
-        loop = qLoop;
-      for (OpOperand &operand : op->getOpOperands()) {
-        auto known = chain.rowDim.find(operand.get());
-        if (known == chain.rowDim.end())
-          continue;
-        std::optional<unsigned> at =
-            loopOfOperandDim(linalgOp, operand, known->second);
-        if (!at || (loop && *at != *loop)) {
-          reason = attention::quoted(op) +
-                   " does not read the rows of its operands along one loop";
-          return failure();
-        }
-        loop = at;
+      FailureOr<std::optional<unsigned>> loop =
+          op == scores.getOperation()
+              ? FailureOr<std::optional<unsigned>>(
+                    std::optional<unsigned>(qLoops.front()))
+              : loopOfKnown(linalgOp, chain.rowDim);
+      if (failed(loop)) {
+        reason = attention::quoted(op) +
+                 " does not read the rows of its operands along one loop";
+        return failure();
       }
-      if (!loop || linalgOp.getIteratorTypesArray()[*loop] !=
-                       utils::IteratorType::parallel) {
+      if (!*loop || linalgOp.getIteratorTypesArray()[**loop] !=
+                        utils::IteratorType::parallel) {
         reason = attention::quoted(op) + " reduces over the query rows";
         return failure();
       }
-      dim = resultDimOfLoop(linalgOp, *loop);
-      chain.rowLoop[op] = *loop;
+      dim = resultDimOfLoop(linalgOp, **loop);
+      chain.rowLoop[op] = **loop;
     } else {
       dim =
           attention::reshapedKeyDim(op, chain.rowDim.lookup(op->getOperand(0)));
@@ -300,17 +267,11 @@ void freshInits(RewriterBase &rewriter, Operation *tiled) {
   rewriter.setInsertionPoint(tiled);
   for (OpOperand &init :
        cast<DestinationStyleOpInterface>(tiled).getDpsInitsMutable()) {
-    bool isPlaceholder = false;
-    linalg::FillOp fill = placeholderFill(init.get(), isPlaceholder);
-    if (!isPlaceholder)
+    if (!isPlaceholder(init.get(), nullptr, /*throughSlices=*/true))
       continue;
-    auto type = cast<RankedTensorType>(init.get().getType());
-    Value fresh = tensor::EmptyOp::create(
-        rewriter, tiled->getLoc(), type.getShape(), type.getElementType());
-    if (fill)
-      fresh = linalg::FillOp::create(rewriter, fill.getLoc(), fill.getInputs(),
-                                     ValueRange{fresh})
-                  .getResult(0);
+    Value fresh =
+        freshPlaceholder(rewriter, tiled->getLoc(), init.get(),
+                         cast<RankedTensorType>(init.get().getType()));
     Value old = init.get();
     rewriter.modifyOpInPlace(tiled, [&] { init.set(fresh); });
     if (Operation *def = old.getDefiningOp(); def && def->use_empty())
@@ -335,13 +296,13 @@ FailureOr<Value> computeRows(RewriterBase &rewriter, const Chain &chain,
       for (OpOperand &operand : op->getOpOperands())
         if (Value tile = rowsOf.lookup(operand.get()))
           replacements.push_back({operand.getOperandNumber(), tile});
-      bool last = op == chain.last, isPlaceholder = false;
-      linalg::FillOp fill =
-          last ? placeholderFill(linalgOp.getDpsInitOperand(0)->get(),
-                                 isPlaceholder)
-               : linalg::FillOp();
-      if (last && !isPlaceholder)
-        return failure();
+      // The last op writes into `dest`, filled as its init was (followRows
+      // made sure the init is a placeholder).
+      bool last = op == chain.last;
+      linalg::FillOp fill;
+      if (last)
+        (void)isPlaceholder(linalgOp.getDpsInitOperand(0)->get(), &fill,
+                            /*throughSlices=*/true);
       SmallVector<LoopPart> parts{{chain.rowLoop.lookup(op), offset, size}};
       if (auto key = chain.keyLoop.find(op);
           cutKeys && key != chain.keyLoop.end())

@@ -731,21 +731,12 @@ FailureOr<RingAttention> overlap::matchLocalAttention(linalg::LinalgOp op,
   // The keys' loop: parallel, indexing one input and the result but not
   // the other input (for q, the rows' loop).
   for (OpOperand *keys : op.getDpsInputOperands()) {
-    OpOperand *other = op.getDpsInputOperand(1 - keys->getOperandNumber());
-    AffineMap keysMap = op.getMatchingIndexingMap(keys);
-    AffineMap otherMap = op.getMatchingIndexingMap(other);
-    std::optional<unsigned> keyLoop;
-    int candidates = 0;
-    for (unsigned loop = 0; loop < op.getNumLoops(); ++loop) {
-      AffineExpr dim = getAffineDimExpr(loop, op->getContext());
-      if (op.getIteratorTypesArray()[loop] == utils::IteratorType::parallel &&
-          keysMap.getResultPosition(dim) && !otherMap.getResultPosition(dim))
-        keyLoop = loop, ++candidates;
-    }
-    if (candidates != 1)
+    SmallVector<unsigned> keyLoops = parallelLoopsOnlyIn(
+        op, *keys, *op.getDpsInputOperand(1 - keys->getOperandNumber()));
+    if (keyLoops.size() != 1)
       continue;
-    FailureOr<RingAttention> match =
-        Matcher(AllGatherOp(), looksLike, reason).run(keys, *keyLoop, {});
+    FailureOr<RingAttention> match = Matcher(AllGatherOp(), looksLike, reason)
+                                         .run(keys, keyLoops.front(), {});
     if (succeeded(match) || looksLike)
       return match;
   }
