@@ -424,13 +424,92 @@ LogicalResult FuseMemoryBoundPass::fuse(Group &group, IRRewriter &rewriter) {
   return success();
 }
 
+/// The one value of every element of `value`: a splat constant, or a slice
+/// or reshape of one (block slicing cuts constants before any folding).
+TypedAttr splatValue(Value value) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (!isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
+             tensor::CollapseShapeOp>(op))
+      break;
+    value = op->getOperand(0);
+  }
+  DenseElementsAttr dense;
+  if (!matchPattern(value, m_Constant(&dense)) || !dense.isSplat())
+    return {};
+  auto element = dense.getSplatValue<Attribute>();
+  return isa<IntegerAttr, FloatAttr>(element) ? cast<TypedAttr>(element)
+                                              : TypedAttr();
+}
+
+/// `op` reading none of the splat constants among its inputs: each becomes
+/// its one value, a constant in the payload. Materialized, such a constant
+/// is a read-only global that every element reads from memory; and where
+/// the payload selects it for only some rows (a mask's zeros, which block
+/// slicing cuts per block of rows), x86 turns the select into an AVX-512
+/// masked load that, on pages the masked-off loads never fault in, costs a
+/// microcode assist each (braid-tile-attention's later blocks ran at
+/// 0.4 GB/s). A constant whose map alone gives a loop its extent stays.
+void foldSplatInputs(linalg::GenericOp op, RewriterBase &rewriter) {
+  auto fixesExtent = [&](OpOperand *skipped, unsigned dim) {
+    for (OpOperand &operand : op->getOpOperands()) {
+      if (&operand == skipped)
+        continue;
+      for (AffineExpr result : op.getMatchingIndexingMap(&operand).getResults())
+        if (auto expr = dyn_cast<AffineDimExpr>(result);
+            expr && expr.getPosition() == dim)
+          return true;
+    }
+    return false;
+  };
+  SmallVector<Value> inputs;
+  SmallVector<AffineMap> maps;
+  SmallVector<std::pair<unsigned, TypedAttr>> folded;
+  for (OpOperand *operand : op.getDpsInputOperands()) {
+    TypedAttr value = splatValue(operand->get());
+    if (value && llvm::all_of(llvm::seq(op.getNumLoops()), [&](unsigned dim) {
+          return fixesExtent(operand, dim);
+        })) {
+      folded.push_back({operand->getOperandNumber(), value});
+      continue;
+    }
+    inputs.push_back(operand->get());
+    maps.push_back(op.getMatchingIndexingMap(operand));
+  }
+  if (folded.empty())
+    return;
+  for (OpOperand &init : op.getDpsInitsMutable())
+    maps.push_back(op.getMatchingIndexingMap(&init));
+  rewriter.setInsertionPoint(op);
+  auto generic = linalg::GenericOp::create(
+      rewriter, op.getLoc(), op.getResultTypes(), inputs, op.getDpsInits(),
+      maps, op.getIteratorTypesArray());
+  generic->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+  rewriter.inlineRegionBefore(op.getRegion(), generic.getRegion(),
+                              generic.getRegion().end());
+  Block &body = generic.getRegion().front();
+  rewriter.setInsertionPointToStart(&body);
+  for (auto [number, value] : llvm::reverse(folded)) {
+    BlockArgument argument = body.getArgument(number);
+    rewriter.replaceAllUsesWith(
+        argument, arith::ConstantOp::create(rewriter, op.getLoc(), value));
+    body.eraseArgument(number);
+  }
+  rewriter.replaceOp(op, generic.getResults());
+}
+
 void FuseMemoryBoundPass::runOnOperation() {
   func::FuncOp function = getOperation();
   if (function.isExternal())
     return;
+  IRRewriter rewriter(&getContext());
+  // Not fusion, so also when fusion is off: no kernel loads a value known
+  // when it is compiled.
+  function.walk([&](linalg::GenericOp op) {
+    if (op.hasPureTensorSemantics())
+      foldSplatInputs(op, rewriter);
+  });
   if (mode == braid::FuseMode::Off)
     return;
-  IRRewriter rewriter(&getContext());
   // A fill that several ops start from (frontends share one zero-filled
   // init among reductions) becomes one fill per use: filling is no
   // computation to share, and a kernel that yielded its fill for another

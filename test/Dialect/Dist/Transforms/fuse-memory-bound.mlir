@@ -404,3 +404,45 @@ func.func @one_row(%x: tensor<1x64xf32>, %res: tensor<1x64xf32>, %gamma: tensor<
   } -> tensor<1x64xf32>
   return %n : tensor<1x64xf32>
 }
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#all = affine_map<(d0) -> (d0)>
+#none = affine_map<(d0) -> ()>
+
+// A splat constant an op reads (here through the slice that cut it for a
+// block of rows) is its one value in the payload, with fusion off too:
+// materialized it is a read-only global, which x86 read with AVX-512 masked
+// loads where a select picks it for some rows only (a microcode assist per
+// load on pages never faulted in). A constant whose map alone gives a loop
+// its extent stays an operand.
+// CHECK-LABEL: func.func @splat_inputs
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<8xi1>, tensor<8x16xf32>)
+// CHECK-NEXT: ^bb0(%{{.*}}: i1, %{{.*}}: f32, %{{.*}}: f32):
+// CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: arith.select %{{.*}}, %[[ZERO]], %{{.*}} : f32
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<4xf32>)
+// OFF-LABEL: func.func @splat_inputs
+// OFF: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<8xi1>, tensor<8x16xf32>)
+// OFF-NEXT: ^bb0(%{{.*}}: i1, %{{.*}}: f32, %{{.*}}: f32):
+// OFF-NEXT: arith.constant 0.000000e+00 : f32
+func.func @splat_inputs(%x: tensor<8x16xf32>, %rows: tensor<8xi1>) -> (tensor<8x16xf32>, tensor<f32>) {
+  %zeros = arith.constant dense<0.0> : tensor<64x16xf32>
+  %block = tensor.extract_slice %zeros[8, 0] [8, 16] [1, 1] : tensor<64x16xf32> to tensor<8x16xf32>
+  %e = tensor.empty() : tensor<8x16xf32>
+  %r = linalg.generic {indexing_maps = [#row, #id, #id, #id], iterator_types = ["parallel", "parallel"]} ins(%rows, %block, %x : tensor<8xi1>, tensor<8x16xf32>, tensor<8x16xf32>) outs(%e : tensor<8x16xf32>) {
+  ^bb0(%m: i1, %z: f32, %v: f32, %o: f32):
+    %s = arith.select %m, %z, %v : f32
+    linalg.yield %s : f32
+  } -> tensor<8x16xf32>
+  %ones = arith.constant dense<1.0> : tensor<4xf32>
+  %init = tensor.empty() : tensor<f32>
+  %sum = linalg.generic {indexing_maps = [#all, #none], iterator_types = ["reduction"]} ins(%ones : tensor<4xf32>) outs(%init : tensor<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %t = arith.addf %a, %acc : f32
+    linalg.yield %t : f32
+  } -> tensor<f32>
+  return %r, %sum : tensor<8x16xf32>, tensor<f32>
+}

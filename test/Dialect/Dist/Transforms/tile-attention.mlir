@@ -321,3 +321,103 @@ func.func @whole(%arg0: tensor<1x2x40x8xf32>, %arg1: tensor<1x2x16x8xf32>, %arg2
   %expanded_9 = tensor.expand_shape %27 [[0, 1], [2], [3]] output_shape [1, 2, 4, 8] : tensor<2x40x8xf32> into tensor<1x2x40x8xf32>
   return %expanded_9 : tensor<1x2x40x8xf32>
 }
+
+// -----
+
+// A causal mask (keys after the row masked, the form ring attention's mask
+// analysis reads) hides keys from whole blocks. 64 query rows and keys,
+// 512 bytes of scores per row: 2 KiB blocks hold 4 rows, 16 blocks in 8
+// groups of two, each group a loop over its blocks that reads only the keys
+// its rows see (8, 16, ..., 64), the mask's row offset by the block's first
+// row: 56% of the scores. With the default budget the scores (32 KiB) fit
+// whole, but blocks of an eighth of the rows (16, the least) skip keys:
+// four blocks, 63% of the scores.
+// WHOLE: remark: attention computed in blocks of 16 query rows (4 blocks): 8.0 KiB of scores at a time instead of 32.0 KiB; the keys the mask hides from a whole block skipped (63% of the scores computed)
+// REMARK: remark: attention computed in blocks of 4 query rows (16 blocks): 2.0 KiB of scores at a time instead of 32.0 KiB; the keys the mask hides from a whole block skipped (56% of the scores computed)
+// CHECK-LABEL: func.func @causal(
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<2x64x8xf32>, %[[K:[^:]*]]: tensor<2x64x8xf32>, %[[V:[^:]*]]: tensor<2x64x8xf32>)
+// CHECK: %[[C0:.*]] = arith.constant 0 : index
+// CHECK: %[[C8:.*]] = arith.constant 8 : index
+// CHECK: %[[C4:.*]] = arith.constant 4 : index
+// CHECK: %[[G0:.*]] = scf.for %[[ROW:.*]] = %[[C0]] to %[[C8]] step %[[C4]] iter_args(%[[ACC:.*]] = %{{.*}}) -> (tensor<2x64x8xf32>) {
+// CHECK: tensor.extract_slice %[[Q]][0, %[[ROW]], 0] [2, 4, 8] [1, 1, 1]
+// CHECK: tensor.extract_slice %[[K]][0, 0, 0] [2, 8, 8] [1, 1, 1] : tensor<2x64x8xf32> to tensor<2x8x8xf32>
+// CHECK: linalg.index 1
+// CHECK-NEXT: affine.apply #{{.*}}(%[[ROW]])
+// CHECK: tensor.extract_slice %[[V]][0, 0, 0] [2, 8, 8] [1, 1, 1] : tensor<2x64x8xf32> to tensor<2x8x8xf32>
+// CHECK: tensor.insert_slice %{{.*}} into %[[ACC]][0, %[[ROW]], 0] [2, 4, 8] [1, 1, 1]
+// CHECK: %[[G1:.*]] = scf.for %{{.*}} iter_args(%{{.*}} = %[[G0]])
+// CHECK: tensor.extract_slice %[[K]][0, 0, 0] [2, 16, 8] [1, 1, 1]
+// CHECK: tensor.extract_slice %[[V]][0, 0, 0] [2, 16, 8] [1, 1, 1]
+// CHECK-COUNT-5: scf.for
+// CHECK: %[[LAST:.*]] = scf.for
+// CHECK: tensor.extract_slice %[[K]][0, 0, 0] [2, 64, 8] [1, 1, 1]
+// CHECK: return %[[LAST]]
+#qk = affine_map<(h, i, j, c) -> (h, i, c)>
+#kk = affine_map<(h, i, j, c) -> (h, j, c)>
+#sk = affine_map<(h, i, j, c) -> (h, i, j)>
+#pv = affine_map<(h, i, c, j) -> (h, i, j)>
+#vv = affine_map<(h, i, c, j) -> (h, j, c)>
+#ov = affine_map<(h, i, c, j) -> (h, i, c)>
+#id = affine_map<(h, i, j) -> (h, i, j)>
+#row = affine_map<(h, i, j) -> (h, i)>
+func.func @causal(%q: tensor<2x64x8xf32>, %k: tensor<2x64x8xf32>, %v: tensor<2x64x8xf32>) -> tensor<2x64x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %low = arith.constant -3.0e+38 : f32
+  %neg = arith.constant -1.0e+30 : f32
+  %scale = arith.constant 0.353553385 : f32
+  %se = tensor.empty() : tensor<2x64x64xf32>
+  %sz = linalg.fill ins(%zero : f32) outs(%se : tensor<2x64x64xf32>) -> tensor<2x64x64xf32>
+  %s = linalg.generic {indexing_maps = [#qk, #kk, #sk], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<2x64x8xf32>, tensor<2x64x8xf32>) outs(%sz : tensor<2x64x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<2x64x64xf32>
+  %me = tensor.empty() : tensor<2x64x64xf32>
+  %sm = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : tensor<2x64x64xf32>) outs(%me : tensor<2x64x64xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %i = linalg.index 1 : index
+    %j = linalg.index 2 : index
+    %future = arith.cmpi ugt, %j, %i : index
+    %y = arith.mulf %x, %scale : f32
+    %r = arith.select %future, %neg, %y : f32
+    linalg.yield %r : f32
+  } -> tensor<2x64x64xf32>
+  %re = tensor.empty() : tensor<2x64xf32>
+  %mx0 = linalg.fill ins(%low : f32) outs(%re : tensor<2x64xf32>) -> tensor<2x64xf32>
+  %mx = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%sm : tensor<2x64x64xf32>) outs(%mx0 : tensor<2x64xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %r = arith.maximumf %acc, %x : f32
+    linalg.yield %r : f32
+  } -> tensor<2x64xf32>
+  %ee = tensor.empty() : tensor<2x64x64xf32>
+  %e = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%sm, %mx : tensor<2x64x64xf32>, tensor<2x64xf32>) outs(%ee : tensor<2x64x64xf32>) {
+  ^bb0(%x: f32, %mm: f32, %o: f32):
+    %d = arith.subf %x, %mm : f32
+    %r = math.exp %d : f32
+    linalg.yield %r : f32
+  } -> tensor<2x64x64xf32>
+  %ze = tensor.empty() : tensor<2x64xf32>
+  %z0 = linalg.fill ins(%zero : f32) outs(%ze : tensor<2x64xf32>) -> tensor<2x64xf32>
+  %z = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%e : tensor<2x64x64xf32>) outs(%z0 : tensor<2x64xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %r = arith.addf %x, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<2x64xf32>
+  %pe = tensor.empty() : tensor<2x64x64xf32>
+  %p = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%e, %z : tensor<2x64x64xf32>, tensor<2x64xf32>) outs(%pe : tensor<2x64x64xf32>) {
+  ^bb0(%x: f32, %zz: f32, %o: f32):
+    %r = arith.divf %x, %zz : f32
+    linalg.yield %r : f32
+  } -> tensor<2x64x64xf32>
+  %oe = tensor.empty() : tensor<2x64x8xf32>
+  %oz = linalg.fill ins(%zero : f32) outs(%oe : tensor<2x64x8xf32>) -> tensor<2x64x8xf32>
+  %out = linalg.generic {indexing_maps = [#pv, #vv, #ov], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<2x64x64xf32>, tensor<2x64x8xf32>) outs(%oz : tensor<2x64x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<2x64x8xf32>
+  return %out : tensor<2x64x8xf32>
+}

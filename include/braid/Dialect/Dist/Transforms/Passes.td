@@ -100,6 +100,14 @@ def FuseMemoryBound : Pass<"braid-fuse-memory-bound", "mlir::func::FuncOp"> {
     moved one by one; `braid-outline-kernels` later makes each group one
     kernel function.
 
+    First, also with `mode=off`, a splat constant that a `linalg.generic`
+    reads (directly or through slices and reshapes) becomes its one value,
+    a constant in the payload, unless its map alone gives a loop its
+    extent: no kernel loads a value known when it is compiled (a mask's
+    zeros, cut per block of rows by braid-tile-attention, were read-only
+    globals that x86 read with AVX-512 masked loads, a microcode assist
+    each on pages the masked-off loads never faulted in).
+
     ```mlir
     // softmax over rows: four linalg ops (max, exp(x - max), sum, divide)
     // become one scf.for over row tiles {braid.kernel}
@@ -147,7 +155,8 @@ def TileAttention : Pass<"braid-tile-attention", "mlir::func::FuncOp"> {
     `block-bytes` of scores (a multiple of 16 rows where more fit), and its
     intermediates are planned once for the loop (braid-plan-memory), so a
     rank's memory for attention is bounded by the option instead of
-    growing with the square of the sequence. Each row is computed by the same ops on the same values, so results
+    growing with the square of the sequence. Each row is computed by the
+    same ops on the same values, so results
     equal the untiled chain's up to the GEMM library's blocking.
 
     The attention is recognized by ring attention's matcher (any spelling
@@ -158,11 +167,12 @@ def TileAttention : Pass<"braid-tile-attention", "mlir::func::FuncOp"> {
     whose scores fit in one block is left whole, with a remark. Where the
     attention's mask is an affine comparison of indices that masks more
     keys the further they are (a causal mask, as ring attention reads it),
-    and it forms two blocks, each block reads only the keys up to the last
-    one its rows see (the remark gives the share of the scores computed);
-    with more blocks they are one loop over every key (unrolled blocks
-    measured slower). Unlike a flash kernel the keys are not cut into tiles
-    (no online softmax).
+    blocks are at most an eighth of the rows (at least 16), even for scores
+    that would fit whole, and form at most eight groups of consecutive
+    blocks: each group reads only the keys up to the last one its rows see,
+    one block or a loop over its blocks (the remark gives the share of the
+    scores computed: 56% of a causal mask's with eight groups). Unlike a
+    flash kernel the keys are not cut into tiles (no online softmax).
 
     ```mlir
     // scores = q k^T (8x512x512), softmax over the keys, out = p v:
