@@ -425,21 +425,28 @@ std::string recordOperationAccess(OpContext &context, const void *p,
                      accessor, label);
 }
 
-static SyncSlot *slotAt(const void *address, bool create) {
+/// The locked synchronization slot of `address`; null when there is none,
+/// with `full` set when its buffer's slots ran out (what was released to
+/// it is then lost).
+static SyncSlot *slotAt(const void *address, bool create, bool &full) {
   Region region;
   std::string why;
   auto a = reinterpret_cast<uintptr_t>(address);
+  full = false;
   if (!findMemory(a, 4, region, why))
     return nullptr;
-  if (region.pool)
-    return lockSlot(*region.pool, a - region.base + 1, create);
-  return lockLocalSlot(a, create);
+  if (!region.pool)
+    return lockLocalSlot(a, create);
+  SyncSlot *slot = lockSlot(*region.pool, a - region.base + 1, create);
+  full = !slot && region.pool->overflowed.load();
+  return slot;
 }
 
 void releaseAt(OpContext &context, const void *address) {
   if (!racesEnabled())
     return;
-  if (SyncSlot *slot = slotAt(address, true)) {
+  bool full = false;
+  if (SyncSlot *slot = slotAt(address, true, full)) {
     releaseTo(*slot, context.clock, 4, context.device);
     unlockSlot(slot);
   }
@@ -448,9 +455,12 @@ void releaseAt(OpContext &context, const void *address) {
 void acquireAt(OpContext &context, const void *address) {
   if (!racesEnabled())
     return;
-  if (SyncSlot *slot = slotAt(address, false)) {
+  bool full = false;
+  if (SyncSlot *slot = slotAt(address, false, full)) {
     acquireFrom(*slot, context.clock, 4, context.device);
     unlockSlot(slot);
+  } else if (full) {
+    context.clock.overflowed = 1;
   }
 }
 

@@ -732,6 +732,10 @@ void Launch::acquire(Block &block, const Target &target, uint32_t scope) {
   if (slot) {
     acquireFrom(*slot, block.clock, scope, config.device);
     unlockSlot(slot);
+  } else if (target.pool && target.pool->overflowed.load()) {
+    // A release to this flag may have found no slot: what it made known
+    // is lost to this block.
+    block.clock.overflowed = 1;
   }
 }
 

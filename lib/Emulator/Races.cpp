@@ -36,7 +36,7 @@ void VectorClock::learn(const BlockKnowledge &knowledge) {
     return;
   }
   // Forgetting could only make the detector report a race that is not one;
-  // say so once instead.
+  // a report from this clock says so (checkAccess).
   overflowed = 1;
 }
 
@@ -223,6 +223,14 @@ std::string checkAccess(Cell *cells, uint64_t offset, unsigned bytes,
       cell.read = record;
     unlockCell(cell);
   }
+  if (!report.empty() && accessor.clock->overflowed)
+    report += " (the detector had to forget synchronization this side "
+              "learned: more than " +
+              std::to_string(kMaxBlockEntries) +
+              " blocks of running kernels known at once, or more than " +
+              std::to_string(kSyncSlots) +
+              " flags in one symmetric buffer; this may be a false "
+              "positive)";
   return report;
 }
 

@@ -909,6 +909,53 @@ DONE:
 }
 )PTX";
 
+// Blocks 1..n each release their own flag; block 0 acquires every flag in
+// turn, so that it learns of n blocks of a running kernel (more than the
+// race detector keeps), then reads what block 1 stored after its release:
+// a race, whose report says the reader's knowledge overflowed.
+const char *const overflowKernel = R"PTX(
+.visible .entry overflow(.param .u64 data_param, .param .u64 flag_param,
+                         .param .u64 out_param, .param .u32 n_param)
+{
+  .reg .pred %p<4>;
+  .reg .b32 %r<6>;
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd1, [data_param];
+  ld.param.u64 %rd2, [flag_param];
+  ld.param.u64 %rd3, [out_param];
+  ld.param.u32 %r5, [n_param];
+  mov.u32 %r1, %ctaid.x;
+  mov.u32 %r2, %tid.x;
+  setp.ne.u32 %p1, %r2, 0;
+  @%p1 bra DONE;
+  setp.eq.u32 %p2, %r1, 0;
+  @%p2 bra CONSUMER;
+  mul.wide.u32 %rd4, %r1, 4;
+  add.u64 %rd5, %rd2, %rd4;
+  st.release.gpu.global.u32 [%rd5], 1;
+  setp.ne.u32 %p3, %r1, 1;
+  @%p3 bra DONE;
+  st.global.u32 [%rd1], 42;
+  bra.uni DONE;
+CONSUMER:
+  mov.u32 %r3, 1;
+NEXT:
+  mul.wide.u32 %rd4, %r3, 4;
+  add.u64 %rd5, %rd2, %rd4;
+WAIT:
+  ld.acquire.gpu.global.u32 %r4, [%rd5];
+  setp.eq.u32 %p1, %r4, 0;
+  @%p1 bra WAIT;
+  add.u32 %r3, %r3, 1;
+  setp.le.u32 %p1, %r3, %r5;
+  @%p1 bra NEXT;
+  ld.global.u32 %r4, [%rd1];
+  st.global.u32 [%rd3], %r4;
+DONE:
+  ret;
+}
+)PTX";
+
 const char *const flagRight =
     "st.global.u32 [%rd1], 42;\n  st.release.gpu.global.u32 [%rd2], 1;";
 const char *const flagWrong =
@@ -1049,6 +1096,15 @@ int broken(const std::string &mode) {
     Buffer<uint32_t> data(1), flag(1), out(1);
     void *d = data.device, *g = flag.device, *o = out.device;
     cudaError_t rc = launch(f, 2, 32, {&d, &g, &o});
+    return verdict(rc, rc == cudaSuccess && out.get()[0] == 42);
+  }
+  if (mode == "clock-overflow") {
+    std::string text = std::string(header) + overflowKernel;
+    CUfunction f = load(text.c_str(), "overflow");
+    uint32_t n = 600;
+    Buffer<uint32_t> data(1), flags(n + 1), out(1);
+    void *d = data.device, *g = flags.device, *o = out.device;
+    cudaError_t rc = launch(f, n + 1, 32, {&d, &g, &o, &n});
     return verdict(rc, rc == cudaSuccess && out.get()[0] == 42);
   }
   std::string text = std::string(header) + faultKernels;
@@ -1237,8 +1293,9 @@ int main(int argc, char **argv) {
     std::printf("//--- kernels.ptx\n%s%s%s%s%s%s\n", header, intKernel,
                 floatKernel, warpKernel, memoryKernel, faultKernels);
     std::printf("//--- peer.ptx\n%s%s\n", header, peerKernels);
-    std::printf("//--- flag.ptx\n%s%s\n", header,
-                replace(flagKernel, "ORDER", flagRight).c_str());
+    std::printf("//--- flag.ptx\n%s%s%s\n", header,
+                replace(flagKernel, "ORDER", flagRight).c_str(),
+                overflowKernel);
     std::printf("//--- reduce.ptx\n%s%s\n", header,
                 replace(reduceKernel, "BARRIER", "bar.sync 0;").c_str());
     return 0;
