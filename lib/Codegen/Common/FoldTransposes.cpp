@@ -129,12 +129,48 @@ struct SliceBeforeTranspose : public OpRewritePattern<tensor::ExtractSliceOp> {
   }
 };
 
+/// collapse_shape(transpose(x)) that merges leading dimensions only, read
+/// only by contractions -> transpose(collapse_shape(x)), which then folds
+/// (a packed expert weight's part, [experts, 1, out, in] transposed and
+/// collapsed into a batch matmul's [experts, in, out] operand).
+struct CollapseBeforeTranspose
+    : public OpRewritePattern<tensor::CollapseShapeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(tensor::CollapseShapeOp collapse,
+                                PatternRewriter &rewriter) const override {
+    auto transpose = collapse.getSrc().getDefiningOp<linalg::TransposeOp>();
+    SmallVector<ReassociationIndices> groups =
+        collapse.getReassociationIndices();
+    if (!transpose || !transpose.hasPureTensorSemantics() ||
+        !swapsLastTwo(transpose) || groups.size() < 2 ||
+        groups[groups.size() - 1].size() != 1 ||
+        groups[groups.size() - 2].size() != 1 || collapse->use_empty() ||
+        !llvm::all_of(collapse->getUsers(), isContractionOnTensors))
+      return failure();
+    // The last two dimensions are groups of their own, so the leading
+    // groups are the same before the transpose.
+    Location loc = collapse.getLoc();
+    Value merged = tensor::CollapseShapeOp::create(
+        rewriter, loc, transpose.getInput(), groups);
+    auto type = collapse.getResultType();
+    Value init = tensor::EmptyOp::create(rewriter, loc, type.getShape(),
+                                         type.getElementType());
+    SmallVector<int64_t> permutation =
+        llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
+    std::swap(permutation[type.getRank() - 2], permutation[type.getRank() - 1]);
+    rewriter.replaceOpWithNewOp<linalg::TransposeOp>(collapse, merged, init,
+                                                     permutation);
+    return success();
+  }
+};
+
 struct FoldTransposesPass
     : public braid::impl::FoldTransposesBase<FoldTransposesPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FoldTransposedOperand>(&getContext(), numFolded);
-    patterns.add<SliceBeforeTranspose>(&getContext());
+    patterns.add<SliceBeforeTranspose, CollapseBeforeTranspose>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -104,3 +104,39 @@ func.func @heads(%q: tensor<4x8x16xf32>, %k: tensor<8x16x4xf32>) -> tensor<8x4x4
   %s = linalg.batch_matmul ins(%qt, %k : tensor<8x4x16xf32>, tensor<8x16x4xf32>) outs(%z : tensor<8x4x4xf32>) -> tensor<8x4x4xf32>
   return %s : tensor<8x4x4xf32>
 }
+
+// A packed expert weight's part ([experts, 1, out, in], gate or up of
+// gate_up) transposed, then collapsed into a batch matmul's [experts, in,
+// out] operand: the collapse moves before the transpose, which folds.
+// CHECK-LABEL: func.func @expert_part(
+// CHECK-SAME: %{{.*}}: tensor<2x4x8xf32>, %[[W:.*]]: tensor<2x1x16x8xf32>)
+// CHECK-NOT: linalg.transpose
+// CHECK: %[[M:.*]] = tensor.collapse_shape %[[W]] {{\[}}[0, 1], [2], [3]] : tensor<2x1x16x8xf32> into tensor<2x16x8xf32>
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[M]] : tensor<2x4x8xf32>, tensor<2x16x8xf32>)
+// CHECK-NOT: linalg.transpose
+func.func @expert_part(%x: tensor<2x4x8xf32>, %w: tensor<2x1x16x8xf32>) -> tensor<2x4x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x1x8x16xf32>
+  %wt = linalg.transpose ins(%w : tensor<2x1x16x8xf32>) outs(%e : tensor<2x1x8x16xf32>) permutation = [0, 1, 3, 2]
+  %c = tensor.collapse_shape %wt [[0, 1], [2], [3]] : tensor<2x1x8x16xf32> into tensor<2x8x16xf32>
+  %o = tensor.empty() : tensor<2x4x16xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%o : tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %y = linalg.batch_matmul ins(%x, %c : tensor<2x4x8xf32>, tensor<2x8x16xf32>) outs(%z : tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  return %y : tensor<2x4x16xf32>
+}
+
+// A collapse that merges one of the transposed dimensions keeps the
+// transpose.
+// CHECK-LABEL: func.func @merges_transposed(
+// CHECK: linalg.transpose
+func.func @merges_transposed(%w: tensor<2x16x8xf32>, %x: tensor<4x16xf32>) -> tensor<4x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x8x16xf32>
+  %wt = linalg.transpose ins(%w : tensor<2x16x8xf32>) outs(%e : tensor<2x8x16xf32>) permutation = [0, 2, 1]
+  %c = tensor.collapse_shape %wt [[0, 1], [2]] : tensor<2x8x16xf32> into tensor<16x16xf32>
+  %o = tensor.empty() : tensor<4x16xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%o : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %y = linalg.matmul ins(%x, %c : tensor<4x16xf32>, tensor<16x16xf32>) outs(%z : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %r = tensor.extract_slice %y[0, 0] [4, 8] [1, 1] : tensor<4x16xf32> to tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
+}
