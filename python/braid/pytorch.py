@@ -47,6 +47,7 @@ projections read).
 Needs torch and torch-mlir (scripts/setup-frontends.sh installs both, and
 transformers).
 """
+import contextlib
 import re
 
 import numpy as np
@@ -229,24 +230,12 @@ def _decompositions():
     return table
 
 
-def _dense_experts(self, hidden_states, top_k_index, top_k_weights):
-    """HuggingFace experts, every expert on every token: each expert gets
-    the tokens routed to it (zeros elsewhere), and the outputs are summed
-    with the routing weights (zero off the top-k). The same values as the
-    sparse implementations, with static shapes and the expert weights as
-    operands of batched matmuls, which partitioning splits by experts
-    (expert parallelism: the dispatch and the combine become all-to-alls or
-    an all-reduce) or by features (tensor parallelism). Costs every
-    expert's FLOPs on every token (docs/rationale/frontends.md, "MoE
-    experts are exported dense")."""
+def _expert_outputs(self, dispatched):
+    """Every expert of an HF experts module on its rows of `dispatched`
+    ([experts, rows, hidden]): batched matmuls over experts, which
+    partitioning splits by experts or by features."""
     import torch
     experts = self.num_experts
-    dtype = hidden_states.dtype
-    ids = torch.arange(experts, device=hidden_states.device)
-    onehot = (top_k_index.unsqueeze(-1) == ids).to(dtype)       # [T, k, E]
-    routed = onehot.sum(1).transpose(0, 1)                        # [E, T]
-    weights = (onehot * top_k_weights.unsqueeze(-1).to(dtype)).sum(1)
-    dispatched = hidden_states.unsqueeze(0) * routed.unsqueeze(-1)  # [E,T,H]
 
     def project(x, weight, bias):
         y = torch.matmul(x, weight if self.is_transposed
@@ -280,30 +269,130 @@ def _dense_experts(self, hidden_states, top_k_index, top_k_weights):
                   self.down_proj_bias if self.has_bias else None)
     if self.has_post_expert_norm:
         out = self.post_expert_norm(out)
+    return out
+
+
+def _dense_experts(self, hidden_states, top_k_index, top_k_weights):
+    """HuggingFace experts, every expert on every token: each expert gets
+    the tokens routed to it (zeros elsewhere), and the outputs are summed
+    with the routing weights (zero off the top-k). The same values as the
+    sparse implementations, with static shapes and the expert weights as
+    operands of batched matmuls, which partitioning splits by experts
+    (expert parallelism: the dispatch and the combine become all-to-alls or
+    an all-reduce) or by features (tensor parallelism). Costs every
+    expert's FLOPs on every token (docs/rationale/frontends.md, "MoE
+    experts are exported dense")."""
+    import torch
+    experts = self.num_experts
+    dtype = hidden_states.dtype
+    ids = torch.arange(experts, device=hidden_states.device)
+    onehot = (top_k_index.unsqueeze(-1) == ids).to(dtype)       # [T, k, E]
+    routed = onehot.sum(1).transpose(0, 1)                        # [E, T]
+    weights = (onehot * top_k_weights.unsqueeze(-1).to(dtype)).sum(1)
+    dispatched = hidden_states.unsqueeze(0) * routed.unsqueeze(-1)  # [E,T,H]
+    out = _expert_outputs(self, dispatched)
     combined = (out * weights.transpose(0, 1).unsqueeze(-1)).sum(0)
     return combined.to(dtype)
 
 
-def _dense_experts_everywhere(module):
-    """Makes every HuggingFace experts module of `module` use _dense_experts
-    while exporting; returns an undo function."""
+def expert_capacity(tokens, experts, top_k, factor):
+    """The rows each expert computes under `factor`: ceil(factor * tokens *
+    top_k / experts), at least 1 and at most `tokens` (where no token can
+    be dropped)."""
+    import math
+    if not (isinstance(factor, (int, float)) and not isinstance(factor, bool)
+            and math.isfinite(factor) and factor > 0):
+        raise ValueError(f"capacity_factor must be a positive number, not "
+                         f"{factor!r}")
+    return min(tokens, max(1, math.ceil(factor * tokens * top_k / experts)))
+
+
+def _capacity_experts(factor):
+    """HuggingFace experts with a capacity per expert (GShard and Switch
+    Transformer's static-shape routing): expert e computes `capacity` rows,
+    the tokens routed to it in token order; a token routed to an expert
+    whose rows are taken is dropped for that expert (its other experts and
+    the residual stay). Dispatch and combine are one-hot matmuls ([experts,
+    capacity, tokens] and its transpose), so every shape is static and the
+    experts are batched matmuls over [experts, capacity] rows: capacity *
+    experts rows instead of the dense export's tokens * experts
+    (docs/rationale/frontends.md, "MoE experts with a capacity")."""
+
+    def experts_forward(self, hidden_states, top_k_index, top_k_weights):
+        import torch
+        tokens = hidden_states.shape[0]
+        experts = self.num_experts
+        capacity = expert_capacity(tokens, experts, top_k_index.shape[-1],
+                                   factor)
+        dtype = hidden_states.dtype
+        device = hidden_states.device
+        ids = torch.arange(experts, device=device)
+        onehot = top_k_index.unsqueeze(-1) == ids                 # [T, k, E]
+        routed = onehot.any(1).float()                             # [T, E]
+        weights = (onehot.float() *
+                   top_k_weights.float().unsqueeze(-1)).sum(1)     # [T, E]
+        # A token's row in its expert's buffer: how many earlier tokens the
+        # expert took (exact in f32 below 2**24 tokens).
+        index = torch.arange(tokens, device=device)
+        earlier = (index.view(-1, 1) > index.view(1, -1)).float()  # [T, T]
+        row = torch.matmul(earlier, routed)                        # [T, E]
+        slots = torch.arange(capacity, device=device).float()
+        taken = (row.transpose(0, 1).unsqueeze(1) ==
+                 slots.view(1, -1, 1))                             # [E, C, T]
+        dispatch = taken.float() * routed.transpose(0, 1).unsqueeze(1)
+        buffers = torch.matmul(dispatch.to(dtype), hidden_states)  # [E, C, H]
+        out = _expert_outputs(self, buffers)
+        # One contraction over every expert's rows, so that experts split
+        # over ranks leave partial sums (one all-reduce), not a gather.
+        combine = dispatch * weights.transpose(0, 1).unsqueeze(1)  # [E, C, T]
+        rows = experts * capacity
+        combined = torch.matmul(combine.reshape(rows, tokens).transpose(0, 1)
+                                .to(dtype), out.reshape(rows, -1))
+        return combined.to(dtype)
+    return experts_forward
+
+
+def _experts_everywhere(module, capacity_factor=None):
+    """Makes every HuggingFace experts module of `module` use the dense
+    implementation (capacity_factor None) or the capacity one while
+    exporting; returns an undo function."""
+    if capacity_factor is not None:
+        expert_capacity(1, 1, 1, capacity_factor)   # checks the factor
     try:
         from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
     except ImportError:
         return lambda: None
-    ALL_EXPERTS_FUNCTIONS["braid_dense"] = _dense_experts
+    if capacity_factor is None:
+        name = "braid_dense"
+        ALL_EXPERTS_FUNCTIONS[name] = _dense_experts
+    else:
+        name = f"braid_capacity_{capacity_factor!r}"
+        ALL_EXPERTS_FUNCTIONS[name] = _capacity_experts(capacity_factor)
     saved = []
     for sub in module.modules():
         config = getattr(sub, "config", None)
         if (hasattr(sub, "_is_expert_parallel") and config is not None and
                 hasattr(config, "_experts_implementation")):
             saved.append((config, config._experts_implementation))
-            config._experts_implementation = "braid_dense"
+            config._experts_implementation = name
 
     def undo():
         for config, implementation in reversed(saved):
             config._experts_implementation = implementation
     return undo
+
+
+@contextlib.contextmanager
+def experts_with_capacity(module, capacity_factor):
+    """Within the block, the HuggingFace experts of `module` run with a
+    capacity per expert, as parallelize(..., capacity_factor=) compiles
+    them: the same tokens dropped, so that the module is the reference of
+    the compiled one (and shows what the factor drops)."""
+    undo = _experts_everywhere(module, capacity_factor)
+    try:
+        yield module
+    finally:
+        undo()
 
 
 def _flatten_inputs(example_args, example_kwargs):
@@ -377,12 +466,14 @@ def _model_frames_only():
     return undo
 
 
-def export(module, example_args, example_kwargs=None, func_name="main"):
+def export(module, example_args, example_kwargs=None, func_name="main",
+           capacity_factor=None):
     """Exports `module` applied to `example_args` (and `example_kwargs`:
     tensors, tuples of them, None, ...) with torch-mlir's FX importer;
     tensor inputs first, then parameters and buffers, as function
-    arguments. Raises CompileError with torch-mlir's message when the
-    export fails."""
+    arguments; HuggingFace experts dense, or with a capacity per expert
+    under `capacity_factor` (see parallelize). Raises CompileError with
+    torch-mlir's message when the export fails."""
     import torch
     from torch.utils import _pytree as pytree
     from torch_mlir import fx
@@ -419,7 +510,7 @@ def export(module, example_args, example_kwargs=None, func_name="main"):
 
     args = tuple(leaves[p] for p in positions) + tuple(tensors)
     undo_frames = _model_frames_only()
-    undo_experts = _dense_experts_everywhere(module)
+    undo_experts = _experts_everywhere(module, capacity_factor)
     try:
         imported = fx.export_and_import(WeightsAsArguments().eval(), *args,
                                         output_type="linalg-on-tensors",
@@ -777,19 +868,30 @@ class RankModule:
 
 
 def to_mlir(module, example_args, plan, ranks=4, input_layout="replicate",
-            output_layout=None, kwargs=None):
+            output_layout=None, kwargs=None, capacity_factor=None):
     """What parallelize compiles, without compiling it: the module exported
     and annotated with the plan (arguments as parallelize's). Returns
     (exported, text, styles, output_layout): `text` is the MLIR Braid's
     pipeline takes (`braid-compile` reads it too), `styles` the style of
     each argument by name."""
     ranks = positive_int(ranks, "ranks")
-    exported = export(module, tuple(example_args), kwargs)
+    exported = export(module, tuple(example_args), kwargs,
+                      capacity_factor=capacity_factor)
     for name, shape in zip(exported.names, exported.shapes):
         if 0 in shape:
             raise ValueError(f"{name} has shape {shape}; Braid compiles "
                              "tensors without zero-sized dimensions")
     layouts = _input_layouts(exported, input_layout)
+    if capacity_factor is not None and "sequence" in layouts.values():
+        # Partitioning splits the experts' capacity rows then (it has no
+        # token dimension to split), with a reduce-scatter and a gather
+        # back around the combine, or fails where the rows are fewer than
+        # the ranks; tokens split over ranks want the dispatch as an
+        # all-to-all, which is not built yet (docs/rationale/frontends.md).
+        raise ValueError("capacity_factor needs the tokens replicated "
+                         "(input_layout='replicate': tensor or expert "
+                         "parallel experts); under sequence parallelism "
+                         "the experts are exported dense")
     first = next(iter(layouts.values()), "replicate")
     styles, inp, out = _argument_styles(exported, plan, first,
                                         output_layout or first)
@@ -803,7 +905,7 @@ def to_mlir(module, example_args, plan, ranks=4, input_layout="replicate",
 
 def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
                 output_layout=None, kwargs=None, per_rank=False, cache=None,
-                communicator=None, **compile_options):
+                communicator=None, capacity_factor=None, **compile_options):
     """Compiles `module` (a torch.nn.Module) for `ranks` CPU ranks under the
     tensor-parallel `plan` ({module or parameter path: style}, see the
     module's documentation; parameters it does not name are replicated).
@@ -819,6 +921,15 @@ def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
     integer, and no input, parameter or buffer may have a zero-sized
     dimension (ValueError or TypeError otherwise).
 
+    HuggingFace MoE experts are compiled dense by default (every expert on
+    every token, weights zero off the top k: exact, E/k times the expert
+    FLOPs). `capacity_factor` (a positive number) gives each expert
+    ceil(factor * tokens * top_k / experts) rows instead (at most the
+    tokens): the tokens routed to it in token order, the rest dropped for
+    that expert, as GShard and Switch Transformer route; factor experts /
+    top_k drops nothing. `experts_with_capacity(module, factor)` runs the
+    module itself with the same rule.
+
     per_rank=True is for a job that is one process per rank (mpirun): every
     rank calls parallelize with the same arguments, `ranks` is the size of
     `communicator` (None: MPI's world; an mpi4py communicator or an MPI
@@ -832,7 +943,8 @@ def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
                              "rank sees, where rank 0 compiles for the job")
         _, ranks = _program.rank_and_size(communicator)
     exported, text, styles, out = to_mlir(module, example_args, plan, ranks,
-                                          input_layout, output_layout, kwargs)
+                                          input_layout, output_layout, kwargs,
+                                          capacity_factor)
     if per_rank:
         compile_options.setdefault("name", type(module).__name__)
         path = _program.compile_once(text, cache, communicator=communicator,

@@ -181,7 +181,7 @@ def export_joint(module, example_args, loss_fn=None, targets=(), kwargs=None,
         seen.add(id(tensor))
     args = tuple(distinct)
     undo_frames = _pt._model_frames_only()
-    undo_experts = _pt._dense_experts_everywhere(module)
+    undo_experts = _pt._experts_everywhere(module)
     was_training = module.training
     module.eval()
     # Attention as its math (matmuls and a softmax), so that autograd

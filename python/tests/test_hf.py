@@ -5,8 +5,10 @@ parallelized with the plans transformers ships (config.base_model_tp_plan,
 given verbatim), on 2 and 4 CPU ranks, tensor and sequence parallel,
 compared with the module itself. Runs in the frontends venv
 (scripts/setup-frontends.sh installs torch, torch-mlir and transformers)."""
+import math
 import os
 import re
+import warnings
 
 import pytest
 
@@ -675,6 +677,137 @@ def test_sparse_moe_symmetric(ranks, parallel, layout):
     assert records and all(r["transport"] == "symmetric" for r in records)
 
 
+def capacity_reference(module, x, factor, kwargs=None, experts=None):
+    """The module's output with each expert taking the first `factor` *
+    tokens * top_k / experts tokens routed to it, in token order, and the
+    rest dropped for that expert: the drops decided by a loop over the
+    routing the module computes, and the experts run by HuggingFace's own
+    implementation with a dropped choice's weight zeroed. `experts` is the
+    experts module (the block's own by default)."""
+    experts = experts if experts is not None else module.experts
+    original = experts.forward
+
+    def dropping(hidden, index, weights):
+        tokens, k = index.shape
+        capacity = min(tokens, max(1, math.ceil(
+            factor * tokens * k / experts.num_experts)))
+        taken = [0] * experts.num_experts
+        kept = weights.clone()
+        for t in range(tokens):
+            for j in range(k):
+                e = int(index[t, j])
+                if taken[e] < capacity:
+                    taken[e] += 1
+                else:
+                    kept[t, j] = 0
+        return original(hidden, index, kept)
+
+    experts.forward = dropping
+    try:
+        with torch.no_grad():
+            out = module(x, **(kwargs or {}))
+    finally:
+        del experts.forward
+    return out[0] if isinstance(out, tuple) else out
+
+
+def skew_router(block):
+    """Every token's top two experts are 0 and 1 (inputs must be
+    positive): expert 0 over capacity, experts 2 and 3 empty."""
+    with torch.no_grad():
+        block.gate.weight.zero_()
+        block.gate.weight[0] = 1.0
+        block.gate.weight[1] = 0.5
+
+
+@pytest.mark.parametrize("kind", ["Mixtral", "Qwen3Moe"])
+@pytest.mark.parametrize("factor", [2.0, 1.0, 0.5])
+@pytest.mark.parametrize("skewed", [False, True])
+def test_experts_with_capacity(kind, factor, skewed):
+    """The capacity implementation Braid exports (one-hot dispatch and
+    combine matmuls over [experts, capacity] rows) against an independent
+    loop over the routing: 4 experts, top 2, so factor 2 drops nothing and
+    equals the module itself."""
+    torch.manual_seed(17)
+    c, block = sparse_moe(kind, 2)
+    x = torch.randn(2, SEQ, 64)
+    if skewed:
+        skew_router(block)
+        x = x.abs()
+    with torch.no_grad(), bp.experts_with_capacity(block, factor):
+        got = block(x)
+    got = got[0] if isinstance(got, tuple) else got
+    expected = capacity_reference(block, x, factor)
+    assert relative_error(got, expected) <= 1e-5
+    with torch.no_grad():
+        plain = block(x)
+    plain = plain[0] if isinstance(plain, tuple) else plain
+    if factor == 2.0:
+        assert relative_error(got, plain) <= 1e-5
+    elif skewed:
+        # Experts 0 and 1 take a half (factor 1) or a quarter of the
+        # tokens routed to them: the drops show.
+        assert relative_error(got, plain) > 0.1
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("kind", ["Mixtral", "Qwen3Moe"])
+@pytest.mark.parametrize("parallel", ["ep", "tp"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_moe_with_capacity(kind, ranks, parallel, dtype):
+    """capacity_factor=1: each expert computes tokens * top_k / experts
+    rows (half the dense export's here), under the shipped expert-parallel
+    (grouped_gemm: each rank its experts' rows) and tensor-parallel plans,
+    against the module with the same tokens dropped."""
+    torch.manual_seed(19)
+    c, block = sparse_moe(kind, ranks)
+    block = block.to(dtype)
+    plan = c.base_model_tp_plan if parallel == "tp" else c.base_model_ep_plan
+    x = torch.randn(2, SEQ, 64, dtype=dtype)
+    tp = bp.parallelize(block, (x,), plan, ranks=ranks, capacity_factor=1.0,
+                        overlap="force", check_schedule=True)
+    with torch.no_grad():
+        got = tp(x)
+    expected = capacity_reference(block, x, 1.0)
+    assert relative_error(got, expected) <= module_tolerance(dtype)
+    kinds = [r["kind"] for r in tp.artifact.report["collectives"]]
+    assert kinds == ["all_reduce"]
+
+
+def test_moe_with_capacity_skewed():
+    """Every token routed to experts 0 and 1: expert 0 drops half of them,
+    experts 2 and 3 (on the other rank under expert parallelism) compute
+    rows of nothing but padding."""
+    torch.manual_seed(23)
+    c, block = sparse_moe("Mixtral", 2)
+    skew_router(block)
+    x = torch.randn(2, SEQ, 64).abs()
+    tp = bp.parallelize(block, (x,), c.base_model_ep_plan, ranks=2,
+                        capacity_factor=1.0)
+    with torch.no_grad():
+        got = tp(x)
+    assert relative_error(got, capacity_reference(block, x, 1.0)) <= 1e-5
+
+
+@pytest.mark.parametrize("factor", [0, -1.0, float("nan"), "1", True])
+def test_bad_capacity_factor(factor):
+    c, block = sparse_moe("Mixtral", 2)
+    with pytest.raises(ValueError, match="capacity_factor must be a "
+                                         "positive number"):
+        bp.to_mlir(block, (torch.randn(1, SEQ, 64),), c.base_model_ep_plan,
+                   2, capacity_factor=factor)
+
+
+def test_capacity_factor_needs_replicated_tokens():
+    """Under sequence parallelism the capacity export would have its rows
+    split (or fail to split): refused, with what to do instead."""
+    c, block = sparse_moe("Mixtral", 2)
+    with pytest.raises(ValueError, match="capacity_factor needs the tokens "
+                                         "replicated"):
+        bp.parallelize(block, (torch.randn(1, SEQ, 64),), c.base_model_ep_plan,
+                       2, input_layout="sequence", capacity_factor=1.0)
+
+
 def deepseek_v3(ranks):
     """A small DeepSeek-V3 config: MLA attention, 8 routed experts in 2
     groups (group-limited top 2 of the top group), one shared expert,
@@ -725,6 +858,38 @@ def test_deepseek_v3_decoder_layer(ranks, layout):
                      else ["all_gather", "reduce_scatter"]), strategies
 
 
+def moe_layer(kind, ranks, layout):
+    """An MoE decoder layer of `kind` (Qwen2Moe, GptOss, DeepseekV3) with
+    4 or 8 experts, top 2, its router and experts initialized; returns the
+    layer, its shipped plan (gpt-oss has only the expert-parallel one),
+    an input for `layout` and the layer's keyword arguments."""
+    if kind == "DeepseekV3":
+        c = deepseek_v3(ranks)
+        plan = c.base_model_tp_plan
+    elif kind == "Qwen2Moe":
+        c = config(kind, ranks, num_experts=4, num_experts_per_tok=2,
+                   moe_intermediate_size=32, shared_expert_intermediate_size=64)
+        plan = c.base_model_tp_plan
+    else:
+        c = config(kind, ranks, num_local_experts=4, num_experts_per_tok=2,
+                   sliding_window=None, layer_types=["full_attention"] * 2)
+        plan = c.base_model_ep_plan
+    module = {"DeepseekV3": "deepseek_v3", "Qwen2Moe": "qwen2_moe",
+              "GptOss": "gpt_oss"}[kind]
+    models = __import__(f"transformers.models.{module}.modeling_{module}",
+                        fromlist=["_"])
+    layer = getattr(models, kind + "DecoderLayer")(c, 0).eval()
+    with torch.no_grad():  # the router and experts start uninitialized
+        for p in layer.mlp.parameters():
+            p.normal_(0, 0.2)
+        if kind == "DeepseekV3":
+            layer.mlp.gate.e_score_correction_bias.normal_(0, 0.1)
+    x = torch.randn(1 if layout == "sequence" else 2, SEQ, 64)
+    positions = torch.arange(SEQ).unsqueeze(0).expand(x.shape[0], -1)
+    tables = getattr(models, kind + "RotaryEmbedding")(c)(x, positions)
+    return layer, plan, x, {"position_embeddings": tables}
+
+
 @pytest.mark.parametrize("ranks", [2, 4])
 @pytest.mark.parametrize("kind", ["Qwen2Moe", "GptOss"])
 @pytest.mark.parametrize("layout", ["replicate", "sequence"])
@@ -737,30 +902,36 @@ def test_moe_decoder_layer(kind, ranks, layout):
     product (braid-apply-parallel-plan follows that add). Against the
     module; the experts exported dense."""
     torch.manual_seed(17)
-    if kind == "Qwen2Moe":
-        c = config(kind, ranks, num_experts=4, num_experts_per_tok=2,
-                   moe_intermediate_size=32, shared_expert_intermediate_size=64)
-        plan = c.base_model_tp_plan
-        module = "qwen2_moe"
-    else:
-        c = config(kind, ranks, num_local_experts=4, num_experts_per_tok=2,
-                   sliding_window=None, layer_types=["full_attention"] * 2)
-        plan = c.base_model_ep_plan
-        module = "gpt_oss"
-    models = __import__(f"transformers.models.{module}.modeling_{module}",
-                        fromlist=["_"])
-    layer = getattr(models, kind + "DecoderLayer")(c, 0).eval()
-    with torch.no_grad():  # the router and experts start uninitialized
-        for p in layer.mlp.parameters():
-            p.normal_(0, 0.2)
-    x = torch.randn(1 if layout == "sequence" else 2, SEQ, 64)
-    positions = torch.arange(SEQ).unsqueeze(0).expand(x.shape[0], -1)
-    tables = getattr(models, kind + "RotaryEmbedding")(c)(x, positions)
-    _, strategies = check(layer, (x,), {"position_embeddings": tables}, plan,
-                          ranks, layout)
+    layer, plan, x, kwargs = moe_layer(kind, ranks, layout)
+    _, strategies = check(layer, (x,), kwargs, plan, ranks, layout)
     kinds = {k for k, _ in strategies}
     assert kinds == ({"all_reduce"} if layout == "replicate"
                      else {"all_gather", "reduce_scatter"}), strategies
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("kind", ["Qwen2Moe", "GptOss", "DeepseekV3"])
+def test_moe_layers_with_capacity(kind, ranks):
+    """Decoder layers of three more families with capacity_factor=1 under
+    their shipped plans: Qwen2-MoE (experts tensor parallel, a gated
+    shared expert), gpt-oss (expert parallel, biases, clamped SwiGLU) and
+    DeepSeek-V3 (group-limited sigmoid routing, a shared expert, routed
+    scaling), tokens replicated, against the module with the same tokens
+    dropped."""
+    torch.manual_seed(29)
+    layout = "replicate"
+    layer, plan, x, kwargs = moe_layer(kind, ranks, layout)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # plan keys of dense layers
+        tp = bp.parallelize(layer, (x,), plan, ranks=ranks,
+                            input_layout=layout, kwargs=kwargs,
+                            capacity_factor=1.0, overlap="force",
+                            check_schedule=True)
+    with torch.no_grad():
+        got = tp(x, **kwargs)
+    got = got[0] if isinstance(got, tuple) else got
+    expected = capacity_reference(layer, x, 1.0, kwargs, layer.mlp.experts)
+    assert relative_error(got, expected) <= module_tolerance(torch.float32)
 
 
 def test_scatter_decomposition():

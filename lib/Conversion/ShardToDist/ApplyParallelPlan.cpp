@@ -195,40 +195,58 @@ LogicalResult PlanBuilder::collectUses(BlockArgument arg,
 }
 
 /// The combine of the experts' outputs: following `value` (split by
-/// experts along `dim`) through elementwise work (the routing weights) to
-/// the op that sums over the experts, whose operand is annotated split too,
-/// so that each rank sums its experts and the partial sums are reduced (an
+/// experts along `dim`) through elementwise work (the routing weights) and
+/// reshapes that keep the experts outermost to the op that sums over the
+/// experts (a reduction, or a contraction over [experts x rows], as the
+/// capacity export's combine is), whose operand is annotated split too, so
+/// that each rank sums its experts and the partial sums are reduced (an
 /// all-reduce, HuggingFace's AllReduceEP) rather than the outputs gathered.
 void PlanBuilder::annotateCombine(Value value, int64_t dim) {
   for (int depth = 0; depth < 8; ++depth) {
     OpOperand *next = nullptr;
     for (OpOperand &use : value.getUses())
-      if (isa<linalg::GenericOp>(use.getOwner()) && !next)
+      if (isa<linalg::LinalgOp, tensor::CollapseShapeOp>(use.getOwner()) &&
+          !next)
         next = &use;
     if (!next)
       return;
-    auto generic = cast<linalg::GenericOp>(next->getOwner());
-    if (!generic.isDpsInput(next) || generic->getNumResults() != 1)
+    if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(next->getOwner())) {
+      // Split blocks of the experts stay blocks of a group they lead.
+      std::optional<int64_t> outDim;
+      for (auto [j, group] :
+           llvm::enumerate(collapse.getReassociationIndices()))
+        if (group.front() == dim)
+          outDim = j;
+      if (!outDim)
+        return;
+      value = collapse.getResult();
+      dim = *outDim;
+      continue;
+    }
+    auto linalgOp = cast<linalg::LinalgOp>(next->getOwner());
+    if (!linalgOp.isDpsInput(next) || linalgOp->getNumResults() != 1)
       return;
     auto expr = dyn_cast<AffineDimExpr>(
-        generic.getMatchingIndexingMap(next).getResult(dim));
+        linalgOp.getMatchingIndexingMap(next).getResult(dim));
     if (!expr)
       return;
     unsigned loop = expr.getPosition();
-    if (generic.getIteratorTypesArray()[loop] ==
+    if (linalgOp.getIteratorTypesArray()[loop] ==
         utils::IteratorType::reduction) {
-      annotateOperand(generic, next->getOperandNumber(), Layout{dim});
+      annotateOperand(linalgOp, next->getOperandNumber(), Layout{dim});
       return;
     }
-    AffineMap out = generic.getIndexingMapMatchingResult(
-        cast<OpResult>(generic->getResult(0)));
+    if (!isa<linalg::GenericOp>(linalgOp))
+      return;
+    AffineMap out = linalgOp.getIndexingMapMatchingResult(
+        cast<OpResult>(linalgOp->getResult(0)));
     std::optional<int64_t> outDim;
     for (auto [j, e] : llvm::enumerate(out.getResults()))
       if (auto d = dyn_cast<AffineDimExpr>(e); d && d.getPosition() == loop)
         outDim = j;
     if (!outDim)
       return;
-    value = generic->getResult(0);
+    value = linalgOp->getResult(0);
     dim = *outDim;
   }
 }
