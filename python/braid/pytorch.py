@@ -312,11 +312,11 @@ def _capacity_experts(factor):
     Transformer's static-shape routing): expert e computes `capacity` rows,
     the tokens routed to it in token order; a token routed to an expert
     whose rows are taken is dropped for that expert (its other experts and
-    the residual stay). Dispatch and combine are one-hot matmuls ([experts,
-    capacity, tokens] and its transpose), so every shape is static and the
-    experts are batched matmuls over [experts, capacity] rows: capacity *
-    experts rows instead of the dense export's tokens * experts
-    (docs/rationale/frontends.md, "MoE experts with a capacity")."""
+    the residual stay). The dispatch gathers each row's token, the combine
+    is a one-hot matmul ([tokens, experts x capacity]), so every shape is
+    static and the experts are batched matmuls over [experts, capacity]
+    rows: capacity * experts rows instead of the dense export's tokens *
+    experts (docs/rationale/frontends.md, "MoE experts with a capacity")."""
 
     def experts_forward(self, hidden_states, top_k_index, top_k_weights):
         import torch
@@ -340,7 +340,11 @@ def _capacity_experts(factor):
         taken = (row.transpose(0, 1).unsqueeze(1) ==
                  slots.view(1, -1, 1))                             # [E, C, T]
         dispatch = taken.float() * routed.transpose(0, 1).unsqueeze(1)
-        buffers = torch.matmul(dispatch.to(dtype), hidden_states)  # [E, C, H]
+        # Each row's token (0 for a row no token took; the combine's zero
+        # weight drops it), gathered: E x C x H copies, not a matmul over
+        # every token.
+        source = torch.matmul(dispatch, index.float()).long()      # [E, C]
+        buffers = hidden_states[source]                            # [E, C, H]
         out = _expert_outputs(self, buffers)
         # One contraction over every expert's rows, so that experts split
         # over ranks leave partial sums (one all-reduce), not a gather.
