@@ -426,27 +426,27 @@ std::string recordOperationAccess(OpContext &context, const void *p,
 }
 
 /// The locked synchronization slot of `address`; null when there is none,
-/// with `full` set when its buffer's slots ran out (what was released to
-/// it is then lost).
-static SyncSlot *slotAt(const void *address, bool create, bool &full) {
+/// with `*full` (if given) set when its buffer's slots ran out (what was
+/// released to it is then lost).
+static SyncSlot *slotAt(const void *address, bool create,
+                        bool *full = nullptr) {
   Region region;
   std::string why;
   auto a = reinterpret_cast<uintptr_t>(address);
-  full = false;
   if (!findMemory(a, 4, region, why))
     return nullptr;
   if (!region.pool)
     return lockLocalSlot(a, create);
   SyncSlot *slot = lockSlot(*region.pool, a - region.base + 1, create);
-  full = !slot && region.pool->overflowed.load();
+  if (full)
+    *full = !slot && region.pool->overflowed.load();
   return slot;
 }
 
 void releaseAt(OpContext &context, const void *address) {
   if (!racesEnabled())
     return;
-  bool full = false;
-  if (SyncSlot *slot = slotAt(address, true, full)) {
+  if (SyncSlot *slot = slotAt(address, true)) {
     releaseTo(*slot, context.clock, 4, context.device);
     unlockSlot(slot);
   }
@@ -456,7 +456,7 @@ void acquireAt(OpContext &context, const void *address) {
   if (!racesEnabled())
     return;
   bool full = false;
-  if (SyncSlot *slot = slotAt(address, false, full)) {
+  if (SyncSlot *slot = slotAt(address, false, &full)) {
     acquireFrom(*slot, context.clock, 4, context.device);
     unlockSlot(slot);
   } else if (full) {

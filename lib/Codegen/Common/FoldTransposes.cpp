@@ -93,6 +93,18 @@ struct FoldTransposedOperand
   llvm::Statistic &folded;
 };
 
+/// The transpose of its last two dimensions that `view` (a slice or a
+/// reshape) reads, where only contractions read the view: moved after the
+/// view, the transpose then folds into them. Null otherwise.
+linalg::TransposeOp transposeUnder(Operation *view) {
+  auto transpose = view->getOperand(0).getDefiningOp<linalg::TransposeOp>();
+  if (!transpose || !transpose.hasPureTensorSemantics() ||
+      !swapsLastTwo(transpose) || view->use_empty() ||
+      !llvm::all_of(view->getUsers(), isContractionOnTensors))
+    return {};
+  return transpose;
+}
+
 /// extract_slice(transpose(x)) with unit strides, read only by
 /// contractions -> transpose(extract_slice(x)), which then folds.
 struct SliceBeforeTranspose : public OpRewritePattern<tensor::ExtractSliceOp> {
@@ -100,14 +112,11 @@ struct SliceBeforeTranspose : public OpRewritePattern<tensor::ExtractSliceOp> {
 
   LogicalResult matchAndRewrite(tensor::ExtractSliceOp slice,
                                 PatternRewriter &rewriter) const override {
-    auto transpose = slice.getSource().getDefiningOp<linalg::TransposeOp>();
-    if (!transpose || !transpose.hasPureTensorSemantics() ||
-        !swapsLastTwo(transpose) ||
+    linalg::TransposeOp transpose = transposeUnder(slice);
+    if (!transpose ||
         slice.getType().getRank() != slice.getSourceType().getRank() ||
         !llvm::all_of(slice.getStaticStrides(),
-                      [](int64_t stride) { return stride == 1; }) ||
-        slice->use_empty() ||
-        !llvm::all_of(slice->getUsers(), isContractionOnTensors))
+                      [](int64_t stride) { return stride == 1; }))
       return failure();
     ArrayRef<int64_t> permutation = transpose.getPermutation();
     SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
@@ -139,14 +148,12 @@ struct CollapseBeforeTranspose
 
   LogicalResult matchAndRewrite(tensor::CollapseShapeOp collapse,
                                 PatternRewriter &rewriter) const override {
-    auto transpose = collapse.getSrc().getDefiningOp<linalg::TransposeOp>();
+    linalg::TransposeOp transpose = transposeUnder(collapse);
     SmallVector<ReassociationIndices> groups =
         collapse.getReassociationIndices();
-    if (!transpose || !transpose.hasPureTensorSemantics() ||
-        !swapsLastTwo(transpose) || groups.size() < 2 ||
+    if (!transpose || groups.size() < 2 ||
         groups[groups.size() - 1].size() != 1 ||
-        groups[groups.size() - 2].size() != 1 || collapse->use_empty() ||
-        !llvm::all_of(collapse->getUsers(), isContractionOnTensors))
+        groups[groups.size() - 2].size() != 1)
       return failure();
     // The last two dimensions are groups of their own, so the leading
     // groups are the same before the transpose.

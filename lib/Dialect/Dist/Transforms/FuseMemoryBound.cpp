@@ -40,6 +40,7 @@
 #include "mlir/Interfaces/TilingInterface.h"
 #include "mlir/Transforms/CSE.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallBitVector.h"
 #include "llvm/Support/MathExtras.h"
 
 namespace braid::dist {
@@ -427,14 +428,10 @@ LogicalResult FuseMemoryBoundPass::fuse(Group &group, IRRewriter &rewriter) {
 /// The one value of every element of `value`: a splat constant, or a slice
 /// or reshape of one (block slicing cuts constants before any folding).
 TypedAttr splatValue(Value value) {
-  while (Operation *op = value.getDefiningOp()) {
-    if (!isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
-             tensor::CollapseShapeOp>(op))
-      break;
-    value = op->getOperand(0);
-  }
   DenseElementsAttr dense;
-  if (!matchPattern(value, m_Constant(&dense)) || !dense.isSplat())
+  if (!matchPattern(braid::dist::schedule::throughViews(value),
+                    m_Constant(&dense)) ||
+      !dense.isSplat())
     return {};
   auto element = dense.getSplatValue<Attribute>();
   return isa<IntegerAttr, FloatAttr>(element) ? cast<TypedAttr>(element)
@@ -450,25 +447,27 @@ TypedAttr splatValue(Value value) {
 /// microcode assist each (braid-tile-attention's later blocks ran at
 /// 0.4 GB/s). A constant whose map alone gives a loop its extent stays.
 void foldSplatInputs(linalg::GenericOp op, RewriterBase &rewriter) {
-  auto fixesExtent = [&](OpOperand *skipped, unsigned dim) {
+  SmallVector<std::pair<unsigned, TypedAttr>> folded;
+  // Whether the operands but `skipped` and those folded already still give
+  // every loop its extent.
+  auto extentsWithout = [&](OpOperand *skipped) {
+    llvm::SmallBitVector covered(op.getNumLoops());
     for (OpOperand &operand : op->getOpOperands()) {
-      if (&operand == skipped)
+      if (&operand == skipped || llvm::any_of(folded, [&](auto &f) {
+            return f.first == operand.getOperandNumber();
+          }))
         continue;
       for (AffineExpr result : op.getMatchingIndexingMap(&operand).getResults())
-        if (auto expr = dyn_cast<AffineDimExpr>(result);
-            expr && expr.getPosition() == dim)
-          return true;
+        if (auto expr = dyn_cast<AffineDimExpr>(result))
+          covered.set(expr.getPosition());
     }
-    return false;
+    return covered.all();
   };
   SmallVector<Value> inputs;
   SmallVector<AffineMap> maps;
-  SmallVector<std::pair<unsigned, TypedAttr>> folded;
   for (OpOperand *operand : op.getDpsInputOperands()) {
     TypedAttr value = splatValue(operand->get());
-    if (value && llvm::all_of(llvm::seq(op.getNumLoops()), [&](unsigned dim) {
-          return fixesExtent(operand, dim);
-        })) {
+    if (value && extentsWithout(operand)) {
       folded.push_back({operand->getOperandNumber(), value});
       continue;
     }

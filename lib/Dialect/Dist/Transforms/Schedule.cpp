@@ -85,25 +85,28 @@ SmallVector<unsigned> schedule::parallelLoopsOnlyIn(linalg::LinalgOp op,
   return loops;
 }
 
+Value schedule::throughViews(Value value, bool slices) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (!isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op) &&
+        !(slices && isa<tensor::ExtractSliceOp>(op)))
+      break;
+    value = op->getOperand(0);
+  }
+  return value;
+}
+
 bool schedule::isPlaceholder(Value value, linalg::FillOp *fill,
                              bool throughSlices) {
-  while (Operation *op = value.getDefiningOp()) {
-    if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op) ||
-        (throughSlices && isa<tensor::ExtractSliceOp>(op))) {
-      value = op->getOperand(0);
-      continue;
-    }
-    if (isa<tensor::EmptyOp>(op))
-      return true;
-    auto fillOp = dyn_cast<linalg::FillOp>(op);
-    if (!fillOp || !fillOp.hasPureTensorSemantics() ||
-        !isPlaceholder(fillOp.getOutputs()[0], nullptr, throughSlices))
-      return false;
-    if (fill)
-      *fill = fillOp;
+  Operation *op = throughViews(value, throughSlices).getDefiningOp();
+  if (isa_and_nonnull<tensor::EmptyOp>(op))
     return true;
-  }
-  return false;
+  auto fillOp = dyn_cast_if_present<linalg::FillOp>(op);
+  if (!fillOp || !fillOp.hasPureTensorSemantics() ||
+      !isPlaceholder(fillOp.getOutputs()[0], nullptr, throughSlices))
+    return false;
+  if (fill)
+    *fill = fillOp;
+  return true;
 }
 
 Value schedule::freshPlaceholder(OpBuilder &b, Location loc, Value init,

@@ -87,6 +87,10 @@ llvm::SmallVector<unsigned> parallelLoopsOnlyIn(mlir::linalg::LinalgOp op,
                                                 mlir::OpOperand &in,
                                                 mlir::OpOperand &notIn);
 
+/// The value a chain of reshapes (and, with `slices`, slices) of `value`
+/// reads: the same elements, or a part of them.
+mlir::Value throughViews(mlir::Value value, bool slices = true);
+
 /// Whether `value` is a placeholder init: tensor.empty, or a fill of one
 /// with a scalar, seen through reshapes (and, with `throughSlices`,
 /// slices). `fill` gets the fill (null for an empty).

@@ -446,3 +446,27 @@ func.func @splat_inputs(%x: tensor<8x16xf32>, %rows: tensor<8xi1>) -> (tensor<8x
   } -> tensor<f32>
   return %r, %sum : tensor<8x16xf32>, tensor<f32>
 }
+
+// -----
+
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+#row2 = affine_map<(d0, d1) -> (d0)>
+
+// Two splat constants that alone give the row loop its extent: one is
+// folded, the other stays to give the extent.
+// CHECK-LABEL: func.func @splat_extents
+// CHECK: linalg.generic {{.*}} ins(%{{[^,]*}} : tensor<4x8xf32>) outs(
+// CHECK-NEXT: ^bb0(%{{.*}}: f32, %{{.*}}: f32):
+// CHECK-NEXT: arith.constant 1.000000e+00 : f32
+func.func @splat_extents() -> tensor<4xf32> {
+  %ones = arith.constant dense<1.0> : tensor<4x8xf32>
+  %twos = arith.constant dense<2.0> : tensor<4x8xf32>
+  %init = tensor.empty() : tensor<4xf32>
+  %sum = linalg.generic {indexing_maps = [#id2, #id2, #row2], iterator_types = ["parallel", "reduction"]} ins(%ones, %twos : tensor<4x8xf32>, tensor<4x8xf32>) outs(%init : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %t = arith.addf %p, %acc : f32
+    linalg.yield %t : f32
+  } -> tensor<4xf32>
+  return %sum : tensor<4xf32>
+}

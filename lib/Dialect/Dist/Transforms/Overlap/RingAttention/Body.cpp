@@ -45,10 +45,7 @@ bool attention::combinesArgs(Operation *op, linalg::GenericOp generic,
 bool attention::isZeroFill(Value value) {
   // Slices and reshapes of zeros are zeros (partitioning leaves a slice of
   // the whole zero fill for a rank's heads).
-  while (isa_and_nonnull<tensor::ExtractSliceOp, tensor::CollapseShapeOp,
-                         tensor::ExpandShapeOp>(value.getDefiningOp()))
-    value = value.getDefiningOp()->getOperand(0);
-  auto fill = value.getDefiningOp<linalg::FillOp>();
+  auto fill = schedule::throughViews(value).getDefiningOp<linalg::FillOp>();
   return fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
 }
 
