@@ -11,7 +11,8 @@ and DeepSeek-like (64 experts, top 6, hidden 1024, expert FFN 512), both
 as Qwen3-MoE blocks with the Mixtral-like one a Mixtral block. Prints the
 median milliseconds of a forward call (the slowest rank) and dense time /
 capacity time for each factor (above 1: the capacity export is faster),
-with the rows each rank's experts compute.
+with the rows each expert computes and one rank's contraction GFLOP (the
+compile report's "compute").
 """
 import argparse
 import os
@@ -59,6 +60,21 @@ def build_block(name, shape):
     return block, c
 
 
+def rank_gflops(bin_dir, tmp, name, text):
+    """One rank's contraction GFLOP as the compile report counts them."""
+    import json
+    import subprocess
+    source = os.path.join(tmp, f"{name}-flops.mlir")
+    report = os.path.join(tmp, f"{name}-flops.json")
+    with open(source, "w") as f:
+        f.write(text)
+    subprocess.run([os.path.join(bin_dir, "braid-compile"), source,
+                    "--emit=dist", f"--report={report}", "-o", os.devnull],
+                   check=True, stderr=subprocess.DEVNULL)
+    with open(report) as f:
+        return json.load(f)["compute"]["flops"] / 1e9
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
@@ -73,9 +89,9 @@ def main():
     factors = [float(f) for f in args.factors.split(",")]
     print(f"HF MoE blocks under the shipped expert-parallel plan, "
           f"{args.ranks} ranks, one thread per rank, f32")
-    columns = ["shape", "tokens", "dense ms"]
+    columns = ["shape", "tokens", "dense ms", "GFLOP/rank"]
     for f in factors:
-        columns += [f"cf {f} ms", "ratio", "rows/expert"]
+        columns += [f"cf {f} ms", "ratio", "rows/expert", "GFLOP/rank"]
     print(header(*columns))
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.shapes.split(","):
@@ -87,7 +103,8 @@ def main():
                                             args.ranks)
                 base = time_program(args.bin, tmp, "dense", dense, args.ranks,
                                     args.repeat, threads=1)
-                row = [f"{name:>14}", f"{tokens:>6}", f"{base:>9.1f}"]
+                row = [f"{name:>14}", f"{tokens:>6}", f"{base:>9.1f}",
+                       f"{rank_gflops(args.bin, tmp, 'dense', dense):>10.1f}"]
                 for f in factors:
                     _, text, _, _ = bp.to_mlir(block, (x,),
                                                c.base_model_ep_plan,
@@ -96,8 +113,10 @@ def main():
                                      args.ranks, args.repeat, threads=1)
                     rows = bp.expert_capacity(tokens, shape["experts"],
                                               shape["top_k"], f)
+                    gflops = rank_gflops(args.bin, tmp, "capacity", text)
                     row += [f"{t:>{len(str(f)) + 7}.1f}",
-                            f"{base / t:>6.2f}", f"{rows:>12}"]
+                            f"{base / t:>6.2f}", f"{rows:>12}",
+                            f"{gflops:>10.1f}"]
                 print(" ".join(row), flush=True)
 
 

@@ -9,6 +9,7 @@
 #include "LlvmSteps.h"
 #include "Manifest.h"
 #include "braid/Dialect/Xfer/IR/XferOps.h"
+#include "braid/Dialect/Xfer/Transforms/KernelTrace.h"
 #include "braid/Dialect/Xfer/Transforms/Schedule.h"
 #include "braid/InitAll.h"
 #include "braid/Pipelines/Pipelines.h"
@@ -20,6 +21,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
@@ -212,6 +214,53 @@ std::optional<llvm::json::Array> takeMemoryPlan(ModuleOp module) {
   return functions;
 }
 
+/// "compute": the contractions one rank runs in the partitioned entry
+/// function and the functions it calls, and their FLOPs (two per
+/// multiply-add, each counted once per iteration of the loops around it).
+/// A contraction in a loop whose trip count is not static is counted once
+/// per run of the loop, and counted in "unbounded".
+llvm::json::Object computeToJson(func::FuncOp entry) {
+  int64_t contractions = 0, flops = 0, unbounded = 0;
+  SymbolTableCollection symbols;
+  llvm::SmallPtrSet<Operation *, 8> onPath;
+  auto visit = [&](auto &self, func::FuncOp function, int64_t times) -> void {
+    if (function.isExternal() || !onPath.insert(function).second)
+      return;
+    function.getBody().walk([&](Operation *op) {
+      int64_t iterations = times;
+      bool bounded = true;
+      for (Operation *parent = op->getParentOp(); parent != function;
+           parent = parent->getParentOp()) {
+        auto loop = dyn_cast<LoopLikeOpInterface>(parent);
+        if (!loop)
+          continue;
+        if (std::optional<llvm::APInt> trips = loop.getStaticTripCount())
+          iterations *= trips->getSExtValue();
+        else
+          bounded = false;
+      }
+      if (auto call = dyn_cast<func::CallOp>(op)) {
+        if (auto callee = symbols.lookupNearestSymbolFrom<func::FuncOp>(
+                call, call.getCalleeAttr()))
+          self(self, callee, iterations);
+        return;
+      }
+      int64_t each = braid::xfer::contractionFlops(op);
+      if (each == 0)
+        return;
+      contractions += iterations;
+      flops += each * iterations;
+      unbounded += bounded ? 0 : 1;
+    });
+    onPath.erase(function);
+  };
+  visit(visit, entry, 1);
+  return llvm::json::Object{{"function", entry.getSymName().str()},
+                            {"contractions", contractions},
+                            {"flops", flops},
+                            {"unbounded", unbounded}};
+}
+
 } // namespace
 
 void braid::printTimes(const CompileTimes &times, llvm::raw_ostream &os) {
@@ -364,6 +413,12 @@ static LogicalResult compileStages(ModuleOp module,
   if (failed(entryFunction))
     return failure();
   pipeline.entry = entryFunction->getSymName().str();
+  if (!options.report.empty() &&
+      failed(amendReport(
+          options.report,
+          llvm::json::Object{{"compute", computeToJson(*entryFunction)}},
+          message)))
+    return fail(message);
   std::string manifest;
   if (options.emit == EmitKind::Lib) {
     FailureOr<std::string> built =

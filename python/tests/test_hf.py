@@ -789,6 +789,41 @@ def test_moe_with_capacity_skewed():
     assert relative_error(got, capacity_reference(block, x, 1.0)) <= 1e-5
 
 
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_capacity_flops_per_rank(ranks):
+    """The report's "compute" gives one rank's contraction FLOPs: the dense
+    export's are exactly the router's and every local expert's on every
+    token; the capacity export's experts compute C rows each, plus the
+    router, the row index and the combine, which are bounded here by
+    their shapes."""
+    torch.manual_seed(19)
+    c, block = sparse_moe("Mixtral", ranks)
+    x = torch.randn(2, SEQ, 64)
+    tokens, hidden, ffn = 2 * SEQ, 64, c.intermediate_size
+    experts, top_k = c.num_local_experts, c.num_experts_per_tok
+    local = experts // ranks
+    router = 2 * tokens * hidden * experts
+    per_row = 2 * 3 * hidden * ffn             # gate, up and down
+
+    def compute(factor):
+        tp = bp.parallelize(block, (x,), c.base_model_ep_plan, ranks=ranks,
+                            capacity_factor=factor)
+        return tp.artifact.report["compute"]
+
+    dense = compute(None)
+    assert dense["unbounded"] == 0
+    assert dense["flops"] == router + local * tokens * per_row, dense
+    rows = bp.expert_capacity(tokens, experts, top_k, 1.0)
+    sparse = compute(1.0)
+    assert sparse["unbounded"] == 0
+    experts_flops = local * rows * per_row
+    overhead = (router + 2 * tokens * tokens * experts      # row index
+                + 2 * experts * rows * tokens               # source rows
+                + 2 * tokens * local * rows * hidden)       # combine
+    assert experts_flops < sparse["flops"] <= experts_flops + overhead, sparse
+    assert sparse["flops"] < dense["flops"]
+
+
 @pytest.mark.parametrize("factor", [0, -1.0, float("nan"), "1", True])
 def test_bad_capacity_factor(factor):
     c, block = sparse_moe("Mixtral", 2)

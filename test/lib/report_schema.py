@@ -4,7 +4,7 @@
   report_schema.py selftest
       the checker rejects what the schema forbids (so the check can fail)
   report_schema.py file REPORT.json
-      checks one report, and prints the memory plan it gives
+      checks one report, and prints the memory plan and the FLOPs it gives
   report_schema.py patterns BIN WORK
       compiles every (pattern, variant) that test/E2E's RUN lines run
       (test/lib/e2e_patterns) to dist under two option sets with
@@ -151,7 +151,7 @@ EXPECTED = {"ring_ag_matmul", "ring_matmul_rs", "rs_ring_ag", "rs_ring_ew_ag",
 
 # The optional fields, each of which some report must have.
 OPTIONAL_FIELDS = {"options", "timing", "in_kernel", "kernel", "quantized",
-                   "scores"}
+                   "scores", "compute"}
 
 
 def configurations():
@@ -237,6 +237,11 @@ def check_file(path):
         print(f"memory: {plan['function']}: {plan['buffers']} buffers, "
               f"{plan['buffer_bytes']} bytes in an arena of "
               f"{plan['arena_bytes']}, {plan['heap_bytes']} on the heap")
+    if "compute" in parsed:
+        c = parsed["compute"]
+        print(f"compute: {c['function']}: {c['contractions']} contractions, "
+              f"{c['flops']} flops, {c['unbounded']} in loops of unknown "
+              "trip count")
     print(f"ok: {path} follows docs/report.schema.json")
 
 
