@@ -157,6 +157,14 @@ def main():
             if (memory is not None) != planned:
                 sys.exit(f"FAIL: {setting}: {name} reports the memory plan "
                          f"{memory} (expected {'one' if planned else 'none'})")
+            # A rank's FLOPs: every compile writes them (the driver counts
+            # them after the dist stage), the pipeline alone does not.
+            compute = report.pop("compute", None)
+            if (compute is not None) != compiled or (
+                    compute and compute["flops"] <= 0):
+                sys.exit(f"FAIL: {setting}: {name} reports the FLOPs "
+                         f"{compute} (expected "
+                         f"{'a count' if compiled else 'none'})")
         names = list(got)
         first = got[names[0]]
         for name in names[1:]:
