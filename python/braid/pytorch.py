@@ -56,7 +56,8 @@ from .compiler import CompileError, Diagnostic, positive_int
 from .compiler import compile as braid_compile
 
 __all__ = ["export", "to_mlir", "parallelize", "ParallelModule", "RankModule",
-           "Exported", "STYLES", "rank_part", "train_step", "TrainStep",
+           "Exported", "STYLES", "rank_part", "grid_part", "DataSplit",
+           "train_step", "TrainStep",
            "RankTrainStep"]
 
 # Every style a plan may name, and what Braid does with the parameters of a
@@ -111,6 +112,8 @@ class Exported:
         self.text, self.names, self.shapes = text, names, shapes
         self.num_inputs = num_inputs
         self.output_spec, self.output_leaves = output_spec, output_leaves
+        # Data parallelism (to_mlir's data_parallel): a DataSplit, or None.
+        self.data = None
 
     def outputs(self, tensors):
         """The module's output structure with `tensors` (the function's
@@ -125,6 +128,53 @@ class Exported:
 
 
 _TENSOR = object()
+
+
+class DataSplit:
+    """Data parallelism on a [data_parallel, ranks / data_parallel] grid:
+    the activations' batch (their leading dimension) split over axis 0, the
+    plan over axis 1, weights replicated over axis 0. `inputs` names the
+    tensor inputs split by batch (those whose leading dimension is the
+    activations' batch, as the first input's), `results` says it of each
+    result."""
+
+    def __init__(self, ranks, data_parallel, inputs, results):
+        self.ranks, self.data_parallel = ranks, data_parallel
+        self.tensor_parallel = ranks // data_parallel
+        self.inputs, self.results = set(inputs), list(results)
+
+    def grid_shape(self):
+        return f"{self.data_parallel}x{self.tensor_parallel}"
+
+    def coordinates(self, rank):
+        """(data index, tensor-parallel rank) of `rank` (row-major)."""
+        return divmod(rank, self.tensor_parallel)
+
+
+def _data_split(exported, ranks, data_parallel):
+    """The DataSplit of `exported` over `ranks` with `data_parallel` groups
+    (None for 1), or ValueError where the batch does not split."""
+    data_parallel = positive_int(data_parallel, "data_parallel")
+    if data_parallel == 1:
+        return None
+    if ranks % data_parallel:
+        raise ValueError(f"data_parallel={data_parallel} does not divide the "
+                         f"{ranks} ranks")
+    shapes = exported.shapes[:exported.num_inputs]
+    if not shapes or not shapes[0]:
+        raise ValueError("data_parallel needs a first input with a batch "
+                         "dimension")
+    batch = shapes[0][0]
+    if batch % data_parallel:
+        raise ValueError(f"the batch of {batch} (the first input's leading "
+                         f"dimension) does not split over data_parallel="
+                         f"{data_parallel}")
+    names = exported.names[:exported.num_inputs]
+    inputs = [n for n, shape in zip(names, shapes) if shape and
+              shape[0] == batch]
+    results = [bool(t) and int(t.split("x")[0]) == batch
+               for t in _result_dims(exported.text)]
+    return DataSplit(ranks, data_parallel, inputs, results)
 
 
 def _decompositions():
@@ -684,14 +734,27 @@ _SIGNATURE = re.compile(r"func\.func @(?P<name>[\w$.]+)\((?P<args>.*?)\) -> "
 _ARGUMENT = re.compile(r"(%[\w$.]+): (tensor<[^>]*>)( loc\([^()]*(?:\([^()]*\)[^()]*)*\))?")
 
 
+def _result_dims(text):
+    """The dimensions of each result of the exported function, as text
+    ("2x8x64"; "" for a scalar)."""
+    match = _SIGNATURE.search(text)
+    if not match:
+        raise RuntimeError("cannot find the function in torch-mlir's output")
+    return [re.sub(r"x?[a-z][a-z0-9]*$", "", t)
+            for t in re.findall(r"tensor<([^>]*)>", match["results"])]
+
+
 def annotate(exported, styles, output_layout, ranks, grid="braid_tp",
              result_attrs=None, func_attrs=""):
     """The exported text with the plan as `braid.parallel` attributes, each
     argument named after its input or parameter (its location), and a 1-D
-    grid of `ranks`. `result_attrs` (one attribute text per result) replaces
-    the results' `output_layout`; `func_attrs` adds function attributes
+    grid of `ranks` (with `exported.data`, a [data, tensor] grid: the plan
+    on axis 1, the batch of the inputs and results it names split on axis
+    0). `result_attrs` (one attribute text per result) replaces the
+    results' `output_layout`; `func_attrs` adds function attributes
     ("braid.backward")."""
     ranks = positive_int(ranks, "ranks")
+    data = exported.data
     match = _SIGNATURE.search(exported.text)
     if not match:
         raise RuntimeError("cannot find the function in torch-mlir's output")
@@ -699,8 +762,11 @@ def annotate(exported, styles, output_layout, ranks, grid="braid_tp",
     if len(args) != len(exported.names):
         raise RuntimeError(f"the exported function has {len(args)} arguments; "
                            f"expected {len(exported.names)}")
+    def batch(split):
+        return ", braid.batch" if split else ""
     new_args = ", ".join(
-        f'{a}: {t} {{braid.parallel = "{styles[n]}"}} loc("{n}")'
+        f'{a}: {t} {{braid.parallel = "{styles[n]}"'
+        f'{batch(data and n in data.inputs)}}} loc("{n}")'
         for (a, t, _), n in zip(args, exported.names))
     results = re.findall(r"tensor<[^>]*>", match["results"])
     if result_attrs is None:
@@ -708,13 +774,17 @@ def annotate(exported, styles, output_layout, ranks, grid="braid_tp",
     if len(result_attrs) != len(results):
         raise RuntimeError(f"the exported function has {len(results)} "
                            f"results; expected {len(result_attrs)}")
-    new_results = ", ".join(f"{t} {{{a}}}"
-                            for t, a in zip(results, result_attrs))
+    new_results = ", ".join(
+        f"{t} {{{a}{batch(data and data.results[i])}}}"
+        for i, (t, a) in enumerate(zip(results, result_attrs)))
     extra = f", {func_attrs}" if func_attrs else ""
+    if data:
+        extra += ", braid.grid_axis = 1 : i64, braid.data_axis = 0 : i64"
     signature = (f"func.func @{match['name']}({new_args}) -> ({new_results}) "
                  f"attributes {{braid.grid = @{grid}{extra}}} {{")
     text = exported.text[:match.start()] + signature + exported.text[match.end():]
-    grid_op = f"shard.grid @{grid}(shape = {ranks})"
+    shape = data.grid_shape() if data else ranks
+    grid_op = f"shard.grid @{grid}(shape = {shape})"
     module = re.search(r"^module( attributes \{.*\})? \{\s*$", text, re.M)
     if module:
         return text[:module.end()] + "\n  " + grid_op + text[module.end():]
@@ -745,8 +815,9 @@ class ParallelModule:
             for rank in range(ranks):
                 # order="C", not ascontiguousarray: a 0-d input stays 0-d.
                 per_rank[rank].append(np.asarray(
-                    rank_part(name, value, spec.shape, ranks, rank,
-                              self._styles.get(name)), order="C"))
+                    grid_part(name, value, spec.shape, ranks, rank,
+                              self._styles.get(name), self.exported.data),
+                    order="C"))
         return per_rank
 
     def __call__(self, *inputs, **run_options):
@@ -768,13 +839,23 @@ class ParallelModule:
                 tensor = tensor.float()
             values.append(tensor.numpy())
         outputs = self.artifact.run(self.shard(values + params), **run_options)
+        data = self.exported.data
+        groups = data.data_parallel if data else 1
+        size = len(outputs) // groups
         results = []
         for index, spec in enumerate(self.artifact.results):
-            pieces = [rank_outputs[index] for rank_outputs in outputs]
-            if self.output_layout == "sequence" and len(spec.shape) >= 2:
-                results.append(np.concatenate(pieces, axis=-2))
+            blocks = []
+            for group in range(groups):
+                pieces = [rank_outputs[index] for rank_outputs in
+                          outputs[group * size:(group + 1) * size]]
+                if self.output_layout == "sequence" and len(spec.shape) >= 2:
+                    blocks.append(np.concatenate(pieces, axis=-2))
+                else:
+                    blocks.append(pieces[0])
+            if data and data.results[index]:
+                results.append(np.concatenate(blocks, axis=0))
             else:
-                results.append(pieces[0])
+                results.append(blocks[0])
         tensors = []
         for array, spec in zip(results, self.artifact.results):
             tensor = torch.from_numpy(np.asarray(array, order="C"))
@@ -809,6 +890,19 @@ def rank_part(name, value, shape, ranks, rank, style=None):
     return value[tuple(index)]
 
 
+def grid_part(name, value, shape, ranks, rank, style=None, data=None):
+    """rank_part on the grid of `data` (a DataSplit, or None for a 1-D
+    grid): the batch block of the rank's data group where the argument is
+    split by batch, then its tensor-parallel part."""
+    if data is not None:
+        group, rank = data.coordinates(rank)
+        ranks = data.tensor_parallel
+        if name in data.inputs:
+            block = value.shape[0] // data.data_parallel
+            value = value[group * block:(group + 1) * block]
+    return rank_part(name, value, shape, ranks, rank, style)
+
+
 class RankModule:
     """A torch module compiled by Braid and run in this process as one rank
     of the job (braid.program): made by parallelize(..., per_rank=True) on
@@ -836,9 +930,9 @@ class RankModule:
         self._weights = []
         for name, tensor, spec in zip(self.exported.names[first:], tensors,
                                       self.program.arguments[first:]):
-            part = rank_part(name, tensor.detach().cpu(), spec.shape,
+            part = grid_part(name, tensor.detach().cpu(), spec.shape,
                              self.program.size, self.program.rank,
-                             self._styles.get(name))
+                             self._styles.get(name), self.exported.data)
             self._weights.append(part.contiguous().clone())
 
     def _parts(self, tensors):
@@ -849,8 +943,10 @@ class RankModule:
                                       self.program.arguments):
             if tuple(tensor.shape) != tuple(spec.shape):
                 try:
-                    tensor = rank_part(name, tensor, spec.shape, self.program.size,
-                                       self.program.rank, self._styles.get(name))
+                    tensor = grid_part(name, tensor, spec.shape,
+                                       self.program.size, self.program.rank,
+                                       self._styles.get(name),
+                                       self.exported.data)
                 except ValueError:
                     raise ValueError(
                         f"input {name} has shape {tuple(tensor.shape)}; this rank "
@@ -872,15 +968,22 @@ class RankModule:
 
 
 def to_mlir(module, example_args, plan, ranks=4, input_layout="replicate",
-            output_layout=None, kwargs=None, capacity_factor=None):
+            output_layout=None, kwargs=None, capacity_factor=None,
+            data_parallel=1):
     """What parallelize compiles, without compiling it: the module exported
     and annotated with the plan (arguments as parallelize's). Returns
     (exported, text, styles, output_layout): `text` is the MLIR Braid's
     pipeline takes (`braid-compile` reads it too), `styles` the style of
-    each argument by name."""
+    each argument by name, `exported.data` the DataSplit of
+    data_parallel > 1."""
     ranks = positive_int(ranks, "ranks")
+    data_parallel = positive_int(data_parallel, "data_parallel")
+    if ranks % data_parallel:
+        raise ValueError(f"data_parallel={data_parallel} does not divide the "
+                         f"{ranks} ranks")
     exported = export(module, tuple(example_args), kwargs,
                       capacity_factor=capacity_factor)
+    exported.data = _data_split(exported, ranks, data_parallel)
     for name, shape in zip(exported.names, exported.shapes):
         if 0 in shape:
             raise ValueError(f"{name} has shape {shape}; Braid compiles "
@@ -909,7 +1012,8 @@ def to_mlir(module, example_args, plan, ranks=4, input_layout="replicate",
 
 def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
                 output_layout=None, kwargs=None, per_rank=False, cache=None,
-                communicator=None, capacity_factor=None, **compile_options):
+                communicator=None, capacity_factor=None, data_parallel=1,
+                **compile_options):
     """Compiles `module` (a torch.nn.Module) for `ranks` CPU ranks under the
     tensor-parallel `plan` ({module or parameter path: style}, see the
     module's documentation; parameters it does not name are replicated).
@@ -939,7 +1043,15 @@ def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
     `communicator` (None: MPI's world; an mpi4py communicator or an MPI
     Fortran handle), rank 0 compiles into the `cache` directory every rank
     sees (braid.program.compile_once), and each rank gets a RankModule that
-    runs its part in process."""
+    runs its part in process.
+
+    `data_parallel` (a divisor of `ranks`, default 1) compiles for a 2-D
+    grid of data_parallel x (ranks / data_parallel) ranks, rank r at
+    (r // tp, r % tp): the plan and the layouts split over each row of
+    ranks (axis 1), and the batch of the activations (the leading dimension
+    of the inputs and outputs whose leading dimension is the first
+    input's) over the rows (axis 0); weights are replicated over the
+    rows."""
     if per_rank:
         from . import program as _program
         if cache is None:
@@ -948,7 +1060,7 @@ def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
         _, ranks = _program.rank_and_size(communicator)
     exported, text, styles, out = to_mlir(module, example_args, plan, ranks,
                                           input_layout, output_layout, kwargs,
-                                          capacity_factor)
+                                          capacity_factor, data_parallel)
     if per_rank:
         compile_options.setdefault("name", type(module).__name__)
         path = _program.compile_once(text, cache, communicator=communicator,

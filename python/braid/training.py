@@ -250,9 +250,12 @@ class TrainStep(_pt.ParallelModule):
         specs = self.artifact.results
         loss = _torch(outputs[0][0], specs[0].dtype)
         shapes = dict(zip(self.exported.names, self.exported.shapes))
+        # Gradients are replicated over a data axis: one row of ranks.
+        data = self.exported.data
+        row = outputs[:data.tensor_parallel] if data else outputs
         grads = {}
         for index, name in enumerate(self.grad_names, start=1):
-            pieces = [rank_outputs[index] for rank_outputs in outputs]
+            pieces = [rank_outputs[index] for rank_outputs in row]
             whole = assemble(name, pieces, shapes[name],
                              self._styles.get(name))
             grads[name] = _torch(whole, specs[index].dtype)
@@ -340,7 +343,8 @@ def assemble(name, pieces, shape, style=None):
 
 def train_step(module, example_args, plan, loss_fn=None, targets=(), ranks=4,
                input_layout="replicate", kwargs=None, per_rank=False,
-               cache=None, communicator=None, **compile_options):
+               cache=None, communicator=None, data_parallel=1,
+               **compile_options):
     """Compiles one training step of `module` for `ranks` CPU ranks under
     the tensor-parallel `plan` (as parallelize's: module or parameter paths
     to styles, HuggingFace's shipped plans, input layouts "replicate" or
@@ -353,7 +357,14 @@ def train_step(module, example_args, plan, loss_fn=None, targets=(), ranks=4,
     parallelize's: every rank calls train_step with the same arguments,
     `ranks` is the size of `communicator` (None: MPI's world), rank 0
     compiles into the `cache` directory every rank sees, and each rank gets
-    a RankTrainStep holding its part of the parameters."""
+    a RankTrainStep holding its part of the parameters.
+
+    `data_parallel` (a divisor of `ranks`) trains on a 2-D grid, as
+    parallelize's: the batch of the inputs and targets split over
+    data_parallel rows of ranks, the plan over each row; each row's
+    gradients are partial sums over its part of the batch, all-reduced
+    over the rows (data parallelism), so that every rank holds the
+    gradients of the whole batch's loss."""
     if per_rank:
         from . import program as _program
         if cache is None:
@@ -361,8 +372,16 @@ def train_step(module, example_args, plan, loss_fn=None, targets=(), ranks=4,
                              "rank sees, where rank 0 compiles for the job")
         _, ranks = _program.rank_and_size(communicator)
     ranks = positive_int(ranks, "ranks")
+    data_parallel = positive_int(data_parallel, "data_parallel")
+    if ranks % data_parallel:
+        raise ValueError(f"data_parallel={data_parallel} does not divide the "
+                         f"{ranks} ranks")
     exported, grad_names = export_joint(module, tuple(example_args), loss_fn,
                                         targets, kwargs)
+    exported.data = _pt._data_split(exported, ranks, data_parallel)
+    if exported.data:
+        # The loss and the gradients are whole on every row.
+        exported.data.results = [False] * len(exported.data.results)
     for name, shape in zip(exported.names, exported.shapes):
         if 0 in shape:
             raise ValueError(f"{name} has shape {shape}; Braid compiles "
@@ -374,6 +393,13 @@ def train_step(module, example_args, plan, loss_fn=None, targets=(), ranks=4,
     styles, inp, _ = _pt._argument_styles(exported, plan, first, first)
     if inp != first and isinstance(input_layout, str):
         layouts = _pt._input_layouts(shell, inp)
+    if exported.data and "sequence" in layouts.values():
+        # Partitioning fails on the backward's reshapes of [batch, seq]
+        # tokens split over both axes (docs/rationale/frontends.md).
+        raise ValueError("train_step with data_parallel > 1 takes "
+                         "replicated activations (tensor parallel rows); "
+                         "sequence-parallel rows on a data axis are not "
+                         "supported")
     styles.update(layouts)
     styles.update({n: "replicate" for n in _target_names(tuple(targets))})
     index = {name: i for i, name in enumerate(exported.names)}

@@ -125,6 +125,80 @@ def test_decoder_layer(kind, ranks, layout):
         assert strategies == TP_ALL_REDUCES
 
 
+def collective_axes(artifact):
+    """The grid axes the dist IR's collectives and transfers run on."""
+    return set(re.findall(r"dist\.\w+ .*? on @\w+ axes = \[([^\]]*)\]",
+                          artifact.ir("dist")))
+
+
+@pytest.mark.parametrize("kind,dtype", [("Llama", torch.float32),
+                                        ("Qwen3", torch.float32),
+                                        ("Llama", torch.bfloat16)])
+@pytest.mark.parametrize("layout", ["replicate", "sequence"])
+def test_decoder_layer_data_parallel(kind, dtype, layout):
+    """data_parallel=2 on 4 ranks: a 2 x 2 grid, the batch split over its
+    rows and the shipped plan over each row's 2 ranks. Each row gets the
+    1-D schedules (the all-reduces of tensor parallelism; the rings of
+    sequence parallelism, one sequence per row), and nothing crosses the
+    data axis."""
+    torch.manual_seed(0)
+    c = config(kind, 2)
+    layer = decoder_layer(kind, c).eval().to(dtype)
+    x = torch.randn(2 if layout == "sequence" else 4, SEQ, 64, dtype=dtype)
+    kwargs = {"position_embeddings": rotary(c, x)}
+    tp, strategies = check(layer, (x,), kwargs, c.base_model_tp_plan, 4,
+                           layout, tolerance=module_tolerance(dtype),
+                           data_parallel=2)
+    expected = SP_RINGS if layout == "sequence" else TP_ALL_REDUCES
+    # (bf16 fuses the all-reduce's cast into its ring: rs_ring_ew_ag.)
+    assert [k for k, _ in strategies] == [k for k, _ in expected], strategies
+    if dtype == torch.float32:
+        assert strategies == expected, strategies
+    assert all(strategy for _, strategy in strategies), strategies
+    assert collective_axes(tp.artifact) == {"1"}
+
+
+def test_llama_model_data_parallel():
+    """A 2-layer LlamaModel from token ids, 2 x 2: the ids' batch split
+    over the rows (the model's positions and causal mask built on each
+    row's part), the shipped plan within each row."""
+    torch.manual_seed(4)
+    c = config("Llama", 2)
+    model = transformers.LlamaModel(c).eval()
+    kwargs = {"input_ids": torch.randint(0, 128, (4, SEQ)),
+              "use_cache": False}
+    tp, strategies = check(model, (), kwargs, c.base_model_tp_plan, 4,
+                           "replicate", data_parallel=2)
+    assert strategies == TP_ALL_REDUCES * 2
+    assert collective_axes(tp.artifact) == {"1"}
+
+
+@pytest.mark.parametrize("ranks,data_parallel,batch,message", [
+    (4, 3, 6, "data_parallel=3 does not divide the 4 ranks"),
+    (4, 2, 3, "the batch of 3 .* does not split over data_parallel=2"),
+    (4, 0, 4, "data_parallel must be a positive integer")])
+def test_bad_data_parallel(ranks, data_parallel, batch, message):
+    c = config("Llama", 2)
+    layer = decoder_layer("Llama", c).eval()
+    x = torch.randn(batch, SEQ, 64)
+    with pytest.raises(ValueError, match=message):
+        bp.to_mlir(layer, (x,), c.base_model_tp_plan, ranks,
+                   kwargs={"position_embeddings": rotary(c, x)},
+                   data_parallel=data_parallel)
+
+
+def test_experts_on_a_data_axis_refused():
+    """Expert parallelism with data_parallel: the plan's expert split
+    reaches tokens that are not batch-major; a located error, not a wrong
+    partition."""
+    c, block = sparse_moe("Mixtral", 2)
+    with pytest.raises(braid.CompileError) as error:
+        bp.parallelize(block, (torch.randn(2, SEQ, 64),), c.base_model_ep_plan,
+                       ranks=4, data_parallel=2)
+    assert "split by experts on a grid with a data axis" in str(
+        error.value.diagnostics), error.value.diagnostics
+
+
 def assert_causal_ring(tp, strategies, ranks):
     """k and v as one ring of attention that skips the blocks the causal
     mask fills whole and, on more than 2 ranks, is balanced."""
@@ -967,6 +1041,46 @@ def test_moe_layers_with_capacity(kind, ranks):
     got = got[0] if isinstance(got, tuple) else got
     expected = capacity_reference(layer, x, 1.0, kwargs, layer.mlp.experts)
     assert relative_error(got, expected) <= module_tolerance(torch.float32)
+
+
+@pytest.mark.parametrize("case", ["mixtral-dense", "mixtral-capacity",
+                                  "deepseek-v3-layer"])
+def test_moe_on_eight_ranks(case):
+    """Eight ranks (issue 41's largest grid): a Mixtral sparse block with 8
+    experts under its expert-parallel plan (one expert per rank), dense
+    and with capacity_factor=1, and a DeepSeek-V3 decoder layer (8 routed
+    experts, group-limited routing) under its shipped tensor-parallel
+    plan, against the module."""
+    torch.manual_seed(31)
+    if case == "deepseek-v3-layer":
+        layer, plan, x, kwargs = moe_layer("DeepseekV3", 8, "replicate")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # plan keys of dense layers
+            _, strategies = check(layer, (x,), kwargs, plan, 8, "replicate")
+        assert {k for k, _ in strategies} == {"all_reduce"}, strategies
+        return
+    from transformers.models.mixtral.modeling_mixtral import \
+        MixtralSparseMoeBlock
+    c = config("Mixtral", 8, num_local_experts=8, num_experts_per_tok=2)
+    c._experts_implementation = "batched_mm"
+    block = MixtralSparseMoeBlock(c).eval()
+    with torch.no_grad():
+        for p in block.parameters():
+            p.normal_(0, 0.2)
+    x = torch.randn(2, SEQ, 64)
+    factor = 1.0 if case == "mixtral-capacity" else None
+    tp = bp.parallelize(block, (x,), c.base_model_ep_plan, ranks=8,
+                        capacity_factor=factor, overlap="force",
+                        check_schedule=True)
+    with torch.no_grad():
+        got = tp(x)
+        expected = (capacity_reference(block, x, factor) if factor
+                    else block(x))
+    got = got[0] if isinstance(got, tuple) else got
+    expected = expected[0] if isinstance(expected, tuple) else expected
+    assert relative_error(got, expected) <= module_tolerance(torch.float32)
+    kinds = [r["kind"] for r in tp.artifact.report["collectives"]]
+    assert kinds == ["all_reduce"], kinds
 
 
 def test_scatter_decomposition():

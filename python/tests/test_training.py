@@ -263,16 +263,19 @@ def test_llama_causal_lm_cross_entropy(ranks, layout, overlap):
         assert "reduce_scatter" in kinds and "all_gather" in kinds, kinds
 
 
-@pytest.mark.parametrize("ranks,layout", [(2, "sequence"), (4, "replicate")])
-def test_per_rank_training_job(tmp_path, ranks, layout):
+@pytest.mark.parametrize("ranks,layout,data_parallel", [
+    (2, "sequence", 1), (4, "replicate", 1), (4, "replicate", 2)])
+def test_per_rank_training_job(tmp_path, ranks, layout, data_parallel):
     """train_step(..., per_rank=True) under mpirun: each rank holds its part
     of a Llama decoder layer's parameters and trains it with torch.optim
     for three steps, against the whole layer trained by torch
     (test/lib/train_step_check.py asserts losses, gradient parts and the
-    trained parameter parts)."""
+    trained parameter parts); with data_parallel=2, two rows of two
+    tensor-parallel ranks, each row its half of the batch."""
     from test_pytorch import run_job
     out = run_job(ranks, "train_step_check.py", str(tmp_path), "--layout",
-                  layout, "--steps", "3")
+                  layout, "--steps", "3", "--data-parallel",
+                  str(data_parallel))
     assert f"rank 0 of {ranks}>" in out and "OK keeps" in out, out
     assert "OK parameter parts trained" in out, out
 
@@ -316,6 +319,52 @@ def test_input_that_is_also_the_target():
     assert relative_error(loss, expected_loss) <= F32_TOLERANCE
     for name, grad in grads.items():
         assert relative_error(grad, expected[name]) <= F32_TOLERANCE, name
+
+
+@pytest.mark.parametrize("ranks,data_parallel", [(2, 2), (4, 2), (4, 4)])
+def test_mlp_data_parallel(ranks, data_parallel):
+    """data_parallel rows of ranks / data_parallel tensor-parallel ranks:
+    each row's gradients are sums over its part of the batch, all-reduced
+    over the rows (data parallelism), never the batch gathered; the loss
+    and every gradient as autograd's over the whole batch."""
+    torch.manual_seed(0)
+    module = MLP()
+    x = torch.randn(4, 8, 64)
+    step = check_step(module, (x,), {"up": "colwise", "down": "rowwise"},
+                      ranks, data_parallel=data_parallel)
+    kinds = [k for k, _ in collectives(step)]
+    assert set(kinds) == {"all_reduce"}, kinds
+    # At least one per gradient (over the rows) and, with two ranks per
+    # row, Megatron's two within the rows.
+    tensor_parallel = 2 if ranks // data_parallel == 2 else 0
+    assert len(kinds) >= 6 + tensor_parallel, kinds
+
+
+@pytest.mark.parametrize("ranks,data_parallel", [(4, 2), (4, 4)])
+def test_llama_decoder_layer_data_parallel(ranks, data_parallel):
+    torch.manual_seed(4)
+    c, layer, rotary = llama(ranks // data_parallel)
+    x = torch.randn(4, 8, 64)
+    positions = torch.arange(8).unsqueeze(0).expand(x.shape[0], -1)
+    kwargs = {"position_embeddings": rotary(x, positions)}
+    step = check_step(layer, (x,), c.base_model_tp_plan, ranks, "replicate",
+                      kwargs, data_parallel=data_parallel)
+    kinds = [k for k, _ in collectives(step)]
+    assert set(kinds) == {"all_reduce"}, kinds
+
+
+def test_data_parallel_sequence_refused():
+    module = MLP(rms=True)
+    x = torch.randn(2, 16, 64)
+    with pytest.raises(ValueError, match="sequence-parallel rows on a data "
+                                         "axis are not supported"):
+        bp.train_step(module, (x,), {"up": "colwise", "down": "rowwise"},
+                      loss_fn=mse, targets=(torch.randn(2, 16, 64),),
+                      ranks=4, input_layout="sequence", data_parallel=2)
+    with pytest.raises(ValueError, match="does not divide the 4 ranks"):
+        bp.train_step(module, (x,), {"up": "colwise", "down": "rowwise"},
+                      loss_fn=mse, targets=(torch.randn(2, 16, 64),),
+                      ranks=4, data_parallel=3)
 
 
 def test_bad_steps_raise():

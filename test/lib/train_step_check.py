@@ -6,7 +6,10 @@ of the parameters with torch.optim's SGD for a few steps, against the
 unpartitioned layer trained by torch alone.
 
     mpirun -np N python train_step_check.py CACHE [--layout replicate|sequence]
-        [--steps K]
+        [--steps K] [--data-parallel D]
+
+With --data-parallel D, the ranks are D rows of N / D tensor-parallel ranks
+and the batch (2 sequences per row) is split over the rows.
 
 Asserts on every rank, at every step: the loss within 1e-4 of autograd's
 on the whole layer, each gradient this rank's part of autograd's, and after
@@ -39,6 +42,7 @@ def main():
     parser.add_argument("cache")
     parser.add_argument("--layout", default="sequence")
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--data-parallel", type=int, default=1)
     args = parser.parse_args()
     rank, ranks = braid.program.rank_and_size()
 
@@ -47,9 +51,9 @@ def main():
             print("OK", what, flush=True)
 
     torch.manual_seed(0)
-    c = config("Llama", ranks)
+    c = config("Llama", ranks // args.data_parallel)
     layer = decoder_layer("Llama", c)
-    batch = 1 if args.layout == "sequence" else 2
+    batch = 1 if args.layout == "sequence" else 2 * args.data_parallel
     x = torch.randn(batch, SEQ, 64)
     target = torch.randn(batch, SEQ, 64)
     kwargs = {"position_embeddings": rotary(c, x)}
@@ -59,14 +63,14 @@ def main():
     step = bp.train_step(layer, (x,), c.base_model_tp_plan, loss_fn=mse,
                          targets=(target,), input_layout=args.layout,
                          kwargs=kwargs, per_rank=True, cache=args.cache,
-                         overlap="force")
+                         overlap="force", data_parallel=args.data_parallel)
     ok(f"{step!r}: {args.layout}")
     ours = torch.optim.SGD(step.parameters.values(), lr=0.1, momentum=0.9)
 
     def mine(name, whole):
         """This rank's part of a parameter-shaped `whole`."""
-        return bp.rank_part(name, whole, step.parameters[name].shape, ranks,
-                            rank, step._styles.get(name))
+        return bp.grid_part(name, whole, step.parameters[name].shape, ranks,
+                            rank, step._styles.get(name), step.exported.data)
 
     def rows(tensor):
         """This rank's rows of an activation under the layout."""

@@ -30,7 +30,10 @@ def ImportShard : Pass<"braid-import-shard", "mlir::ModuleOp"> {
       (on a copy, so that a failure or a crash in upstream code becomes an
       error diagnostic and leaves the input untouched), and records the
       sharding of each annotated function argument and result as a
-      `dist.placement`;
+      `dist.placement`. Propagation runs backward first (upstream's
+      default), or forward first for a function marked
+      `braid.propagate_forward_first` (a training step on a data axis;
+      `braid-apply-parallel-plan` marks it), whose mark it drops;
     - *SPMD form*, with explicit `shard.all_gather`, `shard.reduce_scatter`,
       `shard.all_reduce`, `shard.all_to_all`, `shard.shift`,
       `shard.broadcast` and `shard.all_slice`.
@@ -240,6 +243,23 @@ def ApplyParallelPlan : Pass<"braid-apply-parallel-plan", "mlir::ModuleOp"> {
     The grid is the function's `braid.grid` attribute or the module's only
     `shard.grid`; the plan splits along `braid.grid_axis` (default 0).
     Functions without a plan are left alone.
+
+    Data parallelism: `braid.data_axis = N` names another axis of the grid
+    that splits the batch. Arguments and results marked `braid.batch`
+    (activations: `replicate` or `sequence`) arrive and leave split along
+    their leading dimension on it, and every activation the plan annotates
+    (a contraction's activation operand and result, a residual) is split
+    the same way, outermost: where the plan splits dimension 0 too (tokens
+    or heads flattened with the batch), the split is `[[data, plan]]`, the
+    batch's blocks the major ones. Weights stay replicated over the data
+    axis. A function that also holds its backward (`braid.backward`) is
+    marked `braid.propagate_forward_first`, which makes
+    `braid-import-shard` propagate forward first: the inputs' batch split
+    then reaches the reductions over the batch (the weight gradients, the
+    loss), whose partial sums are all-reduced over the data axis, instead
+    of the replicated gradients flooding back and gathering the batch.
+    `experts` on a grid with a data axis is refused (the experts' tokens
+    are not batch-major).
 
     ```mlir
     func.func @mlp(%x: tensor<16x64xf32> {braid.parallel = "replicate"},

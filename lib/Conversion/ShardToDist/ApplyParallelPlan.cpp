@@ -28,6 +28,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ImportPatterns.h"
 #include "braid/Conversion/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -51,11 +52,18 @@ constexpr StringLiteral kGridAttr = "braid.grid";
 constexpr StringLiteral kAxisAttr = "braid.grid_axis";
 constexpr StringLiteral kLikeAttr = "braid.sharded_like";
 constexpr StringLiteral kBackwardAttr = "braid.backward";
+constexpr StringLiteral kDataAxisAttr = "braid.data_axis";
+constexpr StringLiteral kBatchAttr = "braid.batch";
 
-/// Where a plan splits a tensor: one dimension, or none (replicated).
+/// Where a plan splits a tensor: one dimension along the plan's axis, or
+/// none (replicated); and, for an activation on a grid with a data axis,
+/// its leading (batch) dimension along that axis too.
 struct Layout {
   std::optional<int64_t> dim;
-  bool operator==(const Layout &other) const { return dim == other.dim; }
+  bool batch = false;
+  bool operator==(const Layout &other) const {
+    return dim == other.dim && batch == other.batch;
+  }
 };
 
 /// A contraction a weight reaches, and the dimension of the weight (as the
@@ -71,20 +79,27 @@ struct Use {
 class PlanBuilder {
 public:
   PlanBuilder(func::FuncOp func, FlatSymbolRefAttr grid, int16_t axis,
-              bool backward)
-      : func(func), grid(grid), axis(axis), backward(backward) {}
+              std::optional<int16_t> dataAxis, int64_t dataRanks, bool backward)
+      : func(func), grid(grid), axis(axis), dataAxis(dataAxis),
+        dataRanks(dataRanks), backward(backward) {}
 
   LogicalResult run();
 
 private:
   Value sharding(Location loc, Layout layout, OpBuilder &b) {
     // Replicated is one empty group ([[]]), which prints in a form the
-    // parser reads back, unlike no groups at all.
-    SmallVector<shard::GridAxesAttr> split(
-        layout.dim ? *layout.dim + 1 : 1,
-        shard::GridAxesAttr::get(b.getContext(), {}));
+    // parser reads back, unlike no groups at all. The data axis splits the
+    // batch, outermost: where the plan splits dimension 0 too (tokens or
+    // heads flattened with the batch), the batch's blocks are the major
+    // ones.
+    SmallVector<SmallVector<int16_t>> groups(layout.dim ? *layout.dim + 1 : 1);
+    if (layout.batch && dataAxis)
+      groups.front().push_back(*dataAxis);
     if (layout.dim)
-      split.back() = shard::GridAxesAttr::get(b.getContext(), {axis});
+      groups.back().push_back(axis);
+    SmallVector<shard::GridAxesAttr> split;
+    for (ArrayRef<int16_t> group : groups)
+      split.push_back(shard::GridAxesAttr::get(b.getContext(), group));
     return shard::ShardingOp::create(b, loc, grid, split).getResult();
   }
 
@@ -133,6 +148,11 @@ private:
   func::FuncOp func;
   FlatSymbolRefAttr grid;
   int16_t axis;
+  /// The grid axis that splits the batch (braid.data_axis; data
+  /// parallelism), and its size: the activations the plan annotates are
+  /// split along their leading dimension on it, weights are replicated.
+  std::optional<int16_t> dataAxis;
+  int64_t dataRanks;
   /// Whether the function holds a backward too (braid.backward): a weight's
   /// first contraction in program order is the forward's, which the plan
   /// describes; later ones reading it along another dimension compute
@@ -441,7 +461,7 @@ void PlanBuilder::annotateResidual(Value value) {
       return input.getType() == type;
     });
     if (full >= 2) {
-      annotateResult(result, Layout{type.getRank() - 2});
+      annotateResult(result, Layout{type.getRank() - 2, dataAxis.has_value()});
       return;
     }
     current = result;
@@ -553,22 +573,24 @@ LogicalResult PlanBuilder::planWeight(BlockArgument arg, StringRef style) {
             return j;
       return std::nullopt;
     };
+    bool batch = dataAxis.has_value();
     if (role != "rowwise") {
-      annotateOperand(use.op, other, Layout{});
-      Value split =
-          annotateResult(use.op->getResult(0), Layout{positionIn(resultMap)});
+      annotateOperand(use.op, other, Layout{std::nullopt, batch});
+      Value split = annotateResult(use.op->getResult(0),
+                                   Layout{positionIn(resultMap), batch});
       // colwise_gather (HuggingFace's colwise_gather_output): the split
       // output is all-gathered for what follows.
       if (role == "colwise_gather")
-        annotateResult(split, Layout{});
+        annotateResult(split, Layout{std::nullopt, batch});
     } else {
       // The partial sums are reduced to a replicated result. Under
       // sequence parallelism the next sequence-split value slices it, which
       // braid-import-shard turns into a reduce-scatter (upstream cannot
       // partition a contraction whose result is split along a dimension its
       // operands are not).
-      annotateOperand(use.op, other, Layout{positionIn(otherMap)});
-      Value reduced = annotateResult(use.op->getResult(0), Layout{});
+      annotateOperand(use.op, other, Layout{positionIn(otherMap), batch});
+      Value reduced =
+          annotateResult(use.op->getResult(0), Layout{std::nullopt, batch});
       // Under sequence parallelism over one sequence, the result's token
       // dimension is the sequence: split it here, so that the reduction is
       // a reduce-scatter whatever follows (the residual stream between two
@@ -576,8 +598,9 @@ LogicalResult PlanBuilder::planWeight(BlockArgument arg, StringRef style) {
       // residual to meet it and the next layer runs tensor parallel).
       auto resultType = dyn_cast<RankedTensorType>(reduced.getType());
       if (sequenceTokens && resultType && resultType.getRank() >= 2)
-        annotateResidual(annotateResult(
-            reduced, Layout{resultType.getRank() - 2}, /*forUsers=*/true));
+        annotateResidual(annotateResult(reduced,
+                                        Layout{resultType.getRank() - 2, batch},
+                                        /*forUsers=*/true));
     }
   }
   annotateArgument(arg, Layout{argDim});
@@ -626,8 +649,14 @@ LogicalResult PlanBuilder::run() {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!style || *style != "sequence" || !type || sequenceDim(type) < 0)
       continue;
-    bool single = llvm::all_of(type.getShape().take_front(sequenceDim(type)),
-                               [](int64_t size) { return size == 1; });
+    // One sequence per rank: a batch split over the data axis counts as
+    // one sequence where each rank holds one.
+    int64_t sequences = 1;
+    for (int64_t size : type.getShape().take_front(sequenceDim(type)))
+      sequences *= size;
+    if (dataAxis && func.getArgAttr(arg.getArgNumber(), kBatchAttr))
+      sequences /= dataRanks;
+    bool single = sequences == 1;
     if (!single) {
       sequenceTokens = false;
       break;
@@ -647,8 +676,26 @@ LogicalResult PlanBuilder::run() {
       return emitError(arg.getLoc())
              << nameOf(arg) << " has a plan but type " << arg.getType()
              << "; plans apply to ranked tensors";
+    bool batch =
+        static_cast<bool>(func.getArgAttr(arg.getArgNumber(), kBatchAttr));
+    if (batch && !dataAxis)
+      return emitError(arg.getLoc())
+             << nameOf(arg) << " is marked " << kBatchAttr
+             << " but the function has no " << kDataAxisAttr;
+    if (batch && *style != "replicate" && *style != "sequence")
+      return emitError(arg.getLoc())
+             << nameOf(arg) << " is marked " << kBatchAttr << " but is "
+             << *style << "; the batch of activations (replicate or "
+             << "sequence) is split, weights are replicated over the data "
+             << "axis";
+    if (dataAxis && *style == "experts")
+      return emitError(arg.getLoc())
+             << nameOf(arg)
+             << " is split by experts on a grid with a data axis, which "
+                "the plan does not support (the experts' tokens are not "
+                "batch-major)";
     if (*style == "replicate") {
-      annotateArgument(arg, Layout{}, /*forUsers=*/false);
+      annotateArgument(arg, Layout{std::nullopt, batch}, /*forUsers=*/false);
     } else if (*style == "experts") {
       // Whole experts on each rank: the leading (expert) dimension.
       if (type.getRank() < 2)
@@ -667,11 +714,13 @@ LogicalResult PlanBuilder::run() {
                << type.getRank()
                << "; the sequence dimension is the second to last (the last "
                   "of integer ids and masks of rank 1 or 2)";
-      annotateArgument(arg, Layout{sequenceDim(type)}, /*forUsers=*/false);
+      annotateArgument(arg, Layout{sequenceDim(type), batch},
+                       /*forUsers=*/false);
     } else if (failed(planWeight(arg, *style))) {
       return failure();
     }
     func.removeArgAttr(arg.getArgNumber(), kPlanAttr);
+    func.removeArgAttr(arg.getArgNumber(), kBatchAttr);
   }
 
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
@@ -688,6 +737,11 @@ LogicalResult PlanBuilder::run() {
     Layout layout;
     if (*style == "sequence")
       layout.dim = sequenceDim(type);
+    layout.batch = static_cast<bool>(func.getResultAttr(i, kBatchAttr));
+    if (layout.batch && !dataAxis)
+      return emitError(func.getLoc())
+             << "result #" << i << " is marked " << kBatchAttr
+             << " but the function has no " << kDataAxisAttr;
     for (auto ret : llvm::to_vector(func.getOps<func::ReturnOp>())) {
       OpBuilder b(ret);
       Value s = sharding(ret.getLoc(), layout, b);
@@ -696,6 +750,7 @@ LogicalResult PlanBuilder::run() {
       ret->setOperand(i, annotated.getResult());
     }
     func.removeResultAttr(i, StringAttr::get(func.getContext(), kPlanAttr));
+    func.removeResultAttr(i, StringAttr::get(func.getContext(), kBatchAttr));
   }
 
   // Results laid out like an argument (a parameter's gradient like the
@@ -780,12 +835,37 @@ struct ApplyParallelPlanPass
                          << gridRef << " (rank " << grid.getRank() << ")";
         return signalPassFailure();
       }
+      std::optional<int16_t> dataAxis;
+      int64_t dataRanks = 1;
+      if (Attribute attr = func->getAttr(kDataAxisAttr)) {
+        auto data = dyn_cast<IntegerAttr>(attr);
+        if (!data || data.getInt() < 0 || data.getInt() >= grid.getRank() ||
+            data.getInt() == axis) {
+          func.emitError() << kDataAxisAttr << " = " << attr
+                           << " is not an axis of " << gridRef << " (rank "
+                           << grid.getRank() << ") other than the plan's ("
+                           << axis << ")";
+          return signalPassFailure();
+        }
+        dataAxis = static_cast<int16_t>(data.getInt());
+        dataRanks = grid.getShape()[*dataAxis];
+        if (ShapedType::isDynamic(dataRanks) || dataRanks < 1) {
+          func.emitError() << kDataAxisAttr << " names axis " << *dataAxis
+                           << " of " << gridRef << ", which has no static size";
+          return signalPassFailure();
+        }
+      }
       bool backward = func->hasAttr(kBackwardAttr);
-      if (failed(PlanBuilder(func, gridRef, axis, backward).run()))
+      if (failed(PlanBuilder(func, gridRef, axis, dataAxis, dataRanks, backward)
+                     .run()))
         return signalPassFailure();
+      if (dataAxis && backward)
+        func->setAttr(braid::kForwardFirstAttr,
+                      UnitAttr::get(func.getContext()));
       func->removeAttr(kBackwardAttr);
       func->removeAttr(kGridAttr);
       func->removeAttr(kAxisAttr);
+      func->removeAttr(kDataAxisAttr);
       ++numPlannedFunctions;
     }
   }

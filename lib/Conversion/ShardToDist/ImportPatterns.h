@@ -11,6 +11,17 @@
 
 namespace braid {
 
+/// A function attribute braid-apply-parallel-plan sets and
+/// braid-import-shard reads (and removes): propagate the annotations
+/// forward first, so that the inputs' shardings decide what the plan
+/// leaves open. A training step on a data axis needs it: its gradients and
+/// loss are returned replicated over the data axis, which, propagated
+/// backward first, floods back and gathers the batch instead of summing
+/// each rank's share (the weight gradients' contractions split along their
+/// batch reduction, then all-reduced).
+inline constexpr llvm::StringLiteral kForwardFirstAttr =
+    "braid.propagate_forward_first";
+
 /// Turns the contractions braid-prepare-import made of collapsed batch
 /// matmuls (marked braid.batch_matmul) back into collapse_shape +
 /// linalg.batch_matmul + expand_shape, on whatever shapes they have now

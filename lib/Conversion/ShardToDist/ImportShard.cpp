@@ -1539,10 +1539,17 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
     OwningOpRef<ModuleOp> copy = module.clone();
     PassManager propagate(context, func::FuncOp::getOperationName());
     propagate.addPass(shard::createShardingPropagation());
+    // Forward first where the inputs' shardings should decide (a training
+    // step on a data axis: see kForwardFirstAttr).
+    PassManager forwardFirst(context, func::FuncOp::getOperationName());
+    forwardFirst.addPass(shard::createShardingPropagation(
+        {shard::TraversalOrder::ForwardBackward}));
     PassManager partition(context, func::FuncOp::getOperationName());
     partition.addPass(shard::createPartition());
     auto pipeline = [&](func::FuncOp func) {
-      if (failed(propagate.run(func)))
+      bool forward = func->hasAttr(kForwardFirstAttr);
+      func->removeAttr(kForwardFirstAttr);
+      if (failed((forward ? forwardFirst : propagate).run(func)))
         return failure();
       completeAnnotations(func);
       replicateCapturedTensors(func);

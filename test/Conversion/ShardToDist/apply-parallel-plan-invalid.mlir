@@ -156,3 +156,57 @@ func.func @no_backward(%x: tensor<8x16xf32> {braid.parallel = "replicate"},
   %dx = linalg.matmul ins(%dy, %wt : tensor<8x32xf32>, tensor<32x16xf32>) outs(%f3 : tensor<8x16xf32>) -> tensor<8x16xf32>
   return %y, %dx : tensor<8x32xf32>, tensor<8x16xf32>
 }
+
+// -----
+
+shard.grid @g(shape = 2x2)
+// expected-error @+1 {{braid.data_axis = 1 : i64 is not an axis of @g (rank 2) other than the plan's (1)}}
+func.func @data_axis_is_plan_axis(%x: tensor<4x4xf32> {braid.parallel = "replicate"}) -> tensor<4x4xf32>
+    attributes {braid.grid_axis = 1 : i64, braid.data_axis = 1 : i64} {
+  return %x : tensor<4x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+// expected-error @+1 {{braid.data_axis = 2 : i64 is not an axis of @g (rank 1) other than the plan's (0)}}
+func.func @data_axis_out_of_grid(%x: tensor<4x4xf32> {braid.parallel = "replicate"}) -> tensor<4x4xf32>
+    attributes {braid.data_axis = 2 : i64} {
+  return %x : tensor<4x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+// expected-error @+1 {{argument #0 is marked braid.batch but the function has no braid.data_axis}}
+func.func @batch_without_data_axis(%x: tensor<4x4xf32> {braid.parallel = "replicate", braid.batch}) -> tensor<4x4xf32> {
+  return %x : tensor<4x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+// expected-error @+1 {{result #0 is marked braid.batch but the function has no braid.data_axis}}
+func.func @batch_result_without_data_axis(%x: tensor<4x4xf32> {braid.parallel = "replicate"}) -> (tensor<4x4xf32> {braid.parallel = "replicate", braid.batch}) {
+  return %x : tensor<4x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2x2)
+// expected-error @+2 {{argument #1 is marked braid.batch but is colwise; the batch of activations (replicate or sequence) is split, weights are replicated over the data axis}}
+func.func @batch_weight(%x: tensor<4x4xf32> {braid.parallel = "replicate", braid.batch},
+                        %w: tensor<4x4xf32> {braid.parallel = "colwise", braid.batch}) -> tensor<4x4xf32>
+    attributes {braid.grid_axis = 1 : i64, braid.data_axis = 0 : i64} {
+  return %x : tensor<4x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2x2)
+// expected-error @+2 {{argument #1 is split by experts on a grid with a data axis, which the plan does not support (the experts' tokens are not batch-major)}}
+func.func @experts_on_data_axis(%x: tensor<4x4xf32> {braid.parallel = "replicate", braid.batch},
+                                %w: tensor<4x4x4xf32> {braid.parallel = "experts"}) -> tensor<4x4xf32>
+    attributes {braid.grid_axis = 1 : i64, braid.data_axis = 0 : i64} {
+  return %x : tensor<4x4xf32>
+}

@@ -393,3 +393,108 @@ func.func @mlp_step(%x: tensor<16x64xf32> {braid.parallel = "replicate"},
   %dup = linalg.matmul ins(%dht, %x : tensor<256x16xf32>, tensor<16x64xf32>) outs(%f9 : tensor<256x64xf32>) -> tensor<256x64xf32>
   return %y, %dx, %dup, %ddown : tensor<16x64xf32>, tensor<16x64xf32>, tensor<256x64xf32>, tensor<64x256xf32>
 }
+
+// -----
+
+// Data parallelism: braid.data_axis splits the batch (the leading
+// dimension) of the activations on its axis, outermost, and the plan runs
+// on braid.grid_axis; weights stay replicated over the data axis. Marked
+// arguments and results (braid.batch) arrive and leave batch-split; each
+// row of ranks all-reduces within itself, and nothing crosses the data
+// axis.
+shard.grid @dp(shape = 2x2)
+
+// CHECK-LABEL: func.func @data_parallel(
+// CHECK-NOT: braid.batch
+// CHECK-NOT: braid.data_axis
+// CHECK: shard.sharding @dp split_axes = {{\[}}[1]] : !shard.sharding
+// CHECK: shard.sharding @dp split_axes = {{\[}}[], [1]] : !shard.sharding
+// CHECK: shard.sharding @dp split_axes = {{\[}}[0]] : !shard.sharding
+// CHECK: shard.sharding @dp split_axes = {{\[}}[0], [1]] : !shard.sharding
+// DIST-LABEL: func.func @data_parallel(
+// DIST-SAME: tensor<8x64xf32> {dist.placement = #dist.placement<@dp, [shard<0>, replicate]>}
+// DIST-SAME: tensor<64x64xf32> {dist.placement = #dist.placement<@dp, [replicate, shard<1>]>}
+// DIST-SAME: tensor<64x64xf32> {dist.placement = #dist.placement<@dp, [replicate, shard<0>]>}
+// DIST-SAME: -> (tensor<8x64xf32> {dist.placement = #dist.placement<@dp, [shard<0>, replicate]>})
+// DIST-NOT: axes = [0]
+// DIST: dist.all_reduce %{{.*}} on @dp axes = [1] reduce = sum : tensor<8x64xf32>
+// DIST-NOT: axes = [0]
+// DIST: return
+func.func @data_parallel(%x: tensor<16x64xf32> {braid.parallel = "replicate", braid.batch},
+                         %w1: tensor<64x128xf32> {braid.parallel = "colwise"},
+                         %w2: tensor<128x64xf32> {braid.parallel = "rowwise"})
+    -> (tensor<16x64xf32> {braid.parallel = "replicate", braid.batch})
+    attributes {braid.grid_axis = 1 : i64, braid.data_axis = 0 : i64} {
+  %zero = arith.constant 0.0 : f32
+  %e1 = tensor.empty() : tensor<16x128xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<16x128xf32>) -> tensor<16x128xf32>
+  %h = linalg.matmul ins(%x, %w1 : tensor<16x64xf32>, tensor<64x128xf32>) outs(%f1 : tensor<16x128xf32>) -> tensor<16x128xf32>
+  %e2 = tensor.empty() : tensor<16x64xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %y = linalg.matmul ins(%h, %w2 : tensor<16x128xf32>, tensor<128x64xf32>) outs(%f2 : tensor<16x64xf32>) -> tensor<16x64xf32>
+  return %y : tensor<16x64xf32>
+}
+
+// -----
+
+// Sequence parallel rows: the tokens (dimension 0) split over the data
+// axis, then within each row over the plan's, the data axis outermost
+// ([[0, 1]]): each rank holds 4 of the 16 tokens, its row's 8 gathered
+// before the colwise matmul and reduce-scattered after the rowwise one.
+shard.grid @dp(shape = 2x2)
+
+// CHECK-LABEL: func.func @data_sequence(
+// CHECK: shard.sharding @dp split_axes = {{\[}}[0, 1]] : !shard.sharding
+// DIST-LABEL: func.func @data_sequence(
+// DIST-SAME: tensor<4x64xf32> {dist.placement = #dist.placement<@dp, [shard<0>, shard<0>]>}
+// DIST: dist.all_gather %{{.*}} on @dp axes = [1] dim = 0 : tensor<4x64xf32> -> tensor<8x64xf32>
+// DIST: dist.reduce_scatter %{{.*}} on @dp axes = [1] dim = 0 reduce = sum : tensor<8x64xf32> -> tensor<4x64xf32>
+func.func @data_sequence(%x: tensor<16x64xf32> {braid.parallel = "sequence", braid.batch},
+                         %w1: tensor<64x128xf32> {braid.parallel = "colwise"},
+                         %w2: tensor<128x64xf32> {braid.parallel = "rowwise"})
+    -> (tensor<16x64xf32> {braid.parallel = "sequence", braid.batch})
+    attributes {braid.grid_axis = 1 : i64, braid.data_axis = 0 : i64} {
+  %zero = arith.constant 0.0 : f32
+  %e1 = tensor.empty() : tensor<16x128xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<16x128xf32>) -> tensor<16x128xf32>
+  %h = linalg.matmul ins(%x, %w1 : tensor<16x64xf32>, tensor<64x128xf32>) outs(%f1 : tensor<16x128xf32>) -> tensor<16x128xf32>
+  %e2 = tensor.empty() : tensor<16x64xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %y = linalg.matmul ins(%h, %w2 : tensor<16x128xf32>, tensor<128x64xf32>) outs(%f2 : tensor<16x64xf32>) -> tensor<16x64xf32>
+  return %y : tensor<16x64xf32>
+}
+
+// -----
+
+// A training step on a data axis (braid.backward): propagation runs
+// forward first there (braid.propagate_forward_first, which the import
+// reads and drops), so that the batch split of the inputs reaches the
+// reductions over the batch, whose partial sums are all-reduced over the
+// data axis (here with the plan's axis: each row's ranks hold a part of
+// the features), instead of the replicated results flooding back and
+// gathering the batch.
+shard.grid @dp(shape = 2x2)
+
+// CHECK-LABEL: func.func @data_parallel_step(
+// CHECK-SAME: attributes {braid.propagate_forward_first}
+// DIST-LABEL: func.func @data_parallel_step(
+// DIST-NOT: braid.propagate_forward_first
+// DIST-NOT: dist.all_gather
+// DIST: dist.all_reduce %{{.*}} on @dp axes = [0, 1] reduce = sum : tensor<f32>
+func.func @data_parallel_step(%x: tensor<16x64xf32> {braid.parallel = "replicate", braid.batch},
+                              %w: tensor<64x64xf32> {braid.parallel = "colwise"})
+    -> (tensor<f32> {braid.parallel = "replicate"})
+    attributes {braid.grid_axis = 1 : i64, braid.data_axis = 0 : i64, braid.backward} {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x64xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %h = linalg.matmul ins(%x, %w : tensor<16x64xf32>, tensor<64x64xf32>) outs(%f : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %s0 = tensor.empty() : tensor<f32>
+  %s1 = linalg.fill ins(%zero : f32) outs(%s0 : tensor<f32>) -> tensor<f32>
+  %sum = linalg.reduce ins(%h : tensor<16x64xf32>) outs(%s1 : tensor<f32>) dimensions = [0, 1]
+    (%a: f32, %b: f32) {
+      %r = arith.addf %a, %b : f32
+      linalg.yield %r : f32
+    }
+  return %sum : tensor<f32>
+}
