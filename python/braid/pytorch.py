@@ -363,8 +363,8 @@ def _capacity_experts(factor):
     the tokens routed to it in token order; a token routed to an expert
     whose rows are taken is dropped for that expert (its other experts and
     the residual stay). The dispatch gathers each row's token, the combine
-    is a one-hot matmul ([tokens, experts x capacity]), so every shape is
-    static and the experts are batched matmuls over [experts, capacity]
+    gathers each token's rows within each expert and sums them weighed, so
+    every shape is static and the experts are batched matmuls over [experts, capacity]
     rows: capacity * experts rows instead of the dense export's tokens *
     experts (docs/rationale/frontends.md, "MoE experts with a capacity")."""
 
@@ -395,14 +395,21 @@ def _capacity_experts(factor):
         # every token.
         source = torch.matmul(dispatch, index.float()).long()      # [E, C]
         buffers = hidden_states[source]                            # [E, C, H]
-        out = _expert_outputs(self, buffers)
-        # One contraction over every expert's rows, so that experts split
-        # over ranks leave partial sums (one all-reduce), not a gather.
-        combine = dispatch * weights.transpose(0, 1).unsqueeze(1)  # [E, C, T]
-        rows = experts * capacity
-        combined = torch.matmul(combine.reshape(rows, tokens).transpose(0, 1)
-                                .to(dtype), out.reshape(rows, -1))
-        return combined.to(dtype)
+        out = _expert_outputs(self, buffers)                       # [E, C, H]
+        # Each token's output from each expert, gathered within the expert
+        # at the token's row (a row past the capacity, or an expert the
+        # token was not routed to, weighs 0), then weighed and summed over
+        # the experts: E x T x H reads, where a one-hot matmul over every
+        # row took E x C x T x H multiply-adds. Experts split over ranks
+        # gather within their own rows (braid-import-shard keeps such a
+        # gather local) and leave partial sums: one all-reduce.
+        keep = routed * (row < capacity).float()                   # [T, E]
+        position = torch.clamp(row, max=capacity - 1).long()
+        position = position.transpose(0, 1).unsqueeze(-1)         # [E, T, 1]
+        picked = out.gather(1, position.expand(experts, tokens,
+                                               out.shape[-1]))     # [E, T, H]
+        scale = (weights * keep).transpose(0, 1).unsqueeze(-1)     # [E, T, 1]
+        return (scale * picked.float()).sum(0).to(dtype)
     return experts_forward
 
 

@@ -30,7 +30,13 @@ def ImportShard : Pass<"braid-import-shard", "mlir::ModuleOp"> {
       (on a copy, so that a failure or a crash in upstream code becomes an
       error diagnostic and leaves the input untouched), and records the
       sharding of each annotated function argument and result as a
-      `dist.placement`. Propagation runs backward first (upstream's
+      `dist.placement`. A tensor that a region captures and reads at
+      computed indices is gathered whole before partitioning (upstream
+      would read the rank's block at global indices), unless every read
+      is a `tensor.extract` in a linalg.generic's body whose index along
+      the tensor's one split dimension is the `linalg.index` of a loop
+      split on the same axes: that read stays on the rank's block, at the
+      loop's local index. Propagation runs backward first (upstream's
       default), or forward first for a function marked
       `braid.propagate_forward_first` (a training step on a data axis;
       `braid-apply-parallel-plan` marks it), whose mark it drops;
@@ -210,8 +216,10 @@ def ApplyParallelPlan : Pass<"braid-apply-parallel-plan", "mlir::ModuleOp"> {
     - `"experts"`: whole experts on each rank, the weight split along its
       leading dimension (HuggingFace's grouped_gemm). The batch matmuls it
       reaches over the expert dimension compute each rank's experts, and
-      the sum over experts that follows them is annotated split too, so
-      that it becomes a partial sum and an all-reduce.
+      the sum over experts that follows them (through elementwise work,
+      reshapes, and gathers within each expert: a generic whose body reads
+      the outputs at its own loop index along the experts) is annotated
+      split too, so that it becomes a partial sum and an all-reduce.
     - `"replicate"`: the same on every rank.
     - `"sequence"`: split along the sequence: the second-to-last dimension
       (`[batch, seq, hidden]`), the last of integer or boolean tensors of

@@ -43,6 +43,7 @@ struct FuseProducer : OpRewritePattern<linalg::GenericOp> {
     for (OpOperand &operand : consumer->getOpOperands()) {
       if (!fusable(&operand) || !linalg::areElementwiseOpsFusable(&operand))
         continue;
+      Operation *producer = operand.get().getDefiningOp();
       FailureOr<linalg::ElementwiseOpFusionResult> fused =
           linalg::fuseElementwiseOps(rewriter, &operand);
       if (failed(fused))
@@ -51,6 +52,13 @@ struct FuseProducer : OpRewritePattern<linalg::GenericOp> {
         rewriter.replaceUsesWithIf(original, replacement, [&](OpOperand &use) {
           return use.getOwner() != fused->fusedOp;
         });
+      // Erased here, not left to the driver: a body with side effects (a
+      // gather's bounds assertion) keeps an unused generic alive, which
+      // would be fused again without end.
+      if (consumer->use_empty())
+        rewriter.eraseOp(consumer);
+      if (producer->use_empty())
+        rewriter.eraseOp(producer);
       return success();
     }
     return failure();
@@ -66,9 +74,12 @@ struct FuseElementwiseProducersPass
     // Only the fusions: no folding around them either.
     GreedyRewriteConfig config;
     config.enableFolding(false).enableConstantCSE(false);
-    if (failed(
-            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
+                                     config))) {
+      getOperation()->emitError()
+          << "braid-fuse-elementwise-producers did not converge";
       signalPassFailure();
+    }
   }
 };
 

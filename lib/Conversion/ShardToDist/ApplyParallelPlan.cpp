@@ -215,12 +215,13 @@ LogicalResult PlanBuilder::collectUses(BlockArgument arg,
 }
 
 /// The combine of the experts' outputs: following `value` (split by
-/// experts along `dim`) through elementwise work (the routing weights) and
-/// reshapes that keep the experts outermost to the op that sums over the
-/// experts (a reduction, or a contraction over [experts x rows], as the
-/// capacity export's combine is), whose operand is annotated split too, so
-/// that each rank sums its experts and the partial sums are reduced (an
-/// all-reduce, HuggingFace's AllReduceEP) rather than the outputs gathered.
+/// experts along `dim`) through elementwise work (the routing weights),
+/// reshapes that keep the experts outermost and gathers within each
+/// expert (the capacity export's) to the op that sums over the experts (a
+/// reduction, or a contraction over [experts x rows]), whose operand is
+/// annotated split too, so that each rank sums its experts and the partial
+/// sums are reduced (an all-reduce, HuggingFace's AllReduceEP) rather than
+/// the outputs gathered.
 void PlanBuilder::annotateCombine(Value value, int64_t dim) {
   for (int depth = 0; depth < 8; ++depth) {
     OpOperand *next = nullptr;
@@ -228,8 +229,41 @@ void PlanBuilder::annotateCombine(Value value, int64_t dim) {
       if (isa<linalg::LinalgOp, tensor::CollapseShapeOp>(use.getOwner()) &&
           !next)
         next = &use;
-    if (!next)
-      return;
+    if (!next) {
+      // A gather within each expert (the capacity export's combine): a
+      // generic whose body reads the experts' outputs at the index of one
+      // of its parallel loops along the expert dimension computes each
+      // rank's experts' part along that loop.
+      for (OpOperand &use : value.getUses()) {
+        auto extract = dyn_cast<tensor::ExtractOp>(use.getOwner());
+        auto holder = extract
+                          ? dyn_cast<linalg::GenericOp>(extract->getParentOp())
+                          : linalg::GenericOp();
+        if (!holder || holder->getNumResults() != 1 ||
+            dim >= static_cast<int64_t>(extract.getIndices().size()))
+          continue;
+        auto index = extract.getIndices()[dim].getDefiningOp<linalg::IndexOp>();
+        if (!index || index->getParentOp() != holder ||
+            holder.getIteratorTypesArray()[index.getDim()] !=
+                utils::IteratorType::parallel)
+          continue;
+        AffineMap out = holder.getIndexingMapMatchingResult(
+            cast<OpResult>(holder->getResult(0)));
+        for (auto [j, e] : llvm::enumerate(out.getResults()))
+          if (auto d = dyn_cast<AffineDimExpr>(e);
+              d && d.getPosition() == index.getDim()) {
+            value = annotateResult(holder->getResult(0),
+                                   Layout{static_cast<int64_t>(j)});
+            dim = j;
+            next = &use;
+          }
+        if (next)
+          break;
+      }
+      if (!next)
+        return;
+      continue;
+    }
     if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(next->getOwner())) {
       // Split blocks of the experts stay blocks of a group they lead.
       std::optional<int64_t> outDim;

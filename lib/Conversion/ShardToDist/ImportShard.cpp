@@ -1080,6 +1080,79 @@ static void completeAnnotations(func::FuncOp func) {
   }
 }
 
+/// A `linalg.index` whose value stays the rank's own (offsetIndices
+/// leaves it): the index into a captured tensor's local block.
+static constexpr StringLiteral kLocalIndexAttr = "braid.local_index";
+
+/// Whether `holder` reads the captured `value`, split by `sharding`, only
+/// within the rank's block: `sharding` splits one dimension d; every read
+/// is a tensor.extract in the holder's body whose index along d is the
+/// linalg.index of a loop that propagation split on the same axes (its
+/// result is annotated so) — the capacity export's combine, a gather
+/// within each expert, under expert parallelism. Those indices are then
+/// marked to stay local, and the block needs no gather.
+static bool readsOwnBlock(linalg::GenericOp holder, Value value,
+                          shard::ShardingOp sharding) {
+  if (!sharding || !sharding.getStaticHaloSizes().empty() ||
+      !sharding.getStaticShardedDimsOffsets().empty() ||
+      holder->getNumResults() != 1)
+    return false;
+  std::optional<int64_t> dim;
+  ArrayRef<int16_t> axes;
+  for (auto [d, split] : llvm::enumerate(sharding.getSplitAxes().getAxes())) {
+    if (split.empty())
+      continue;
+    if (dim)
+      return false;
+    dim = d;
+    axes = split.asArrayRef();
+  }
+  if (!dim)
+    return false;
+  // The loops the holder's result is split along, and on which axes.
+  DenseMap<unsigned, ArrayRef<int16_t>> loopAxes;
+  AffineMap out = holder.getIndexingMapMatchingResult(
+      cast<OpResult>(holder->getResult(0)));
+  for (Operation *user : holder->getResult(0).getUsers()) {
+    auto annotation = dyn_cast<shard::ShardOp>(user);
+    if (!annotation || annotation.getAnnotateForUsers())
+      continue;
+    auto resultSharding =
+        annotation.getSharding().getDefiningOp<shard::ShardingOp>();
+    if (!resultSharding)
+      continue;
+    for (auto [j, split] :
+         llvm::enumerate(resultSharding.getSplitAxes().getAxes()))
+      if (j < out.getNumResults() && !split.empty())
+        if (auto d = dyn_cast<AffineDimExpr>(out.getResult(j)))
+          loopAxes[d.getPosition()] = split.asArrayRef();
+  }
+  SmallVector<tensor::ExtractOp> reads;
+  for (OpOperand &use : value.getUses()) {
+    if (!holder->isProperAncestor(use.getOwner()))
+      continue;
+    auto extract = dyn_cast<tensor::ExtractOp>(use.getOwner());
+    if (!extract || extract->getBlock() != holder.getBody() ||
+        static_cast<int64_t>(extract.getIndices().size()) <= *dim)
+      return false;
+    auto index = extract.getIndices()[*dim].getDefiningOp<linalg::IndexOp>();
+    if (!index || index->getParentOp() != holder)
+      return false;
+    auto it = loopAxes.find(index.getDim());
+    if (it == loopAxes.end() || it->second != axes)
+      return false;
+    reads.push_back(extract);
+  }
+  for (tensor::ExtractOp extract : reads) {
+    OpBuilder b(extract);
+    auto index = extract.getIndices()[*dim].getDefiningOp<linalg::IndexOp>();
+    auto local = linalg::IndexOp::create(b, index.getLoc(), index.getDim());
+    local->setAttr(kLocalIndexAttr, b.getUnitAttr());
+    extract->setOperand(1 + *dim, local);
+  }
+  return !reads.empty();
+}
+
 /// Upstream partitioning clones an op's regions as they are, with the
 /// values they capture from above mapped to their local blocks: a body
 /// that reads a captured tensor at computed indices (`tensor.extract` in a
@@ -1087,7 +1160,8 @@ static void completeAnnotations(func::FuncOp func) {
 /// rank's block at global indices, out of bounds or the wrong element,
 /// silently. After propagation every captured tensor is read through an
 /// annotation asking for it replicated, which partitioning turns into a
-/// gather of it when propagation split it, and into nothing otherwise.
+/// gather of it when propagation split it, and into nothing otherwise;
+/// except where the body reads only the rank's own block (readsOwnBlock).
 static void replicateCapturedTensors(func::FuncOp func) {
   FlatSymbolRefAttr grid = shardingGrid(func);
   if (!grid)
@@ -1105,15 +1179,23 @@ static void replicateCapturedTensors(func::FuncOp func) {
         continue;
       // The value as its producer's annotation gives it, when it has one.
       Value annotated = value;
+      shard::ShardingOp sharding;
       if (auto shardOp = value.getDefiningOp<shard::ShardOp>()) {
+        sharding = shardOp.getSharding().getDefiningOp<shard::ShardingOp>();
         if (shardOp.getAnnotateForUsers())
           annotated = shardOp.getSrc();
       } else {
         for (Operation *user : value.getUsers())
           if (auto shardOp = dyn_cast<shard::ShardOp>(user);
-              shardOp && !shardOp.getAnnotateForUsers())
+              shardOp && !shardOp.getAnnotateForUsers()) {
             annotated = shardOp.getResult();
+            sharding =
+                shardOp.getSharding().getDefiningOp<shard::ShardingOp>();
+          }
       }
+      if (auto generic = dyn_cast<linalg::GenericOp>(holder);
+          generic && readsOwnBlock(generic, value, sharding))
+        continue;
       OpBuilder b(holder);
       Value replicated = replicatedSharding(b, holder->getLoc(), grid);
       auto read =
@@ -1511,7 +1593,7 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
             arith::ConstantIndexOp::create(b, loc, local[loop]));
         for (linalg::IndexOp index : llvm::make_early_inc_range(
                  op.getBody()->getOps<linalg::IndexOp>())) {
-          if (index.getDim() != loop)
+          if (index.getDim() != loop || index->hasAttr(kLocalIndexAttr))
             continue;
           b.setInsertionPointAfter(index);
           Value shifted = arith::AddIOp::create(b, loc, index, offset);
@@ -1521,6 +1603,8 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
       }
       return WalkResult::advance();
     });
+    func.walk(
+        [](linalg::IndexOp index) { index->removeAttr(kLocalIndexAttr); });
     return failure(result.wasInterrupted());
   }
 

@@ -100,3 +100,40 @@ func.func @outputs_kept(%x: tensor<8x32xf32>) -> tensor<8x32xi8> {
   } -> tensor<8x32xi8>
   return %q : tensor<8x32xi8>
 }
+
+// -----
+
+// A gather whose body asserts its index in bounds (torch-mlir's gather)
+// has side effects, so the generic it fuses into is not dead by itself
+// once replaced: the pass erases it (left alive, it was fused again
+// without end and the pass failed without a word). One generic remains,
+// the gather folded into the weighing.
+// CHECK-LABEL: func.func @gather_with_assert
+// CHECK-COUNT-1: linalg.generic
+// CHECK-NOT: linalg.generic
+// CHECK: cf.assert
+// CHECK: tensor.extract
+// CHECK: arith.mulf
+#id3 = affine_map<(e, t, h) -> (e, t, h)>
+#et = affine_map<(e, t, h) -> (e, t)>
+func.func @gather_with_assert(%y: tensor<4x6x8xf32>, %rows: tensor<4x8xindex>, %w: tensor<4x8xf32>) -> tensor<4x8x8xf32> {
+  %c6 = arith.constant 6 : index
+  %e = tensor.empty() : tensor<4x8x8xf32>
+  %g = linalg.generic {indexing_maps = [#et, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%rows : tensor<4x8xindex>) outs(%e : tensor<4x8x8xf32>) {
+  ^bb0(%row: index, %o: f32):
+    %ok = arith.cmpi slt, %row, %c6 : index
+    cf.assert %ok, "index must be smaller than dim size"
+    %ie = linalg.index 0 : index
+    %ih = linalg.index 2 : index
+    %v = tensor.extract %y[%ie, %row, %ih] : tensor<4x6x8xf32>
+    linalg.yield %v : f32
+  } -> tensor<4x8x8xf32>
+  %m = linalg.generic {indexing_maps = [#id3, #et, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%g, %w : tensor<4x8x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %r = arith.mulf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8x8xf32>
+  return %m : tensor<4x8x8xf32>
+}

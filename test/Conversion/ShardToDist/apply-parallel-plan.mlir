@@ -160,6 +160,63 @@ func.func @experts(%x: tensor<4x8x16xf32> {braid.parallel = "replicate"},
 
 // -----
 
+// The capacity export's combine: each token's row gathered within each
+// expert (a generic whose body reads the experts' outputs at its own loop
+// index along the experts, and a row from an index tensor), weighed and
+// summed over the experts. The gather is annotated split along that loop;
+// the import keeps it reading the rank's own block of the outputs at a
+// local index (no gather of the outputs, no offset), and the sum over the
+// experts is a partial sum, all-reduced.
+shard.grid @g(shape = 2)
+// CHECK-LABEL: func.func @gather_in_experts(
+// CHECK: %[[G:.*]] = linalg.generic
+// CHECK: tensor.extract
+// CHECK: shard.shard %[[G]] to %{{.*}} : tensor<4x8x8xf32>
+// DIST-LABEL: func.func @gather_in_experts(
+// DIST-NOT: dist.all_gather
+// DIST: %[[Y:.*]] = linalg.batch_matmul {{.*}} -> tensor<2x6x8xf32>
+// DIST: linalg.generic {{.*}} outs(%{{.*}} : tensor<2x8x8xf32>)
+// DIST-NOT: shard.process_multi_index
+// DIST: %[[E:.*]] = linalg.index 0 : index
+// DIST-NOT: braid.local_index
+// DIST: tensor.extract %[[Y]][%[[E]], %{{.*}}, %{{.*}}] : tensor<2x6x8xf32>
+// DIST: dist.all_reduce %{{.*}} on @g axes = [0] reduce = sum : tensor<8x8xf32> -> tensor<8x8xf32>
+func.func @gather_in_experts(%x: tensor<4x6x16xf32> {braid.parallel = "replicate"},
+                             %w: tensor<4x8x16xf32> {braid.parallel = "experts"},
+                             %rows: tensor<4x8xindex> {braid.parallel = "replicate"},
+                             %weights: tensor<4x8xf32> {braid.parallel = "replicate"})
+    -> (tensor<8x8xf32> {braid.parallel = "replicate"}) {
+  %zero = arith.constant 0.0 : f32
+  %et = tensor.empty() : tensor<4x16x8xf32>
+  %wt = linalg.transpose ins(%w : tensor<4x8x16xf32>) outs(%et : tensor<4x16x8xf32>) permutation = [0, 2, 1]
+  %e = tensor.empty() : tensor<4x6x8xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x6x8xf32>) -> tensor<4x6x8xf32>
+  %y = linalg.batch_matmul ins(%x, %wt : tensor<4x6x16xf32>, tensor<4x16x8xf32>) outs(%f : tensor<4x6x8xf32>) -> tensor<4x6x8xf32>
+  %eg = tensor.empty() : tensor<4x8x8xf32>
+  %g = linalg.generic {indexing_maps = [affine_map<(e, t, h) -> (e, t)>, affine_map<(e, t, h) -> (e, t, h)>],
+                       iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%rows : tensor<4x8xindex>) outs(%eg : tensor<4x8x8xf32>) {
+  ^bb0(%row: index, %o: f32):
+    %ie = linalg.index 0 : index
+    %ih = linalg.index 2 : index
+    %v = tensor.extract %y[%ie, %row, %ih] : tensor<4x6x8xf32>
+    linalg.yield %v : f32
+  } -> tensor<4x8x8xf32>
+  %e2 = tensor.empty() : tensor<8x8xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(e, t, h) -> (e, t, h)>, affine_map<(e, t, h) -> (e, t)>, affine_map<(e, t, h) -> (t, h)>],
+                       iterator_types = ["reduction", "parallel", "parallel"]}
+      ins(%g, %weights : tensor<4x8x8xf32>, tensor<4x8xf32>) outs(%f2 : tensor<8x8xf32>) {
+  ^bb0(%a: f32, %c: f32, %acc: f32):
+    %m = arith.mulf %a, %c : f32
+    %r = arith.addf %m, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<8x8xf32>
+  return %s : tensor<8x8xf32>
+}
+
+// -----
+
 // An expert bias (gpt-oss: [experts, out], added to each expert's product,
 // its unsqueeze folded into the add's map by braid-prepare-import) reaches
 // no contraction itself: the elementwise add that keeps its expert
