@@ -125,6 +125,66 @@ def _timeout():
     return value if value > 0 else 120.0
 
 
+_GROUPS = {}
+
+
+def _mpi():
+    """The MPI library Braid's runtime uses (Debian's OpenMPI)."""
+    for name in ("libmpi.so.40", "libmpi.so"):
+        try:
+            return ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            continue
+    raise BraidError("cannot load the MPI library (libmpi.so.40)")
+
+
+def split_world(group):
+    """The MPI Fortran handle of a communicator of the world's ranks
+    `group` (a list holding this process's rank; its ranks in that order),
+    made by MPI_Comm_split over MPI's world: collective over the world,
+    every rank calling it with its own group (the groups disjoint, as the
+    rows or columns of a device mesh). Call it before Braid's runtime
+    starts on a communicator (the runtime takes one per process). MPI is
+    initialized here if nothing has (thread level MULTIPLE, finalized when
+    the process exits). The same group gives the same handle again."""
+    group = [int(r) for r in group]
+    key = tuple(group)
+    if key in _GROUPS:
+        return _GROUPS[key]
+    mpi = _mpi()
+    flag = ctypes.c_int(0)
+    mpi.MPI_Initialized(ctypes.byref(flag))
+    if not flag.value:
+        provided = ctypes.c_int(0)
+        if mpi.MPI_Init_thread(None, None, 3, ctypes.byref(provided)) != 0:
+            raise BraidError("MPI_Init_thread failed")
+        import atexit
+
+        def finalize():
+            done = ctypes.c_int(0)
+            if mpi.MPI_Finalized(ctypes.byref(done)) == 0 and not done.value:
+                mpi.MPI_Finalize()
+        atexit.register(finalize)
+    mpi.MPI_Comm_f2c.restype = ctypes.c_void_p
+    mpi.MPI_Comm_f2c.argtypes = (ctypes.c_int,)
+    mpi.MPI_Comm_c2f.restype = ctypes.c_int
+    mpi.MPI_Comm_c2f.argtypes = (ctypes.c_void_p,)
+    mpi.MPI_Comm_split.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                                   ctypes.POINTER(ctypes.c_void_p))
+    mpi.MPI_Comm_rank.argtypes = (ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))
+    world = mpi.MPI_Comm_f2c(0)                  # MPI_COMM_WORLD
+    rank = ctypes.c_int(-1)
+    mpi.MPI_Comm_rank(world, ctypes.byref(rank))
+    if rank.value not in group:
+        raise ValueError(f"rank {rank.value} is not in the group {group}")
+    split = ctypes.c_void_p()
+    if mpi.MPI_Comm_split(world, min(group), group.index(rank.value),
+                          ctypes.byref(split)) != 0:
+        raise BraidError(f"MPI_Comm_split failed for the group {group}")
+    _GROUPS[key] = mpi.MPI_Comm_c2f(split)
+    return _GROUPS[key]
+
+
 def rank_and_size(communicator=None):
     """(this process's rank, the number of ranks) of `communicator` (None:
     MPI's world), starting Braid's runtime on it: what a rank needs to know

@@ -1,8 +1,9 @@
 """`torch.compile(model, backend="braid")` for a module parallelized with
 PyTorch's own tensor parallelism (torch.distributed.tensor.parallel's
-parallelize_module: DTensor parameters on a 1-D device mesh), in a job
-that is one process per rank (mpirun, with torch.distributed initialized
-from the same job, as users run gloo on CPUs):
+parallelize_module: DTensor parameters on a 1-D device mesh, the whole
+job or one dimension of a 2-D mesh), in a job that is one process per
+rank (mpirun, with torch.distributed initialized from the same job, as
+users run gloo on CPUs):
 
     import braid.pytorch  # registers "braid" (pip-installed: an entry point)
     model = parallelize_module(model, mesh, plan)
@@ -18,11 +19,16 @@ module's computation, which Braid's front door exports, partitions by the
 placements (Shard(0) of a weight is "colwise", Shard(1) "rowwise",
 Replicate "replicate"), overlaps and compiles once for the job
 (braid.program.compile_once); each rank then runs its part in process
-(braid.program.Program) on MPI's world, with the DTensors' local tensors as
-its weights (no copies).
+(braid.program.Program) on MPI's world, or for a mesh of some of the
+ranks (`mesh["tp"]` of a dp x tp mesh: each row its own tensor-parallel
+group) on a communicator of those ranks split from the world
+(braid.program.split_world: every rank of the job compiles its graph at
+the same time, as SPMD code does, and before Braid's runtime started on
+another communicator), with the DTensors' local tensors as its weights
+(no copies).
 
 A graph the backend cannot take runs eagerly, with one warning that says
-why: a mesh that is not the whole world, a placement or collective it does
+why: a mesh of more than one dimension, a placement or collective it does
 not map, an op Braid cannot export or compile, local shapes that are not
 the parts Braid's partitioning gives. The first call of every compiled
 graph also runs the eager graph and compares (every rank agrees on the
@@ -323,18 +329,12 @@ class _Plan:
         return self.activations + self.weights
 
     def _check_mesh(self, mesh, known):
-        import torch.distributed as dist
         if known is not None and mesh is not known and mesh != known:
             raise Decline("the graph uses two device meshes")
-        if mesh.ndim != 1:
-            raise Decline(f"the device mesh is {mesh.ndim}-D; the backend "
-                          "takes a 1-D mesh over the whole job")
-        ranks = mesh.mesh.flatten().tolist()
-        if ranks != list(range(dist.get_world_size())) or \
-                dist.get_world_size() != self.ranks:
-            raise Decline(f"the device mesh holds ranks {ranks}; the backend "
-                          f"takes a mesh of every rank of the job "
-                          f"({self.ranks}, MPI's world)")
+        group = _group(mesh)
+        if len(group) != self.ranks:
+            raise Decline(f"the device mesh holds ranks {group}; the program "
+                          f"runs on {self.ranks}")
         return mesh
 
     @staticmethod
@@ -430,6 +430,44 @@ class _Plan:
         return module, example
 
 
+def _group(mesh):
+    """The world ranks of a 1-D device mesh, or Decline."""
+    import torch.distributed as dist
+    if mesh.ndim != 1:
+        raise Decline(f"the device mesh is {mesh.ndim}-D; the backend takes "
+                      "a 1-D mesh (a 2-D mesh's dimension, mesh['tp'], "
+                      "for each row of ranks)")
+    group = mesh.mesh.flatten().tolist()
+    if dist.get_rank() not in group:
+        raise Decline(f"the device mesh holds ranks {group}, not this one")
+    return group
+
+
+def _communicator(example_inputs):
+    """The MPI communicator (None: MPI's world, or a Fortran handle) of the
+    graph's device mesh: the world for a mesh of every rank, a split of
+    the world for a mesh of some (a row of a 2-D mesh, as
+    parallelize_module(model, mesh["tp"], plan) takes)."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor import DTensor
+    from . import program as _program
+    for value in example_inputs:
+        mesh = (value if isinstance(value, DeviceMesh) else value.device_mesh
+                if isinstance(value, DTensor) else None)
+        if mesh is None:
+            continue
+        group = _group(mesh)
+        if group == list(range(dist.get_world_size())):
+            return None
+        try:
+            return _program.split_world(group)
+        except (BraidError, ValueError) as error:
+            raise Decline(f"cannot make the communicator of ranks {group}: "
+                          f"{error}") from None
+    return None
+
+
 def _compile(gm, example_inputs, options):
     """(Program, plan) for one graph, or Decline."""
     import torch
@@ -440,8 +478,14 @@ def _compile(gm, example_inputs, options):
     if not dist.is_available() or not dist.is_initialized():
         raise Decline("torch.distributed is not initialized (the backend runs "
                       "one process per rank of a job)")
-    rank, ranks = _program.rank_and_size()
-    if rank != dist.get_rank() or ranks != dist.get_world_size():
+    communicator = _communicator(example_inputs)
+    try:
+        rank, ranks = _program.rank_and_size(communicator)
+    except BraidError as error:
+        raise Decline(f"Braid's runtime cannot run on the mesh's ranks: "
+                      f"{error}") from None
+    if communicator is None and (rank != dist.get_rank() or
+                                 ranks != dist.get_world_size()):
         raise Decline(f"MPI's world (rank {rank} of {ranks}) is not "
                       f"torch.distributed's (rank {dist.get_rank()} of "
                       f"{dist.get_world_size()}): start the job with mpirun")
@@ -462,8 +506,9 @@ def _compile(gm, example_inputs, options):
         os.path.join(os.path.expanduser("~"), ".cache", "braid", "programs")
     options.setdefault("name", "torch_compile")
     try:
-        path = _program.compile_once(text, cache, **options)
-        program = _program.Program(path)
+        path = _program.compile_once(text, cache, communicator=communicator,
+                                     **options)
+        program = _program.Program(path, communicator)
     except (CompileError, BraidError) as error:
         raise Decline("Braid cannot compile the graph: " +
                       ": ".join(str(error).splitlines()[:2])) from None

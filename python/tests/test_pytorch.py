@@ -311,6 +311,20 @@ def test_compile_backend(tmp_path, ranks, module, parallel, dtype):
     assert f"OK compiled by Braid: {module} {parallel} {dtype}" in out, out
 
 
+@pytest.mark.parametrize("parallel", ["tp", "sp"])
+def test_compile_backend_on_mesh_rows(tmp_path, parallel):
+    """A (2, 2) device mesh ("dp", "tp") and parallelize_module on
+    mesh["tp"], as torchtitan writes dp x tp: each row of two ranks is its
+    own tensor- (or sequence-) parallel group with its own input; the
+    backend runs each row's program on a communicator of the row's ranks
+    split from MPI's world, against eager DTensor on every rank."""
+    out = run_job(4, "compile_backend_check.py", str(tmp_path), "--mesh",
+                  "2d", "--parallel", parallel, "--calls", "5")
+    assert "1 graph(s) run by Braid in process" in out, out
+    assert (f"OK compiled by Braid: layer {parallel} f32, 2d mesh, 2 ranks "
+            "per program") in out, out
+
+
 @pytest.mark.parametrize("kind,reason", [
     ("local", "the graph's local code is not the unpartitioned computation"),
     ("op", "Dialect `tm_tensor' not found for custom op 'tm_tensor.sort'"),

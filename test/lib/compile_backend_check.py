@@ -8,6 +8,11 @@ compiles it with Braid's backend, against the eager DTensor module.
 
     mpirun -np N python compile_backend_check.py CACHE
         [--parallel tp|sp] [--dtype f32|bf16] [--calls K] [--unsupported local|op]
+        [--mesh 1d|2d]
+
+--mesh 2d builds a (2, N / 2) mesh ("dp", "tp") and parallelizes the layer
+on mesh["tp"]: each row of ranks its own tensor-parallel group with its
+own input, which Braid runs on a communicator split from the world.
 
 Asserts on every rank: the backend compiled the graph (no fallback
 warning), each call within the module tolerance of eager DTensor, repeated
@@ -95,17 +100,28 @@ def main():
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--module", default="layer", choices=("layer", "model"))
     parser.add_argument("--unsupported", choices=("local", "op", "grad"))
+    parser.add_argument("--mesh", default="1d", choices=("1d", "2d"))
     args = parser.parse_args()
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import (ColwiseParallel,
                                                    RowwiseParallel,
                                                    parallelize_module)
 
-    rank, ranks = braid.program.rank_and_size()
+    if args.mesh == "2d":
+        # Braid's runtime starts on the row's communicator, not the world.
+        rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+        world = int(os.environ["OMPI_COMM_WORLD_SIZE"])
+    else:
+        rank, world = braid.program.rank_and_size()
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(29400 + os.getppid() % 500))
-    dist.init_process_group("gloo", rank=rank, world_size=ranks)
-    mesh = init_device_mesh("cpu", (ranks,))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    if args.mesh == "2d":
+        grid = init_device_mesh("cpu", (2, world // 2),
+                                mesh_dim_names=("dp", "tp"))
+        mesh, ranks = grid["tp"], world // 2
+    else:
+        mesh, ranks = init_device_mesh("cpu", (world,)), world
     dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
 
     def ok(what):
@@ -135,11 +151,14 @@ def main():
         c = config("Llama", ranks)
         module = decoder_layer("Llama", c).eval().to(dtype)
         module = parallelize_module(module, mesh, llama_plan(args.parallel))
+        if args.mesh == "2d":       # each row its own input
+            torch.manual_seed(100 + rank // ranks)
         x = torch.randn(1 if args.parallel == "sp" else 2, SEQ, 64).to(dtype)
         tables = rotary(c, x)
         if args.parallel == "sp":   # this rank's rows
             rows = SEQ // ranks
-            x = x[:, rank * rows:(rank + 1) * rows].contiguous()
+            local = mesh.get_local_rank()
+            x = x[:, local * rows:(local + 1) * rows].contiguous()
         call_args, kwargs = (x,), {"position_embeddings": tables}
 
     compiled = torch.compile(module, backend="braid",
@@ -179,7 +198,10 @@ def main():
         assert graphs and all(g.reason is None and g.calls == args.calls
                               for g in graphs), graphs
         ok(f"{len(graphs)} graph(s) run by Braid in process: {graphs[0]!r}")
-        ok(f"compiled by Braid: {args.module} {args.parallel} {args.dtype}, {args.calls} calls "
+        program = graphs[0].program
+        assert program.size == ranks, (program.size, ranks)
+        ok(f"compiled by Braid: {args.module} {args.parallel} {args.dtype}, "
+           f"{args.mesh} mesh, {ranks} ranks per program, {args.calls} calls "
            "within the module tolerance of eager DTensor, bit-identical")
     dist.destroy_process_group()
 
