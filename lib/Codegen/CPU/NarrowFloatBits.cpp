@@ -89,8 +89,11 @@ struct NarrowFloatBitsPass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<SelectOnBits, StoreBits, LoadBits>(&getContext());
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
+      getOperation()->emitError()
+          << getArgument() << ": the rewrites did not converge";
       signalPassFailure();
+    }
   }
 };
 

@@ -100,8 +100,10 @@ struct PolynomialMathPass
     // x86-64 vectorizes.
     populateMathPolynomialApproximationPatterns(patterns);
     patterns.add<ContractFma, FloorThroughInt>(&getContext());
-    if (failed(applyPatternsGreedily(root, std::move(patterns))))
+    if (failed(applyPatternsGreedily(root, std::move(patterns)))) {
+      root->emitError() << getArgument() << ": the rewrites did not converge";
       signalPassFailure();
+    }
     root->walk([&](Operation *op) { op->removeAttr(kOwnOp); });
   }
 };

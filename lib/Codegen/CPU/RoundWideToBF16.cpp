@@ -96,8 +96,11 @@ struct RoundWideToBF16Pass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<RoundWideToBF16Pattern>(&getContext());
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
+      getOperation()->emitError()
+          << getArgument() << ": the rewrites did not converge";
       signalPassFailure();
+    }
   }
 };
 

@@ -178,8 +178,11 @@ struct FoldTransposesPass
     RewritePatternSet patterns(&getContext());
     patterns.add<FoldTransposedOperand>(&getContext(), numFolded);
     patterns.add<SliceBeforeTranspose, CollapseBeforeTranspose>(&getContext());
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
+      getOperation()->emitError()
+          << getArgument() << ": the rewrites did not converge";
       signalPassFailure();
+    }
   }
 };
 

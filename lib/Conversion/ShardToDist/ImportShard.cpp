@@ -1111,8 +1111,8 @@ static bool readsOwnBlock(linalg::GenericOp holder, Value value,
     return false;
   // The loops the holder's result is split along, and on which axes.
   DenseMap<unsigned, ArrayRef<int16_t>> loopAxes;
-  AffineMap out = holder.getIndexingMapMatchingResult(
-      cast<OpResult>(holder->getResult(0)));
+  AffineMap out =
+      holder.getIndexingMapMatchingResult(cast<OpResult>(holder->getResult(0)));
   for (Operation *user : holder->getResult(0).getUsers()) {
     auto annotation = dyn_cast<shard::ShardOp>(user);
     if (!annotation || annotation.getAnnotateForUsers())
@@ -1189,8 +1189,7 @@ static void replicateCapturedTensors(func::FuncOp func) {
           if (auto shardOp = dyn_cast<shard::ShardOp>(user);
               shardOp && !shardOp.getAnnotateForUsers()) {
             annotated = shardOp.getResult();
-            sharding =
-                shardOp.getSharding().getDefiningOp<shard::ShardingOp>();
+            sharding = shardOp.getSharding().getDefiningOp<shard::ShardingOp>();
           }
       }
       if (auto generic = dyn_cast<linalg::GenericOp>(holder);
@@ -1350,8 +1349,11 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
         return signalPassFailure();
     }
     // braid-prepare-import kept batch dimensions apart for partitioning.
-    if (failed(braid::foldBatchMatmuls(module)))
+    if (failed(braid::foldBatchMatmuls(module))) {
+      module.emitError() << "braid-import-shard: folding the batch matmuls "
+                            "back did not converge";
       return signalPassFailure();
+    }
 
     SmallVector<Operation *> candidates;
     module.walk([&](Operation *op) {

@@ -432,8 +432,11 @@ struct PrepareImportPass
     tensor::CollapseShapeOp::getCanonicalizationPatterns(patterns,
                                                          &getContext());
     tensor::ExpandShapeOp::getCanonicalizationPatterns(patterns, &getContext());
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
+      getOperation()->emitError()
+          << getArgument() << ": the rewrites did not converge";
       return signalPassFailure();
+    }
     splitTwiceReadGenerators();
   }
 
