@@ -393,10 +393,23 @@ static LogicalResult compileStages(ModuleOp module,
     pm.addInstrumentation(std::make_unique<BinaryTimer>(&binarySeconds));
     if (failed(buildBraidPipeline(pm, pipeline, &message)))
       return fail(message);
+    // Counts the errors the stage reports (and passes them on), so that a
+    // pass that fails without one still fails the compile with a message.
+    int errors = 0;
+    DiagnosticEngine::HandlerID counter =
+        context->getDiagEngine().registerHandler([&](Diagnostic &diagnostic) {
+          errors += diagnostic.getSeverity() == DiagnosticSeverity::Error;
+          return failure();
+        });
     LogicalResult result = pm.run(module);
+    context->getDiagEngine().eraseHandler(counter);
     times.push_back({stage.str(), secondsSince(start) - binarySeconds});
     if (binarySeconds > 0)
       times.push_back({"ptxas", binarySeconds});
+    if (failed(result) && errors == 0)
+      return fail(Twine("the ") + stage +
+                  " stage failed in a pass that reported no error (a Braid "
+                  "bug: please report it with the input)");
     return result;
   };
   // The time from `start` to now as `stage`.
