@@ -364,7 +364,14 @@ def VectorizeKernels : Pass<"braid-vectorize-kernels", "mlir::func::FuncOp"> {
     induction variable (a causal mask compares positions). Booleans (a
     byte each in memory, a bit per lane in a vector) read along the
     innermost loop are loaded as bytes and truncated; one read or written
-    once per row is a scalar, broadcast or reduced. Ops whose innermost
+    once per row is a scalar, broadcast or reduced. Payload values that are
+    the same for every innermost index (from constants, outer indices and
+    operands the innermost loop does not index) are computed as scalars,
+    once per vector: a gather (`memref.load` of a captured buffer, as
+    torch-mlir lowers `gather` and indexing) whose indices are such values
+    except the last, the innermost index along a unit-stride dimension, is
+    one `vector.load` of that row, and an assertion on such values
+    (torch-mlir's bounds checks) stays a scalar `cf.assert`. Ops whose innermost
     dimension indexes an operand with a stride (transposes, contractions'
     B operands), whose payload holds a non-elementwise op (calls,
     regions), that write booleans along the innermost loop, or whose

@@ -14,6 +14,7 @@
 
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -46,6 +47,13 @@ struct Plan {
   bool reduction = false;
   int64_t lanes = 0;
   SmallVector<Access> access; // per operand (inputs, then inits)
+  /// Payload values the same for every innermost index (computed as
+  /// scalars, once per vector): from constants, outer loop indices and
+  /// operands the innermost loop does not index. A gather's load at a
+  /// uniform position in all but its last index, and the innermost index
+  /// in that one, is a vector load; a bounds assertion on uniform values
+  /// (torch-mlir's gathers check each index) stays a scalar assertion.
+  llvm::DenseSet<Value> uniform;
   // Reductions: the combiner and what the vector of partials folds with.
   Operation *combiner = nullptr;
   vector::CombiningKind kind = vector::CombiningKind::ADD;
@@ -132,16 +140,46 @@ LogicalResult analyze(linalg::LinalgOp op, int64_t vectorBytes, Plan &plan) {
     plan.access.push_back(access);
   }
 
-  // The payload: elementwise ops only (all of which have vector forms),
-  // and the loop indices (a causal mask compares positions): the
-  // innermost one a vector of consecutive indices, the others scalars.
+  // The payload: elementwise ops (all of which have vector forms), the
+  // loop indices (a causal mask compares positions): the innermost one a
+  // vector of consecutive indices, the others scalars; gathers along the
+  // innermost loop and assertions on uniform values.
   Block &body = *op.getBlock();
+  for (auto [i, arg] : llvm::enumerate(body.getArguments()))
+    if (i < plan.access.size() && plan.access[i] != Access::Contiguous &&
+        !(plan.reduction && i >= op.getNumDpsInputs()))
+      plan.uniform.insert(arg); // (a reduction's accumulator varies)
+  auto isUniform = [&](Value v) {
+    return plan.uniform.contains(v) || v.getParentRegion() != &op->getRegion(0);
+  };
   for (Operation &inner : body.without_terminator()) {
-    if (inner.getNumRegions() != 0 ||
-        !(isa<arith::ConstantOp, linalg::IndexOp>(inner) ||
-          (inner.hasTrait<OpTrait::Elementwise>() &&
-           inner.hasTrait<OpTrait::Vectorizable>())))
+    bool uniform = llvm::all_of(inner.getOperands(), isUniform);
+    if (auto index = dyn_cast<linalg::IndexOp>(inner))
+      uniform = index.getDim() != plan.innermost;
+    if (auto load = dyn_cast<memref::LoadOp>(inner)) {
+      // A gather: uniform in every index but the last, the innermost
+      // loop's index in that one, along a unit-stride dimension.
+      ValueRange at = load.getIndices();
+      auto innermost = at.empty() ? linalg::IndexOp()
+                                  : at.back().getDefiningOp<linalg::IndexOp>();
+      bool gather = innermost && innermost.getDim() == plan.innermost &&
+                    llvm::all_of(at.drop_back(), isUniform) &&
+                    hasUnitInnerStride(load.getMemRefType()) &&
+                    isUniform(load.getMemRef());
+      if (!uniform && !gather)
+        return failure(); // a load at a position that varies otherwise
+    } else if (isa<cf::AssertOp>(inner)) {
+      if (!uniform)
+        return failure(); // an assertion on values that vary
+    } else if (inner.getNumRegions() != 0 ||
+               !(isa<arith::ConstantOp, linalg::IndexOp>(inner) ||
+                 (inner.hasTrait<OpTrait::Elementwise>() &&
+                  inner.hasTrait<OpTrait::Vectorizable>()))) {
       return failure(); // a payload op without a vector form
+    }
+    if (uniform)
+      for (Value result : inner.getResults())
+        plan.uniform.insert(result);
     for (Type type : inner.getResultTypes()) {
       if (!vectorizableElement(type))
         return failure(); // a payload value of no vector type
@@ -232,6 +270,20 @@ private:
 
   Type vectorOf(Type type) { return VectorType::get({plan.lanes}, type); }
 
+  /// The scalars of the operands the innermost loop does not index, in
+  /// block-argument order (null for the others and a reduction's
+  /// accumulator): what uniform payload ops read.
+  SmallVector<Value> uniformArgs(ArrayRef<Value> scalars) {
+    SmallVector<Value> result;
+    for (OpOperand &operand : op->getOpOperands()) {
+      unsigned i = operand.getOperandNumber();
+      bool varies = plan.access[i] == Access::Contiguous ||
+                    (plan.reduction && op.isDpsInit(&operand));
+      result.push_back(varies ? Value() : scalars[i]);
+    }
+    return result;
+  }
+
   Value broadcast(Value scalar) {
     return vector::BroadcastOp::create(b, op.getLoc(),
                                        vectorOf(scalar.getType()), scalar);
@@ -239,12 +291,20 @@ private:
 
   /// The payload, cloned on `args` (vectors of `plan.lanes` or scalars)
   /// at the outer `ivs` and innermost index `at` (the first of a vector's);
-  /// returns the yielded values.
+  /// returns the yielded values. `scalarArgs`, for a vector payload with
+  /// uniform ops, gives them the scalars of the operands the innermost
+  /// loop does not index.
   SmallVector<Value> payload(ArrayRef<Value> args, bool vector,
-                             ArrayRef<Value> ivs, Value at) {
+                             ArrayRef<Value> ivs, Value at,
+                             ArrayRef<Value> scalarArgs = {}) {
     Block &body = *op.getBlock();
     IRMapping map;
     map.map(body.getArguments(), args);
+    IRMapping uniformMap;
+    if (!scalarArgs.empty())
+      for (auto [arg, scalar] : llvm::zip(body.getArguments(), scalarArgs))
+        if (scalar && plan.uniform.contains(arg))
+          uniformMap.map(arg, scalar);
     for (Operation &inner : body.without_terminator()) {
       if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
         map.map(index.getResult(), loopIndex(index.getDim(), ivs, at, vector));
@@ -252,6 +312,34 @@ private:
       }
       if (!vector) {
         b.clone(inner, map);
+        continue;
+      }
+      if ((inner.getNumResults() != 0 &&
+           plan.uniform.contains(inner.getResult(0))) ||
+          isa<cf::AssertOp>(inner)) {
+        // Uniform: a scalar op on the scalars of its operands.
+        Operation *clone = b.clone(inner, map);
+        for (OpOperand &operand : clone->getOpOperands())
+          if (Value scalar = uniformMap.lookupOrNull(
+                  inner.getOperand(operand.getOperandNumber())))
+            operand.set(scalar);
+        for (auto [from, to] :
+             llvm::zip(inner.getResults(), clone->getResults()))
+          uniformMap.map(from, to);
+        continue;
+      }
+      if (auto load = dyn_cast<memref::LoadOp>(inner)) {
+        // A gather along the innermost loop: the vector from the row at
+        // the uniform indices, from the innermost index on.
+        SmallVector<Value> where;
+        for (Value index : load.getIndices().drop_back())
+          where.push_back(map.lookupOrDefault(index));
+        where.push_back(at);
+        map.map(load.getResult(),
+                vector::LoadOp::create(
+                    b, load.getLoc(),
+                    cast<VectorType>(vectorOf(load.getType())),
+                    map.lookupOrDefault(load.getMemRef()), where));
         continue;
       }
       if (auto constant = dyn_cast<arith::ConstantOp>(inner)) {
@@ -389,7 +477,9 @@ private:
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(main.getBody()->getTerminator());
         Value j = main.getInductionVar();
-        store(payload(reads(ivs, j, true, vectors), true, ivs, j), j, true);
+        store(payload(reads(ivs, j, true, vectors), true, ivs, j,
+                      uniformArgs(scalars)),
+              j, true);
       }
       auto rest = scf::ForOp::create(b, loc, split, size, one);
       OpBuilder::InsertionGuard guard(b);
@@ -419,7 +509,11 @@ private:
             SmallVector<Value> args =
                 reads(ivs, j, vector, vector ? vectors : scalars);
             args.push_back(carried.front());
-            scf::YieldOp::create(b, loc, payload(args, vector, ivs, j).front());
+            scf::YieldOp::create(
+                b, loc,
+                payload(args, vector, ivs, j,
+                        vector ? uniformArgs(scalars) : SmallVector<Value>())
+                    .front());
           });
     };
     auto main = reduce(lb, split, lanes, zeros, /*vector=*/true);

@@ -266,3 +266,61 @@ func.func @byte_mask(%m: memref<32x64xi1>, %x: memref<32x64xf32>, %y: memref<32x
   }
   return
 }
+
+// -----
+
+// A gather along the innermost loop (torch-mlir's gather, the capacity
+// export's combine): the row it reads comes from an operand the innermost
+// loop does not index, its last index is the innermost loop's, so each
+// vector is one `vector.load` of that row; the bounds assertions on the
+// row index are the same for every column, so they stay scalar, once per
+// vector, and the weight multiplies the loaded vector (8 lanes: the
+// payload's widest type is the 64-bit index).
+// CHECK-LABEL: func.func @gather_rows
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: %[[ROW:.*]] = memref.load %{{.*}} : memref<4x8xi64>
+// CHECK: scf.for %[[J:[^ ]*]] =
+// CHECK: %[[I:.*]] = arith.index_cast %[[ROW]] : i64 to index
+// CHECK: cf.assert
+// CHECK: cf.assert
+// CHECK: %[[V:.*]] = vector.load %{{.*}}[%{{.*}}, %[[I]], %[[J]]] : memref<4x6x64xf32>, vector<8xf32>
+// CHECK: arith.mulf %{{.*}}, %[[V]] : vector<8xf32>
+// CHECK: vector.store
+// A row index that varies along the innermost loop is a gather of single
+// elements: left alone.
+// CHECK-LABEL: func.func @gather_columns
+// CHECK-NOT: vector.
+#et = affine_map<(e, t, h) -> (e, t)>
+#eth = affine_map<(e, t, h) -> (e, t, h)>
+func.func @gather_rows(%y: memref<4x6x64xf32>, %rows: memref<4x8xi64>, %w: memref<4x8xf32>, %out: memref<4x8x64xf32>) {
+  %c6 = arith.constant 6 : index
+  %c0 = arith.constant 0 : i64
+  linalg.generic {indexing_maps = [#et, #et, #eth], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%w, %rows : memref<4x8xf32>, memref<4x8xi64>) outs(%out : memref<4x8x64xf32>) {
+  ^bb0(%weight: f32, %row: i64, %o: f32):
+    %e = linalg.index 0 : index
+    %h = linalg.index 2 : index
+    %i = arith.index_cast %row : i64 to index
+    %below = arith.cmpi slt, %i, %c6 : index
+    cf.assert %below, "index must be smaller than dim size"
+    %above = arith.cmpi sge, %row, %c0 : i64
+    cf.assert %above, "index must be larger or equal to 0"
+    %v = memref.load %y[%e, %i, %h] : memref<4x6x64xf32>
+    %r = arith.mulf %weight, %v : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+func.func @gather_columns(%y: memref<4x6x64xf32>, %cols: memref<4x8x64xindex>, %out: memref<4x8x64xf32>) {
+  linalg.generic {indexing_maps = [#eth, #eth], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%cols : memref<4x8x64xindex>) outs(%out : memref<4x8x64xf32>) {
+  ^bb0(%col: index, %o: f32):
+    %e = linalg.index 0 : index
+    %t = linalg.index 1 : index
+    %c0 = arith.constant 0 : index
+    %v = memref.load %y[%e, %c0, %col] : memref<4x6x64xf32>
+    linalg.yield %v : f32
+  }
+  return
+}
