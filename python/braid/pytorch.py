@@ -151,15 +151,24 @@ class DataSplit:
         return divmod(rank, self.tensor_parallel)
 
 
-def _data_split(exported, ranks, data_parallel):
-    """The DataSplit of `exported` over `ranks` with `data_parallel` groups
-    (None for 1), or ValueError where the batch does not split."""
+def _data_parallel(ranks, data_parallel):
+    """`data_parallel` checked against `ranks` (before an export): a
+    positive divisor, or ValueError / TypeError."""
     data_parallel = positive_int(data_parallel, "data_parallel")
-    if data_parallel == 1:
-        return None
     if ranks % data_parallel:
         raise ValueError(f"data_parallel={data_parallel} does not divide the "
                          f"{ranks} ranks")
+    return data_parallel
+
+
+def _data_split(exported, ranks, data_parallel, split_results=True):
+    """The DataSplit of `exported` over `ranks` with `data_parallel` groups
+    (None for 1), or ValueError where the batch does not split. Without
+    `split_results`, every result is whole on every row (a training step's
+    loss and gradients)."""
+    data_parallel = _data_parallel(ranks, data_parallel)
+    if data_parallel == 1:
+        return None
     shapes = exported.shapes[:exported.num_inputs]
     if not shapes or not shapes[0]:
         raise ValueError("data_parallel needs a first input with a batch "
@@ -172,7 +181,7 @@ def _data_split(exported, ranks, data_parallel):
     names = exported.names[:exported.num_inputs]
     inputs = [n for n, shape in zip(names, shapes) if shape and
               shape[0] == batch]
-    results = [bool(t) and int(t.split("x")[0]) == batch
+    results = [split_results and bool(t) and int(t.split("x")[0]) == batch
                for t in _result_dims(exported.text)]
     return DataSplit(ranks, data_parallel, inputs, results)
 
@@ -984,10 +993,7 @@ def to_mlir(module, example_args, plan, ranks=4, input_layout="replicate",
     each argument by name, `exported.data` the DataSplit of
     data_parallel > 1."""
     ranks = positive_int(ranks, "ranks")
-    data_parallel = positive_int(data_parallel, "data_parallel")
-    if ranks % data_parallel:
-        raise ValueError(f"data_parallel={data_parallel} does not divide the "
-                         f"{ranks} ranks")
+    data_parallel = _data_parallel(ranks, data_parallel)
     exported = export(module, tuple(example_args), kwargs,
                       capacity_factor=capacity_factor)
     exported.data = _data_split(exported, ranks, data_parallel)

@@ -372,16 +372,12 @@ def train_step(module, example_args, plan, loss_fn=None, targets=(), ranks=4,
                              "rank sees, where rank 0 compiles for the job")
         _, ranks = _program.rank_and_size(communicator)
     ranks = positive_int(ranks, "ranks")
-    data_parallel = positive_int(data_parallel, "data_parallel")
-    if ranks % data_parallel:
-        raise ValueError(f"data_parallel={data_parallel} does not divide the "
-                         f"{ranks} ranks")
+    data_parallel = _pt._data_parallel(ranks, data_parallel)
     exported, grad_names = export_joint(module, tuple(example_args), loss_fn,
                                         targets, kwargs)
-    exported.data = _pt._data_split(exported, ranks, data_parallel)
-    if exported.data:
-        # The loss and the gradients are whole on every row.
-        exported.data.results = [False] * len(exported.data.results)
+    # The loss and the gradients are whole on every row.
+    exported.data = _pt._data_split(exported, ranks, data_parallel,
+                                    split_results=False)
     for name, shape in zip(exported.names, exported.shapes):
         if 0 in shape:
             raise ValueError(f"{name} has shape {shape}; Braid compiles "

@@ -1084,11 +1084,45 @@ static void completeAnnotations(func::FuncOp func) {
 /// leaves it): the index into a captured tensor's local block.
 static constexpr StringLiteral kLocalIndexAttr = "braid.local_index";
 
+/// The grid axes that split each loop of `op` (empty: not split), from the
+/// shardings propagation annotated its operands (for it) and its results
+/// with; `grid`, when given, is set to their grid.
+static SmallVector<SmallVector<int16_t>>
+loopSplits(linalg::GenericOp op, FlatSymbolRefAttr *grid = nullptr) {
+  SmallVector<SmallVector<int16_t>> axes(op.getNumLoops());
+  auto note = [&](Value sharding, AffineMap map) {
+    auto shardingOp =
+        sharding ? sharding.getDefiningOp<shard::ShardingOp>() : nullptr;
+    if (!shardingOp || !map.isProjectedPermutation())
+      return;
+    if (grid)
+      *grid = shardingOp.getGridAttr();
+    for (auto [dim, split] :
+         llvm::enumerate(shardingOp.getSplitAxes().getAxes())) {
+      if (dim >= map.getNumResults() || split.empty())
+        continue;
+      SmallVector<int16_t> &loopAxes = axes[map.getDimPosition(dim)];
+      if (loopAxes.empty())
+        loopAxes.assign(split.asArrayRef().begin(), split.asArrayRef().end());
+    }
+  };
+  for (OpOperand &operand : op->getOpOperands())
+    if (auto shardOp = operand.get().getDefiningOp<shard::ShardOp>();
+        shardOp && shardOp.getAnnotateForUsers())
+      note(shardOp.getSharding(), op.getMatchingIndexingMap(&operand));
+  for (OpResult result : op->getResults())
+    for (Operation *user : result.getUsers())
+      if (auto shardOp = dyn_cast<shard::ShardOp>(user);
+          shardOp && !shardOp.getAnnotateForUsers())
+        note(shardOp.getSharding(), op.getIndexingMapMatchingResult(result));
+  return axes;
+}
+
 /// Whether `holder` reads the captured `value`, split by `sharding`, only
 /// within the rank's block: `sharding` splits one dimension d; every read
 /// is a tensor.extract in the holder's body whose index along d is the
-/// linalg.index of a loop that propagation split on the same axes (its
-/// result is annotated so) — the capacity export's combine, a gather
+/// linalg.index of a loop that propagation split on the same axes
+/// (loopSplits) — the capacity export's combine, a gather
 /// within each expert, under expert parallelism. Those indices are then
 /// marked to stay local, and the block needs no gather.
 static bool readsOwnBlock(linalg::GenericOp holder, Value value,
@@ -1109,24 +1143,7 @@ static bool readsOwnBlock(linalg::GenericOp holder, Value value,
   }
   if (!dim)
     return false;
-  // The loops the holder's result is split along, and on which axes.
-  DenseMap<unsigned, ArrayRef<int16_t>> loopAxes;
-  AffineMap out =
-      holder.getIndexingMapMatchingResult(cast<OpResult>(holder->getResult(0)));
-  for (Operation *user : holder->getResult(0).getUsers()) {
-    auto annotation = dyn_cast<shard::ShardOp>(user);
-    if (!annotation || annotation.getAnnotateForUsers())
-      continue;
-    auto resultSharding =
-        annotation.getSharding().getDefiningOp<shard::ShardingOp>();
-    if (!resultSharding)
-      continue;
-    for (auto [j, split] :
-         llvm::enumerate(resultSharding.getSplitAxes().getAxes()))
-      if (j < out.getNumResults() && !split.empty())
-        if (auto d = dyn_cast<AffineDimExpr>(out.getResult(j)))
-          loopAxes[d.getPosition()] = split.asArrayRef();
-  }
+  SmallVector<SmallVector<int16_t>> loopAxes = loopSplits(holder);
   SmallVector<tensor::ExtractOp> reads;
   for (OpOperand &use : value.getUses()) {
     if (!holder->isProperAncestor(use.getOwner()))
@@ -1138,8 +1155,7 @@ static bool readsOwnBlock(linalg::GenericOp holder, Value value,
     auto index = extract.getIndices()[*dim].getDefiningOp<linalg::IndexOp>();
     if (!index || index->getParentOp() != holder)
       return false;
-    auto it = loopAxes.find(index.getDim());
-    if (it == loopAxes.end() || it->second != axes)
+    if (ArrayRef<int16_t>(loopAxes[index.getDim()]) != axes)
       return false;
     reads.push_back(extract);
   }
@@ -1501,34 +1517,8 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
     func.walk([&](linalg::GenericOp op) {
       if (op.getBody()->getOps<linalg::IndexOp>().empty())
         return;
-      SmallVector<SmallVector<int16_t>> axes(op.getNumLoops());
       FlatSymbolRefAttr grid;
-      auto note = [&](Value sharding, AffineMap map) {
-        auto shardingOp =
-            sharding ? sharding.getDefiningOp<shard::ShardingOp>() : nullptr;
-        if (!shardingOp || !map.isProjectedPermutation())
-          return;
-        grid = shardingOp.getGridAttr();
-        for (auto [dim, split] :
-             llvm::enumerate(shardingOp.getSplitAxes().getAxes())) {
-          if (dim >= map.getNumResults() || split.empty())
-            continue;
-          SmallVector<int16_t> &loopAxes = axes[map.getDimPosition(dim)];
-          if (loopAxes.empty())
-            loopAxes.assign(split.asArrayRef().begin(),
-                            split.asArrayRef().end());
-        }
-      };
-      for (OpOperand &operand : op->getOpOperands())
-        if (auto shardOp = operand.get().getDefiningOp<shard::ShardOp>();
-            shardOp && shardOp.getAnnotateForUsers())
-          note(shardOp.getSharding(), op.getMatchingIndexingMap(&operand));
-      for (OpResult result : op->getResults())
-        for (Operation *user : result.getUsers())
-          if (auto shardOp = dyn_cast<shard::ShardOp>(user);
-              shardOp && !shardOp.getAnnotateForUsers())
-            note(shardOp.getSharding(),
-                 op.getIndexingMapMatchingResult(result));
+      SmallVector<SmallVector<int16_t>> axes = loopSplits(op, &grid);
       if (!grid || llvm::all_of(axes, [](auto &a) { return a.empty(); }))
         return;
       Builder b(op.getContext());
