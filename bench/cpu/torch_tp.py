@@ -35,8 +35,9 @@ from common import rank_args, time_program  # noqa: E402
 DTYPES = {"f32": "float32", "bf16": "bfloat16"}
 
 
-def build_layer(args, dtype_name):
-    """The layer, its input, its keyword arguments and its config."""
+def build_layer(args, dtype_name, batch=1):
+    """The layer, its input (`batch` sequences of args.tokens / batch
+    tokens), its keyword arguments and its config."""
     import torch
     import transformers
     from transformers.models.llama.modeling_llama import (
@@ -50,8 +51,9 @@ def build_layer(args, dtype_name):
     c._attn_implementation = "sdpa"
     torch.manual_seed(0)
     layer = LlamaDecoderLayer(c, 0).eval().to(dtype)
-    x = torch.randn(1, args.tokens, args.hidden, dtype=dtype)
-    positions = torch.arange(args.tokens).unsqueeze(0)
+    x = torch.randn(batch, args.tokens // batch, args.hidden, dtype=dtype)
+    positions = torch.arange(args.tokens // batch).unsqueeze(0).expand(
+        batch, -1)
     cos, sin = LlamaRotaryEmbedding(c)(x, positions)
     kwargs = {"position_embeddings": (cos.to(dtype), sin.to(dtype))}
     return layer, x, kwargs, c

@@ -64,7 +64,8 @@ MLIR_CAPI_EXPORTED const char *braidGetVersion(void);
 ///     device), overlap (auto, force, off), target-preset (auto,
 ///     cpu, h100, h200), fuse (auto, off), gemm (library, generated),
 ///     vector-bytes (0 to 1024; 0: scalar loops), quantize-all-gather (off,
-///     bf16, fp8), sub-chunks, bidirectional (auto, on, off),
+///     bf16, fp8), sub-chunks, bucket-bytes (-1: no buckets; 0: the
+///     model's), bidirectional (auto, on, off),
 ///     balance-attention (auto, on, off), comm (auto, two-sided,
 ///     symmetric), fuse-collectives (auto, force, one-shot, two-shot, off),
 ///     zero-copy, fuse-puts, kernel-signals (cuda),

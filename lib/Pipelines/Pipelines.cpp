@@ -226,6 +226,7 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     overlap.preset = options.targetPreset;
     overlap.report = options.report;
     overlap.subChunks = options.subChunks;
+    overlap.bucketBytes = options.bucketBytes;
     overlap.bidirectional = options.bidirectional;
     overlap.balanceAttention = options.balanceAttention;
     overlap.comm = options.comm;

@@ -41,6 +41,7 @@ SETTINGS = [
     ({"vector-bytes": "32"}, {}),
     ({"quantize-all-gather": "bf16"}, {}),
     ({"overlap": "force", "sub-chunks": "2"}, {}),
+    ({"overlap": "force", "bucket-bytes": "-1"}, {}),
     ({"overlap": "force", "bidirectional": "on"}, {}),
     ({"overlap": "force", "balance-attention": "off"}, {}),
     ({"overlap": "force", "check-schedule": "true"}, {}),

@@ -311,6 +311,13 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
       starts and waits, the frame around it after (a remark gives the box);
     - a collective after a computation it needs whole: micro-batches along
       a dimension nothing reduces over (`micro_batch`);
+    - small all-reduces of one group, reduction and element type (a
+      data-parallel step's gradients), each and all together at most twice
+      their latency, whose inputs are ready before any of their results is
+      used: one all-reduce of a flat bucket, the inputs copied in after the
+      last of them, started then and waited before the first use, each
+      result a slice read back (`bucket_ar`; the report lists the others
+      as travelling in it);
     - everything else: the asynchronous form, started right after its input
       and waited right before its first use (`async`).
 
@@ -403,6 +410,9 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
            "Ring attention: each rank also scores the rows of the block it "
            "holds against its own keys (a causal ring's work balanced)",
            "::braid::options::EnumValues<::braid::BalanceAttention>()">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"0",
+           "Largest bucket of all-reduces for bucket_ar, in bytes (0: the "
+           "model's, at most twice the latency; -1: no buckets)">,
     Option<"microBatches", "micro-batches", "int64_t", /*default=*/"0",
            "Micro-batches for micro_batch (0: the model picks 2, 3 or 4)">,
     Option<"peakTflops", "peak-tflops", "double", /*default=*/"0",

@@ -173,39 +173,33 @@ LogicalResult overlap::decomposeAllToAllMatmul(RewriterBase &rewriter,
 
 //===- The pattern --------------------------------------------------------===//
 
-namespace {
-
 /// a2a_dispatch / a2a_combine: per-peer exchanges pipelined with the
 /// computation on the blocks.
-class AllToAllMatmulPattern final : public PatternOf<AllToAllOp> {
-public:
-  AllToAllMatmulPattern() : PatternOf(Family::Fused, "per peer") {}
-  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
-               std::string &why) const override {
-    auto exchange = cast<AllToAllOp>(site.op.getOperation());
-    FailureOr<AllToAllMatmul> match = matchAllToAllMatmul(exchange, why);
-    if (failed(match))
-      return;
-    const CostModel &cost = context.model;
-    int64_t n = site.groupSize;
-    double compute = cost.computeTime(match->compute);
-    double piece = cost.computeTime(match->compute, 1.0 / n, match->loop);
-    Candidate c;
-    c.strategy = match->dispatch ? "a2a_dispatch" : "a2a_combine";
-    c.with = nameOf(match->compute);
-    c.chunks = n;
-    c.compute = compute;
-    c.serial = compute + site.comm;
-    c.overlapped = context.pipeline(piece, n, site.comm / (n - 1), n - 1);
-    c.apply = [m = *match](RewriterBase &r, FollowUps &) {
-      return decomposeAllToAllMatmul(r, m);
-    };
-    out.push_back(std::move(c));
-  }
-};
-
-} // namespace
+static void proposeAllToAllMatmul(AllToAllOp exchange, Site site,
+                                  Context &context,
+                                  SmallVectorImpl<Candidate> &out,
+                                  std::string &why) {
+  FailureOr<AllToAllMatmul> match = matchAllToAllMatmul(exchange, why);
+  if (failed(match))
+    return;
+  const CostModel &cost = context.model;
+  int64_t n = site.groupSize;
+  double compute = cost.computeTime(match->compute);
+  double piece = cost.computeTime(match->compute, 1.0 / n, match->loop);
+  Candidate c;
+  c.strategy = match->dispatch ? "a2a_dispatch" : "a2a_combine";
+  c.with = nameOf(match->compute);
+  c.chunks = n;
+  c.compute = compute;
+  c.serial = compute + site.comm;
+  c.overlapped = context.pipeline(piece, n, site.comm / (n - 1), n - 1);
+  c.apply = [m = *match](RewriterBase &r, FollowUps &) {
+    return decomposeAllToAllMatmul(r, m);
+  };
+  out.push_back(std::move(c));
+}
 
 std::unique_ptr<OverlapPattern> overlap::createAllToAllMatmulPattern() {
-  return std::make_unique<AllToAllMatmulPattern>();
+  return makePattern<AllToAllOp>(Family::Fused, "per peer",
+                                 proposeAllToAllMatmul);
 }

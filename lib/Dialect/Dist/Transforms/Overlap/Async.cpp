@@ -80,45 +80,37 @@ void overlap::makeAsync(RewriterBase &rewriter, CollectiveOpInterface op,
 
 //===- The pattern --------------------------------------------------------===//
 
-namespace {
-
 /// async: the collective stays whole, started right after its input and
 /// waited right before its first use (once every schedule is decided).
-class AsyncPattern final : public PatternOf<> {
-public:
-  AsyncPattern() : PatternOf(Family::Async, "async") {}
-  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
-               std::string &why) const override {
-    AsyncPlacement placement = planAsync(site.op);
-    double between = 0;
-    int64_t computeOps = 0;
-    for (Operation *other : placement.overlapped)
-      if (isa<linalg::LinalgOp>(other)) {
-        between += context.model.computeTime(other);
-        ++computeOps;
-      }
-    if (computeOps == 0) {
-      why = "no independent computation to overlap it with";
-      return;
+static void proposeAsync(CollectiveOpInterface, Site site, Context &context,
+                         SmallVectorImpl<Candidate> &out, std::string &why) {
+  AsyncPlacement placement = planAsync(site.op);
+  double between = 0;
+  int64_t computeOps = 0;
+  for (Operation *other : placement.overlapped)
+    if (isa<linalg::LinalgOp>(other)) {
+      between += context.model.computeTime(other);
+      ++computeOps;
     }
-    Candidate c;
-    c.strategy = "async";
-    c.family = Family::Async;
-    c.compute = between;
-    c.serial = between + site.comm;
-    c.overlapped = context.asyncTime(between, site.comm);
-    c.chunks = 1;
-    c.apply = [op = site.op.getOperation()](RewriterBase &,
-                                            FollowUps &followUps) {
-      followUps.async.push_back(op);
-      return success();
-    };
-    out.push_back(std::move(c));
+  if (computeOps == 0) {
+    why = "no independent computation to overlap it with";
+    return;
   }
-};
-
-} // namespace
+  Candidate c;
+  c.strategy = "async";
+  c.family = Family::Async;
+  c.compute = between;
+  c.serial = between + site.comm;
+  c.overlapped = context.asyncTime(between, site.comm);
+  c.chunks = 1;
+  c.apply = [op = site.op.getOperation()](RewriterBase &,
+                                          FollowUps &followUps) {
+    followUps.async.push_back(op);
+    return success();
+  };
+  out.push_back(std::move(c));
+}
 
 std::unique_ptr<OverlapPattern> overlap::createAsyncPattern() {
-  return std::make_unique<AsyncPattern>();
+  return makePattern<>(Family::Async, "async", proposeAsync);
 }

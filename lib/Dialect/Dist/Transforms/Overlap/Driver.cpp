@@ -114,6 +114,7 @@ OverlapOptions OverlapPass::options() const {
   o.bidirectional = bidirectional;
   o.balanceAttention = balanceAttention;
   o.microBatches = microBatches;
+  o.bucketBytes = bucketBytes;
   o.peakTflops = peakTflops;
   o.memoryBandwidth = memoryBandwidth;
   o.linkBandwidth = linkBandwidth;
@@ -193,18 +194,20 @@ OverlapPass::decide(FunctionOpInterface function, Context &context,
     return success();
   }
   Proposals proposals = proposeAll(site, context);
-  if (attention) {
-    // The partner gather is reported with the schedule that takes it.
-    for (CollectiveOpInterface &later : collectives)
-      if (later && later.getOperation() == attention->partner)
+  Choice choice;
+  if (attention)
+    choice.chosen = &*attention;
+  else
+    choice = select(proposals, context);
+  if (choice.chosen) {
+    // The collectives it takes along are reported with it, not decided.
+    for (CollectiveOpInterface &later : collectives.drop_front(index + 1))
+      if (later &&
+          llvm::is_contained(choice.chosen->partners, later.getOperation()))
         later = {};
-    return apply(op, *attention, proposals, std::move(record), context,
-                 followUps);
-  }
-  Choice choice = select(proposals, context);
-  if (choice.chosen)
     return apply(op, *choice.chosen, proposals, std::move(record), context,
                  followUps);
+  }
   if (choice.best) {
     record.with = choice.best->with;
     record.compute = choice.best->compute;
@@ -265,7 +268,7 @@ LogicalResult OverlapPass::apply(CollectiveOpInterface op,
     chosen.describe(remark);
   if (chosen.inKernel())
     remark << "; " << chosen.saving;
-  else if (!proposals.whyNotInKernel.empty() && !chosen.partner)
+  else if (!proposals.whyNotInKernel.empty() && chosen.partners.empty())
     remark << "; not in a kernel: " << proposals.whyNotInKernel;
   // Decided before the rewrite erases the collective; applies only if the
   // schedule has ring shifts.
@@ -281,12 +284,14 @@ LogicalResult OverlapPass::apply(CollectiveOpInterface op,
   if (!chosen.fused())
     noteWholeTransport(op, context, record, remark);
   Location loc = op.getLoc();
-  std::optional<Record> partnerRecord;
-  if (chosen.partner) {
-    partnerRecord = record;
-    partnerRecord->loc = formatLoc(chosen.partner->getLoc());
-    partnerRecord->reason = "travels in the " + chosen.strategy +
-                            " of the all_gather at " + record.loc;
+  std::vector<Record> partnerRecords;
+  for (Operation *partner : chosen.partners) {
+    Record &taken = partnerRecords.emplace_back(record);
+    taken.kind = cast<CollectiveOpInterface>(partner).getCollectiveKind().str();
+    taken.loc = formatLoc(partner->getLoc());
+    taken.reason = "travels in the " + chosen.strategy + " of the " +
+                   record.kind + " at " + record.loc;
+    partner->emitRemark() << taken.kind << " " << taken.reason;
   }
   ShiftCollector collector;
   rewriter->setListener(&collector);
@@ -312,15 +317,14 @@ LogicalResult OverlapPass::apply(CollectiveOpInterface op,
       noteTransport(record, remark, all, why);
   }
   emitRemark(loc) << text;
-  chosen.fused() ? ++numFused : ++numAsync;
   replication.invalidate();
   std::string transport = record.transport;
   records.push_back(std::move(record));
-  if (partnerRecord) {
-    partnerRecord->transport = transport;
-    records.push_back(std::move(*partnerRecord));
-    ++numFused;
+  for (Record &taken : partnerRecords) {
+    taken.transport = transport;
+    records.push_back(std::move(taken));
   }
+  (chosen.fused() ? numFused : numAsync) += 1 + partnerRecords.size();
   return success();
 }
 
@@ -389,6 +393,9 @@ void OverlapPass::runOnOperation() {
     return bad("micro-batches must be 0 (the model picks) or at least 2");
   if (subChunks < 0)
     return bad("sub-chunks must be 0 (the model picks) or positive");
+  if (bucketBytes < -1)
+    return bad("bucket-bytes must be -1 (no buckets), 0 (the model picks) "
+               "or positive");
   std::optional<TargetDescription> target =
       TargetDescription::preset(presetName());
   if (!target)

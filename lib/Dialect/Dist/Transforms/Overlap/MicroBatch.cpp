@@ -112,50 +112,40 @@ LogicalResult overlap::splitMicroBatches(RewriterBase &rewriter,
 
 //===- The pattern --------------------------------------------------------===//
 
-namespace {
-
 /// micro_batch: one candidate per count of micro-batches (2, 3 and 4, or
 /// the one micro-batches= asks for).
-class MicroBatchPattern final : public PatternOf<> {
-public:
-  MicroBatchPattern() : PatternOf(Family::MicroBatch, "micro-batches") {}
-  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
-               std::string &why) const override {
-    int64_t requested = context.options.microBatches;
-    SmallVector<int64_t> counts = requested > 0
-                                      ? SmallVector<int64_t>{requested}
-                                      : SmallVector<int64_t>{2, 3, 4};
-    const CostModel &cost = context.model;
-    CollectiveOpInterface op = site.op;
-    for (int64_t parts : counts) {
-      FailureOr<MicroBatch> match = matchMicroBatch(op, parts, why);
-      if (failed(match))
-        continue;
-      double compute = cost.computeTime(match->producer);
-      double piece =
-          cost.computeTime(match->producer, 1.0 / parts, match->loop);
-      double part =
-          cost.collectiveTime(op.getCollectiveKind(), commBytes(op) / parts,
-                              site.groupSize, site.link);
-      Candidate c;
-      c.strategy = "micro_batch";
-      c.family = Family::MicroBatch;
-      c.with = nameOf(match->producer);
-      c.chunks = parts;
-      c.compute = compute;
-      c.serial = compute + site.comm;
-      c.overlapped =
-          piece + (parts - 1) * context.asyncTime(piece, part) + part;
-      c.apply = [m = *match, parts](RewriterBase &r, FollowUps &) {
-        return splitMicroBatches(r, m, parts);
-      };
-      out.push_back(std::move(c));
-    }
+static void proposeMicroBatch(CollectiveOpInterface, Site site,
+                              Context &context, SmallVectorImpl<Candidate> &out,
+                              std::string &why) {
+  int64_t requested = context.options.microBatches;
+  SmallVector<int64_t> counts = requested > 0 ? SmallVector<int64_t>{requested}
+                                              : SmallVector<int64_t>{2, 3, 4};
+  const CostModel &cost = context.model;
+  CollectiveOpInterface op = site.op;
+  for (int64_t parts : counts) {
+    FailureOr<MicroBatch> match = matchMicroBatch(op, parts, why);
+    if (failed(match))
+      continue;
+    double compute = cost.computeTime(match->producer);
+    double piece = cost.computeTime(match->producer, 1.0 / parts, match->loop);
+    double part =
+        cost.collectiveTime(op.getCollectiveKind(), commBytes(op) / parts,
+                            site.groupSize, site.link);
+    Candidate c;
+    c.strategy = "micro_batch";
+    c.family = Family::MicroBatch;
+    c.with = nameOf(match->producer);
+    c.chunks = parts;
+    c.compute = compute;
+    c.serial = compute + site.comm;
+    c.overlapped = piece + (parts - 1) * context.asyncTime(piece, part) + part;
+    c.apply = [m = *match, parts](RewriterBase &r, FollowUps &) {
+      return splitMicroBatches(r, m, parts);
+    };
+    out.push_back(std::move(c));
   }
-};
-
-} // namespace
+}
 
 std::unique_ptr<OverlapPattern> overlap::createMicroBatchPattern() {
-  return std::make_unique<MicroBatchPattern>();
+  return makePattern<>(Family::MicroBatch, "micro-batches", proposeMicroBatch);
 }

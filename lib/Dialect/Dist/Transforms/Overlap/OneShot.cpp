@@ -19,19 +19,11 @@ using namespace mlir;
 using namespace braid::dist;
 using namespace braid::dist::overlap;
 
-namespace {
-
-class OneShotPattern final : public PatternOf<AllReduceOp, ReduceScatterOp> {
-public:
-  OneShotPattern() : PatternOf(Family::InKernel, "one shot") {}
-  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
-               std::string &why) const override;
-};
-
-void OneShotPattern::propose(Site site, Context &context,
-                             SmallVectorImpl<Candidate> &out,
-                             std::string &why) const {
-  CollectiveOpInterface op = site.op;
+/// one_shot_ar, one_shot_rs: the sum inside the kernel of the chain after
+/// the collective, from the partials every peer put into this rank's slots.
+static void proposeOneShot(CollectiveOpInterface op, Site site,
+                           Context &context, SmallVectorImpl<Candidate> &out,
+                           std::string &why) {
   bool scatters = isa<ReduceScatterOp>(op.getOperation());
   // A reduce-scatter has this one form under every fuse-collectives mode.
   if (!scatters &&
@@ -87,8 +79,7 @@ void OneShotPattern::propose(Site site, Context &context,
   out.push_back(std::move(c));
 }
 
-} // namespace
-
 std::unique_ptr<OverlapPattern> overlap::createOneShotPattern() {
-  return std::make_unique<OneShotPattern>();
+  return makePattern<AllReduceOp, ReduceScatterOp>(Family::InKernel, "one shot",
+                                                   proposeOneShot);
 }

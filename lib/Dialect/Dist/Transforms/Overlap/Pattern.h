@@ -12,7 +12,8 @@
 // selection policy (Selection.cpp) picks one, and the driver applies it and
 // records the decision (Report.h).
 //
-// A new pattern is a file that defines `createXPattern()`, a line in
+// A new pattern is a file that defines its propose function and
+// `createXPattern()` returning `makePattern<Anchor>(...)` of it, a line in
 // Patterns.def, a line in CMakeLists.txt, a lit test under
 // test/Dialect/Dist/Transforms/Overlap/ and an end-to-end module under
 // test/lib/e2e_patterns/ (docs/Design.md, "Adding a schedule").
@@ -110,9 +111,10 @@ struct Candidate {
   double gain() const { return serial - overlapped; }
   bool fused() const { return family != Family::Async; }
   bool inKernel() const { return family == Family::InKernel; }
-  /// Another collective the schedule takes along (ring attention's gather
-  /// of v), reported with it and skipped by the driver.
-  mlir::Operation *partner = nullptr;
+  /// Later collectives the schedule takes along (ring attention's gather
+  /// of v, the other all-reduces of a bucket): each reported with it, and
+  /// skipped by the driver.
+  llvm::SmallVector<mlir::Operation *, 1> partners;
   /// Taken whenever proposed, under auto and force alike; `because` then
   /// says why (the start of the record's reason).
   bool always = false;
@@ -168,6 +170,45 @@ public:
       return llvm::isa<Anchors...>(op.getOperation());
   }
 };
+
+/// The op a pattern's propose function takes: its one anchor's class, or
+/// the collective interface for several or none.
+template <typename... Anchors> struct AnchorOf {
+  using type = CollectiveOpInterface;
+};
+template <typename Anchor> struct AnchorOf<Anchor> {
+  using type = Anchor;
+};
+
+/// A pattern that is its propose function: appends its candidates for the
+/// anchor at `site`, or says in `why` why none applies.
+template <typename... Anchors>
+class FunctionPattern final : public PatternOf<Anchors...> {
+public:
+  using Anchor = typename AnchorOf<Anchors...>::type;
+  using Propose = void (*)(Anchor, Site, Context &,
+                           llvm::SmallVectorImpl<Candidate> &, std::string &);
+  FunctionPattern(Family family, llvm::StringRef label, Propose propose)
+      : PatternOf<Anchors...>(family, label), fn(propose) {}
+  void propose(Site site, Context &context,
+               llvm::SmallVectorImpl<Candidate> &out,
+               std::string &why) const override {
+    fn(llvm::cast<Anchor>(site.op.getOperation()), site, context, out, why);
+  }
+
+private:
+  Propose fn;
+};
+
+/// The pattern of the collectives `Anchors` (every one when none is named)
+/// whose candidates `propose` gives: what a pattern file's create function
+/// returns.
+template <typename... Anchors>
+std::unique_ptr<OverlapPattern>
+makePattern(Family family, llvm::StringRef label,
+            typename FunctionPattern<Anchors...>::Propose propose) {
+  return std::make_unique<FunctionPattern<Anchors...>>(family, label, propose);
+}
 
 /// Every registered pattern (Patterns.def), in the order candidates are
 /// proposed and ties are broken.

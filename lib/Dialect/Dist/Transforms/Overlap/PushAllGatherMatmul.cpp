@@ -20,19 +20,12 @@ using namespace mlir;
 using namespace braid::dist;
 using namespace braid::dist::overlap;
 
-namespace {
-
-class PushAllGatherMatmulPattern final : public PatternOf<AllGatherOp> {
-public:
-  PushAllGatherMatmulPattern() : PatternOf(Family::InKernel, "push") {}
-  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
-               std::string &why) const override;
-};
-
-void PushAllGatherMatmulPattern::propose(Site site, Context &context,
-                                         SmallVectorImpl<Candidate> &out,
-                                         std::string &why) const {
-  auto op = cast<AllGatherOp>(site.op.getOperation());
+/// push_ag_matmul: the producing kernel writes each chunk into every
+/// peer's slot.
+static void proposePushAllGatherMatmul(AllGatherOp op, Site site,
+                                       Context &context,
+                                       SmallVectorImpl<Candidate> &out,
+                                       std::string &why) {
   FailureOr<AllGatherMatmul> match = matchAllGatherMatmul(op, why);
   if (failed(match))
     return;
@@ -80,8 +73,7 @@ void PushAllGatherMatmulPattern::propose(Site site, Context &context,
   out.push_back(std::move(c));
 }
 
-} // namespace
-
 std::unique_ptr<OverlapPattern> overlap::createPushAllGatherMatmulPattern() {
-  return std::make_unique<PushAllGatherMatmulPattern>();
+  return makePattern<AllGatherOp>(Family::InKernel, "push",
+                                  proposePushAllGatherMatmul);
 }

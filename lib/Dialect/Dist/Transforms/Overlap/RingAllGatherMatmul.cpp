@@ -207,38 +207,32 @@ LogicalResult overlap::decomposeAllGatherMatmul(RewriterBase &rewriter,
 
 //===- The pattern --------------------------------------------------------===//
 
-namespace {
-
 /// ring_ag_matmul (ring_ag_matmul_bidir on two rings): one candidate per
 /// ring layout the chunk splits into.
-class RingAllGatherMatmulPattern final : public PatternOf<AllGatherOp> {
-public:
-  RingAllGatherMatmulPattern() : PatternOf(Family::Fused, "ring") {}
-  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
-               std::string &why) const override {
-    auto gather = cast<AllGatherOp>(site.op.getOperation());
-    FailureOr<AllGatherMatmul> match = matchAllGatherMatmul(gather, why);
-    if (failed(match))
-      return;
-    double chunkBytes = tensorBytes(gather.getInput());
-    size_t before = out.size();
-    for (RingOptions options : context.ringLayouts(match->chunkSize)) {
-      Candidate c =
-          ringCandidate(site, context, "ring_ag_matmul", options,
-                        match->consumer, match->loop, chunkBytes, false);
-      c.apply = [m = *match, options](RewriterBase &r, FollowUps &) {
-        return decomposeAllGatherMatmul(r, m, options);
-      };
-      out.push_back(std::move(c));
-    }
-    if (out.size() == before)
-      why = "the local chunk of " + std::to_string(match->chunkSize) +
-            " rows does not split into the requested pieces";
+static void proposeRingAllGatherMatmul(AllGatherOp gather, Site site,
+                                       Context &context,
+                                       SmallVectorImpl<Candidate> &out,
+                                       std::string &why) {
+  FailureOr<AllGatherMatmul> match = matchAllGatherMatmul(gather, why);
+  if (failed(match))
+    return;
+  double chunkBytes = tensorBytes(gather.getInput());
+  size_t before = out.size();
+  for (RingOptions options : context.ringLayouts(match->chunkSize)) {
+    Candidate c =
+        ringCandidate(site, context, "ring_ag_matmul", options, match->consumer,
+                      match->loop, chunkBytes, false);
+    c.apply = [m = *match, options](RewriterBase &r, FollowUps &) {
+      return decomposeAllGatherMatmul(r, m, options);
+    };
+    out.push_back(std::move(c));
   }
-};
-
-} // namespace
+  if (out.size() == before)
+    why = "the local chunk of " + std::to_string(match->chunkSize) +
+          " rows does not split into the requested pieces";
+}
 
 std::unique_ptr<OverlapPattern> overlap::createRingAllGatherMatmulPattern() {
-  return std::make_unique<RingAllGatherMatmulPattern>();
+  return makePattern<AllGatherOp>(Family::Fused, "ring",
+                                  proposeRingAllGatherMatmul);
 }

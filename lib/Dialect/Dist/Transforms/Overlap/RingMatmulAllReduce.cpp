@@ -285,57 +285,51 @@ FailureOr<AllGatherOp> overlap::decomposeMatmulAllReduce(RewriterBase &rewriter,
 
 //===- The pattern --------------------------------------------------------===//
 
-namespace {
-
 /// rs_ring_ag / rs_ring_ew_ag: the reduce-scatter ring, the row-wise chain
 /// on 1/n of the rows, then the all-gather (made asynchronous once every
 /// schedule is decided).
-class RingMatmulAllReducePattern final : public PatternOf<AllReduceOp> {
-public:
-  RingMatmulAllReducePattern() : PatternOf(Family::Fused, "ring") {}
-  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
-               std::string &why) const override {
-    auto reduce = cast<AllReduceOp>(site.op.getOperation());
-    FailureOr<MatmulAllReduce> match =
-        matchMatmulAllReduce(reduce, context.replication, why);
-    if (failed(match))
-      return;
-    if (!match->chainStop.empty())
-      reduce->emitRemark() << "elementwise work stays after the all-reduce: "
-                           << match->chainStop;
-    const CostModel &cost = context.model;
-    int64_t n = site.groupSize;
-    double chainFull = 0, chainPart = 0;
-    for (linalg::LinalgOp e : match->chain) {
-      chainFull += cost.computeTime(e);
-      chainPart += cost.computeTime(e, 1.0 / n);
-    }
-    double gather = cost.collectiveTime("all_gather", tensorBytes(match->exit),
-                                        n, site.link);
-    double blockBytes = tensorBytes(reduce.getInput()) / n;
-    for (RingOptions options : context.ringLayouts(match->blockSize)) {
-      // The reduce-scatter ring, then the chain on 1/n, then the gather.
-      Candidate c = ringCandidate(
-          site, context, match->chain.empty() ? "rs_ring_ag" : "rs_ring_ew_ag",
-          options, match->producer, match->loop, blockBytes, true);
-      c.compute += chainFull;
-      c.serial = c.compute + site.comm;
-      c.overlapped = c.overlapped + chainPart + gather;
-      c.apply = [m = *match, options](RewriterBase &r, FollowUps &followUps) {
-        FailureOr<AllGatherOp> gather = decomposeMatmulAllReduce(r, m, options);
-        if (failed(gather))
-          return failure();
-        // The all-gather the rewrite leaves overlaps what follows it.
-        followUps.async.push_back(*gather);
-        return success();
-      };
-      out.push_back(std::move(c));
-    }
+static void proposeRingMatmulAllReduce(AllReduceOp reduce, Site site,
+                                       Context &context,
+                                       SmallVectorImpl<Candidate> &out,
+                                       std::string &why) {
+  FailureOr<MatmulAllReduce> match =
+      matchMatmulAllReduce(reduce, context.replication, why);
+  if (failed(match))
+    return;
+  if (!match->chainStop.empty())
+    reduce->emitRemark() << "elementwise work stays after the all-reduce: "
+                         << match->chainStop;
+  const CostModel &cost = context.model;
+  int64_t n = site.groupSize;
+  double chainFull = 0, chainPart = 0;
+  for (linalg::LinalgOp e : match->chain) {
+    chainFull += cost.computeTime(e);
+    chainPart += cost.computeTime(e, 1.0 / n);
   }
-};
-
-} // namespace
+  double gather =
+      cost.collectiveTime("all_gather", tensorBytes(match->exit), n, site.link);
+  double blockBytes = tensorBytes(reduce.getInput()) / n;
+  for (RingOptions options : context.ringLayouts(match->blockSize)) {
+    // The reduce-scatter ring, then the chain on 1/n, then the gather.
+    Candidate c = ringCandidate(
+        site, context, match->chain.empty() ? "rs_ring_ag" : "rs_ring_ew_ag",
+        options, match->producer, match->loop, blockBytes, true);
+    c.compute += chainFull;
+    c.serial = c.compute + site.comm;
+    c.overlapped = c.overlapped + chainPart + gather;
+    c.apply = [m = *match, options](RewriterBase &r, FollowUps &followUps) {
+      FailureOr<AllGatherOp> gather = decomposeMatmulAllReduce(r, m, options);
+      if (failed(gather))
+        return failure();
+      // The all-gather the rewrite leaves overlaps what follows it.
+      followUps.async.push_back(*gather);
+      return success();
+    };
+    out.push_back(std::move(c));
+  }
+}
 
 std::unique_ptr<OverlapPattern> overlap::createRingMatmulAllReducePattern() {
-  return std::make_unique<RingMatmulAllReducePattern>();
+  return makePattern<AllReduceOp>(Family::Fused, "ring",
+                                  proposeRingMatmulAllReduce);
 }

@@ -178,35 +178,27 @@ LogicalResult overlap::decomposeMatmulReduceScatter(RewriterBase &rewriter,
 
 //===- The pattern --------------------------------------------------------===//
 
-namespace {
-
 /// ring_matmul_rs (ring_matmul_rs_bidir): one candidate per ring layout.
-class RingMatmulReduceScatterPattern final : public PatternOf<ReduceScatterOp> {
-public:
-  RingMatmulReduceScatterPattern() : PatternOf(Family::Fused, "ring") {}
-  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
-               std::string &why) const override {
-    auto scatter = cast<ReduceScatterOp>(site.op.getOperation());
-    FailureOr<MatmulReduceScatter> match =
-        matchMatmulReduceScatter(scatter, why);
-    if (failed(match))
-      return;
-    double blockBytes = tensorBytes(scatter.getResult());
-    for (RingOptions options : context.ringLayouts(match->blockSize)) {
-      Candidate c =
-          ringCandidate(site, context, "ring_matmul_rs", options,
-                        match->producer, match->loop, blockBytes, true);
-      c.apply = [m = *match, options](RewriterBase &r, FollowUps &) {
-        return decomposeMatmulReduceScatter(r, m, options);
-      };
-      out.push_back(std::move(c));
-    }
+static void proposeRingMatmulReduceScatter(ReduceScatterOp scatter, Site site,
+                                           Context &context,
+                                           SmallVectorImpl<Candidate> &out,
+                                           std::string &why) {
+  FailureOr<MatmulReduceScatter> match = matchMatmulReduceScatter(scatter, why);
+  if (failed(match))
+    return;
+  double blockBytes = tensorBytes(scatter.getResult());
+  for (RingOptions options : context.ringLayouts(match->blockSize)) {
+    Candidate c = ringCandidate(site, context, "ring_matmul_rs", options,
+                                match->producer, match->loop, blockBytes, true);
+    c.apply = [m = *match, options](RewriterBase &r, FollowUps &) {
+      return decomposeMatmulReduceScatter(r, m, options);
+    };
+    out.push_back(std::move(c));
   }
-};
-
-} // namespace
+}
 
 std::unique_ptr<OverlapPattern>
 overlap::createRingMatmulReduceScatterPattern() {
-  return std::make_unique<RingMatmulReduceScatterPattern>();
+  return makePattern<ReduceScatterOp>(Family::Fused, "ring",
+                                      proposeRingMatmulReduceScatter);
 }

@@ -130,78 +130,73 @@ overlap::decomposeTwoShotAllReduce(RewriterBase &rewriter, AllReduceOp reduce,
 
 //===- The pattern --------------------------------------------------------===//
 
-namespace {
-
-class TwoShotAllReducePattern final : public PatternOf<AllReduceOp> {
-public:
-  TwoShotAllReducePattern() : PatternOf(Family::InKernel, "two shot") {}
-  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
-               std::string &why) const override {
-    if (context.options.fuseCollectives ==
-        braid::FuseCollectivesMode::OneShot) {
-      why = "fuse-collectives=one-shot";
-      return;
-    }
-    auto op = cast<AllReduceOp>(site.op.getOperation());
-    FailureOr<TwoShotAllReduce> match =
-        matchTwoShotAllReduce(op, context.replication, why);
-    if (failed(match))
-      return;
-    const CostModel &cost = context.model;
-    int64_t n = match->ring.groupSize;
-    double bytes = tensorBytes(op.getInput());
-    double exits = 0;
-    for (Value exit : match->chain.exits)
-      exits += tensorBytes(exit);
-    double chainFull = 0, chainPart = 0;
-    for (linalg::LinalgOp e : match->chain.ops) {
-      chainFull += cost.computeTime(e);
-      chainPart += cost.computeTime(e, 1.0 / n);
-    }
-    // Each peer gets its block of the partial, then every block of each
-    // value the chain leaves.
-    double sent = (n - 1) * (bytes + exits) / n;
-    Operation *head = match->chain.ops.front();
-    Candidate c;
-    c.strategy = "two_shot_ar";
-    c.family = Family::InKernel;
-    c.with = nameOf(head);
-    c.chunks = (n - 1) * (1 + static_cast<int64_t>(match->chain.exits.size()));
-    c.kernel =
-        "the kernel of '" + nameOf(head) + "' at " + formatLoc(head->getLoc());
-    c.saving = "moves " + schedule::formatBytes(sent) +
-               " per rank to the peers (a ring all-reduce: " +
-               schedule::formatBytes(2.0 * (n - 1) / n * bytes) + "), runs " +
-               std::to_string(match->chain.ops.size()) +
-               " ops of the chain on 1/" + std::to_string(n) +
-               " of the rows and gathers back " +
-               std::to_string(match->chain.exits.size()) + " of its values";
-    c.compute = chainFull;
-    c.serial = site.comm + chainFull;
-    // Two rounds of puts; the kernel reads n partial blocks where the
-    // unfused chain reads one, runs on 1/n of the rows, and what arrives
-    // is assembled into the gathered values.
-    LinkFigures link = site.link;
-    c.overlapped = 2 * link.latency + sent / link.bandwidth +
-                   cost.streamTime(std::max<double>(0, (n - 2) * bytes / n)) +
-                   chainPart + cost.streamTime(2 * exits * (n - 1) / n);
-    ReplicationAnalysis *replication = &context.replication;
-    c.apply = [op, replication](RewriterBase &rewriter,
-                                FollowUps &followUps) -> LogicalResult {
-      FailureOr<SmallVector<AllGatherOp>> gathers =
-          decomposeTwoShotAllReduce(rewriter, op, *replication);
-      if (failed(gathers))
-        return failure();
-      for (AllGatherOp gather : *gathers)
-        followUps.direct.push_back(gather);
-      return success();
-    };
-    out.push_back(std::move(c));
+/// two_shot_ar: each peer's block of the partial summed inside the kernel of
+/// the row-wise chain on this rank's rows, then what the chain leaves put to
+/// every peer.
+static void proposeTwoShotAllReduce(AllReduceOp op, Site site, Context &context,
+                                    SmallVectorImpl<Candidate> &out,
+                                    std::string &why) {
+  if (context.options.fuseCollectives == braid::FuseCollectivesMode::OneShot) {
+    why = "fuse-collectives=one-shot";
+    return;
   }
-};
-
-} // namespace
+  FailureOr<TwoShotAllReduce> match =
+      matchTwoShotAllReduce(op, context.replication, why);
+  if (failed(match))
+    return;
+  const CostModel &cost = context.model;
+  int64_t n = match->ring.groupSize;
+  double bytes = tensorBytes(op.getInput());
+  double exits = 0;
+  for (Value exit : match->chain.exits)
+    exits += tensorBytes(exit);
+  double chainFull = 0, chainPart = 0;
+  for (linalg::LinalgOp e : match->chain.ops) {
+    chainFull += cost.computeTime(e);
+    chainPart += cost.computeTime(e, 1.0 / n);
+  }
+  // Each peer gets its block of the partial, then every block of each
+  // value the chain leaves.
+  double sent = (n - 1) * (bytes + exits) / n;
+  Operation *head = match->chain.ops.front();
+  Candidate c;
+  c.strategy = "two_shot_ar";
+  c.family = Family::InKernel;
+  c.with = nameOf(head);
+  c.chunks = (n - 1) * (1 + static_cast<int64_t>(match->chain.exits.size()));
+  c.kernel =
+      "the kernel of '" + nameOf(head) + "' at " + formatLoc(head->getLoc());
+  c.saving = "moves " + schedule::formatBytes(sent) +
+             " per rank to the peers (a ring all-reduce: " +
+             schedule::formatBytes(2.0 * (n - 1) / n * bytes) + "), runs " +
+             std::to_string(match->chain.ops.size()) +
+             " ops of the chain on 1/" + std::to_string(n) +
+             " of the rows and gathers back " +
+             std::to_string(match->chain.exits.size()) + " of its values";
+  c.compute = chainFull;
+  c.serial = site.comm + chainFull;
+  // Two rounds of puts; the kernel reads n partial blocks where the
+  // unfused chain reads one, runs on 1/n of the rows, and what arrives
+  // is assembled into the gathered values.
+  LinkFigures link = site.link;
+  c.overlapped = 2 * link.latency + sent / link.bandwidth +
+                 cost.streamTime(std::max<double>(0, (n - 2) * bytes / n)) +
+                 chainPart + cost.streamTime(2 * exits * (n - 1) / n);
+  ReplicationAnalysis *replication = &context.replication;
+  c.apply = [op, replication](RewriterBase &rewriter,
+                              FollowUps &followUps) -> LogicalResult {
+    FailureOr<SmallVector<AllGatherOp>> gathers =
+        decomposeTwoShotAllReduce(rewriter, op, *replication);
+    if (failed(gathers))
+      return failure();
+    for (AllGatherOp gather : *gathers)
+      followUps.direct.push_back(gather);
+    return success();
+  };
+  out.push_back(std::move(c));
+}
 
 std::unique_ptr<OverlapPattern> overlap::createTwoShotAllReducePattern() {
-  return std::make_unique<TwoShotAllReducePattern>();
+  return makePattern<AllReduceOp>(Family::InKernel, "two shot",
+                                  proposeTwoShotAllReduce);
 }

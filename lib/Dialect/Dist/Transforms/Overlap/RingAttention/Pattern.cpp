@@ -61,21 +61,12 @@ struct ScoreDetails {
   }
 };
 
-class RingAttentionPattern final : public PatternOf<AllGatherOp> {
-public:
-  RingAttentionPattern() : PatternOf(Family::Attention, "ring attention") {}
-  void propose(Site site, Context &context, SmallVectorImpl<Candidate> &out,
-               std::string &why) const override;
+} // namespace
 
-private:
-  /// Whether the ring is balanced, or why not (empty when no causal mask
-  /// asks for it).
-  static bool balances(RingAttention &match, const Context &context,
-                       std::string &why);
-};
-
-bool RingAttentionPattern::balances(RingAttention &match,
-                                    const Context &context, std::string &why) {
+/// Whether the ring is balanced, or why not (empty when no causal mask asks
+/// for it).
+static bool balances(RingAttention &match, const Context &context,
+                     std::string &why) {
   bool causal = match.mask.has_value();
   braid::BalanceAttention option = context.options.balanceAttention;
   bool wanted = option == braid::BalanceAttention::On ||
@@ -91,10 +82,10 @@ bool RingAttentionPattern::balances(RingAttention &match,
   return false;
 }
 
-void RingAttentionPattern::propose(Site site, Context &context,
-                                   SmallVectorImpl<Candidate> &out,
-                                   std::string &why) const {
-  auto gather = cast<AllGatherOp>(site.op.getOperation());
+static void proposeRingAttention(AllGatherOp gather, Site site,
+                                 Context &context,
+                                 SmallVectorImpl<Candidate> &out,
+                                 std::string &why) {
   bool looksLike = false;
   FailureOr<RingAttention> match = matchRingAttention(gather, looksLike, why);
   if (failed(match)) {
@@ -129,7 +120,7 @@ void RingAttentionPattern::propose(Site site, Context &context,
   c.with = nameOf(match->output);
   c.chunks = n * (match->chunk / match->pieceSize);
   c.always = true;
-  c.partner = gather == match->keys ? match->values : match->keys;
+  c.partners.push_back(gather == match->keys ? match->values : match->keys);
   for (Operation *op : ops)
     c.compute += cost.computeTime(op);
   double keys = tensorBytes(match->keys.getInput());
@@ -162,7 +153,7 @@ void RingAttentionPattern::propose(Site site, Context &context,
   details.bytes = tensorBytes(match->scores->getResult(0));
   details.stepBytes = details.bytes / (n * (match->chunk / match->pieceSize));
   details.skipsMasked = match->mask.has_value();
-  details.partnerLoc = formatLoc(c.partner->getLoc());
+  details.partnerLoc = formatLoc(c.partners.front()->getLoc());
   // Under auto it must be predicted faster, or save a rank from holding
   // more scores than the budget; force always takes it.
   bool force = context.options.mode == braid::OverlapMode::Force;
@@ -188,8 +179,7 @@ void RingAttentionPattern::propose(Site site, Context &context,
   out.push_back(std::move(c));
 }
 
-} // namespace
-
 std::unique_ptr<OverlapPattern> overlap::createRingAttentionPattern() {
-  return std::make_unique<RingAttentionPattern>();
+  return makePattern<AllGatherOp>(Family::Attention, "ring attention",
+                                  proposeRingAttention);
 }
