@@ -204,8 +204,34 @@ def test_llama_decoder_layer(ranks, attn, layout):
         # all-reduce of the whole activations.
         assert kinds.count("reduce_scatter") >= 4, kinds
         assert "all_reduce" not in kinds, kinds
+        # The backward's too: the output gradients a row-parallel layer's
+        # backward gathers pipelined with the contractions that consume
+        # them, the input gradients' reduce-scatters with the data
+        # gradients' (two of each are the forward's).
+        rings = [s.removesuffix("_bidir") for _, s in collectives(step) if s]
+        assert rings.count("ring_ag_matmul") > 2, rings
+        assert rings.count("ring_matmul_rs") > 2, rings
     assert all(strategy for kind, strategy in collectives(step)
                if kind != "all_gather"), collectives(step)
+
+
+def test_backward_async_names_its_compute():
+    """Under auto, each collective of the step started early and waited
+    late (the backward's gathers of output gradients among them) says in
+    the report what it runs under: the longest op between its start and
+    its wait (docs/rationale/training.md)."""
+    torch.manual_seed(4)
+    c, layer, rotary = llama(2)
+    x = torch.randn(1, 16, 64)
+    kwargs = {"position_embeddings": rotary(x, torch.arange(16)[None])}
+    step = check_step(layer, (x,), c.base_model_tp_plan, 2, "sequence",
+                      kwargs, overlap="auto")
+    records = [r for r in step.artifact.report["collectives"]
+               if r["strategy"] == "async"]
+    assert records, collectives(step)
+    for r in records:
+        assert r["with"].startswith("linalg."), r
+        assert r["predicted"]["compute_us"] > 0, r
 
 
 def test_llama_decoder_layer_bf16():

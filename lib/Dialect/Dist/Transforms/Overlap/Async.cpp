@@ -85,17 +85,12 @@ void overlap::makeAsync(RewriterBase &rewriter, CollectiveOpInterface op,
 static void proposeAsync(CollectiveOpInterface, Site site, Context &context,
                          SmallVectorImpl<Candidate> &out, std::string &why) {
   AsyncPlacement placement = planAsync(site.op);
-  double between = 0;
-  int64_t computeOps = 0;
-  for (Operation *other : placement.overlapped)
-    if (isa<linalg::LinalgOp>(other)) {
-      between += context.model.computeTime(other);
-      ++computeOps;
-    }
-  if (computeOps == 0) {
+  Underneath under = computeUnderneath(placement.overlapped, context);
+  if (under.ops == 0) {
     why = "no independent computation to overlap it with";
     return;
   }
+  double between = under.time;
   Candidate c;
   c.strategy = "async";
   c.family = Family::Async;
@@ -103,6 +98,7 @@ static void proposeAsync(CollectiveOpInterface, Site site, Context &context,
   c.serial = between + site.comm;
   c.overlapped = context.asyncTime(between, site.comm);
   c.chunks = 1;
+  nameUnderneath(c, under);
   c.apply = [op = site.op.getOperation()](RewriterBase &,
                                           FollowUps &followUps) {
     followUps.async.push_back(op);

@@ -225,21 +225,21 @@ static void proposeBucketAllReduce(AllReduceOp anchor, Site site,
   }
   // Compute between the last member and the first use overlaps the
   // bucket; the copies in and out stream its bytes twice.
-  double between = 0;
+  SmallVector<Operation *> between;
   for (Operation *it = bucket.members.back()->getNextNode();
        it && it != bucket.firstUse; it = it->getNextNode())
-    if (isa<linalg::LinalgOp>(it))
-      between += model.computeTime(it);
+    between.push_back(it);
+  Underneath under = computeUnderneath(between, context);
   double comm = model.collectiveTime("all_reduce", bucket.bytes, site.groupSize,
                                      site.link);
   Candidate c;
   c.strategy = "bucket_ar";
   c.family = Family::Async;
   c.chunks = 1;
-  c.compute = between;
-  c.serial = between + bucket.separate;
+  c.compute = under.time;
+  c.serial = under.time + bucket.separate;
   c.overlapped =
-      context.asyncTime(between, comm) + 2 * model.streamTime(bucket.bytes);
+      context.asyncTime(under.time, comm) + 2 * model.streamTime(bucket.bytes);
   for (AllReduceOp op : ArrayRef(bucket.members).drop_front())
     c.partners.push_back(op);
   std::string others;
@@ -250,6 +250,7 @@ static void proposeBucketAllReduce(AllReduceOp anchor, Site site,
     os << "; " << n << " all_reduces in one bucket of "
        << static_cast<int64_t>(bytes) << " bytes, with " << others;
   };
+  nameUnderneath(c, under);
   c.apply = [bucket](RewriterBase &rewriter, FollowUps &followUps) {
     followUps.async.push_back(rewrite(rewriter, bucket));
     return success();

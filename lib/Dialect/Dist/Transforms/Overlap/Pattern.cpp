@@ -108,6 +108,39 @@ double overlap::commBytes(CollectiveOpInterface op) {
   return tensorBytes(op.getInput());
 }
 
+Underneath overlap::computeUnderneath(ArrayRef<Operation *> between,
+                                      const Context &context) {
+  Underneath under;
+  double longest = 0;
+  for (Operation *op : between) {
+    if (!isa<linalg::LinalgOp>(op))
+      continue;
+    double time = context.model.computeTime(op);
+    under.time += time;
+    ++under.ops;
+    if (!under.longest || time > longest) {
+      under.longest = op;
+      longest = time;
+    }
+  }
+  return under;
+}
+
+void overlap::nameUnderneath(Candidate &candidate, const Underneath &under) {
+  if (!under.longest)
+    return;
+  candidate.with = nameOf(under.longest);
+  std::string text = "; under " + std::to_string(under.ops) +
+                     " ops, the longest '" + candidate.with + "' at " +
+                     formatLoc(under.longest->getLoc());
+  std::function<void(raw_ostream &)> before = candidate.describe;
+  candidate.describe = [before, text](raw_ostream &os) {
+    os << text;
+    if (before)
+      before(os);
+  };
+}
+
 Candidate overlap::ringCandidate(Site site, const Context &context,
                                  StringRef strategy, RingOptions options,
                                  Operation *computeOp, unsigned loop,

@@ -176,9 +176,7 @@ public:
 template <typename... Anchors> struct AnchorOf {
   using type = CollectiveOpInterface;
 };
-template <typename Anchor> struct AnchorOf<Anchor> {
-  using type = Anchor;
-};
+template <typename Anchor> struct AnchorOf<Anchor> { using type = Anchor; };
 
 /// A pattern that is its propose function: appends its candidates for the
 /// anchor at `site`, or says in `why` why none applies.
@@ -234,6 +232,20 @@ std::string presetName(braid::TargetPreset preset);
 int64_t groupSizeOf(CollectiveOpInterface op);
 /// Bytes a collective moves, as CostModel::collectiveTime expects them.
 double commBytes(CollectiveOpInterface op);
+
+/// The compute a collective in flight runs under: the linalg ops among
+/// those between its start and its wait, their predicted time, and the
+/// longest of them.
+struct Underneath {
+  double time = 0;
+  int64_t ops = 0;
+  mlir::Operation *longest = nullptr;
+};
+Underneath computeUnderneath(llvm::ArrayRef<mlir::Operation *> between,
+                             const Context &context);
+/// Names the longest op `under` holds as the candidate's `with`, and in
+/// its remark.
+void nameUnderneath(Candidate &candidate, const Underneath &under);
 
 /// A ring of n steps over n * pieces pieces of `computeOp`'s work along its
 /// `loop`, each step moving a piece of a `chunkBytes` chunk; a reducing

@@ -127,13 +127,15 @@ shard.grid @dp(shape = 4)
 // CHECK: dist.all_reduce_start %{{.*}} : tensor<2048xf32>
 // The report (of the last function: each split overwrites it) lists the
 // bucket under its first all-reduce and the others as travelling in it.
-// REPORT: "loc": "{{.*}}bucket-all-reduce.mlir:[[@LINE+10]]:9"
+// REPORT: "loc": "{{.*}}bucket-all-reduce.mlir:[[@LINE+12]]:9"
+// REPORT: "with": "linalg.matmul"
 // REPORT: "strategy": "bucket_ar"
 // REPORT: "reason": "overlap=force; predicted
-// REPORT: "loc": "{{.*}}bucket-all-reduce.mlir:[[@LINE+11]]:9"
+// REPORT: "loc": "{{.*}}bucket-all-reduce.mlir:[[@LINE+12]]:9"
 // REPORT: "strategy": "bucket_ar"
-// REPORT: "reason": "travels in the bucket_ar of the all_reduce at {{.*}}bucket-all-reduce.mlir:[[@LINE+5]]:9"
-// REPORT: "loc": "{{.*}}bucket-all-reduce.mlir:[[@LINE+6]]:9"
+// REPORT: "reason": "travels in the bucket_ar of the all_reduce at {{.*}}bucket-all-reduce.mlir:[[@LINE+6]]:9"
+// REPORT: "loc": "{{.*}}bucket-all-reduce.mlir:[[@LINE+7]]:9"
+// REPORT: "with": "linalg.matmul"
 // REPORT: "strategy": "async"
 func.func @large(%big: tensor<1024x1024xf32>, %b0: tensor<1024xf32>, %b1: tensor<1024xf32>, %x: tensor<64x64xf32>) -> (tensor<1024xf32>, tensor<1024x1024xf32>, tensor<1024xf32>, tensor<64x64xf32>) {
   // expected-remark @+1 {{2 all_reduces in one bucket of 8192 bytes}}
