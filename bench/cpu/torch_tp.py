@@ -5,7 +5,11 @@ one run on the same CPU ranks, one thread per rank.
 
     ~/.cache/braid/frontends-venv/bin/python bench/cpu/torch_tp.py \\
         [--ranks 2] [--tokens 512] [--dtypes f32,bf16] [--repeat 10] \\
-        [--profile]
+        [--profile] [--layers L]
+
+With --layers L (2 or more), a LlamaModel of L layers from token ids
+(its rotary embedding and causal mask built inside, the final norm) instead
+of one decoder layer; the plan is the shipped one with its layer wildcards.
 
 Prints, per dtype, the median milliseconds of a forward call (the slowest
 rank for Braid, rank 0 after a barrier for PyTorch) and the ratios
@@ -37,7 +41,9 @@ DTYPES = {"f32": "float32", "bf16": "bfloat16"}
 
 def build_layer(args, dtype_name, batch=1):
     """The layer, its input (`batch` sequences of args.tokens / batch
-    tokens), its keyword arguments and its config."""
+    tokens), its keyword arguments and its config; with args.layers above
+    1, a LlamaModel, no input (None) and its token ids among the keyword
+    arguments."""
     import torch
     import transformers
     from transformers.models.llama.modeling_llama import (
@@ -50,6 +56,11 @@ def build_layer(args, dtype_name, batch=1):
         vocab_size=128, max_position_embeddings=args.tokens)
     c._attn_implementation = "sdpa"
     torch.manual_seed(0)
+    if getattr(args, "layers", 1) > 1:
+        c.num_hidden_layers = args.layers
+        model = transformers.LlamaModel(c).eval().to(dtype)
+        ids = torch.randint(0, c.vocab_size, (batch, args.tokens // batch))
+        return model, None, {"input_ids": ids, "use_cache": False}, c
     layer = LlamaDecoderLayer(c, 0).eval().to(dtype)
     x = torch.randn(batch, args.tokens // batch, args.hidden, dtype=dtype)
     positions = torch.arange(args.tokens // batch).unsqueeze(0).expand(
@@ -59,7 +70,7 @@ def build_layer(args, dtype_name, batch=1):
     return layer, x, kwargs, c
 
 
-def torch_plan(c, layout="replicate"):
+def torch_plan(c, layout="replicate", model=False):
     """The shipped plan's layer entries as PyTorch's own styles; under the
     sequence layout Megatron's sequence parallelism as torchtitan writes it
     (the norms SequenceParallel, the colwise projections after a norm
@@ -73,14 +84,15 @@ def torch_plan(c, layout="replicate"):
     for key, style in c.base_model_tp_plan.items():
         if not key.startswith("layers.*.") or style not in styles:
             continue
-        name = key.split("layers.*.", 1)[1]
+        # A whole model keeps the wildcard, which parallelize_module reads.
+        name = key if model else key.split("layers.*.", 1)[1]
         options = {}
         if sequence and style == "rowwise":
             options["output_layouts"] = Shard(1)
         elif sequence and name.startswith("mlp."):
             options["input_layouts"] = Shard(1)
         plan[name] = styles[style](**options)
-    if sequence:
+    if sequence and not model:
         plan.update(input_layernorm=SequenceParallel(),
                     post_attention_layernorm=SequenceParallel())
     return plan
@@ -96,13 +108,14 @@ def torch_rank(rank, args, dtype_name, store, out):
                             world_size=args.ranks)
     mesh = init_device_mesh("cpu", (args.ranks,))
     layer, x, kwargs, c = build_layer(args, dtype_name)
-    parallelize_module(layer, mesh, torch_plan(c))
+    parallelize_module(layer, mesh, torch_plan(c, model=args.layers > 1))
+    inputs = () if x is None else (x,)
     times = []
     with torch.no_grad():
         for i in range(args.warmup + args.repeat):
             dist.barrier()
             start = time.perf_counter()
-            layer(x, **kwargs)
+            layer(*inputs, **kwargs)
             if i >= args.warmup:
                 times.append((time.perf_counter() - start) * 1e3)
     if rank == 0:
@@ -125,8 +138,9 @@ def braid_layer(args, dtype_name, tmp):
     """The layer's MLIR, and the memory plan the compile reports."""
     import braid.pytorch as bp
     layer, x, kwargs, c = build_layer(args, dtype_name)
-    _, text, _, _ = bp.to_mlir(layer, (x,), c.base_model_tp_plan, args.ranks,
-                               "replicate", None, kwargs)
+    _, text, _, _ = bp.to_mlir(layer, () if x is None else (x,),
+                               c.base_model_tp_plan, args.ranks, "replicate",
+                               None, kwargs)
     source = os.path.join(tmp, f"layer-{dtype_name}.mlir")
     report = os.path.join(tmp, f"layer-{dtype_name}.json")
     with open(source, "w") as f:
@@ -156,8 +170,10 @@ def mib(b):
 def main():
     # --profile prints Braid's per-kernel profile per dtype.
     args = rank_args(10, ranks=2, warmup=2, tokens=512, hidden=1024, heads=16, kv_heads=4,
-                     ffn=2816, dtypes="f32,bf16", profile=False)
-    print(f"Llama decoder layer (hidden {args.hidden}, {args.heads} heads, "
+                     ffn=2816, dtypes="f32,bf16", profile=False, layers=1)
+    what = (f"LlamaModel of {args.layers} layers" if args.layers > 1
+            else "Llama decoder layer")
+    print(f"{what} (hidden {args.hidden}, {args.heads} heads, "
           f"{args.kv_heads} KV heads, FFN {args.ffn}), {args.tokens} tokens, "
           f"TP {args.ranks}, one thread per rank")
     print(f"{'dtype':>5} {'torch ms':>9} {'braid ms':>9} {'ratio':>6} "

@@ -508,6 +508,7 @@ static LogicalResult compileStages(ModuleOp module,
     return fail(message);
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(machine->getTargetTriple());
+  reportFailedAssertions(*llvmModule);
   if (!options.cuda()) {
     addTileThreads(*llvmModule, tiles);
     if (options.cpu == "generic" &&

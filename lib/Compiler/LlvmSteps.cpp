@@ -134,6 +134,44 @@ LogicalResult emitObject(llvm::Module &module, llvm::TargetMachine &machine,
   return success();
 }
 
+/// A failed assertion of the program (upstream lowers `cf.assert` to
+/// puts(message) and abort()) becomes braid_rt_assert_failed(message): the
+/// runtime's fatal path, which names the rank, ends every rank of the job
+/// and exits with status 1, where abort() raised SIGABRT.
+void reportFailedAssertions(llvm::Module &module) {
+  llvm::Function *abortFunction = module.getFunction("abort");
+  if (!abortFunction)
+    return;
+  llvm::LLVMContext &context = module.getContext();
+  llvm::PointerType *pointer = llvm::PointerType::getUnqual(context);
+  llvm::FunctionCallee failed = module.getOrInsertFunction(
+      "braid_rt_assert_failed",
+      llvm::FunctionType::get(llvm::Type::getVoidTy(context), {pointer},
+                              /*isVarArg=*/false));
+  if (auto *declared = llvm::dyn_cast<llvm::Function>(failed.getCallee()))
+    declared->setDoesNotReturn();
+  SmallVector<llvm::CallInst *> aborts;
+  for (llvm::User *user : abortFunction->users())
+    if (auto *call = llvm::dyn_cast<llvm::CallInst>(user))
+      if (call->getCalledFunction() == abortFunction)
+        aborts.push_back(call);
+  for (llvm::CallInst *call : aborts) {
+    llvm::Value *message = llvm::ConstantPointerNull::get(pointer);
+    if (auto *print =
+            llvm::dyn_cast_or_null<llvm::CallInst>(call->getPrevNode())) {
+      llvm::Function *callee = print->getCalledFunction();
+      if (callee && callee->getName() == "puts" && print->arg_size() == 1) {
+        message = print->getArgOperand(0);
+        print->eraseFromParent();
+      }
+    }
+    llvm::CallInst *report =
+        llvm::CallInst::Create(failed, {message}, "", call->getIterator());
+    report->setDoesNotReturn();
+    call->eraseFromParent();
+  }
+}
+
 /// The cpu target's kernels on the rank's threads: each call of a kernel's
 /// tile-range companion (`braid.tiles`, from braid-tile-kernels) over
 /// [0, count) becomes braid_rt_parallel_for(thunk, context, count), where

@@ -44,6 +44,10 @@ mlir::LogicalResult emitObject(llvm::Module &module,
                                llvm::TargetMachine &machine,
                                llvm::StringRef path, std::string &error);
 
+/// The program's failed assertions through the runtime's fatal path
+/// (braid_rt_assert_failed) instead of abort().
+void reportFailedAssertions(llvm::Module &module);
+
 /// The cpu target's tile-range companions (`tiles`) called on the rank's
 /// threads through braid_rt_parallel_for.
 void addTileThreads(llvm::Module &module, const llvm::StringSet<> &tiles);

@@ -122,6 +122,16 @@ void fatal(const std::string &message) {
   _exit(1);
 }
 
+/// A failed assertion of the compiled program (its `cf.assert`s: bounds
+/// checks torch-mlir writes on gathers and indexing, among others); the
+/// compiler calls this where abort() was (reportFailedAssertions).
+extern "C" __attribute__((visibility("default"), noreturn)) void
+braid_rt_assert_failed(const char *message) {
+  fatal(std::string("a check in the program failed: ") +
+        (message ? message : "(no message)") +
+        " (an input out of the range the program accepts?)");
+}
+
 void fatalf(const char *format, ...) {
   va_list args;
   va_start(args, format);

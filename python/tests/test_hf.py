@@ -692,20 +692,20 @@ def test_torch_mlir_failure_is_a_diagnostic():
     assert "torch-mlir" in info.value.diagnostics[0].message
 
 
-def sparse_moe(kind, ranks):
+def sparse_moe(kind, ranks, experts=4):
     """A Mixtral or Qwen3-MoE sparse block with static-shape experts
-    (batched_mm), 4 experts, top-2 routing; weights large enough that the
-    routing is well separated."""
+    (batched_mm), `experts` experts, top-2 routing; weights large enough
+    that the routing is well separated."""
     if kind == "Mixtral":
         from transformers.models.mixtral.modeling_mixtral import \
             MixtralSparseMoeBlock as Block
-        c = config("Mixtral", ranks, num_local_experts=4,
+        c = config("Mixtral", ranks, num_local_experts=experts,
                    num_experts_per_tok=2)
     else:
         from transformers.models.qwen3_moe.modeling_qwen3_moe import \
             Qwen3MoeSparseMoeBlock as Block
-        c = config("Qwen3Moe", ranks, num_experts=4, num_experts_per_tok=2,
-                   moe_intermediate_size=32)
+        c = config("Qwen3Moe", ranks, num_experts=experts,
+                   num_experts_per_tok=2, moe_intermediate_size=32)
     c._experts_implementation = "batched_mm"
     block = Block(c).eval()
     with torch.no_grad():
@@ -1044,13 +1044,13 @@ def test_moe_layers_with_capacity(kind, ranks):
 
 
 @pytest.mark.parametrize("case", ["mixtral-dense", "mixtral-capacity",
-                                  "deepseek-v3-layer"])
+                                  "qwen3moe-capacity", "deepseek-v3-layer"])
 def test_moe_on_eight_ranks(case):
-    """Eight ranks (issue 41's largest grid): a Mixtral sparse block with 8
-    experts under its expert-parallel plan (one expert per rank), dense
-    and with capacity_factor=1, and a DeepSeek-V3 decoder layer (8 routed
-    experts, group-limited routing) under its shipped tensor-parallel
-    plan, against the module."""
+    """Eight ranks (issue 41's largest grid): Mixtral and Qwen3-MoE sparse
+    blocks with 8 experts under their expert-parallel plans (one expert per
+    rank), dense and with capacity_factor=1, and a DeepSeek-V3 decoder
+    layer (8 routed experts, group-limited routing) under its shipped
+    tensor-parallel plan, against the module."""
     torch.manual_seed(31)
     if case == "deepseek-v3-layer":
         layer, plan, x, kwargs = moe_layer("DeepseekV3", 8, "replicate")
@@ -1059,16 +1059,10 @@ def test_moe_on_eight_ranks(case):
             _, strategies = check(layer, (x,), kwargs, plan, 8, "replicate")
         assert {k for k, _ in strategies} == {"all_reduce"}, strategies
         return
-    from transformers.models.mixtral.modeling_mixtral import \
-        MixtralSparseMoeBlock
-    c = config("Mixtral", 8, num_local_experts=8, num_experts_per_tok=2)
-    c._experts_implementation = "batched_mm"
-    block = MixtralSparseMoeBlock(c).eval()
-    with torch.no_grad():
-        for p in block.parameters():
-            p.normal_(0, 0.2)
+    c, block = sparse_moe("Qwen3Moe" if case.startswith("qwen3") else
+                          "Mixtral", 8, experts=8)
     x = torch.randn(2, SEQ, 64)
-    factor = 1.0 if case == "mixtral-capacity" else None
+    factor = 1.0 if case.endswith("capacity") else None
     tp = bp.parallelize(block, (x,), c.base_model_ep_plan, ranks=8,
                         capacity_factor=factor, overlap="force",
                         check_schedule=True)

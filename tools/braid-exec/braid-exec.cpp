@@ -98,8 +98,11 @@ void fillRandom(const TensorType &type, uint64_t seed, int64_t rank,
   auto uniform = [&] {
     return static_cast<double>(engine() >> 11) * 0x1.0p-52 - 1.0;
   };
-  // Uniform in [-8, 8).
-  auto small = [&] { return static_cast<int64_t>(engine() >> 60) - 8; };
+  // Uniform in [0, 16): integer arguments are mostly indices (token ids,
+  // positions, experts), and these are valid ones into any table of 16 or
+  // more entries, which the program's own bounds checks would otherwise
+  // stop.
+  auto small = [&] { return static_cast<int64_t>(engine() >> 60); };
   for (int64_t i = 0; i < count; ++i) {
     switch (type.dtype) {
     case DType::F32:

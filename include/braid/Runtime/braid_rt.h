@@ -346,6 +346,13 @@ void braid_rt_gemm(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t a,
  * pick their clone. */
 int64_t braid_rt_cpu_level(void);
 
+/* A check of the compiled program failed (a cf.assert: torch-mlir's bounds
+ * checks on indices, among others): prints "braid: rank R: a check in the
+ * program failed: MESSAGE" and ends the job with status 1, as every fatal
+ * error of the runtime does. The compiler calls it where upstream's
+ * lowering of cf.assert called abort(). Does not return. */
+void braid_rt_assert_failed(const char *message);
+
 /* Runs body(context, begin, end) over [0, count) split into contiguous
  * ranges, one per thread of the rank (BRAID_NUM_THREADS, else the cores
  * divided by the ranks), on the OpenMP threads oneDNN's GEMMs use; returns
