@@ -160,7 +160,8 @@ void reportFailedAssertions(llvm::Module &module) {
     if (auto *print =
             llvm::dyn_cast_or_null<llvm::CallInst>(call->getPrevNode())) {
       llvm::Function *callee = print->getCalledFunction();
-      if (callee && callee->getName() == "puts" && print->arg_size() == 1) {
+      if (callee && callee->getName() == "puts" && print->arg_size() == 1 &&
+          print->use_empty()) {
         message = print->getArgOperand(0);
         print->eraseFromParent();
       }

@@ -314,7 +314,9 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     - small all-reduces of one group, reduction and element type (a
       data-parallel step's gradients), each and all together at most twice
       their latency, whose inputs are ready before any of their results is
-      used: one all-reduce of a flat bucket, the inputs copied in after the
+      used, the later ones taking no schedule of their own (one the
+      options force, or under auto a fused or in-kernel form predicted
+      faster): one all-reduce of a flat bucket, the inputs copied in after the
       last of them, started then and waited before the first use, each
       result a slice read back (`bucket_ar`; the report lists the others
       as travelling in it);

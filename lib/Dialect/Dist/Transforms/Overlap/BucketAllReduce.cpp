@@ -24,6 +24,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "Pattern.h"
+#include "Selection.h"
+#include "Transport.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -84,10 +86,39 @@ static bool fits(double bytes, Site site, const Context &context) {
          2 * model.collectiveTime("all_reduce", 0, site.groupSize, site.link);
 }
 
-/// Gathers the anchor's bucket: later all-reduces that reduce alike, the
-/// bucket still fitting with each, taken until an op uses a result of the
-/// bucket so far (later inputs may depend on it).
-static Bucket collect(AllReduceOp anchor, Site site, const Context &context) {
+/// Whether `op` would take a schedule of its own over a seat in a bucket:
+/// a form the options force (in-kernel under fuse-collectives=force,
+/// one-shot or two-shot; a fused ring under overlap=force), or under auto
+/// a fused or in-kernel form predicted faster. The anchor's own forms
+/// compete with the bucket in the selection; a later member's are only
+/// asked here.
+static bool decidedAlone(AllReduceOp op, const Site &anchor, Context &context) {
+  Site site{op, anchor.groupSize, 0, context.link(op)};
+  site.comm = context.model.collectiveTime("all_reduce", commBytes(op),
+                                           site.groupSize, site.link);
+  auto any = [&](ArrayRef<Candidate> candidates, bool forced) {
+    return llvm::any_of(candidates, [&](const Candidate &c) {
+      return forced || Context::worthIt(c.serial, c.overlapped);
+    });
+  };
+  SmallVector<Candidate, 2> fused, inKernel;
+  std::string why;
+  proposeFamily(Family::Fused, site, context, fused, why);
+  if (any(fused, context.options.mode == braid::OverlapMode::Force))
+    return true;
+  if (std::optional<LinkFigures> link = inKernelLink(op, context, why)) {
+    Site oneSided = site;
+    oneSided.link = *link;
+    proposeFamily(Family::InKernel, oneSided, context, inKernel, why);
+  }
+  return any(inKernel, context.forcesInKernel());
+}
+
+/// Gathers the anchor's bucket: later all-reduces that reduce alike and do
+/// not take a schedule of their own, the bucket still fitting with each,
+/// taken until an op uses a result of the bucket so far (later inputs may
+/// depend on it).
+static Bucket collect(AllReduceOp anchor, Site site, Context &context) {
   Bucket bucket;
   Block *block = anchor->getBlock();
   llvm::SmallPtrSet<Operation *, 16> users;
@@ -105,7 +136,8 @@ static Bucket collect(AllReduceOp anchor, Site site, const Context &context) {
   for (; it && !users.contains(it); it = it->getNextNode())
     if (auto other = dyn_cast<AllReduceOp>(it))
       if (reducesAlike(anchor, other) &&
-          fits(bucket.bytes + commBytes(other), site, context))
+          fits(bucket.bytes + commBytes(other), site, context) &&
+          !decidedAlone(other, site, context))
         take(other);
   bucket.firstUse = it ? it : block->getTerminator();
   return bucket;
@@ -219,8 +251,8 @@ static void proposeBucketAllReduce(AllReduceOp anchor, Site site,
   Bucket bucket = collect(anchor, site, context);
   if (bucket.members.size() < 2) {
     why = "no later all_reduce of its group, reduction and element type "
-          "that fits its bucket has its input ready before this result is "
-          "used";
+          "that fits its bucket and takes no schedule of its own has its "
+          "input ready before this result is used";
     return;
   }
   // Compute between the last member and the first use overlaps the

@@ -73,7 +73,7 @@ shard.grid @tp(shape = 4)
 // CHECK-LABEL: func.func @nothing_to_overlap
 // CHECK: dist.all_reduce %
 func.func @nothing_to_overlap(%g: tensor<64xf32>) -> tensor<64xf32> {
-  // expected-remark @+1 {{all_reduce kept whole: its input is not computed by a linalg op; bucket: no later all_reduce of its group, reduction and element type that fits its bucket has its input ready before this result is used; async: no independent computation to overlap it with}}
+  // expected-remark @+1 {{all_reduce kept whole: its input is not computed by a linalg op; bucket: no later all_reduce of its group, reduction and element type that fits its bucket and takes no schedule of its own has its input ready before this result is used; async: no independent computation to overlap it with}}
   %r = dist.all_reduce %g on @tp axes = [0] reduce = sum : tensor<64xf32> -> tensor<64xf32>
   return %r : tensor<64xf32>
 }

@@ -108,11 +108,37 @@ shard.grid @tp(shape = 4)
 // CHECK-LABEL: func.func @chained
 // CHECK-COUNT-2: dist.all_reduce %
 func.func @chained(%g: tensor<8x16xf32>) -> tensor<8x16xf32> {
-  // expected-remark @+1 {{all_reduce kept whole: its input is not computed by a linalg op; bucket: no later all_reduce of its group, reduction and element type that fits its bucket has its input ready before this result is used}}
+  // expected-remark @+1 {{all_reduce kept whole: its input is not computed by a linalg op; bucket: no later all_reduce of its group, reduction and element type that fits its bucket and takes no schedule of its own has its input ready before this result is used}}
   %r = dist.all_reduce %g on @tp axes = [0] reduce = sum : tensor<8x16xf32> -> tensor<8x16xf32>
   // expected-remark @+1 {{bucket: no later all_reduce of its group}}
   %s = dist.all_reduce %r on @tp axes = [0] reduce = sum : tensor<8x16xf32> -> tensor<8x16xf32>
   return %s : tensor<8x16xf32>
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+
+// A later all-reduce with a schedule of its own (under force, the ring
+// fused with the matmul that computes it) is decided alone; the one after
+// it still joins the bucket.
+// CHECK-LABEL: func.func @own_schedule
+// CHECK: dist.shift_start
+// CHECK: %[[B:.*]] = dist.all_reduce %{{.*}} : tensor<128xf32>
+// CHECK: tensor.extract_slice %[[B]][0] [64] [1]
+// CHECK: tensor.extract_slice %[[B]][64] [64] [1]
+func.func @own_schedule(%g: tensor<64xf32>, %x: tensor<8x16xf32>, %w: tensor<16x16xf32>, %h: tensor<64xf32>) -> (tensor<64xf32>, tensor<8x16xf32>, tensor<64xf32>) {
+  // expected-remark @+1 {{2 all_reduces in one bucket of 512 bytes}}
+  %r0 = dist.all_reduce %g on @tp axes = [0] reduce = sum : tensor<64xf32> -> tensor<64xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x16xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %p = linalg.matmul ins(%x, %w : tensor<8x16xf32>, tensor<16x16xf32>) outs(%f : tensor<8x16xf32>) -> tensor<8x16xf32>
+  // expected-remark @+1 {{all_reduce fused with 'linalg.matmul' as rs_ring_ag}}
+  %r1 = dist.all_reduce %p on @tp axes = [0] reduce = sum : tensor<8x16xf32> -> tensor<8x16xf32>
+  // expected-remark @+1 {{all_reduce travels in the bucket_ar of the all_reduce at}}
+  %r2 = dist.all_reduce %h on @tp axes = [0] reduce = sum : tensor<64xf32> -> tensor<64xf32>
+  return %r0, %r1, %r2 : tensor<64xf32>, tensor<8x16xf32>, tensor<64xf32>
 }
 
 // -----
@@ -150,3 +176,4 @@ func.func @large(%big: tensor<1024x1024xf32>, %b0: tensor<1024xf32>, %b1: tensor
   %m = linalg.matmul ins(%x, %x : tensor<64x64xf32>, tensor<64x64xf32>) outs(%f : tensor<64x64xf32>) -> tensor<64x64xf32>
   return %r0, %r1, %r2, %m : tensor<1024xf32>, tensor<1024x1024xf32>, tensor<1024xf32>, tensor<64x64xf32>
 }
+
