@@ -90,13 +90,12 @@ static void proposeAsync(CollectiveOpInterface, Site site, Context &context,
     why = "no independent computation to overlap it with";
     return;
   }
-  double between = under.time;
   Candidate c;
   c.strategy = "async";
   c.family = Family::Async;
-  c.compute = between;
-  c.serial = between + site.comm;
-  c.overlapped = context.asyncTime(between, site.comm);
+  c.compute = under.time;
+  c.serial = under.time + site.comm;
+  c.overlapped = context.asyncTime(under.time, site.comm);
   c.chunks = 1;
   nameUnderneath(c, under);
   c.apply = [op = site.op.getOperation()](RewriterBase &,

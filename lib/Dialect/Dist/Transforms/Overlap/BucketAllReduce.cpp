@@ -25,7 +25,6 @@
 
 #include "Pattern.h"
 #include "Selection.h"
-#include "Transport.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -87,31 +86,16 @@ static bool fits(double bytes, Site site, const Context &context) {
 }
 
 /// Whether `op` would take a schedule of its own over a seat in a bucket:
-/// a form the options force (in-kernel under fuse-collectives=force,
-/// one-shot or two-shot; a fused ring under overlap=force), or under auto
-/// a fused or in-kernel form predicted faster. The anchor's own forms
+/// a fused or in-kernel form the selection policy picks (one the options
+/// force, or under auto one predicted faster). The anchor's own forms
 /// compete with the bucket in the selection; a later member's are only
 /// asked here.
-static bool decidedAlone(AllReduceOp op, const Site &anchor, Context &context) {
-  Site site{op, anchor.groupSize, 0, context.link(op)};
-  site.comm = context.model.collectiveTime("all_reduce", commBytes(op),
-                                           site.groupSize, site.link);
-  auto any = [&](ArrayRef<Candidate> candidates, bool forced) {
-    return llvm::any_of(candidates, [&](const Candidate &c) {
-      return forced || Context::worthIt(c.serial, c.overlapped);
-    });
-  };
-  SmallVector<Candidate, 2> fused, inKernel;
-  std::string why;
-  proposeFamily(Family::Fused, site, context, fused, why);
-  if (any(fused, context.options.mode == braid::OverlapMode::Force))
-    return true;
-  if (std::optional<LinkFigures> link = inKernelLink(op, context, why)) {
-    Site oneSided = site;
-    oneSided.link = *link;
-    proposeFamily(Family::InKernel, oneSided, context, inKernel, why);
-  }
-  return any(inKernel, context.forcesInKernel());
+static bool decidedAlone(AllReduceOp op, Context &context) {
+  Site site = siteOf(op, context);
+  Proposals own;
+  proposeFamily(Family::Fused, site, context, own.fused, own.whyFused);
+  proposeInKernel(site, context, own.inKernel, own.whyNotInKernel);
+  return select(own, context).chosen != nullptr;
 }
 
 /// Gathers the anchor's bucket: later all-reduces that reduce alike and do
@@ -137,7 +121,7 @@ static Bucket collect(AllReduceOp anchor, Site site, Context &context) {
     if (auto other = dyn_cast<AllReduceOp>(it))
       if (reducesAlike(anchor, other) &&
           fits(bucket.bytes + commBytes(other), site, context) &&
-          !decidedAlone(other, site, context))
+          !decidedAlone(other, context))
         take(other);
   bucket.firstUse = it ? it : block->getTerminator();
   return bucket;
@@ -272,11 +256,11 @@ static void proposeBucketAllReduce(AllReduceOp anchor, Site site,
   c.serial = under.time + bucket.separate;
   c.overlapped =
       context.asyncTime(under.time, comm) + 2 * model.streamTime(bucket.bytes);
-  for (AllReduceOp op : ArrayRef(bucket.members).drop_front())
-    c.partners.push_back(op);
   std::string others;
-  for (AllReduceOp op : ArrayRef(bucket.members).drop_front())
+  for (AllReduceOp op : ArrayRef(bucket.members).drop_front()) {
+    c.partners.push_back(op);
     others += (others.empty() ? "" : ", ") + formatLoc(op.getLoc());
+  }
   c.describe = [others, n = bucket.members.size(),
                 bytes = bucket.bytes](raw_ostream &os) {
     os << "; " << n << " all_reduces in one bucket of "

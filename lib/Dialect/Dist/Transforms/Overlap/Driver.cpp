@@ -181,12 +181,7 @@ OverlapPass::decide(FunctionOpInterface function, Context &context,
   }
   // Ring attention takes both gathers whenever it applies.
   std::optional<Candidate> attention = proposeAttention(op, context);
-  int64_t n = groupSizeOf(op);
-  Site site{op, n, 0, context.link(op)};
-  site.comm = ShapedType::isDynamic(n)
-                  ? 0
-                  : context.model.collectiveTime(op.getCollectiveKind(),
-                                                 commBytes(op), n, site.link);
+  Site site = siteOf(op, context);
   record.comm = site.comm;
   record.serial = record.overlapped = record.comm;
   if (mode == braid::OverlapMode::Off) {

@@ -108,6 +108,14 @@ double overlap::commBytes(CollectiveOpInterface op) {
   return tensorBytes(op.getInput());
 }
 
+Site overlap::siteOf(CollectiveOpInterface op, const Context &context) {
+  Site site{op, groupSizeOf(op), 0, context.link(op)};
+  if (!ShapedType::isDynamic(site.groupSize))
+    site.comm = context.model.collectiveTime(
+        op.getCollectiveKind(), commBytes(op), site.groupSize, site.link);
+  return site;
+}
+
 Underneath overlap::computeUnderneath(ArrayRef<Operation *> between,
                                       const Context &context) {
   Underneath under;

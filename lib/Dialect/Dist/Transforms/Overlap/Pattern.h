@@ -135,6 +135,8 @@ struct Site {
   double comm = 0;
   LinkFigures link;
 };
+/// `op`'s site on its two-sided link (comm 0 for a dynamic group).
+Site siteOf(CollectiveOpInterface op, const Context &context);
 
 class OverlapPattern {
 public:

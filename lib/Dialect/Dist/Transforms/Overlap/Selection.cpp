@@ -53,6 +53,17 @@ static bool anyAnchors(Family family, CollectiveOpInterface op) {
                       });
 }
 
+void overlap::proposeInKernel(Site site, Context &context,
+                              SmallVectorImpl<Candidate> &out,
+                              std::string &why) {
+  if (!anyAnchors(Family::InKernel, site.op))
+    return;
+  if (std::optional<LinkFigures> link = inKernelLink(site.op, context, why)) {
+    site.link = *link;
+    proposeFamily(Family::InKernel, site, context, out, why);
+  }
+}
+
 Proposals overlap::proposeAll(Site site, Context &context) {
   Proposals p;
   if (!ShapedType::isDynamic(site.groupSize)) {
@@ -65,14 +76,7 @@ Proposals overlap::proposeAll(Site site, Context &context) {
     p.whyFused = "the group size is dynamic";
   }
   proposeFamily(Family::Async, site, context, p.async, p.whyAsync);
-  if (anyAnchors(Family::InKernel, site.op))
-    if (std::optional<LinkFigures> link =
-            inKernelLink(site.op, context, p.whyNotInKernel)) {
-      Site oneSided = site;
-      oneSided.link = *link;
-      proposeFamily(Family::InKernel, oneSided, context, p.inKernel,
-                    p.whyNotInKernel);
-    }
+  proposeInKernel(site, context, p.inKernel, p.whyNotInKernel);
   return p;
 }
 

@@ -30,6 +30,11 @@ struct Proposals {
 bool proposeFamily(Family family, Site site, Context &context,
                    llvm::SmallVectorImpl<Candidate> &out, std::string &why);
 
+/// The in-kernel family on the one-sided link `op` would use, if it has
+/// one (else `why` says why not).
+void proposeInKernel(Site site, Context &context,
+                     llvm::SmallVectorImpl<Candidate> &out, std::string &why);
+
 /// Every family but ring attention's, which the driver asks first.
 Proposals proposeAll(Site site, Context &context);
 
