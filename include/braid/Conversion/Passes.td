@@ -26,9 +26,11 @@ def ImportShard : Pass<"braid-import-shard", "mlir::ModuleOp"> {
     Accepts both forms that frameworks hand over:
 
     - *global view*, with `shard.shard` annotations: the pass first runs
-      upstream `sharding-propagation` and `shard-partition` on each function
-      (on a copy, so that a failure or a crash in upstream code becomes an
-      error diagnostic and leaves the input untouched), and records the
+      the partitioning stages on each function (upstream
+      `sharding-propagation`, `braid-prepare-partition`, upstream
+      `shard-partition`, `braid-offset-global-indices`), on a copy and
+      under crash recovery, so that a failure or a crash in upstream code
+      becomes an error diagnostic and leaves the input untouched, and records the
       sharding of each annotated function argument and result as a
       `dist.placement`. A tensor that a region captures and reads at
       computed indices is gathered whole before partitioning (upstream
@@ -58,11 +60,12 @@ def ImportShard : Pass<"braid-import-shard", "mlir::ModuleOp"> {
     results) are added first and reduced once, as Megatron reduces a
     backward's input gradients. Anything else (a send to a fixed device, a receive nothing pairs, a
     collective over a dynamic grid axis) is an error that names it.
+    The conversion is one pattern per `shard` op on a conversion target:
     `shard.grid`, the process-index and grid-shape queries and sharding
-    values a program hands on stay: `dist` reuses them. Any other `shard`
-    op left at the end is illegal on the pass's conversion target and fails
-    it with "failed to legalize" at the op (an op the import has no
-    conversion for, such as `shard.neighbors_linear_indices`).
+    values a program hands on stay legal (`dist` reuses them); any other
+    `shard` op left is an error at the op, "failed to legalize" where no
+    pattern knows it (such as `shard.neighbors_linear_indices`). The
+    conversion stops at the first op it cannot convert.
 
     ```mlir
     // before
@@ -90,6 +93,62 @@ def ImportShard : Pass<"braid-import-shard", "mlir::ModuleOp"> {
               "Number of shard collectives converted to dist">,
     Statistic<"numPartitionedFunctions", "partitioned-functions",
               "Number of functions partitioned from the global view">
+  ];
+}
+
+def PreparePartition : Pass<"braid-prepare-partition"> {
+  let summary = "Readies propagated shardings for upstream partitioning";
+  let description = [{
+    Runs on each function between upstream `sharding-propagation` and
+    `shard-partition`; `braid-import-shard` runs the four stages
+    (`sharding-propagation`, this pass, `shard-partition`,
+    `braid-offset-global-indices`) on a copy of each function under crash
+    recovery. Works on any op holding functions, or on one function.
+
+    - An op propagation left without annotations gets what its users ask
+      for (replicated when they disagree or ask nothing), and an unread
+      bare result of an annotated op the sharding of a result of the same
+      rank (or replicated): upstream partitioning crashes on both.
+    - A tensor that a region captures and reads at computed indices
+      (`tensor.extract` in a `linalg.generic` body) is annotated to be
+      read replicated, so partitioning gathers it when propagation split
+      it, unless every read indexes its one split dimension with the
+      `linalg.index` of a loop split on the same axes: that read stays on
+      the rank's block (its index is marked `braid.local_index`).
+    - A `linalg.generic` whose body reads `linalg.index` records, for
+      `braid-offset-global-indices`, the grid axes that split each loop
+      (`braid.index_axes`), the loops' global extents
+      (`braid.index_extents`) and their grid (`braid.index_grid`).
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
+def OffsetGlobalIndices : Pass<"braid-offset-global-indices"> {
+  let summary = "Makes linalg.index count from the rank's block after "
+                "partitioning";
+  let description = [{
+    Runs on each function after upstream `shard-partition`, which clones a
+    `linalg.generic` onto its local blocks so that `linalg.index` counts
+    from 0 on every rank. For each op `braid-prepare-partition` marked, it
+    adds to every index of a split loop the rank's block offset: its
+    position in the group over the loop's grid axes (row-major in their
+    order) times the block's local extent. Indices marked
+    `braid.local_index` stay local. A loop whose global extent its local
+    one does not divide is an error at the op. The marks are removed.
+
+    ```mlir
+    // before (braid.index_axes = [[0], []], braid.index_extents = [8, 4])
+    %i = linalg.index 0 : index
+    // after, on a 2-rank grid (local extent 4)
+    %p = shard.process_multi_index on @g axes = [0] : index
+    %o = arith.muli %p, %c4 : index
+    %i = linalg.index 0 : index
+    %g = arith.addi %i, %o : index
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::shard::ShardDialect"
   ];
 }
 

@@ -20,10 +20,8 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/DialectConversion.h"
-#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallSet.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/CrashRecoveryContext.h"
 
 namespace braid {
@@ -235,133 +233,153 @@ haloSplits(shard::UpdateHaloOp op, RankedTensorType type, shard::GridOp grid) {
   return splits;
 }
 
+/// What the import's patterns share: the receives a send before them has
+/// paired with itself (replaced already, never converted on their own), and
+/// the count of converted ops.
+struct ImportState {
+  llvm::DenseSet<Operation *> pairedReceives;
+  unsigned converted = 0;
+};
+
+/// Rewrites one shard op after partitioning into dist (or into index
+/// arithmetic), through the rewriter of the pattern that calls it; emits a
+/// located error and fails where it cannot, before changing any IR.
 class CollectiveImporter {
 public:
-  CollectiveImporter(MLIRContext *context) : rewriter(context) {}
+  CollectiveImporter(RewriterBase &rewriter, ImportState &state)
+      : rewriter(rewriter), state(state) {}
 
-  /// Converts `op` if it is a shard collective; returns failure on an op that
-  /// cannot be converted. Sets `converted` when it rewrote the op.
-  LogicalResult convert(Operation *op, bool &converted) {
-    converted = true;
-    rewriter.setInsertionPoint(op);
-    return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-        // A rooted gather leaves its result undefined off the root, so the
-        // all-gather is a refinement of it.
-        .Case<shard::AllGatherOp, shard::GatherOp>([&](auto op) {
-          Value result = AllGatherOp::create(
-              rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
-              op.getGridAxesAttr(), op.getInput(),
-              rewriter.getI64IntegerAttr(op.getGatherAxis().getSExtValue()));
-          rewriter.replaceOp(op, result);
-          return success();
-        })
-        .Case([&](shard::AllReduceOp op) { return convertAllReduce(op); })
-        .Case(
-            [&](shard::ReduceScatterOp op) { return convertReduceScatter(op); })
-        .Case([&](shard::AllToAllOp op) {
-          Value result = AllToAllOp::create(
-              rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
-              op.getGridAxesAttr(), op.getInput(),
-              rewriter.getI64IntegerAttr(op.getSplitAxis().getSExtValue()),
-              rewriter.getI64IntegerAttr(op.getConcatAxis().getSExtValue()));
-          rewriter.replaceOp(op, result);
-          return success();
-        })
-        .Case([&](shard::ShiftOp op) {
-          // Upstream leaves the result undefined on ranks without a source
-          // when `rotate` is absent; rotating is one valid refinement.
-          Value result = ShiftOp::create(
-              rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
-              rewriter.getDenseI16ArrayAttr(
-                  {static_cast<int16_t>(op.getShiftAxis().getSExtValue())}),
-              op.getInput(), rewriter.getI64IntegerAttr(op.getOffset()));
-          rewriter.replaceOp(op, result);
-          return success();
-        })
-        .Case([&](shard::BroadcastOp op) -> LogicalResult {
-          if (!op.getRootDynamic().empty()) {
-            FailureOr<Value> result = broadcastFromDynamicRoot(
-                op, op.getInput(), op.getGridAttr(), op.getGridAxes(),
-                op.getRoot(), op.getRootDynamic());
-            if (failed(result))
-              return failure();
-            rewriter.replaceOp(op, *result);
-            return success();
-          }
-          Value result = BroadcastOp::create(
-              rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
-              op.getGridAxesAttr(), op.getInput(), op.getRootAttr());
-          rewriter.replaceOp(op, result);
-          return success();
-        })
-        .Case([&](shard::AllSliceOp op) { return convertAllSlice(op); })
-        .Case([&](shard::ShardOp op) {
-          return op.emitError()
-                 << "'shard.shard' is a global-view annotation: partition "
-                    "first (braid-import-shard=partition=auto or always)";
-        })
-        // A rooted reduce is an all-reduce, for the same reason; a scatter
-        // is the root's broadcast, sliced.
-        .Case([&](shard::ReduceOp op) -> LogicalResult {
-          return convertReduction(op, op.getInput(), op.getResult(),
-                                  op.getGridAttr(), op.getGridAxesAttr(),
-                                  op.getReduction());
-        })
-        .Case([&](shard::ScatterOp op) -> LogicalResult {
-          Value whole;
-          if (op.getRootDynamic().empty()) {
-            whole = BroadcastOp::create(rewriter, op.getLoc(),
-                                        op.getInput().getType(),
-                                        op.getGridAttr(), op.getGridAxesAttr(),
-                                        op.getInput(), op.getRootAttr());
-          } else {
-            FailureOr<Value> masked = broadcastFromDynamicRoot(
-                op, op.getInput(), op.getGridAttr(), op.getGridAxes(),
-                op.getRoot(), op.getRootDynamic());
-            if (failed(masked))
-              return failure();
-            whole = *masked;
-          }
-          auto slice = shard::AllSliceOp::create(
-              rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
-              op.getGridAxesAttr(), whole, op.getScatterAxisAttr());
-          rewriter.replaceOp(op, slice.getResult());
-          rewriter.setInsertionPoint(slice);
-          return convertAllSlice(slice);
-        })
-        .Case([&](shard::UpdateHaloOp op) { return convertUpdateHalo(op); })
-        .Case([&](shard::ShardShapeOp op) { return convertShardShape(op); })
-        .Case([&](shard::SendOp op) { return convertSend(op); })
-        .Case([&](shard::RecvOp op) {
-          return op.emitError()
-                 << "cannot convert 'shard.recv' to dist: no 'shard.send' "
-                    "before it in its block sends to it (Braid takes a send "
-                    "to this rank's position plus a constant along one grid "
-                    "axis, paired with a receive from the position minus "
-                    "it, of the same type)";
-        })
-        .Case([&](shard::GetShardingOp op) -> LogicalResult {
-          // Of an annotated value: the annotation's sharding.
-          if (auto annotation =
-                  op.getSource().getDefiningOp<shard::ShardOp>()) {
-            rewriter.replaceOp(op, annotation.getSharding());
-            return success();
-          }
-          return op.emitError()
-                 << "cannot convert 'shard.get_sharding' in SPMD code: its "
-                    "tensor has no 'shard.shard' annotation to take the "
-                    "sharding from";
-        })
-        .Default([&](Operation *) {
-          converted = false;
-          return success();
-        });
+  // A rooted gather leaves its result undefined off the root, so the
+  // all-gather is a refinement of it.
+  template <typename GatherLike> LogicalResult gather(GatherLike op) {
+    Value result = AllGatherOp::create(
+        rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
+        op.getGridAxesAttr(), op.getInput(),
+        rewriter.getI64IntegerAttr(op.getGatherAxis().getSExtValue()));
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+  LogicalResult convert(shard::AllGatherOp op) { return gather(op); }
+  LogicalResult convert(shard::GatherOp op) { return gather(op); }
+
+  LogicalResult convert(shard::AllToAllOp op) {
+    Value result = AllToAllOp::create(
+        rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
+        op.getGridAxesAttr(), op.getInput(),
+        rewriter.getI64IntegerAttr(op.getSplitAxis().getSExtValue()),
+        rewriter.getI64IntegerAttr(op.getConcatAxis().getSExtValue()));
+    rewriter.replaceOp(op, result);
+    return success();
   }
 
-  /// Ops erased before their turn: a receive paired with an earlier send.
-  llvm::DenseSet<Operation *> erased;
+  // Upstream leaves the result undefined on ranks without a source when
+  // `rotate` is absent; rotating is one valid refinement.
+  LogicalResult convert(shard::ShiftOp op) {
+    Value result = ShiftOp::create(
+        rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
+        rewriter.getDenseI16ArrayAttr(
+            {static_cast<int16_t>(op.getShiftAxis().getSExtValue())}),
+        op.getInput(), rewriter.getI64IntegerAttr(op.getOffset()));
+    rewriter.replaceOp(op, result);
+    return success();
+  }
 
-private:
+  LogicalResult convert(shard::BroadcastOp op) {
+    Value result;
+    if (op.getRootDynamic().empty()) {
+      result = BroadcastOp::create(
+          rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
+          op.getGridAxesAttr(), op.getInput(), op.getRootAttr());
+    } else {
+      FailureOr<Value> mine =
+          rootContribution(op, op.getInput(), op.getGridAttr(),
+                           op.getGridAxes(), op.getRoot(), op.getRootDynamic());
+      if (failed(mine))
+        return failure();
+      result = op.getGridAxes().empty()
+                   ? *mine
+                   : sumOverGroup(op.getLoc(), *mine, op.getGridAttr(),
+                                  op.getGridAxesAttr());
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+
+  LogicalResult convert(shard::ShardOp op) {
+    return op.emitError()
+           << "'shard.shard' is a global-view annotation: partition "
+              "first (braid-import-shard=partition=auto or always)";
+  }
+
+  // A rooted reduce is an all-reduce, for the same reason.
+  LogicalResult convert(shard::ReduceOp op) {
+    return convertReduction(op, op.getInput(), op.getResult(), op.getGridAttr(),
+                            op.getGridAxesAttr(), op.getReduction());
+  }
+  LogicalResult convert(shard::AllReduceOp op) {
+    return convertReduction(op, op.getInput(), op.getResult(), op.getGridAttr(),
+                            op.getGridAxesAttr(), op.getReduction());
+  }
+
+  // A scatter is the root's broadcast, sliced; from a root known only at run
+  // time, the sum of the root's contribution, scattered.
+  LogicalResult convert(shard::ScatterOp op) {
+    Location loc = op.getLoc();
+    auto outType = cast<RankedTensorType>(op.getResult().getType());
+    Value whole;
+    if (op.getRootDynamic().empty()) {
+      whole = BroadcastOp::create(rewriter, loc, op.getInput().getType(),
+                                  op.getGridAttr(), op.getGridAxesAttr(),
+                                  op.getInput(), op.getRootAttr());
+    } else {
+      FailureOr<Value> mine =
+          rootContribution(op, op.getInput(), op.getGridAttr(),
+                           op.getGridAxes(), op.getRoot(), op.getRootDynamic());
+      if (failed(mine))
+        return failure();
+      if (!op.getGridAxes().empty() && outType.hasStaticShape()) {
+        Value result = ReduceScatterOp::create(
+            rewriter, loc, outType, op.getGridAttr(), op.getGridAxesAttr(),
+            *mine,
+            rewriter.getI64IntegerAttr(op.getScatterAxis().getSExtValue()),
+            ReductionKindAttr::get(rewriter.getContext(), ReductionKind::Sum));
+        rewriter.replaceOp(op, result);
+        return success();
+      }
+      whole = op.getGridAxes().empty()
+                  ? *mine
+                  : sumOverGroup(loc, *mine, op.getGridAttr(),
+                                 op.getGridAxesAttr());
+    }
+    auto slice = shard::AllSliceOp::create(
+        rewriter, loc, outType, op.getGridAttr(), op.getGridAxesAttr(), whole,
+        op.getScatterAxisAttr());
+    rewriter.replaceOp(op, slice.getResult());
+    rewriter.setInsertionPoint(slice);
+    return convert(slice);
+  }
+
+  LogicalResult convert(shard::RecvOp op) {
+    return op.emitError()
+           << "cannot convert 'shard.recv' to dist: no 'shard.send' "
+              "before it in its block sends to it (Braid takes a send "
+              "to this rank's position plus a constant along one grid "
+              "axis, paired with a receive from the position minus "
+              "it, of the same type)";
+  }
+
+  // Of an annotated value: the annotation's sharding.
+  LogicalResult convert(shard::GetShardingOp op) {
+    if (auto annotation = op.getSource().getDefiningOp<shard::ShardOp>()) {
+      rewriter.replaceOp(op, annotation.getSharding());
+      return success();
+    }
+    return op.emitError()
+           << "cannot convert 'shard.get_sharding' in SPMD code: its "
+              "tensor has no 'shard.shard' annotation to take the "
+              "sharding from";
+  }
+
   /// The constant k of a coordinate that is this rank's position along
   /// grid axis `axis` plus k (modulo the group size `n`, which a remainder
   /// may make explicit), normalized to [0, n); nullopt otherwise.
@@ -416,7 +434,7 @@ private:
   /// the same type on the same grid axis: together they are a shift by k
   /// (the rotation also fills what upstream leaves undefined at the
   /// group's ends). The send's result is its input.
-  LogicalResult convertSend(shard::SendOp op) {
+  LogicalResult convert(shard::SendOp op) {
     auto reject = [&](const Twine &why) {
       return op.emitError() << "cannot convert 'shard.send' to dist: " << why;
     };
@@ -446,7 +464,7 @@ private:
     for (Operation *next = op->getNextNode(); next && !recv;
          next = next->getNextNode()) {
       auto candidate = dyn_cast<shard::RecvOp>(next);
-      if (!candidate || erased.contains(candidate) ||
+      if (!candidate || state.pairedReceives.contains(candidate) ||
           candidate.getGridAttr() != op.getGridAttr() ||
           candidate.getGridAxes() != axes ||
           candidate.getResult().getType() != op.getInput().getType() ||
@@ -473,7 +491,7 @@ private:
                           op.getGridAttr(), rewriter.getDenseI16ArrayAttr(axes),
                           op.getInput(), rewriter.getI64IntegerAttr(*k));
     rewriter.replaceOp(recv, received);
-    erased.insert(recv);
+    state.pairedReceives.insert(recv);
     rewriter.replaceOp(op, op.getInput());
     return success();
   }
@@ -490,7 +508,7 @@ private:
   /// lower neighbour's upper halo and the last `lo` to the upper one's lower
   /// halo. The shifts rotate; the ranks at the ends of the group, which
   /// have no such neighbour, keep the halo their destination had.
-  LogicalResult convertUpdateHalo(shard::UpdateHaloOp op) {
+  LogicalResult convert(shard::UpdateHaloOp op) {
     Location loc = op.getLoc();
     auto type = dyn_cast<RankedTensorType>(op.getDestination().getType());
     if (!type || !type.hasStaticShape())
@@ -655,15 +673,16 @@ private:
     return success();
   }
 
-  /// A broadcast whose root is only known at run time: the root
-  /// contributes its tensor and every other rank zeros to a sum over the
-  /// group, which adds nothing to the root's values (but turns -0.0 into
-  /// +0.0); it moves an all-reduce's bytes instead of a broadcast's.
-  FailureOr<Value> broadcastFromDynamicRoot(Operation *op, Value input,
-                                            FlatSymbolRefAttr gridAttr,
-                                            ArrayRef<int16_t> axes,
-                                            ArrayRef<int64_t> staticRoot,
-                                            ValueRange dynamicRoot) {
+  /// What a rank contributes to a broadcast whose root is known only at
+  /// run time: its tensor on the root, zeros elsewhere, so that a sum over
+  /// the group is the root's values (but turns -0.0 into +0.0); it moves an
+  /// all-reduce's bytes instead of a broadcast's. Over no axes each rank is
+  /// its own root, and contributes its tensor.
+  FailureOr<Value> rootContribution(Operation *op, Value input,
+                                    FlatSymbolRefAttr gridAttr,
+                                    ArrayRef<int16_t> axes,
+                                    ArrayRef<int64_t> staticRoot,
+                                    ValueRange dynamicRoot) {
     Location loc = op->getLoc();
     auto type = dyn_cast<RankedTensorType>(input.getType());
     if (!type || !type.hasStaticShape() ||
@@ -698,12 +717,16 @@ private:
     }
     Value zeros = arith::ConstantOp::create(rewriter, loc, type,
                                             rewriter.getZeroAttr(type));
-    Value mine = arith::SelectOp::create(rewriter, loc, isRoot, input, zeros);
-    return AllReduceOp::create(rewriter, loc, type, gridAttr,
-                               rewriter.getDenseI16ArrayAttr(axes), mine,
-                               ReductionKindAttr::get(rewriter.getContext(),
-                                                      ReductionKind::Sum))
+    return arith::SelectOp::create(rewriter, loc, isRoot, input, zeros)
         .getResult();
+  }
+
+  /// The sum of `value` over the group.
+  Value sumOverGroup(Location loc, Value value, FlatSymbolRefAttr grid,
+                     DenseI16ArrayAttr axes) {
+    return AllReduceOp::create(
+        rewriter, loc, value.getType(), grid, axes, value,
+        ReductionKindAttr::get(rewriter.getContext(), ReductionKind::Sum));
   }
 
   /// A device's shard shape as index arithmetic: along a dimension split
@@ -711,7 +734,7 @@ private:
   /// dim % n shards (upstream's rule for uneven splits); other dimensions
   /// whole. The sharding must come from a 'shard.sharding' op without halos
   /// or explicit offsets.
-  LogicalResult convertShardShape(shard::ShardShapeOp op) {
+  LogicalResult convert(shard::ShardShapeOp op) {
     Location loc = op.getLoc();
     auto sharding = op.getSharding().getDefiningOp<shard::ShardingOp>();
     if (!sharding)
@@ -738,13 +761,18 @@ private:
     if (op.getNumResults() != dims.size())
       return op.emitError() << "has " << op.getNumResults() << " results for "
                             << dims.size() << " dimensions";
+    ArrayRef<shard::GridAxesAttr> split = sharding.getSplitAxes().getAxes();
+    for (shard::GridAxesAttr axes : split.take_front(dims.size()))
+      for (int16_t axis : axes.asArrayRef())
+        if (axis < 0 || axis >= grid.getRank())
+          return op.emitError() << "splits along grid axis " << axis
+                                << ", which the grid does not have";
     auto index = [&](OpFoldResult v) {
       return getValueOrCreateConstantIndexOp(rewriter, loc, v);
     };
     auto constant = [&](int64_t v) {
       return arith::ConstantIndexOp::create(rewriter, loc, v).getResult();
     };
-    ArrayRef<shard::GridAxesAttr> split = sharding.getSplitAxes().getAxes();
     SmallVector<Value> sizes;
     for (auto [i, dimValue] : llvm::enumerate(dims)) {
       Value dim = index(dimValue);
@@ -755,9 +783,6 @@ private:
       int64_t n = 1;
       Value position = constant(0);
       for (int16_t axis : split[i].asArrayRef()) {
-        if (axis < 0 || axis >= grid.getRank())
-          return op.emitError() << "splits along grid axis " << axis
-                                << ", which the grid does not have";
         int64_t size = grid.getShape()[axis];
         n *= size;
         position = arith::AddIOp::create(
@@ -780,13 +805,11 @@ private:
     return success();
   }
 
-  LogicalResult convertAllReduce(shard::AllReduceOp op) {
-    return convertReduction(op, op.getInput(), op.getResult(), op.getGridAttr(),
-                            op.getGridAxesAttr(), op.getReduction());
-  }
-
   /// An all-reduce of `input` (its elements converted to the result's
-  /// first) that replaces `op`'s `resultValue`.
+  /// first) that replaces `op`'s `resultValue`. A sum over the group that
+  /// each rank then slices is a reduce-scatter: partitioning writes one for
+  /// a partial sum that becomes split (a rowwise layer under sequence
+  /// parallelism).
   LogicalResult convertReduction(Operation *op, Value inputValue,
                                  Value resultValue, FlatSymbolRefAttr grid,
                                  DenseI16ArrayAttr axes,
@@ -801,49 +824,64 @@ private:
     FailureOr<ReductionKind> kind = mapReduction(op, reduction, average);
     if (failed(kind))
       return failure();
+    int64_t group = groupSizeOf(op, grid, axes.asArrayRef());
+    if (average && ShapedType::isDynamic(group))
+      return op->emitError() << "cannot convert an average over a group of "
+                                "dynamic size";
     Value input = castElements(rewriter, op->getLoc(), inputValue,
                                outType.getElementType());
-    Value result = AllReduceOp::create(
-        rewriter, op->getLoc(), outType, grid, axes, input,
-        ReductionKindAttr::get(rewriter.getContext(), *kind));
-    if (average) {
-      int64_t group = groupSizeOf(op, grid, axes.asArrayRef());
-      if (ShapedType::isDynamic(group))
-        return op->emitError() << "cannot convert an average over a group of "
-                                  "dynamic size";
-      result = divideByGroup(rewriter, op->getLoc(), result, group);
+    auto kindAttr = ReductionKindAttr::get(rewriter.getContext(), *kind);
+    auto slice = resultValue.hasOneUse()
+                     ? dyn_cast<shard::AllSliceOp>(*resultValue.user_begin())
+                     : shard::AllSliceOp();
+    if (slice && *kind == ReductionKind::Sum && !average &&
+        slice.getGridAttr() == grid &&
+        slice.getGridAxes() == axes.asArrayRef() && outType.hasStaticShape() &&
+        cast<ShapedType>(slice.getResult().getType()).hasStaticShape()) {
+      rewriter.setInsertionPoint(slice);
+      Value result = ReduceScatterOp::create(
+          rewriter, slice.getLoc(), slice.getResult().getType(), grid, axes,
+          input,
+          rewriter.getI64IntegerAttr(slice.getSliceAxis().getSExtValue()),
+          kindAttr);
+      rewriter.replaceOp(slice, result);
+      rewriter.eraseOp(op);
+      return success();
     }
+    Value result = AllReduceOp::create(rewriter, op->getLoc(), outType, grid,
+                                       axes, input, kindAttr);
+    if (average)
+      result = divideByGroup(rewriter, op->getLoc(), result, group);
     rewriter.replaceOp(op, result);
     return success();
   }
 
-  LogicalResult convertReduceScatter(shard::ReduceScatterOp op) {
+  LogicalResult convert(shard::ReduceScatterOp op) {
     auto outType = cast<RankedTensorType>(op.getResult().getType());
     bool average;
     FailureOr<ReductionKind> kind =
         mapReduction(op, op.getReduction(), average);
     if (failed(kind))
       return failure();
+    int64_t group = groupSizeOf(op, op.getGridAttr(), op.getGridAxes());
+    if (average && ShapedType::isDynamic(group))
+      return op.emitError() << "cannot convert an average over a group of "
+                               "dynamic size";
     Value input = castElements(rewriter, op.getLoc(), op.getInput(),
                                outType.getElementType());
     Value result = ReduceScatterOp::create(
         rewriter, op.getLoc(), outType, op.getGridAttr(), op.getGridAxesAttr(),
         input, rewriter.getI64IntegerAttr(op.getScatterAxis().getSExtValue()),
         ReductionKindAttr::get(rewriter.getContext(), *kind));
-    if (average) {
-      int64_t group = groupSizeOf(op, op.getGridAttr(), op.getGridAxes());
-      if (ShapedType::isDynamic(group))
-        return op.emitError() << "cannot convert an average over a group of "
-                                 "dynamic size";
+    if (average)
       result = divideByGroup(rewriter, op.getLoc(), result, group);
-    }
     rewriter.replaceOp(op, result);
     return success();
   }
 
   /// `all_slice` moves nothing: each rank keeps its block of a value it
   /// already holds, at its linear position in the group.
-  LogicalResult convertAllSlice(shard::AllSliceOp op) {
+  LogicalResult convert(shard::AllSliceOp op) {
     Location loc = op.getLoc();
     auto inType = cast<RankedTensorType>(op.getInput().getType());
     auto outType = cast<RankedTensorType>(op.getResult().getType());
@@ -864,23 +902,6 @@ private:
       return success();
     }
     int64_t group = getGroupSize(grid, axes);
-    // A sum over the group that each rank then slices is a reduce-scatter:
-    // partitioning writes one for a partial sum that becomes split (a
-    // rowwise layer under sequence parallelism).
-    if (auto reduce = op.getInput().getDefiningOp<AllReduceOp>()) {
-      if (reduce->hasOneUse() && reduce.getReduction() == ReductionKind::Sum &&
-          reduce.getGridAttr() == op.getGridAttr() &&
-          reduce.getAxes() == axes && outType.hasStaticShape() &&
-          inType.hasStaticShape()) {
-        Value result = ReduceScatterOp::create(
-            rewriter, loc, outType, op.getGridAttr(), reduce.getAxesAttr(),
-            reduce.getInput(), rewriter.getI64IntegerAttr(dim),
-            reduce.getReductionAttr());
-        rewriter.replaceOp(op, result);
-        rewriter.eraseOp(reduce);
-        return success();
-      }
-    }
     auto indices = shard::ProcessMultiIndexOp::create(rewriter, loc,
                                                       grid.getSymName(), axes);
     // Row-major position over the listed axes.
@@ -919,308 +940,29 @@ private:
     return success();
   }
 
-  IRRewriter rewriter;
+private:
+  RewriterBase &rewriter;
+  ImportState &state;
 };
 
-//===----------------------------------------------------------------------===//
-// Annotations propagation leaves out
-//===----------------------------------------------------------------------===//
+/// One shard op to dist, through the importer's overload for its type.
+template <typename ShardOpT>
+struct ImportPattern : OpConversionPattern<ShardOpT> {
+  ImportPattern(MLIRContext *context, ImportState &state)
+      : OpConversionPattern<ShardOpT>(context), state(state) {}
 
-/// The sharding the shard.shard ops annotating `value` for its users ask
-/// for, when they agree (null otherwise).
-static Value requestedSharding(Value value) {
-  Value requested;
-  for (Operation *user : value.getUsers()) {
-    auto shardOp = dyn_cast<shard::ShardOp>(user);
-    if (!shardOp)
-      continue;
-    if (!shardOp.getAnnotateForUsers())
-      return shardOp.getSharding();
-    if (requested && !shard::Sharding(requested).equalSplitAxes(
-                         shard::Sharding(shardOp.getSharding())))
-      return {};
-    requested = shardOp.getSharding();
+  LogicalResult
+  matchAndRewrite(ShardOpT op, typename ShardOpT::Adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (failed(CollectiveImporter(rewriter, state).convert(op)))
+      return failure();
+    ++state.converted;
+    return success();
   }
-  return requested;
-}
 
-/// The grid of the function's first sharding, or null when it has none.
-static FlatSymbolRefAttr shardingGrid(func::FuncOp func) {
-  FlatSymbolRefAttr grid;
-  func.walk([&](shard::ShardingOp op) {
-    grid = op.getGridAttr();
-    return WalkResult::interrupt();
-  });
-  return grid;
-}
-
-/// A sharding replicated over `grid`.
-static Value replicatedSharding(OpBuilder &b, Location loc,
-                                FlatSymbolRefAttr grid) {
-  return shard::ShardingOp::create(
-             b, loc, grid,
-             ArrayRef<shard::GridAxesAttr>{
-                 shard::GridAxesAttr::get(b.getContext(), {})})
-      .getResult();
-}
-
-/// The annotation propagation gave `result` itself (not its users'), if any.
-static shard::ShardOp resultAnnotation(Value result) {
-  for (Operation *user : result.getUsers())
-    if (auto shardOp = dyn_cast<shard::ShardOp>(user);
-        shardOp && !shardOp.getAnnotateForUsers())
-      return shardOp;
-  return {};
-}
-
-/// Propagation annotates the results of an op that something reads and can
-/// leave an unread result of the same op bare (the values of a max whose
-/// indices alone are used: DeepSeek-V3's `topk(...)[1]`), which crashes
-/// upstream partitioning. Such a result gets the sharding of an annotated
-/// result of the same rank (a linalg op's results share its loops'), else
-/// replicated: a sharding consistent with the op, which partitioning
-/// reshards for any user it has (in practice it has none).
-static void annotateBareResults(Operation &op, FlatSymbolRefAttr grid) {
-  SmallVector<shard::ShardOp> given;
-  for (Value result : op.getResults())
-    given.push_back(resultAnnotation(result));
-  for (auto [result, annotation] : llvm::zip(op.getResults(), given)) {
-    auto type = dyn_cast<RankedTensorType>(result.getType());
-    if (!type || annotation)
-      continue;
-    shard::ShardOp model, anchor;
-    for (auto [other, otherAnnotation] : llvm::zip(op.getResults(), given)) {
-      if (!otherAnnotation)
-        continue;
-      anchor = anchor ? anchor : otherAnnotation;
-      auto otherType = dyn_cast<RankedTensorType>(other.getType());
-      if (!model && otherType && otherType.getRank() == type.getRank())
-        model = otherAnnotation;
-    }
-    if (!anchor || (!model && !grid))
-      return;
-    // After the annotation whose sharding it takes, which that dominates.
-    OpBuilder b(anchor);
-    b.setInsertionPointAfter(model ? model : anchor);
-    Value sharding =
-        model ? model.getSharding() : replicatedSharding(b, op.getLoc(), grid);
-    shard::ShardOp::create(b, op.getLoc(), result, sharding);
-  }
-}
-
-/// Upstream propagation sometimes leaves an op without annotations (seen on
-/// a zero fill feeding a reduction in HF models' mask code), which
-/// partitioning then cannot take. Such an op gets for each result what its
-/// users ask for (replicated when they disagree or ask nothing), for each
-/// init the sharding of its result, and replicated for its other tensor
-/// operands: the same values it computes unpartitioned.
-static void completeAnnotations(func::FuncOp func) {
-  // The grid: the function's only one, as the plan's.
-  FlatSymbolRefAttr grid = shardingGrid(func);
-  auto replicated = [&](OpBuilder &b, Location loc) -> Value {
-    return grid ? replicatedSharding(b, loc, grid) : Value();
-  };
-  for (Operation &op : llvm::make_early_inc_range(func.getBody().front())) {
-    if (isa<shard::ShardOp, shard::ShardingOp, func::ReturnOp>(op) ||
-        op.getNumResults() == 0 || !isa<shard::ShardingInterface>(op))
-      continue;
-    bool annotated = false;
-    for (Value result : op.getResults())
-      for (Operation *user : result.getUsers())
-        if (auto shardOp = dyn_cast<shard::ShardOp>(user))
-          annotated |= !shardOp.getAnnotateForUsers();
-    for (Value operand : op.getOperands())
-      if (auto shardOp = operand.getDefiningOp<shard::ShardOp>())
-        annotated |= shardOp.getAnnotateForUsers();
-    if (annotated) {
-      annotateBareResults(op, grid);
-      continue;
-    }
-    OpBuilder b(&op);
-    SmallVector<Value> resultShardings;
-    for (Value result : op.getResults()) {
-      if (!isa<RankedTensorType>(result.getType())) {
-        resultShardings.push_back({});
-        continue;
-      }
-      b.setInsertionPointAfter(&op);
-      Value sharding = requestedSharding(result);
-      if (!sharding)
-        sharding = replicated(b, op.getLoc());
-      if (!sharding)
-        return;
-      if (Operation *def = sharding.getDefiningOp();
-          def && def->getBlock() == op.getBlock() && op.isBeforeInBlock(def))
-        sharding = b.clone(*def)->getResult(0);
-      auto annotation =
-          shard::ShardOp::create(b, op.getLoc(), result, sharding);
-      result.replaceAllUsesExcept(annotation.getResult(), annotation);
-      resultShardings.push_back(sharding);
-    }
-    auto dps = dyn_cast<DestinationStyleOpInterface>(op);
-    b.setInsertionPoint(&op);
-    for (OpOperand &operand : op.getOpOperands()) {
-      if (!isa<RankedTensorType>(operand.get().getType()))
-        continue;
-      Value sharding;
-      if (dps && dps.isDpsInit(&operand))
-        sharding =
-            resultShardings[dps.getTiedOpResult(&operand).getResultNumber()];
-      if (!sharding)
-        sharding = replicated(b, op.getLoc());
-      if (!sharding)
-        return;
-      if (Operation *def = sharding.getDefiningOp();
-          def && def->getBlock() == op.getBlock() && !def->isBeforeInBlock(&op))
-        sharding = b.clone(*def)->getResult(0);
-      operand.set(shard::ShardOp::create(b, op.getLoc(), operand.get(),
-                                         sharding,
-                                         /*annotate_for_users=*/true));
-    }
-  }
-}
-
-/// A `linalg.index` whose value stays the rank's own (offsetIndices
-/// leaves it): the index into a captured tensor's local block.
-static constexpr StringLiteral kLocalIndexAttr = "braid.local_index";
-
-/// The grid axes that split each loop of `op` (empty: not split), from the
-/// shardings propagation annotated its operands (for it) and its results
-/// with; `grid`, when given, is set to their grid.
-static SmallVector<SmallVector<int16_t>>
-loopSplits(linalg::GenericOp op, FlatSymbolRefAttr *grid = nullptr) {
-  SmallVector<SmallVector<int16_t>> axes(op.getNumLoops());
-  auto note = [&](Value sharding, AffineMap map) {
-    auto shardingOp =
-        sharding ? sharding.getDefiningOp<shard::ShardingOp>() : nullptr;
-    if (!shardingOp || !map.isProjectedPermutation())
-      return;
-    if (grid)
-      *grid = shardingOp.getGridAttr();
-    for (auto [dim, split] :
-         llvm::enumerate(shardingOp.getSplitAxes().getAxes())) {
-      if (dim >= map.getNumResults() || split.empty())
-        continue;
-      SmallVector<int16_t> &loopAxes = axes[map.getDimPosition(dim)];
-      if (loopAxes.empty())
-        loopAxes.assign(split.asArrayRef().begin(), split.asArrayRef().end());
-    }
-  };
-  for (OpOperand &operand : op->getOpOperands())
-    if (auto shardOp = operand.get().getDefiningOp<shard::ShardOp>();
-        shardOp && shardOp.getAnnotateForUsers())
-      note(shardOp.getSharding(), op.getMatchingIndexingMap(&operand));
-  for (OpResult result : op->getResults())
-    for (Operation *user : result.getUsers())
-      if (auto shardOp = dyn_cast<shard::ShardOp>(user);
-          shardOp && !shardOp.getAnnotateForUsers())
-        note(shardOp.getSharding(), op.getIndexingMapMatchingResult(result));
-  return axes;
-}
-
-/// Whether `holder` reads the captured `value`, split by `sharding`, only
-/// within the rank's block: `sharding` splits one dimension d; every read
-/// is a tensor.extract in the holder's body whose index along d is the
-/// linalg.index of a loop that propagation split on the same axes
-/// (loopSplits) — the capacity export's combine, a gather
-/// within each expert, under expert parallelism. Those indices are then
-/// marked to stay local, and the block needs no gather.
-static bool readsOwnBlock(linalg::GenericOp holder, Value value,
-                          shard::ShardingOp sharding) {
-  if (!sharding || !sharding.getStaticHaloSizes().empty() ||
-      !sharding.getStaticShardedDimsOffsets().empty() ||
-      holder->getNumResults() != 1)
-    return false;
-  std::optional<int64_t> dim;
-  ArrayRef<int16_t> axes;
-  for (auto [d, split] : llvm::enumerate(sharding.getSplitAxes().getAxes())) {
-    if (split.empty())
-      continue;
-    if (dim)
-      return false;
-    dim = d;
-    axes = split.asArrayRef();
-  }
-  if (!dim)
-    return false;
-  SmallVector<SmallVector<int16_t>> loopAxes = loopSplits(holder);
-  SmallVector<tensor::ExtractOp> reads;
-  for (OpOperand &use : value.getUses()) {
-    if (!holder->isProperAncestor(use.getOwner()))
-      continue;
-    auto extract = dyn_cast<tensor::ExtractOp>(use.getOwner());
-    if (!extract || extract->getBlock() != holder.getBody() ||
-        static_cast<int64_t>(extract.getIndices().size()) <= *dim)
-      return false;
-    auto index = extract.getIndices()[*dim].getDefiningOp<linalg::IndexOp>();
-    if (!index || index->getParentOp() != holder)
-      return false;
-    if (ArrayRef<int16_t>(loopAxes[index.getDim()]) != axes)
-      return false;
-    reads.push_back(extract);
-  }
-  for (tensor::ExtractOp extract : reads) {
-    OpBuilder b(extract);
-    auto index = extract.getIndices()[*dim].getDefiningOp<linalg::IndexOp>();
-    auto local = linalg::IndexOp::create(b, index.getLoc(), index.getDim());
-    local->setAttr(kLocalIndexAttr, b.getUnitAttr());
-    extract->setOperand(1 + *dim, local);
-  }
-  return !reads.empty();
-}
-
-/// Upstream partitioning clones an op's regions as they are, with the
-/// values they capture from above mapped to their local blocks: a body
-/// that reads a captured tensor at computed indices (`tensor.extract` in a
-/// linalg.generic, as HF's mask code does with positions) then reads the
-/// rank's block at global indices, out of bounds or the wrong element,
-/// silently. After propagation every captured tensor is read through an
-/// annotation asking for it replicated, which partitioning turns into a
-/// gather of it when propagation split it, and into nothing otherwise;
-/// except where the body reads only the rank's own block (readsOwnBlock).
-static void replicateCapturedTensors(func::FuncOp func) {
-  FlatSymbolRefAttr grid = shardingGrid(func);
-  if (!grid)
-    return;
-  SmallVector<Operation *> holders;
-  for (Operation &op : func.getBody().front())
-    if (op.getNumRegions() != 0)
-      holders.push_back(&op);
-  for (Operation *holder : holders) {
-    llvm::SetVector<Value> captured;
-    getUsedValuesDefinedAbove(holder->getRegions(), captured);
-    for (Value value : captured) {
-      if (!isa<RankedTensorType>(value.getType()) ||
-          value.getParentBlock() != holder->getBlock())
-        continue;
-      // The value as its producer's annotation gives it, when it has one.
-      Value annotated = value;
-      shard::ShardingOp sharding;
-      if (auto shardOp = value.getDefiningOp<shard::ShardOp>()) {
-        sharding = shardOp.getSharding().getDefiningOp<shard::ShardingOp>();
-        if (shardOp.getAnnotateForUsers())
-          annotated = shardOp.getSrc();
-      } else {
-        for (Operation *user : value.getUsers())
-          if (auto shardOp = dyn_cast<shard::ShardOp>(user);
-              shardOp && !shardOp.getAnnotateForUsers()) {
-            annotated = shardOp.getResult();
-            sharding = shardOp.getSharding().getDefiningOp<shard::ShardingOp>();
-          }
-      }
-      if (auto generic = dyn_cast<linalg::GenericOp>(holder);
-          generic && readsOwnBlock(generic, value, sharding))
-        continue;
-      OpBuilder b(holder);
-      Value replicated = replicatedSharding(b, holder->getLoc(), grid);
-      auto read =
-          shard::ShardOp::create(b, holder->getLoc(), annotated, replicated,
-                                 /*annotate_for_users=*/true);
-      for (Region &region : holder->getRegions())
-        replaceAllUsesInRegionWith(value, read.getResult(), region);
-    }
-  }
-}
+private:
+  ImportState &state;
+};
 
 //===----------------------------------------------------------------------===//
 // The pass
@@ -1371,23 +1113,7 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
       return signalPassFailure();
     }
 
-    SmallVector<Operation *> candidates;
-    module.walk([&](Operation *op) {
-      if (isa<shard::ShardDialect>(op->getDialect()))
-        candidates.push_back(op);
-    });
-    CollectiveImporter importer(&getContext());
-    bool failedAny = false;
-    for (Operation *op : candidates) {
-      bool converted = false;
-      if (importer.erased.contains(op))
-        continue;
-      if (failed(importer.convert(op, converted)))
-        failedAny = true;
-      else if (converted)
-        ++numConverted;
-    }
-    if (failedAny)
+    if (failed(importCollectives(module)))
       return signalPassFailure();
 
     // Partitioning reshards the zero fills frontends share between ops: a
@@ -1428,21 +1154,52 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
           cast->erase();
         }
     });
+  }
 
-    // What must be gone now: every shard op but the grids, the rank
-    // queries (convert-xfer-to-runtime lowers them) and sharding values a
-    // program hands on as data (a function may return one). The walk above
-    // reports what it cannot convert; this target says so for anything it
-    // missed, at the op, instead of leaving it for a later pass.
-    ConversionTarget target(getContext());
+  /// Converts the shard ops partitioning left (and those of SPMD input)
+  /// to dist, one pattern per op. What must be gone afterwards is every
+  /// shard op but the grids, the rank queries (convert-xfer-to-runtime
+  /// lowers them) and sharding values a program hands on as data (a
+  /// function may return one): an op no pattern knows is a located error
+  /// at the op (`shard.neighbors_linear_indices` went through unconverted
+  /// before the target said so). The driver stops at the first op it
+  /// cannot convert; a pattern that declines says why itself, so the
+  /// driver's own "failed to legalize" for that op is left out.
+  LogicalResult importCollectives(ModuleOp module) {
+    MLIRContext *context = &getContext();
+    ConversionTarget target(*context);
     target.addIllegalDialect<shard::ShardDialect>();
     target.addLegalOp<shard::GridOp, shard::ProcessMultiIndexOp,
                       shard::ProcessLinearIndexOp, shard::GridShapeOp,
                       shard::ShardingOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
-    if (failed(applyPartialConversion(module, target,
-                                      RewritePatternSet(&getContext()))))
-      return signalPassFailure();
+    ImportState state;
+    RewritePatternSet patterns(context);
+    patterns.add<
+        ImportPattern<shard::AllGatherOp>, ImportPattern<shard::GatherOp>,
+        ImportPattern<shard::AllReduceOp>, ImportPattern<shard::ReduceOp>,
+        ImportPattern<shard::ReduceScatterOp>, ImportPattern<shard::AllToAllOp>,
+        ImportPattern<shard::ShiftOp>, ImportPattern<shard::BroadcastOp>,
+        ImportPattern<shard::ScatterOp>, ImportPattern<shard::AllSliceOp>,
+        ImportPattern<shard::UpdateHaloOp>, ImportPattern<shard::ShardShapeOp>,
+        ImportPattern<shard::SendOp>, ImportPattern<shard::RecvOp>,
+        ImportPattern<shard::GetShardingOp>, ImportPattern<shard::ShardOp>>(
+        context, state);
+    ConversionConfig config;
+    config.foldingMode = DialectConversionFoldingMode::Never;
+    bool reported = false;
+    ScopedDiagnosticHandler handler(context, [&](Diagnostic &diag) {
+      if (diag.getSeverity() != DiagnosticSeverity::Error)
+        return failure();
+      if (reported && StringRef(diag.str()).starts_with("failed to legalize"))
+        return success();
+      reported = true;
+      return failure();
+    });
+    LogicalResult result =
+        applyPartialConversion(module, target, std::move(patterns), config);
+    numConverted += state.converted;
+    return result;
   }
 
   /// Rejects annotations that upstream partitioning would silently
@@ -1499,107 +1256,6 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
     return failure(result.wasInterrupted());
   }
 
-  /// The attributes recordIndexSplits leaves on a linalg.generic whose body
-  /// reads its loop indices: per loop the grid axes that split it, and the
-  /// loops' extents before partitioning.
-  static constexpr StringLiteral kIndexAxes = "braid.index_axes";
-  static constexpr StringLiteral kIndexExtents = "braid.index_extents";
-  static constexpr StringLiteral kIndexGrid = "braid.index_grid";
-
-  /// Upstream partitioning clones a linalg.generic onto its local blocks as
-  /// it is, so `linalg.index` then counts from 0 on every rank, where the
-  /// unpartitioned op counted from the rank's block: an iota, a causal
-  /// mask or RoPE's positions silently wrong on every rank but the first.
-  /// Before partitioning, such an op records which grid axes split each
-  /// loop (from the shardings propagation annotated its operands and
-  /// results with) and its loops' global extents.
-  static void recordIndexSplits(func::FuncOp func) {
-    func.walk([&](linalg::GenericOp op) {
-      if (op.getBody()->getOps<linalg::IndexOp>().empty())
-        return;
-      FlatSymbolRefAttr grid;
-      SmallVector<SmallVector<int16_t>> axes = loopSplits(op, &grid);
-      if (!grid || llvm::all_of(axes, [](auto &a) { return a.empty(); }))
-        return;
-      Builder b(op.getContext());
-      SmallVector<Attribute> perLoop;
-      for (ArrayRef<int16_t> loopAxes : axes)
-        perLoop.push_back(b.getDenseI16ArrayAttr(loopAxes));
-      op->setAttr(kIndexAxes, b.getArrayAttr(perLoop));
-      op->setAttr(kIndexExtents,
-                  b.getDenseI64ArrayAttr(op.getStaticLoopRanges()));
-      op->setAttr(kIndexGrid, grid);
-    });
-  }
-
-  /// After partitioning: each `linalg.index` of a loop that the partition
-  /// split counts from the rank's block, its position in the group over
-  /// the loop's axes (row-major over them, as shardings number blocks)
-  /// times the block's extent.
-  static LogicalResult offsetIndices(func::FuncOp func) {
-    WalkResult result = func.walk([&](linalg::GenericOp op) {
-      auto axesAttr = op->getAttrOfType<ArrayAttr>(kIndexAxes);
-      auto extents = op->getAttrOfType<DenseI64ArrayAttr>(kIndexExtents);
-      auto gridAttr = op->getAttrOfType<FlatSymbolRefAttr>(kIndexGrid);
-      if (!axesAttr || !extents || !gridAttr)
-        return WalkResult::advance();
-      op->removeAttr(kIndexAxes);
-      op->removeAttr(kIndexExtents);
-      op->removeAttr(kIndexGrid);
-      shard::GridOp grid = lookupGrid(op, gridAttr);
-      SmallVector<int64_t> local = op.getStaticLoopRanges();
-      if (!grid || local.size() != axesAttr.size())
-        return WalkResult::advance();
-      OpBuilder b(op);
-      Location loc = op.getLoc();
-      for (auto [loop, attr] : llvm::enumerate(axesAttr)) {
-        ArrayRef<int16_t> loopAxes = cast<DenseI16ArrayAttr>(attr).asArrayRef();
-        int64_t global = extents[loop];
-        if (loopAxes.empty() || local[loop] == global)
-          continue;
-        if (ShapedType::isDynamic(local[loop]) ||
-            ShapedType::isDynamic(global) || local[loop] <= 0 ||
-            global % local[loop] != 0) {
-          op.emitError() << "loop " << loop
-                         << " reads its index (linalg.index) and is split "
-                            "unevenly by partitioning ("
-                         << global << " iterations into blocks of "
-                         << local[loop]
-                         << "): its indices on each rank cannot be told";
-          return WalkResult::interrupt();
-        }
-        b.setInsertionPoint(op);
-        SmallVector<shard::GridAxis> gridAxes(loopAxes.begin(), loopAxes.end());
-        ValueRange coords = shard::ProcessMultiIndexOp::create(
-                                b, loc, grid.getSymName(), gridAxes)
-                                .getResult();
-        Value position = coords[0];
-        for (size_t i = 1; i < coords.size(); ++i) {
-          Value size = arith::ConstantIndexOp::create(
-              b, loc, grid.getShape()[loopAxes[i]]);
-          position = arith::AddIOp::create(
-              b, loc, arith::MulIOp::create(b, loc, position, size), coords[i]);
-        }
-        Value offset = arith::MulIOp::create(
-            b, loc, position,
-            arith::ConstantIndexOp::create(b, loc, local[loop]));
-        for (linalg::IndexOp index : llvm::make_early_inc_range(
-                 op.getBody()->getOps<linalg::IndexOp>())) {
-          if (index.getDim() != loop || index->hasAttr(kLocalIndexAttr))
-            continue;
-          b.setInsertionPointAfter(index);
-          Value shifted = arith::AddIOp::create(b, loc, index, offset);
-          index.getResult().replaceAllUsesExcept(shifted,
-                                                 shifted.getDefiningOp());
-        }
-      }
-      return WalkResult::advance();
-    });
-    func.walk(
-        [](linalg::IndexOp index) { index->removeAttr(kLocalIndexAttr); });
-    return failure(result.wasInterrupted());
-  }
-
   /// Runs upstream propagation and partitioning on a copy of the module, one
   /// function at a time inside a crash-recovery context: upstream aborts or
   /// crashes on some inputs, which must become a diagnostic here.
@@ -1613,26 +1269,27 @@ struct ImportShardPass : public braid::impl::ImportShardBase<ImportShardPass> {
     });
 
     OwningOpRef<ModuleOp> copy = module.clone();
-    PassManager propagate(context, func::FuncOp::getOperationName());
-    propagate.addPass(shard::createShardingPropagation());
-    // Forward first where the inputs' shardings should decide (a training
-    // step on a data axis: see kForwardFirstAttr).
-    PassManager forwardFirst(context, func::FuncOp::getOperationName());
-    forwardFirst.addPass(shard::createShardingPropagation(
-        {shard::TraversalOrder::ForwardBackward}));
-    PassManager partition(context, func::FuncOp::getOperationName());
-    partition.addPass(shard::createPartition());
+    // The stages, each a pass of its own (docs/rationale/import.md):
+    // propagation backward first (upstream's default), or forward first
+    // where the inputs' shardings should decide (a training step on a data
+    // axis: see kForwardFirstAttr).
+    auto stages = [&](shard::TraversalOrder order) {
+      auto pm = std::make_unique<PassManager>(context,
+                                              func::FuncOp::getOperationName());
+      pm->addPass(shard::createShardingPropagation({order}));
+      pm->addPass(braid::createPreparePartition());
+      pm->addPass(shard::createPartition());
+      pm->addPass(braid::createOffsetGlobalIndices());
+      return pm;
+    };
+    std::unique_ptr<PassManager> backwardFirst =
+        stages(shard::TraversalOrder::BackwardForward);
+    std::unique_ptr<PassManager> forwardFirst =
+        stages(shard::TraversalOrder::ForwardBackward);
     auto pipeline = [&](func::FuncOp func) {
       bool forward = func->hasAttr(kForwardFirstAttr);
       func->removeAttr(kForwardFirstAttr);
-      if (failed((forward ? forwardFirst : propagate).run(func)))
-        return failure();
-      completeAnnotations(func);
-      replicateCapturedTensors(func);
-      recordIndexSplits(func);
-      if (failed(partition.run(func)))
-        return failure();
-      return offsetIndices(func);
+      return (forward ? forwardFirst : backwardFirst)->run(func);
     };
 
     llvm::CrashRecoveryContext::Enable();
