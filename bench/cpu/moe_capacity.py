@@ -4,7 +4,8 @@ shipped expert-parallel plan, side by side in one run on the same CPU
 ranks, one thread per rank.
 
     ~/.cache/braid/frontends-venv/bin/python bench/cpu/moe_capacity.py \\
-        [--ranks 4] [--tokens 512,2048] [--factors 1.0,1.25] [--repeat 5]
+        [--ranks 4] [--tokens 512,2048] [--factors 1.0,1.25] [--repeat 5] \\
+        [--layout sequence]
 
 Two shapes: Mixtral-like (8 experts, top 2, hidden 1024, expert FFN 3584)
 and DeepSeek-like (64 experts, top 6, hidden 1024, expert FFN 512), both
@@ -12,7 +13,10 @@ as Qwen3-MoE blocks with the Mixtral-like one a Mixtral block. Prints the
 median milliseconds of a forward call (the slowest rank) and dense time /
 capacity time for each factor (above 1: the capacity export is faster),
 with the rows each expert computes and one rank's contraction GFLOP (the
-compile report's "compute").
+compile report's "compute"). `--layout sequence` splits the tokens along
+the sequence: the capacity is per rank's tokens, and the tokens reach
+their experts and return by all-to-all; each factor then also gets its
+time with --overlap=off.
 """
 import argparse
 import os
@@ -83,15 +87,21 @@ def main():
     parser.add_argument("--factors", default="1.0,1.25")
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--layout", default="replicate",
+                        choices=["replicate", "sequence"])
     args = parser.parse_args()
+    sequence = args.layout == "sequence"
     import torch
     import braid.pytorch as bp
     factors = [float(f) for f in args.factors.split(",")]
     print(f"HF MoE blocks under the shipped expert-parallel plan, "
-          f"{args.ranks} ranks, one thread per rank, f32")
+          f"{args.ranks} ranks, one thread per rank, f32, tokens "
+          f"{'split along the sequence' if sequence else 'replicated'}")
     columns = ["shape", "tokens", "dense ms", "GFLOP/rank"]
     for f in factors:
         columns += [f"cf {f} ms", "ratio", "rows/expert", "GFLOP/rank"]
+        if sequence:
+            columns += ["overlap off ms"]
     print(header(*columns))
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.shapes.split(","):
@@ -100,7 +110,8 @@ def main():
             for tokens in (int(t) for t in args.tokens.split(",")):
                 x = torch.randn(1, tokens, shape["hidden"])
                 _, dense, _, _ = bp.to_mlir(block, (x,), c.base_model_ep_plan,
-                                            args.ranks)
+                                            args.ranks,
+                                            input_layout=args.layout)
                 base = time_program(args.bin, tmp, "dense", dense, args.ranks,
                                     args.repeat, threads=1)
                 row = [f"{name:>14}", f"{tokens:>6}", f"{base:>9.1f}",
@@ -108,15 +119,23 @@ def main():
                 for f in factors:
                     _, text, _, _ = bp.to_mlir(block, (x,),
                                                c.base_model_ep_plan,
-                                               args.ranks, capacity_factor=f)
+                                               args.ranks, capacity_factor=f,
+                                               input_layout=args.layout)
                     t = time_program(args.bin, tmp, "capacity", text,
                                      args.ranks, args.repeat, threads=1)
-                    rows = bp.expert_capacity(tokens, shape["experts"],
+                    per = tokens // args.ranks if sequence else tokens
+                    rows = bp.expert_capacity(per, shape["experts"],
                                               shape["top_k"], f)
+                    rows *= args.ranks if sequence else 1
                     gflops = rank_gflops(args.bin, tmp, "capacity", text)
                     row += [f"{t:>{len(str(f)) + 7}.1f}",
                             f"{base / t:>6.2f}", f"{rows:>12}",
                             f"{gflops:>10.1f}"]
+                    if sequence:
+                        off = time_program(args.bin, tmp, "capacity-off",
+                                           text, args.ranks, args.repeat,
+                                           flags=["--overlap=off"], threads=1)
+                        row += [f"{off:>14.1f}"]
                 print(" ".join(row), flush=True)
 
 

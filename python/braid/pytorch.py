@@ -422,10 +422,67 @@ def _capacity_experts(factor):
     return experts_forward
 
 
-def _experts_everywhere(module, capacity_factor=None):
+def _grouped_capacity_experts(factor, groups):
+    """The capacity implementation with the tokens in `groups` contiguous
+    groups (the ranks of a sequence split), each with its own capacity
+    per expert: expert e takes, from each group, the group's tokens routed
+    to it in token order up to ceil(factor x group tokens x k / E) rows.
+    The buffers are [groups, experts, capacity, hidden]; the experts read
+    them as [experts, groups x capacity, hidden]. Partitioned with the
+    groups split over the ranks and the experts over the same ranks, the
+    dispatch and the combine are each one all-to-all (docs/rationale/
+    frontends.md, "Expert dispatch by all-to-all")."""
+
+    def experts_forward(self, hidden_states, top_k_index, top_k_weights):
+        import torch
+        tokens, width = hidden_states.shape
+        if tokens % groups:
+            raise ValueError(f"{tokens} tokens do not split into {groups} "
+                             "groups of equal size")
+        per = tokens // groups
+        experts = self.num_experts
+        k = top_k_index.shape[-1]
+        capacity = expert_capacity(per, experts, k, factor)
+        dtype = hidden_states.dtype
+        device = hidden_states.device
+        hidden = hidden_states.view(groups, per, width)
+        ids = torch.arange(experts, device=device)
+        onehot = top_k_index.view(groups, per, k, 1) == ids       # [G,T,k,E]
+        routed = onehot.any(2).float()                             # [G, T, E]
+        weights = (onehot.float() *
+                   top_k_weights.float().view(groups, per, k, 1)).sum(2)
+        index = torch.arange(per, device=device)
+        earlier = (index.view(-1, 1) > index.view(1, -1)).float()  # [T, T]
+        row = torch.matmul(earlier, routed)                        # [G, T, E]
+        slots = torch.arange(capacity, device=device).float()
+        taken = (row.transpose(1, 2).unsqueeze(2) ==
+                 slots.view(1, 1, -1, 1))                          # [G,E,C,T]
+        dispatch = taken.float() * routed.transpose(1, 2).unsqueeze(2)
+        source = torch.matmul(dispatch, index.float()).long()      # [G, E, C]
+        rows = experts * capacity
+        buffers = hidden.gather(1, source.view(groups, rows, 1).expand(
+            groups, rows, width))                                  # [G,EC,H]
+        buffers = buffers.view(groups, experts, capacity, width)
+        buffers = buffers.transpose(0, 1).reshape(
+            experts, groups * capacity, width)                     # [E,GC,H]
+        out = _expert_outputs(self, buffers)
+        out = out.view(experts, groups, capacity, width).transpose(0, 1)
+        keep = routed * (row < capacity).float()                   # [G, T, E]
+        position = torch.clamp(row, max=capacity - 1).long()
+        position = position.transpose(1, 2).unsqueeze(-1)         # [G,E,T,1]
+        picked = out.gather(2, position.expand(groups, experts, per,
+                                               width))             # [G,E,T,H]
+        scale = (weights * keep).transpose(1, 2).unsqueeze(-1)     # [G,E,T,1]
+        combined = (scale * picked.float()).sum(1)                 # [G, T, H]
+        return combined.view(tokens, width).to(dtype)
+    return experts_forward
+
+
+def _experts_everywhere(module, capacity_factor=None, groups=1):
     """Makes every HuggingFace experts module of `module` use the dense
-    implementation (capacity_factor None) or the capacity one while
-    exporting; returns an undo function."""
+    implementation (capacity_factor None) or the capacity one (with a
+    capacity per group of `groups` token groups) while exporting; returns
+    an undo function."""
     if capacity_factor is not None:
         expert_capacity(1, 1, 1, capacity_factor)   # checks the factor
     try:
@@ -436,8 +493,10 @@ def _experts_everywhere(module, capacity_factor=None):
         name = "braid_dense"
         ALL_EXPERTS_FUNCTIONS[name] = _dense_experts
     else:
-        name = f"braid_capacity_{capacity_factor!r}"
-        ALL_EXPERTS_FUNCTIONS[name] = _capacity_experts(capacity_factor)
+        name = f"braid_capacity_{capacity_factor!r}_{groups}"
+        ALL_EXPERTS_FUNCTIONS[name] = (
+            _capacity_experts(capacity_factor) if groups == 1 else
+            _grouped_capacity_experts(capacity_factor, groups))
     saved = []
     for sub in module.modules():
         config = getattr(sub, "config", None)
@@ -453,12 +512,14 @@ def _experts_everywhere(module, capacity_factor=None):
 
 
 @contextlib.contextmanager
-def experts_with_capacity(module, capacity_factor):
+def experts_with_capacity(module, capacity_factor, groups=1):
     """Within the block, the HuggingFace experts of `module` run with a
     capacity per expert, as parallelize(..., capacity_factor=) compiles
     them: the same tokens dropped, so that the module is the reference of
-    the compiled one (and shows what the factor drops)."""
-    undo = _experts_everywhere(module, capacity_factor)
+    the compiled one (and shows what the factor drops). `groups`: the
+    capacity is per group of tokens, as under sequence parallelism over
+    that many ranks."""
+    undo = _experts_everywhere(module, capacity_factor, groups)
     try:
         yield module
     finally:
@@ -537,7 +598,7 @@ def _model_frames_only():
 
 
 def export(module, example_args, example_kwargs=None, func_name="main",
-           capacity_factor=None):
+           capacity_factor=None, capacity_groups=1):
     """Exports `module` applied to `example_args` (and `example_kwargs`:
     tensors, tuples of them, None, ...) with torch-mlir's FX importer;
     tensor inputs first, then parameters and buffers, as function
@@ -580,7 +641,8 @@ def export(module, example_args, example_kwargs=None, func_name="main",
 
     args = tuple(leaves[p] for p in positions) + tuple(tensors)
     undo_frames = _model_frames_only()
-    undo_experts = _experts_everywhere(module, capacity_factor)
+    undo_experts = _experts_everywhere(module, capacity_factor,
+                                       capacity_groups)
     try:
         imported = fx.export_and_import(WeightsAsArguments().eval(), *args,
                                         output_type="linalg-on-tensors",
@@ -983,6 +1045,36 @@ class RankModule:
                 f"rank {self.program.rank} of {self.program.size}>")
 
 
+def _capacity_groups(example_args, kwargs, input_layout, ranks,
+                     data_parallel, capacity_factor):
+    """How many token groups the capacity export counts capacities in: one
+    per rank when the tokens are split along the sequence (so that each
+    rank's tokens fill their own rows and the dispatch and the combine are
+    all-to-alls: docs/rationale/frontends.md, "Expert dispatch by
+    all-to-all"), else one."""
+    values = (input_layout.values() if isinstance(input_layout, dict)
+              else [input_layout] if isinstance(input_layout, str)
+              else input_layout)
+    if capacity_factor is None or "sequence" not in values:
+        return 1
+    import torch
+    tensors = [x for x in list(example_args) + list((kwargs or {}).values())
+               if isinstance(x, torch.Tensor)]
+    if data_parallel > 1 or not tensors:
+        raise ValueError("capacity_factor with sequence-split tokens needs "
+                         "one sequence (no data_parallel)")
+    first = tensors[0]
+    # The sequence is the last dimension of token ids, else the second to
+    # last; the dimensions before it must be ones.
+    before = first.shape[:-1] if not first.is_floating_point() \
+        else first.shape[:-2]
+    if any(size != 1 for size in before):
+        raise ValueError(f"capacity_factor with sequence-split tokens needs "
+                         f"a batch of one sequence; the first input has "
+                         f"shape {tuple(first.shape)}")
+    return ranks
+
+
 def to_mlir(module, example_args, plan, ranks=4, input_layout="replicate",
             output_layout=None, kwargs=None, capacity_factor=None,
             data_parallel=1):
@@ -994,24 +1086,17 @@ def to_mlir(module, example_args, plan, ranks=4, input_layout="replicate",
     data_parallel > 1."""
     ranks = positive_int(ranks, "ranks")
     data_parallel = _data_parallel(ranks, data_parallel)
+    groups = _capacity_groups(example_args, kwargs, input_layout, ranks,
+                              data_parallel, capacity_factor)
     exported = export(module, tuple(example_args), kwargs,
-                      capacity_factor=capacity_factor)
+                      capacity_factor=capacity_factor,
+                      capacity_groups=groups)
     exported.data = _data_split(exported, ranks, data_parallel)
     for name, shape in zip(exported.names, exported.shapes):
         if 0 in shape:
             raise ValueError(f"{name} has shape {shape}; Braid compiles "
                              "tensors without zero-sized dimensions")
     layouts = _input_layouts(exported, input_layout)
-    if capacity_factor is not None and "sequence" in layouts.values():
-        # Partitioning splits the experts' capacity rows then (it has no
-        # token dimension to split), with a reduce-scatter and a gather
-        # back around the combine, or fails where the rows are fewer than
-        # the ranks; tokens split over ranks want the dispatch as an
-        # all-to-all, which is not built yet (docs/rationale/frontends.md).
-        raise ValueError("capacity_factor needs the tokens replicated "
-                         "(input_layout='replicate': tensor or expert "
-                         "parallel experts); under sequence parallelism "
-                         "the experts are exported dense")
     first = next(iter(layouts.values()), "replicate")
     styles, inp, out = _argument_styles(exported, plan, first,
                                         output_layout or first)
@@ -1048,8 +1133,13 @@ def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
     ceil(factor * tokens * top_k / experts) rows instead (at most the
     tokens): the tokens routed to it in token order, the rest dropped for
     that expert, as GShard and Switch Transformer route; factor experts /
-    top_k drops nothing. `experts_with_capacity(module, factor)` runs the
-    module itself with the same rule.
+    top_k drops nothing. With input_layout="sequence" (one sequence, no
+    data_parallel) the capacity counts each rank's tokens apart: expert e
+    takes ceil(factor * tokens/ranks * top_k / experts) rows from each
+    rank's tokens, and under an expert-parallel plan the tokens reach their
+    experts' ranks and return by one all-to-all each way.
+    `experts_with_capacity(module, factor, groups=1)` runs the module
+    itself with the same rule (groups=ranks for the sequence split).
 
     per_rank=True is for a job that is one process per rank (mpirun): every
     rank calls parallelize with the same arguments, `ranks` is the size of

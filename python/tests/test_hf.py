@@ -751,23 +751,28 @@ def test_sparse_moe_symmetric(ranks, parallel, layout):
     assert records and all(r["transport"] == "symmetric" for r in records)
 
 
-def capacity_reference(module, x, factor, kwargs=None, experts=None):
+def capacity_reference(module, x, factor, kwargs=None, experts=None,
+                       groups=1):
     """The module's output with each expert taking the first `factor` *
     tokens * top_k / experts tokens routed to it, in token order, and the
     rest dropped for that expert: the drops decided by a loop over the
     routing the module computes, and the experts run by HuggingFace's own
     implementation with a dropped choice's weight zeroed. `experts` is the
-    experts module (the block's own by default)."""
+    experts module (the block's own by default). With `groups`, the tokens
+    are that many contiguous groups, each with that capacity of its own
+    (computed from the group's tokens)."""
     experts = experts if experts is not None else module.experts
     original = experts.forward
 
     def dropping(hidden, index, weights):
         tokens, k = index.shape
-        capacity = min(tokens, max(1, math.ceil(
-            factor * tokens * k / experts.num_experts)))
-        taken = [0] * experts.num_experts
+        per = tokens // groups
+        capacity = min(per, max(1, math.ceil(
+            factor * per * k / experts.num_experts)))
         kept = weights.clone()
         for t in range(tokens):
+            if t % per == 0:
+                taken = [0] * experts.num_experts
             for j in range(k):
                 e = int(index[t, j])
                 if taken[e] < capacity:
@@ -907,14 +912,86 @@ def test_bad_capacity_factor(factor):
                    2, capacity_factor=factor)
 
 
-def test_capacity_factor_needs_replicated_tokens():
-    """Under sequence parallelism the capacity export would have its rows
-    split (or fail to split): refused, with what to do instead."""
+@pytest.mark.parametrize("kind,ranks,dtype,overlap", [
+    ("Mixtral", 2, torch.float32, "force"),
+    ("Qwen3Moe", 4, torch.float32, "auto"),
+    ("Mixtral", 4, torch.bfloat16, "off"),
+    ("Qwen3Moe", 2, torch.bfloat16, "force"),
+])
+def test_moe_dispatch_by_all_to_all(kind, ranks, dtype, overlap):
+    """Sequence-split tokens and the shipped expert-parallel plan: each
+    rank routes its own tokens into its rows of every expert (a capacity
+    per rank's tokens), one all-to-all takes the rows to their experts'
+    ranks and one brings the outputs back; nothing else moves. Against the
+    module with the same tokens dropped, decided by an independent loop."""
+    torch.manual_seed(19)
+    c, block = sparse_moe(kind, ranks)
+    block = block.to(dtype)
+    x = torch.randn(1, 4 * SEQ, 64, dtype=dtype)
+    tp = bp.parallelize(block, (x,), c.base_model_ep_plan, ranks=ranks,
+                        input_layout="sequence", capacity_factor=1.0,
+                        overlap=overlap, check_schedule=True)
+    with torch.no_grad():
+        got = tp(x)
+    expected = capacity_reference(block, x, 1.0, groups=ranks)
+    assert relative_error(got, expected) <= module_tolerance(dtype)
+    kinds = [r["kind"] for r in tp.artifact.report["collectives"]]
+    assert kinds == ["all_to_all", "all_to_all"]
+    # The per-rank capacity drops other tokens than one capacity over all.
+    assert relative_error(expected, capacity_reference(block, x, 1.0)) > 0.01
+
+
+def test_moe_dispatch_dropless_and_skewed():
+    """Capacity experts / top_k per rank's tokens drops nothing: the
+    module itself; skewed routing (every token to experts 0 and 1, experts
+    2 and 3 empty) under the same dispatch."""
+    torch.manual_seed(23)
+    c, block = sparse_moe("Mixtral", 4)
+
+    def dispatched(x, factor):
+        tp = bp.parallelize(block, (x,), c.base_model_ep_plan, ranks=4,
+                            input_layout="sequence", capacity_factor=factor)
+        kinds = [r["kind"] for r in tp.artifact.report["collectives"]]
+        assert kinds == ["all_to_all", "all_to_all"]
+        with torch.no_grad():
+            return tp(x)
+
+    x = torch.randn(1, 4 * SEQ, 64)
+    with torch.no_grad():
+        assert relative_error(dispatched(x, 2.0), block(x)[0]) <= 1e-5
+    skew_router(block)
+    x = x.abs()
+    expected = capacity_reference(block, x, 1.0, groups=4)
+    assert relative_error(dispatched(x, 1.0), expected) <= 1e-5
+
+
+def test_moe_capacity_sequence_tensor_parallel():
+    """The tensor-parallel plan under sequence parallelism takes the
+    capacity per rank's tokens too (the experts' features split, the
+    tokens gathered for them and their sum scattered back)."""
+    torch.manual_seed(19)
+    c, block = sparse_moe("Qwen3Moe", 2)
+    x = torch.randn(1, 4 * SEQ, 64)
+    with pytest.warns(UserWarning, match="match nothing"):
+        tp = bp.parallelize(block, (x,), c.base_model_tp_plan, ranks=2,
+                            input_layout="sequence", capacity_factor=1.0)
+    with torch.no_grad():
+        got = tp(x)
+    assert relative_error(got, capacity_reference(block, x, 1.0,
+                                                  groups=2)) <= 1e-5
+
+
+def test_capacity_factor_sequence_needs_one_sequence():
+    """A capacity per rank's tokens needs the ranks' tokens contiguous: one
+    sequence, no data axis; refused otherwise, saying so."""
     c, block = sparse_moe("Mixtral", 2)
-    with pytest.raises(ValueError, match="capacity_factor needs the tokens "
-                                         "replicated"):
-        bp.parallelize(block, (torch.randn(1, SEQ, 64),), c.base_model_ep_plan,
+    with pytest.raises(ValueError, match="batch of one sequence"):
+        bp.parallelize(block, (torch.randn(2, SEQ, 64),), c.base_model_ep_plan,
                        2, input_layout="sequence", capacity_factor=1.0)
+    with pytest.raises(ValueError, match="no data_parallel"):
+        bp.parallelize(block, (torch.randn(2, SEQ, 64),), c.base_model_tp_plan,
+                       4, input_layout="sequence", capacity_factor=1.0,
+                       data_parallel=2)
 
 
 def deepseek_v3(ranks):
@@ -1020,15 +1097,16 @@ def test_moe_decoder_layer(kind, ranks, layout):
 
 @pytest.mark.parametrize("ranks", [2, 4])
 @pytest.mark.parametrize("kind", ["Qwen2Moe", "GptOss", "DeepseekV3"])
-def test_moe_layers_with_capacity(kind, ranks):
+@pytest.mark.parametrize("layout", ["replicate", "sequence"])
+def test_moe_layers_with_capacity(kind, ranks, layout):
     """Decoder layers of three more families with capacity_factor=1 under
     their shipped plans: Qwen2-MoE (experts tensor parallel, a gated
     shared expert), gpt-oss (expert parallel, biases, clamped SwiGLU) and
     DeepSeek-V3 (group-limited sigmoid routing, a shared expert, routed
-    scaling), tokens replicated, against the module with the same tokens
-    dropped."""
+    scaling), tokens replicated or split along the sequence (a capacity
+    per rank's tokens; gpt-oss's expert-parallel experts then dispatched
+    by all-to-all), against the module with the same tokens dropped."""
     torch.manual_seed(29)
-    layout = "replicate"
     layer, plan, x, kwargs = moe_layer(kind, ranks, layout)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # plan keys of dense layers
@@ -1039,8 +1117,13 @@ def test_moe_layers_with_capacity(kind, ranks):
     with torch.no_grad():
         got = tp(x, **kwargs)
     got = got[0] if isinstance(got, tuple) else got
-    expected = capacity_reference(layer, x, 1.0, kwargs, layer.mlp.experts)
+    groups = ranks if layout == "sequence" else 1
+    expected = capacity_reference(layer, x, 1.0, kwargs, layer.mlp.experts,
+                                  groups=groups)
     assert relative_error(got, expected) <= module_tolerance(torch.float32)
+    if kind == "GptOss" and layout == "sequence":
+        kinds = [r["kind"] for r in tp.artifact.report["collectives"]]
+        assert kinds.count("all_to_all") == 2, kinds
 
 
 @pytest.mark.parametrize("case", ["mixtral-dense", "mixtral-capacity",

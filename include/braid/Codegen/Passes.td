@@ -435,8 +435,8 @@ def PolynomialMath : Pass<"braid-polynomial-math", "mlir::func::FuncOp"> {
 }
 
 def NarrowFloatBits : Pass<"braid-narrow-float-bits", "mlir::ModuleOp"> {
-  let summary = "Moves bf16 and f16 values through selects, loads and "
-                "stores as their i16 bits";
+  let summary = "Moves bf16 and f16 values through selects, loads, "
+                "stores and lane operations as their i16 bits";
   let description = [{
     Runs on the cpu target's LLVM dialect. f16 and bf16 arithmetic is
     emulated in f32, and its rounding back ends in a select between the
@@ -447,7 +447,11 @@ def NarrowFloatBits : Pass<"braid-narrow-float-bits", "mlir::ModuleOp"> {
     or f16 values (scalars or vectors) a select on their i16 bits, a store
     of a value bitcast from integers a store of the integers, and a load
     whose only use bitcasts it to integers a load of the integers, so that
-    the lanes are blended, loaded and stored as 16-bit integers.
+    the lanes are blended, loaded and stored as 16-bit integers. Vectors
+    built or taken apart lane by lane (`llvm.insertelement`,
+    `llvm.shufflevector`: a broadcast; `llvm.extractelement`) move i16
+    lanes too: the backend widened a bf16 shuffle to f32 and rounded it
+    back through `__truncsfbf2`, a call the artifact cannot resolve.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }

@@ -112,9 +112,13 @@ def PreparePartition : Pass<"braid-prepare-partition"> {
     - A tensor that a region captures and reads at computed indices
       (`tensor.extract` in a `linalg.generic` body) is annotated to be
       read replicated, so partitioning gathers it when propagation split
-      it, unless every read indexes its one split dimension with the
-      `linalg.index` of a loop split on the same axes: that read stays on
-      the rank's block (its index is marked `braid.local_index`).
+      it; except along each dimension that every read indexes with the
+      `linalg.index` of one loop split by propagation (and as long as that
+      loop): that dimension is read split like the loop, each rank its own
+      block at the loop's local index (marked `braid.local_index`). A
+      tensor split so already is read as it is; one split along another
+      dimension is resharded by one all-to-all (the combine of experts'
+      outputs to the ranks whose tokens they are).
     - A `linalg.generic` whose body reads `linalg.index` records, for
       `braid-offset-global-indices`, the grid axes that split each loop
       (`braid.index_axes`), the loops' global extents
@@ -279,6 +283,14 @@ def ApplyParallelPlan : Pass<"braid-apply-parallel-plan", "mlir::ModuleOp"> {
       reshapes, and gathers within each expert: a generic whose body reads
       the outputs at its own loop index along the experts) is annotated
       split too, so that it becomes a partial sum and an all-reduce.
+      Under sequence parallelism over one sequence, where such a batch
+      matmul reads rows built per rank's tokens ([groups, experts, ...]
+      transposed to [experts, groups, ...] and collapsed: Braid's export
+      of HuggingFace experts with a capacity per rank's tokens), the
+      transpose's input is annotated split along the groups and read
+      split along the experts, and the function propagates forward first
+      (`braid.propagate_forward_first`): the dispatch is one all-to-all,
+      and the routing stays on each rank's tokens.
     - `"replicate"`: the same on every rank.
     - `"sequence"`: split along the sequence: the second-to-last dimension
       (`[batch, seq, hidden]`), the last of integer or boolean tensors of

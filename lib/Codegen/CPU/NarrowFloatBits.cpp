@@ -7,6 +7,7 @@
 #include "braid/Codegen/Passes.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace braid {
@@ -31,23 +32,30 @@ Type bitsOf(Type type) {
   return i16;
 }
 
-/// select(c, a, b) : bf16|f16 -> bitcast(select(c, bits(a), bits(b))).
-struct SelectOnBits : OpRewritePattern<LLVM::SelectOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(LLVM::SelectOp op,
+/// An op that only moves bf16|f16 values or lanes, on their i16 bits:
+/// select(c, a, b) -> bitcast(select(c, bits(a), bits(b))), and the same
+/// for insertelement, extractelement and shufflevector (a broadcast is an
+/// insertelement and a shufflevector). The x86 backend legalizes a bf16
+/// shuffle by widening to f32 and rounding back, through a call of
+/// __truncsfbf2, which the artifact cannot resolve: a bf16 fill vectorized
+/// as a broadcast failed to load.
+template <typename OpTy> struct MoveBits : OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
-    Type type = op.getType();
+    Type type = op->getResult(0).getType();
     if (!isNarrowFloat(type))
       return failure();
     Location loc = op.getLoc();
-    Type bits = bitsOf(type);
-    auto asBits = [&](Value value) {
-      return LLVM::BitcastOp::create(rewriter, loc, bits, value);
-    };
-    Value select = LLVM::SelectOp::create(rewriter, loc, op.getCondition(),
-                                          asBits(op.getTrueValue()),
-                                          asBits(op.getFalseValue()));
-    rewriter.replaceOpWithNewOp<LLVM::BitcastOp>(op, type, select);
+    IRMapping bits;
+    for (Value operand : op->getOperands())
+      if (isNarrowFloat(operand.getType()))
+        bits.map(operand, LLVM::BitcastOp::create(
+                              rewriter, loc, bitsOf(operand.getType()), operand)
+                              .getResult());
+    Operation *moved = rewriter.clone(*op, bits);
+    moved->getResult(0).setType(bitsOf(type));
+    rewriter.replaceOpWithNewOp<LLVM::BitcastOp>(op, type, moved->getResult(0));
     return success();
   }
 };
@@ -88,7 +96,10 @@ struct NarrowFloatBitsPass
     : public braid::impl::NarrowFloatBitsBase<NarrowFloatBitsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<SelectOnBits, StoreBits, LoadBits>(&getContext());
+    patterns.add<MoveBits<LLVM::SelectOp>, MoveBits<LLVM::InsertElementOp>,
+                 MoveBits<LLVM::ExtractElementOp>,
+                 MoveBits<LLVM::ShuffleVectorOp>, StoreBits, LoadBits>(
+        &getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
       getOperation()->emitError()
           << getArgument() << ": the rewrites did not converge";

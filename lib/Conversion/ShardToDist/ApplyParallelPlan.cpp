@@ -142,6 +142,8 @@ private:
   LogicalResult collectUses(BlockArgument arg, SmallVectorImpl<Use> &uses);
   LogicalResult planPacked(BlockArgument arg);
   LogicalResult planExperts(BlockArgument arg);
+  void dispatchByAllToAll(linalg::LinalgOp op, unsigned operand,
+                          int64_t expertDim);
   void annotateCombine(Value value, int64_t dim);
   LogicalResult planWeight(BlockArgument arg, StringRef style);
 
@@ -162,6 +164,16 @@ private:
   /// sequence-split argument's dimensions before the sequence are 1), so
   /// that the token dimension of a contraction on them is the sequence.
   bool sequenceTokens = false;
+
+public:
+  /// Whether dispatchByAllToAll annotated a dispatch: the function's
+  /// propagation then runs forward first, so that the routing stays on
+  /// each rank's tokens.
+  bool dispatches = false;
+
+private:
+  /// The transposes dispatchByAllToAll annotated.
+  llvm::DenseSet<Operation *> dispatched;
 };
 
 /// How diagnostics name an argument: its location's name (the parameter
@@ -418,6 +430,7 @@ LogicalResult PlanBuilder::planExperts(BlockArgument arg) {
                << nameOf(arg)
                << " is split by experts, but this contraction does not "
                   "keep the expert dimension of its operands and result";
+      dispatchByAllToAll(linalgOp, other, *otherDim);
       annotateOperand(linalgOp, other, Layout{otherDim});
       Value split = annotateResult(linalgOp->getResult(0), Layout{resultDim});
       annotateCombine(split, *resultDim);
@@ -431,6 +444,68 @@ LogicalResult PlanBuilder::planExperts(BlockArgument arg) {
               "the expert dimension (a batch matmul over experts)";
   annotateArgument(arg, Layout{0});
   return success();
+}
+
+/// Under sequence parallelism, the rows that operand `operand` of the
+/// expert contraction `op` reads (split by experts along `expertDim`)
+/// that arrive as [groups, experts, capacity, ...] transposed to
+/// [experts, groups, ...] and collapsed to [experts, groups x capacity,
+/// ...] (Braid's export of HuggingFace experts with a capacity per rank's
+/// tokens) were computed on each rank's tokens: the groups split like the
+/// tokens, the experts like the weights. The transpose's input is
+/// annotated as computed, split along the groups, and read split along
+/// the experts, so that partitioning reshards it there, by one all-to-all
+/// (the dispatch), where propagation would otherwise meet both splits in
+/// the transpose and fail, or gather every token to every rank.
+void PlanBuilder::dispatchByAllToAll(linalg::LinalgOp op, unsigned operand,
+                                     int64_t expertDim) {
+  Value rows = op->getOperand(operand);
+  auto collapse = rows.getDefiningOp<tensor::CollapseShapeOp>();
+  if (!sequenceTokens || !collapse)
+    return;
+  // The operand's rows: the dimension, other than the experts', of a
+  // parallel loop that the result keeps.
+  AffineMap map = op.getMatchingIndexingMap(&op->getOpOperand(operand));
+  AffineMap resultMap =
+      op.getIndexingMapMatchingResult(cast<OpResult>(op->getResult(0)));
+  std::optional<int64_t> rowsDim;
+  for (auto [d, expr] : llvm::enumerate(map.getResults())) {
+    auto loop = dyn_cast<AffineDimExpr>(expr);
+    if (static_cast<int64_t>(d) == expertDim || !loop || rowsDim)
+      continue;
+    if (op.getIteratorTypesArray()[loop.getPosition()] ==
+            utils::IteratorType::parallel &&
+        resultMap.getResultPosition(loop))
+      rowsDim = d;
+  }
+  SmallVector<ReassociationIndices> groups = collapse.getReassociationIndices();
+  if (!rowsDim || expertDim >= static_cast<int64_t>(groups.size()) ||
+      groups[expertDim].size() != 1)
+    return;
+  // The token groups: the outermost dimension of more than one element
+  // that the rows collapse.
+  RankedTensorType collapsed = collapse.getSrcType();
+  const ReassociationIndices &rowGroup = groups[*rowsDim];
+  const int64_t *groupDim = llvm::find_if(
+      rowGroup, [&](int64_t d) { return collapsed.getDimSize(d) != 1; });
+  auto transpose = collapse.getSrc().getDefiningOp<linalg::TransposeOp>();
+  if (groupDim == rowGroup.end() || !transpose ||
+      dispatched.contains(transpose))
+    return;
+  ArrayRef<int64_t> perm = transpose.getPermutation();
+  int64_t inExperts = perm[groups[expertDim].front()];
+  int64_t inGroups = perm[*groupDim];
+  auto type = cast<RankedTensorType>(transpose.getInput().getType());
+  auto gridOp = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(func, grid);
+  int64_t ranks = gridOp ? gridOp.getShape()[axis] : ShapedType::kDynamic;
+  if (ShapedType::isDynamic(ranks) || type.isDynamicDim(inGroups) ||
+      type.getDimSize(inGroups) % ranks != 0 || type.isDynamicDim(inExperts) ||
+      type.getDimSize(inExperts) % ranks != 0)
+    return;
+  dispatched.insert(transpose);
+  annotateResult(transpose.getInput(), Layout{inGroups});
+  annotateOperand(transpose, 0, Layout{inExperts});
+  dispatches = true;
 }
 
 /// packed_colwise (HuggingFace's layout of [gate; up] projections): the
@@ -890,10 +965,10 @@ struct ApplyParallelPlanPass
         }
       }
       bool backward = func->hasAttr(kBackwardAttr);
-      if (failed(PlanBuilder(func, gridRef, axis, dataAxis, dataRanks, backward)
-                     .run()))
+      PlanBuilder builder(func, gridRef, axis, dataAxis, dataRanks, backward);
+      if (failed(builder.run()))
         return signalPassFailure();
-      if (dataAxis && backward)
+      if ((dataAxis && backward) || builder.dispatches)
         func->setAttr(braid::kForwardFirstAttr,
                       UnitAttr::get(func.getContext()));
       func->removeAttr(kBackwardAttr);

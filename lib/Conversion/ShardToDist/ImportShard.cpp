@@ -312,14 +312,12 @@ public:
   }
 
   // A rooted reduce is an all-reduce, for the same reason.
-  LogicalResult convert(shard::ReduceOp op) {
+  template <typename ReductionOp> LogicalResult reduction(ReductionOp op) {
     return convertReduction(op, op.getInput(), op.getResult(), op.getGridAttr(),
                             op.getGridAxesAttr(), op.getReduction());
   }
-  LogicalResult convert(shard::AllReduceOp op) {
-    return convertReduction(op, op.getInput(), op.getResult(), op.getGridAttr(),
-                            op.getGridAxesAttr(), op.getReduction());
-  }
+  LogicalResult convert(shard::ReduceOp op) { return reduction(op); }
+  LogicalResult convert(shard::AllReduceOp op) { return reduction(op); }
 
   // A scatter is the root's broadcast, sliced; from a root known only at run
   // time, the sum of the root's contribution, scattered.

@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SmallSet.h"
 
 namespace braid {
 #define GEN_PASS_DEF_PREPAREPARTITION
@@ -229,55 +230,90 @@ loopSplits(linalg::GenericOp op, FlatSymbolRefAttr *grid = nullptr) {
   return axes;
 }
 
-/// Whether `holder` reads the captured `value`, split by `sharding`, only
-/// within the rank's block: `sharding` splits one dimension d; every read
-/// is a tensor.extract in the holder's body whose index along d is the
-/// linalg.index of a loop that propagation split on the same axes
-/// (loopSplits) — the capacity export's combine, a gather
-/// within each expert, under expert parallelism. Those indices are then
-/// marked to stay local, and the block needs no gather.
-static bool readsOwnBlock(linalg::GenericOp holder, Value value,
-                          shard::ShardingOp sharding) {
-  if (!sharding || !sharding.getStaticHaloSizes().empty() ||
-      !sharding.getStaticShardedDimsOffsets().empty() ||
-      holder->getNumResults() != 1)
-    return false;
-  std::optional<int64_t> dim;
-  ArrayRef<int16_t> axes;
-  for (auto [d, split] : llvm::enumerate(sharding.getSplitAxes().getAxes())) {
-    if (split.empty())
-      continue;
-    if (dim)
-      return false;
-    dim = d;
-    axes = split.asArrayRef();
-  }
-  if (!dim)
-    return false;
+/// How `holder` (a linalg.generic) reads the captured `value`: per
+/// dimension of the value, the grid axes of the loop whose linalg.index
+/// every read takes as its index along that dimension, where propagation
+/// split that loop and the dimension is as long as the loop (each rank
+/// then reads its own block of it, at the loop's local index); no axes
+/// where some read indexes it otherwise (the read needs the dimension
+/// whole). Empty when some use is not a tensor.extract in the body.
+static SmallVector<SmallVector<int16_t>>
+ownBlockSplits(linalg::GenericOp holder, Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
   SmallVector<SmallVector<int16_t>> loopAxes = loopSplits(holder);
-  SmallVector<tensor::ExtractOp> reads;
+  SmallVector<int64_t> extents = holder.getStaticLoopRanges();
+  SmallVector<std::optional<unsigned>> loopOf(type.getRank());
+  SmallVector<bool> computed(type.getRank(), false);
   for (OpOperand &use : value.getUses()) {
     if (!holder->isProperAncestor(use.getOwner()))
       continue;
     auto extract = dyn_cast<tensor::ExtractOp>(use.getOwner());
-    if (!extract || extract->getBlock() != holder.getBody() ||
-        static_cast<int64_t>(extract.getIndices().size()) <= *dim)
-      return false;
-    auto index = extract.getIndices()[*dim].getDefiningOp<linalg::IndexOp>();
-    if (!index || index->getParentOp() != holder)
-      return false;
-    if (ArrayRef<int16_t>(loopAxes[index.getDim()]) != axes)
-      return false;
-    reads.push_back(extract);
+    if (!extract || extract->getBlock() != holder.getBody())
+      return {};
+    for (auto [d, index] : llvm::enumerate(extract.getIndices())) {
+      auto loop = index.getDefiningOp<linalg::IndexOp>();
+      if (!loop || loop->getParentOp() != holder ||
+          (loopOf[d] && *loopOf[d] != loop.getDim()))
+        computed[d] = true;
+      else
+        loopOf[d] = loop.getDim();
+    }
   }
-  for (tensor::ExtractOp extract : reads) {
+  SmallVector<SmallVector<int16_t>> splits(type.getRank());
+  llvm::SmallSet<int16_t, 4> used;
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    if (computed[d] || !loopOf[d])
+      continue;
+    unsigned loop = *loopOf[d];
+    ArrayRef<int16_t> axes = loopAxes[loop];
+    if (axes.empty() || type.isDynamicDim(d) ||
+        extents[loop] != type.getDimSize(d) ||
+        llvm::any_of(axes, [&](int16_t a) { return used.contains(a); }))
+      continue;
+    used.insert(axes.begin(), axes.end());
+    splits[d].assign(axes.begin(), axes.end());
+  }
+  return splits;
+}
+
+/// Makes every read of `value` in `holder` index the dimensions `splits`
+/// splits at the loop's local index (offsetIndices leaves those).
+static void readOwnBlocks(linalg::GenericOp holder, Value value,
+                          ArrayRef<SmallVector<int16_t>> splits) {
+  for (Operation *user : llvm::make_early_inc_range(value.getUsers())) {
+    auto extract = dyn_cast<tensor::ExtractOp>(user);
+    if (!extract || extract->getBlock() != holder.getBody())
+      continue;
     OpBuilder b(extract);
-    auto index = extract.getIndices()[*dim].getDefiningOp<linalg::IndexOp>();
-    auto local = linalg::IndexOp::create(b, index.getLoc(), index.getDim());
-    local->setAttr(kLocalIndexAttr, b.getUnitAttr());
-    extract->setOperand(1 + *dim, local);
+    for (auto [d, axes] : llvm::enumerate(splits)) {
+      if (axes.empty())
+        continue;
+      auto index = extract.getIndices()[d].getDefiningOp<linalg::IndexOp>();
+      auto local = linalg::IndexOp::create(b, index.getLoc(), index.getDim());
+      local->setAttr(kLocalIndexAttr, b.getUnitAttr());
+      extract->setOperand(1 + d, local);
+    }
   }
-  return !reads.empty();
+}
+
+/// Whether `sharding` splits exactly as `splits` says, without halos or
+/// explicit offsets.
+static bool splitsAs(shard::ShardingOp sharding,
+                     ArrayRef<SmallVector<int16_t>> splits) {
+  if (!sharding || !sharding.getStaticHaloSizes().empty() ||
+      !sharding.getStaticShardedDimsOffsets().empty())
+    return false;
+  ArrayRef<shard::GridAxesAttr> given = sharding.getSplitAxes().getAxes();
+  for (auto [d, axes] : llvm::enumerate(splits)) {
+    ArrayRef<int16_t> has =
+        d < given.size() ? given[d].asArrayRef() : ArrayRef<int16_t>();
+    if (has != ArrayRef<int16_t>(axes))
+      return false;
+  }
+  for (size_t d = splits.size(); d < given.size(); ++d)
+    if (!given[d].empty())
+      return false;
+  return true;
 }
 
 /// Upstream partitioning clones an op's regions as they are, with the
@@ -288,7 +324,12 @@ static bool readsOwnBlock(linalg::GenericOp holder, Value value,
 /// silently. After propagation every captured tensor is read through an
 /// annotation asking for it replicated, which partitioning turns into a
 /// gather of it when propagation split it, and into nothing otherwise;
-/// except where the body reads only the rank's own block (readsOwnBlock).
+/// except along the dimensions where the body reads only the rank's own
+/// block (ownBlockSplits): those are asked for split as the loops that
+/// index them, and a tensor split so already is read as it is. A tensor
+/// split along another dimension is then resharded by one all-to-all (the
+/// combine of experts' outputs under expert parallelism with the tokens
+/// split over the same ranks), not gathered whole.
 static void replicateCapturedTensors(func::FuncOp func) {
   FlatSymbolRefAttr grid = shardingGrid(func);
   if (!grid)
@@ -319,14 +360,32 @@ static void replicateCapturedTensors(func::FuncOp func) {
             sharding = shardOp.getSharding().getDefiningOp<shard::ShardingOp>();
           }
       }
-      if (auto generic = dyn_cast<linalg::GenericOp>(holder);
-          generic && readsOwnBlock(generic, value, sharding))
+      // Read whole, or split along the dimensions the body reads at its
+      // split loops' indices.
+      SmallVector<SmallVector<int16_t>> splits;
+      auto generic = dyn_cast<linalg::GenericOp>(holder);
+      if (generic && generic->getNumResults() == 1)
+        splits = ownBlockSplits(generic, value);
+      bool ownBlocks = llvm::any_of(splits, [](auto &a) { return !a.empty(); });
+      if (ownBlocks)
+        readOwnBlocks(generic, value, splits);
+      if (ownBlocks && splitsAs(sharding, splits))
         continue;
       OpBuilder b(holder);
-      Value replicated = replicatedSharding(b, holder->getLoc(), grid);
-      auto read =
-          shard::ShardOp::create(b, holder->getLoc(), annotated, replicated,
-                                 /*annotate_for_users=*/true);
+      Value wanted;
+      if (ownBlocks) {
+        while (splits.back().empty())
+          splits.pop_back();
+        SmallVector<shard::GridAxesAttr> axes;
+        for (ArrayRef<int16_t> dimAxes : splits)
+          axes.push_back(shard::GridAxesAttr::get(b.getContext(), dimAxes));
+        wanted = shard::ShardingOp::create(b, holder->getLoc(), grid, axes)
+                     .getResult();
+      } else {
+        wanted = replicatedSharding(b, holder->getLoc(), grid);
+      }
+      auto read = shard::ShardOp::create(b, holder->getLoc(), annotated, wanted,
+                                         /*annotate_for_users=*/true);
       for (Region &region : holder->getRegions())
         replaceAllUsesInRegionWith(value, read.getResult(), region);
     }

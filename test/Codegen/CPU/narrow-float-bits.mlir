@@ -29,3 +29,25 @@ llvm.func @scalars(%c: i1, %a: f16, %b: f16, %x: f32, %y: f32) -> !llvm.struct<(
   %w = llvm.insertvalue %t, %v[1] : !llvm.struct<(f16, f32)>
   llvm.return %w : !llvm.struct<(f16, f32)>
 }
+
+// A bf16 fill vectorized as a broadcast (insertelement, then a splat
+// shuffle) and a lane taken out: all on i16 lanes, no bf16 vector left for
+// the backend to widen to f32 and round back through __truncsfbf2, which
+// the artifact could not resolve.
+// CHECK-LABEL: llvm.func @broadcast
+// CHECK: %[[INS:.*]] = llvm.insertelement %arg0, %{{.*}}[%{{.*}} : i32] : vector<32xi16>
+// CHECK: %[[SPLAT:.*]] = llvm.shufflevector %[[INS]], %{{.*}} [0, 0, {{.*}}] : vector<32xi16>
+// CHECK: llvm.store %[[SPLAT]], %arg1 {alignment = 2 : i64} : vector<32xi16>, !llvm.ptr
+// CHECK: %[[LANE:.*]] = llvm.extractelement %[[SPLAT]][%{{.*}} : i32] : vector<32xi16>
+// CHECK: llvm.store %[[LANE]], %arg2 : i16, !llvm.ptr
+llvm.func @broadcast(%bits: i16, %dst: !llvm.ptr, %one: !llvm.ptr) {
+  %poison = llvm.mlir.poison : vector<32xbf16>
+  %zero = llvm.mlir.constant(0 : i32) : i32
+  %v = llvm.bitcast %bits : i16 to bf16
+  %ins = llvm.insertelement %v, %poison[%zero : i32] : vector<32xbf16>
+  %splat = llvm.shufflevector %ins, %poison [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0] : vector<32xbf16>
+  llvm.store %splat, %dst {alignment = 2 : i64} : vector<32xbf16>, !llvm.ptr
+  %lane = llvm.extractelement %splat[%zero : i32] : vector<32xbf16>
+  llvm.store %lane, %one : bf16, !llvm.ptr
+  llvm.return
+}

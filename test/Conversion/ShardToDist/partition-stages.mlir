@@ -83,3 +83,45 @@ func.func @captured(%x: tensor<8x3xf32>) -> tensor<8x3xf32> {
   %zs = shard.shard %z to %s annotate_for_users : tensor<8x3xf32>
   return %zs : tensor<8x3xf32>
 }
+
+// -----
+
+shard.grid @g(shape = 2)
+
+// A body reading a captured tensor at its own split loop's index along
+// dimension 0 and at computed indices along dimension 1, while the tensor
+// is split along dimension 1: prepare asks for it split along dimension 0
+// (the loop's axis), and partitioning moves the split by one all-to-all
+// instead of gathering the tensor whole.
+// PREPARE-LABEL: func.func @moved
+// PREPARE: shard.shard %{{.*}} to %{{.*}} annotate_for_users : tensor<2x3xf32>
+// PREPARE: %[[ROWS:[^ ]*]] = shard.sharding @g split_axes = {{\[\[}}0]] : !shard.sharding
+// PREPARE-NEXT: %[[READ:[^ ]*]] = shard.shard %{{[^ ]*}} to %[[ROWS]] annotate_for_users : tensor<2x4xf32>
+// PREPARE: linalg.generic
+// PREPARE: %[[OWN:.*]] = linalg.index 0 {braid.local_index} : index
+// PREPARE: tensor.extract %[[READ]][%[[OWN]], %{{.*}}] : tensor<2x4xf32>
+// STAGES-LABEL: func.func @moved
+// STAGES: %[[A2A:[^ ]*]] = shard.all_to_all %{{.*}} on @g grid_axes = [0] split_axis = 0 concat_axis = 1 : tensor<2x2xf32> -> tensor<1x4xf32>
+// STAGES: %[[BLOCK:[^ ]*]] = tensor.cast %[[A2A]]
+// STAGES-NOT: shard.all_gather
+// STAGES: linalg.generic
+// STAGES: %[[G:[^ ]*]] = linalg.index 0 : index
+// STAGES-NEXT: arith.addi %[[G]]
+// STAGES: %[[OWN:[^ ]*]] = linalg.index 0 : index
+// STAGES-NEXT: tensor.extract %[[BLOCK]][%[[OWN]], %{{.*}}] : tensor<1x4xf32>
+func.func @moved(%x: tensor<2x4xf32>, %p: tensor<2x3xi64>) -> tensor<2x3xf32> {
+  %cols = shard.sharding @g split_axes = [[], [0]] : !shard.sharding
+  %xs = shard.shard %x to %cols : tensor<2x4xf32>
+  %rows = shard.sharding @g split_axes = [[0]] : !shard.sharding
+  %ps = shard.shard %p to %rows : tensor<2x3xi64>
+  %e = tensor.empty() : tensor<2x3xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(g, t) -> (g, t)>, affine_map<(g, t) -> (g, t)>], iterator_types = ["parallel", "parallel"]} ins(%ps : tensor<2x3xi64>) outs(%e : tensor<2x3xf32>) {
+  ^bb0(%in: i64, %o: f32):
+    %g = linalg.index 0 : index
+    %c = arith.index_cast %in : i64 to index
+    %v = tensor.extract %xs[%g, %c] : tensor<2x4xf32>
+    linalg.yield %v : f32
+  } -> tensor<2x3xf32>
+  %ys = shard.shard %y to %rows annotate_for_users : tensor<2x3xf32>
+  return %ys : tensor<2x3xf32>
+}
