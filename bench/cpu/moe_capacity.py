@@ -16,7 +16,8 @@ with the rows each expert computes and one rank's contraction GFLOP (the
 compile report's "compute"). `--layout sequence` splits the tokens along
 the sequence: the capacity is per rank's tokens, and the tokens reach
 their experts and return by all-to-all; each factor then also gets its
-time with --overlap=off.
+times with --overlap=off and force (force computes the experts per peer
+as its rows arrive: a2a_dispatch).
 """
 import argparse
 import os
@@ -101,7 +102,7 @@ def main():
     for f in factors:
         columns += [f"cf {f} ms", "ratio", "rows/expert", "GFLOP/rank"]
         if sequence:
-            columns += ["overlap off ms"]
+            columns += ["overlap off ms", "overlap force ms"]
     print(header(*columns))
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.shapes.split(","):
@@ -132,10 +133,12 @@ def main():
                             f"{base / t:>6.2f}", f"{rows:>12}",
                             f"{gflops:>10.1f}"]
                     if sequence:
-                        off = time_program(args.bin, tmp, "capacity-off",
-                                           text, args.ranks, args.repeat,
-                                           flags=["--overlap=off"], threads=1)
-                        row += [f"{off:>14.1f}"]
+                        for mode in ("off", "force"):
+                            t = time_program(args.bin, tmp, f"capacity-{mode}",
+                                             text, args.ranks, args.repeat,
+                                             flags=[f"--overlap={mode}"],
+                                             threads=1)
+                            row += [f"{t:>{len(mode) + 11}.1f}"]
                 print(" ".join(row), flush=True)
 
 

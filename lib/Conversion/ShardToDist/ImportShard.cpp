@@ -284,24 +284,29 @@ public:
     return success();
   }
 
+  /// The root's tensor on every rank of a rooted op (broadcast, scatter):
+  /// a broadcast from a static root; from a root known only at run time,
+  /// the sum over the group of each rank's contribution (rootContribution).
+  template <typename RootedOp> FailureOr<Value> rootValue(RootedOp op) {
+    if (op.getRootDynamic().empty())
+      return BroadcastOp::create(rewriter, op.getLoc(), op.getInput().getType(),
+                                 op.getGridAttr(), op.getGridAxesAttr(),
+                                 op.getInput(), op.getRootAttr())
+          .getResult();
+    FailureOr<Value> mine =
+        rootContribution(op, op.getInput(), op.getGridAttr(), op.getGridAxes(),
+                         op.getRoot(), op.getRootDynamic());
+    if (failed(mine) || op.getGridAxes().empty())
+      return mine;
+    return sumOverGroup(op.getLoc(), *mine, op.getGridAttr(),
+                        op.getGridAxesAttr());
+  }
+
   LogicalResult convert(shard::BroadcastOp op) {
-    Value result;
-    if (op.getRootDynamic().empty()) {
-      result = BroadcastOp::create(
-          rewriter, op.getLoc(), op.getResult().getType(), op.getGridAttr(),
-          op.getGridAxesAttr(), op.getInput(), op.getRootAttr());
-    } else {
-      FailureOr<Value> mine =
-          rootContribution(op, op.getInput(), op.getGridAttr(),
-                           op.getGridAxes(), op.getRoot(), op.getRootDynamic());
-      if (failed(mine))
-        return failure();
-      result = op.getGridAxes().empty()
-                   ? *mine
-                   : sumOverGroup(op.getLoc(), *mine, op.getGridAttr(),
-                                  op.getGridAxesAttr());
-    }
-    rewriter.replaceOp(op, result);
+    FailureOr<Value> result = rootValue(op);
+    if (failed(result))
+      return failure();
+    rewriter.replaceOp(op, *result);
     return success();
   }
 
@@ -319,38 +324,30 @@ public:
   LogicalResult convert(shard::ReduceOp op) { return reduction(op); }
   LogicalResult convert(shard::AllReduceOp op) { return reduction(op); }
 
-  // A scatter is the root's broadcast, sliced; from a root known only at run
-  // time, the sum of the root's contribution, scattered.
+  // A scatter is the root's tensor, sliced; from a root known only at run
+  // time, the root's contribution reduce-scattered.
   LogicalResult convert(shard::ScatterOp op) {
     Location loc = op.getLoc();
     auto outType = cast<RankedTensorType>(op.getResult().getType());
-    Value whole;
-    if (op.getRootDynamic().empty()) {
-      whole = BroadcastOp::create(rewriter, loc, op.getInput().getType(),
-                                  op.getGridAttr(), op.getGridAxesAttr(),
-                                  op.getInput(), op.getRootAttr());
-    } else {
+    if (!op.getRootDynamic().empty() && !op.getGridAxes().empty() &&
+        outType.hasStaticShape()) {
       FailureOr<Value> mine =
           rootContribution(op, op.getInput(), op.getGridAttr(),
                            op.getGridAxes(), op.getRoot(), op.getRootDynamic());
       if (failed(mine))
         return failure();
-      if (!op.getGridAxes().empty() && outType.hasStaticShape()) {
-        Value result = ReduceScatterOp::create(
-            rewriter, loc, outType, op.getGridAttr(), op.getGridAxesAttr(),
-            *mine,
-            rewriter.getI64IntegerAttr(op.getScatterAxis().getSExtValue()),
-            ReductionKindAttr::get(rewriter.getContext(), ReductionKind::Sum));
-        rewriter.replaceOp(op, result);
-        return success();
-      }
-      whole = op.getGridAxes().empty()
-                  ? *mine
-                  : sumOverGroup(loc, *mine, op.getGridAttr(),
-                                 op.getGridAxesAttr());
+      Value result = ReduceScatterOp::create(
+          rewriter, loc, outType, op.getGridAttr(), op.getGridAxesAttr(), *mine,
+          rewriter.getI64IntegerAttr(op.getScatterAxis().getSExtValue()),
+          ReductionKindAttr::get(rewriter.getContext(), ReductionKind::Sum));
+      rewriter.replaceOp(op, result);
+      return success();
     }
+    FailureOr<Value> whole = rootValue(op);
+    if (failed(whole))
+      return failure();
     auto slice = shard::AllSliceOp::create(
-        rewriter, loc, outType, op.getGridAttr(), op.getGridAxesAttr(), whole,
+        rewriter, loc, outType, op.getGridAttr(), op.getGridAxesAttr(), *whole,
         op.getScatterAxisAttr());
     rewriter.replaceOp(op, slice.getResult());
     rewriter.setInsertionPoint(slice);

@@ -11,6 +11,8 @@ def pattern_a2a(cfg):
     z = cfg.scale
     t, h, f = 2 * n * z, 8 * z, 6 * z
     params = {"x": tensor((t, h), dt), "w": tensor((h, f), dt)}
+    if cfg.variant == "experts":
+        return experts_dispatch(cfg)
     if cfg.variant == "dispatch":
         text = program(cfg.grid, params, (
             f"  %d = shard.all_to_all %x on @g grid_axes = [{cfg.axis}] split_axis = 0 concat_axis = 0 : {tensor((t, h), dt)} -> {tensor((t, h), dt)}\n" +
@@ -31,6 +33,41 @@ def pattern_a2a(cfg):
         x, w = ins
         return [[c] for c in spmd.all_to_all(grid, [xr @ wr for xr, wr in zip(x, w)], [cfg.axis], 0, 0)]
     return text, [((t, h), dt), ((h, f), dt)], [acc], ref
+
+
+def experts_dispatch(cfg):
+    """The dispatch of HuggingFace experts with a capacity per rank's
+    tokens: each rank's rows [1, experts, capacity, hidden] go to their
+    experts' ranks ([ranks, local experts, capacity, hidden] arrive), are
+    transposed to [local experts, ranks, capacity, hidden] and collapsed
+    to [local experts, ranks x capacity, hidden] for the experts' batch
+    matmul."""
+    n, dt, acc = cfg.group, cfg.dtype, acc_type(cfg.dtype)
+    z = cfg.scale
+    local, c, h, f = 2, 3 * z, 8 * z, 6 * z
+    e = local * n
+    x_t, w_t = tensor((1, e, c, h), dt), tensor((local, h, f), dt)
+    got, moved = tensor((n, local, c, h), dt), tensor((local, n, c, h), dt)
+    rows, out = tensor((local, n * c, h), dt), tensor((local, n * c, f), acc)
+    text = program(cfg.grid, {"x": x_t, "w": w_t}, (
+        f"  %d = shard.all_to_all %x on @g grid_axes = [{cfg.axis}] split_axis = 1 concat_axis = 0 : {x_t} -> {got}\n"
+        f"  %te = tensor.empty() : {moved}\n"
+        f"  %t = linalg.transpose ins(%d : {got}) outs(%te : {moved}) permutation = [1, 0, 2, 3]\n"
+        f"  %r = tensor.collapse_shape %t [[0], [1, 2], [3]] : {moved} into {rows}\n"
+        f"  %ye = tensor.empty() : {out}\n"
+        f"  %yz = linalg.fill ins(%zero : {acc}) outs(%ye : {out}) -> {out}\n"
+        f"  %y = linalg.batch_matmul ins(%r, %w : {rows}, {w_t}) outs(%yz : {out}) -> {out}\n"),
+        ("y", out), zero=acc)
+
+    def ref(grid, ins):
+        x, w = ins
+        d = spmd.all_to_all(grid, x, [cfg.axis], 1, 0)
+        results = []
+        for dr, wr in zip(d, w):
+            r = dr.transpose(1, 0, 2, 3).reshape(local, n * c, h)
+            results.append([r @ wr])
+        return results
+    return text, [((1, e, c, h), dt), ((local, h, f), dt)], [acc], ref
 
 
 PATTERNS = {

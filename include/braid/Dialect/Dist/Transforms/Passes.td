@@ -282,7 +282,12 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
       and a remark saying why);
     - `all_to_all` feeding or fed by a contraction: per-peer exchanges, the
       computation on arrived blocks overlapping those in flight
-      (`a2a_dispatch` / `a2a_combine`);
+      (`a2a_dispatch` / `a2a_combine`); a dispatch may reach its
+      contraction through transposes and collapses that keep each peer's
+      block contiguous along one dimension (the rows of HuggingFace
+      experts with a capacity per rank's tokens), which each arriving
+      block goes through too, and feed several contractions (the gate and
+      up projections), each computed on every block;
     - `all_gather`s of k and v along the sequence feeding
       `softmax(s(q, k)) v` (context parallelism; separate max, exp, sum and
       divide generics, the form `braid-prepare-import` gives

@@ -17,12 +17,38 @@
 #include "Decompositions.h"
 #include "Pattern.h"
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 using namespace mlir;
 using namespace braid::dist;
 using namespace braid::dist::overlap;
 using namespace braid::dist::schedule;
+
+/// Whether `value` is available before `point` (in its block), or can be
+/// made so by moving the side-effect-free ops that compute it there
+/// (`move` does so): a later contraction's weight, viewed after the first
+/// contraction the rows feed.
+static bool availableBefore(Value value, Operation *point,
+                            RewriterBase *move = nullptr, int depth = 0) {
+  Operation *def = value.getDefiningOp();
+  if (!def || def->getBlock() != point->getBlock() ||
+      def->isBeforeInBlock(point))
+    return true;
+  // Linalg ops on tensors compute their regions on elements alone.
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(def);
+  bool regionsPure = def->getNumRegions() == 0 ||
+                     (linalgOp && linalgOp.hasPureTensorSemantics());
+  if (def == point || depth > 8 || !regionsPure || !isMemoryEffectFree(def))
+    return false;
+  for (Value operand : def->getOperands())
+    if (!availableBefore(operand, point, move, depth + 1))
+      return false;
+  if (move)
+    move->moveOpBefore(def, point);
+  return true;
+}
 
 FailureOr<AllToAllMatmul> overlap::matchAllToAllMatmul(AllToAllOp op,
                                                        std::string &reason) {
@@ -33,37 +59,107 @@ FailureOr<AllToAllMatmul> overlap::matchAllToAllMatmul(AllToAllOp op,
   match.exchange = op;
   match.ring = *ring;
 
-  // Dispatch: the exchanged value feeds one contraction.
+  // Dispatch: the exchanged value feeds one contraction, directly or
+  // through views that keep each peer's block contiguous along one
+  // dimension (the rows of HuggingFace experts with a capacity per rank's
+  // tokens: [groups, experts, ...] transposed and collapsed).
   Value result = op.getResult();
-  if (result.hasOneUse()) {
-    OpOperand &use = *result.use_begin();
+  int64_t dim = op.getConcatDim();
+  while (result.hasOneUse()) {
+    Operation *user = *result.getUsers().begin();
+    if (user->getBlock() != op->getBlock())
+      break;
+    if (auto transpose = dyn_cast<linalg::TransposeOp>(user)) {
+      if (transpose.getInput() != result)
+        break;
+      dim = llvm::find(transpose.getPermutation(), dim) -
+            transpose.getPermutation().begin();
+    } else if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(user)) {
+      // The dimension must be the outermost of more than one element in
+      // its group: a block of it is then a block of the collapsed one.
+      RankedTensorType src = collapse.getSrcType();
+      std::optional<int64_t> at;
+      for (auto [index, group] :
+           llvm::enumerate(collapse.getReassociationIndices())) {
+        if (!llvm::is_contained(group, dim))
+          continue;
+        bool outermost = llvm::all_of(group, [&](int64_t d) {
+          return d >= dim || src.getDimSize(d) == 1;
+        });
+        int64_t inner = 1;
+        for (int64_t d : group)
+          if (d > dim)
+            inner *= src.getDimSize(d);
+        if (outermost && !ShapedType::isDynamic(inner)) {
+          at = index;
+          match.scale *= inner;
+        }
+      }
+      if (!at)
+        break;
+      dim = *at;
+    } else {
+      break;
+    }
+    match.views.push_back(user);
+    result = user->getResult(0);
+  }
+  // The contractions it feeds (several: HuggingFace's gate and up
+  // projections read the same rows), each along a parallel loop.
+  for (OpOperand &use : result.getUses()) {
     auto consumer = dyn_cast<linalg::LinalgOp>(use.getOwner());
     std::string empty = consumer ? emptyLoop(consumer) : "";
-    if (!empty.empty())
+    std::optional<unsigned> loop;
+    if (!empty.empty()) {
       reason = "'" + consumer->getName().getStringRef().str() +
                "' computes no elements (" + empty + ")";
-    else if (consumer && consumer.getNumReductionLoops() > 0 &&
-             consumer.hasPureTensorSemantics() &&
-             consumer->getNumResults() == 1 && consumer.isDpsInput(&use) &&
-             consumer->getBlock() == op->getBlock()) {
-      std::optional<unsigned> loop =
-          loopOfOperandDim(consumer, use, op.getConcatDim());
-      if (loop &&
-          consumer.getIteratorTypesArray()[*loop] ==
-              utils::IteratorType::parallel &&
-          resultDimOfLoop(consumer, *loop)) {
-        match.compute = consumer;
-        match.dispatch = true;
-        match.operand = use.getOperandNumber();
-        match.loop = *loop;
-        return match;
+    } else if (consumer && consumer.getNumReductionLoops() > 0 &&
+               consumer.hasPureTensorSemantics() &&
+               consumer->getNumResults() == 1 && consumer.isDpsInput(&use) &&
+               consumer->getBlock() == op->getBlock()) {
+      loop = loopOfOperandDim(consumer, use, dim);
+      if (!loop ||
+          consumer.getIteratorTypesArray()[*loop] !=
+              utils::IteratorType::parallel ||
+          !resultDimOfLoop(consumer, *loop)) {
+        loop.reset();
+        reason = "the concatenated dimension is not a parallel loop of '" +
+                 consumer->getName().getStringRef().str() + "'";
       }
-      reason = "the concatenated dimension is not a parallel loop of '" +
-               consumer->getName().getStringRef().str() + "'";
     }
+    if (!loop) {
+      match.feeds.clear();
+      break;
+    }
+    match.feeds.push_back({consumer, use.getOperandNumber(), *loop});
+  }
+  // In program order. Every block computes every contraction where the
+  // first of them was: what the later ones read must be there by then.
+  llvm::sort(match.feeds,
+             [](const AllToAllMatmul::Feed &a, const AllToAllMatmul::Feed &b) {
+               return a.op->isBeforeInBlock(b.op);
+             });
+  Operation *first =
+      match.feeds.empty() ? nullptr : match.feeds.front().op.getOperation();
+  for (const AllToAllMatmul::Feed &feed : match.feeds)
+    for (Value operand : feed.op->getOperands())
+      if (!availableBefore(operand, first)) {
+        reason = "'" + feed.op->getName().getStringRef().str() +
+                 "' reads a value computed with side effects after '" +
+                 first->getName().getStringRef().str() + "'";
+        match.feeds.clear();
+      }
+  if (!match.feeds.empty()) {
+    match.compute = match.feeds.front().op;
+    match.operand = match.feeds.front().operand;
+    match.loop = match.feeds.front().loop;
+    match.dispatch = true;
+    return match;
   }
 
   // Combine: the exchanged value is computed by one contraction.
+  match.views.clear();
+  match.scale = 1;
   std::string why;
   linalg::LinalgOp producer = soleProducer(op.getInput(), op->getBlock(), why);
   if (producer && producer.getNumReductionLoops() > 0) {
@@ -94,8 +190,13 @@ LogicalResult overlap::decomposeAllToAllMatmul(RewriterBase &rewriter,
   Location loc = op.getLoc();
 
   if (match.dispatch) {
-    linalg::LinalgOp consumer = match.compute;
-    rewriter.setInsertionPoint(consumer);
+    // Before the first contraction the rows feed (feeds are in program
+    // order), with what the later ones read.
+    Operation *first = match.feeds.front().op;
+    for (const AllToAllMatmul::Feed &feed : match.feeds)
+      for (Value operand : feed.op->getOperands())
+        (void)availableBefore(operand, first, &rewriter);
+    rewriter.setInsertionPoint(first);
     Value position = groupPosition(rewriter, loc, ring.grid, ring.axis);
     Value input = op.getInput();
     auto block = [&](int64_t delta) {
@@ -110,16 +211,43 @@ LogicalResult overlap::decomposeAllToAllMatmul(RewriterBase &rewriter,
     for (int64_t t = 1; t < n; ++t)
       started.push_back(
           startShift(rewriter, loc, block(t), ring.grid, ring.axis, t, t));
-    Value acc = consumer.getDpsInitOperand(0)->get();
+    // A peer's block through the views the whole result went through.
+    auto view = [&](Value data) {
+      for (Operation *v : match.views) {
+        auto type = cast<RankedTensorType>(data.getType());
+        if (auto transpose = dyn_cast<linalg::TransposeOp>(v)) {
+          SmallVector<int64_t> shape;
+          for (int64_t p : transpose.getPermutation())
+            shape.push_back(type.getDimSize(p));
+          Value init = tensor::EmptyOp::create(rewriter, loc, shape,
+                                               type.getElementType());
+          data = linalg::TransposeOp::create(rewriter, loc, data, init,
+                                             transpose.getPermutation())
+                     ->getResult(0);
+        } else {
+          auto collapse = cast<tensor::CollapseShapeOp>(v);
+          data = tensor::CollapseShapeOp::create(
+              rewriter, loc, data, collapse.getReassociationIndices());
+        }
+      }
+      return data;
+    };
+    int64_t rows = concatBlock * match.scale;
+    SmallVector<Value> accs;
+    for (AllToAllMatmul::Feed &feed : match.feeds)
+      accs.push_back(feed.op.getDpsInitOperand(0)->get());
     auto computeOn = [&](Value data, int64_t delta) -> LogicalResult {
       Value owner = ringIndex(rewriter, loc, position, delta, n);
-      FailureOr<Chunk> chunk =
-          computeChunk(rewriter, consumer, match.loop,
-                       affineIndex(rewriter, loc, owner, concatBlock, 0),
-                       concatBlock, {{match.operand, data}}, acc);
-      if (failed(chunk))
-        return failure();
-      acc = insertChunk(rewriter, loc, *chunk, acc);
+      Value rowsData = view(data);
+      for (auto [feed, acc] : llvm::zip(match.feeds, accs)) {
+        FailureOr<Chunk> chunk =
+            computeChunk(rewriter, feed.op, feed.loop,
+                         affineIndex(rewriter, loc, owner, rows, 0), rows,
+                         {{feed.operand, rowsData}}, acc);
+        if (failed(chunk))
+          return failure();
+        acc = insertChunk(rewriter, loc, *chunk, acc);
+      }
       return success();
     };
     if (failed(computeOn(block(0), 0)))
@@ -127,7 +255,10 @@ LogicalResult overlap::decomposeAllToAllMatmul(RewriterBase &rewriter,
     for (int64_t t = 1; t < n; ++t)
       if (failed(computeOn(waitFor(rewriter, loc, started[t - 1]), -t)))
         return failure();
-    rewriter.replaceOp(consumer, acc);
+    for (auto [feed, acc] : llvm::zip(match.feeds, accs))
+      rewriter.replaceOp(feed.op, acc);
+    for (Operation *v : llvm::reverse(match.views))
+      rewriter.eraseOp(v);
     rewriter.eraseOp(op);
     return success();
   }
@@ -184,8 +315,16 @@ static void proposeAllToAllMatmul(AllToAllOp exchange, Site site,
     return;
   const CostModel &cost = context.model;
   int64_t n = site.groupSize;
-  double compute = cost.computeTime(match->compute);
-  double piece = cost.computeTime(match->compute, 1.0 / n, match->loop);
+  double compute = 0, piece = 0;
+  if (match->dispatch) {
+    for (const AllToAllMatmul::Feed &feed : match->feeds) {
+      compute += cost.computeTime(feed.op);
+      piece += cost.computeTime(feed.op, 1.0 / n, feed.loop);
+    }
+  } else {
+    compute = cost.computeTime(match->compute);
+    piece = cost.computeTime(match->compute, 1.0 / n, match->loop);
+  }
   Candidate c;
   c.strategy = match->dispatch ? "a2a_dispatch" : "a2a_combine";
   c.with = nameOf(match->compute);

@@ -387,6 +387,20 @@ struct AllToAllMatmul {
   unsigned operand = 0; ///< For dispatch: the compute operand exchanged.
   unsigned loop = 0;    ///< Loop indexing the per-peer blocks.
   Ring ring;
+  /// For dispatch: the views between the exchange and the compute
+  /// (linalg.transpose, tensor.collapse_shape, in order), which each
+  /// peer's block goes through too, and how many elements of the loop
+  /// one element of the exchange's concatenated dimension becomes.
+  llvm::SmallVector<mlir::Operation *> views;
+  int64_t scale = 1;
+  /// For dispatch: every contraction the rows feed (compute, operand and
+  /// loop are the first's), each computed per arriving block.
+  struct Feed {
+    mlir::linalg::LinalgOp op;
+    unsigned operand;
+    unsigned loop;
+  };
+  llvm::SmallVector<Feed> feeds;
 };
 mlir::FailureOr<AllToAllMatmul> matchAllToAllMatmul(AllToAllOp op,
                                                     std::string &reason);
