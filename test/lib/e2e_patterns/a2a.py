@@ -13,6 +13,8 @@ def pattern_a2a(cfg):
     params = {"x": tensor((t, h), dt), "w": tensor((h, f), dt)}
     if cfg.variant == "experts":
         return experts_dispatch(cfg)
+    if cfg.variant == "experts-combine":
+        return experts_combine(cfg)
     if cfg.variant == "dispatch":
         text = program(cfg.grid, params, (
             f"  %d = shard.all_to_all %x on @g grid_axes = [{cfg.axis}] split_axis = 0 concat_axis = 0 : {tensor((t, h), dt)} -> {tensor((t, h), dt)}\n" +
@@ -68,6 +70,37 @@ def experts_dispatch(cfg):
             results.append([r @ wr])
         return results
     return text, [((1, e, c, h), dt), ((local, h, f), dt)], [acc], ref
+
+
+def experts_combine(cfg):
+    """The combine of HuggingFace experts with a capacity per rank's
+    tokens: the local experts' outputs [local experts, ranks x capacity,
+    features], expanded to [local experts, ranks, capacity, features],
+    transposed to [ranks, local experts, ...], and each rank's rows sent
+    back ([1, experts, capacity, features] arrive)."""
+    n, dt, acc = cfg.group, cfg.dtype, acc_type(cfg.dtype)
+    z = cfg.scale
+    local, c, h, f = 2, 3 * z, 8 * z, 6 * z
+    h_t, w_t = tensor((local, n * c, h), dt), tensor((local, h, f), dt)
+    out = tensor((local, n * c, f), acc)
+    grouped, moved = tensor((local, n, c, f), acc), tensor((n, local, c, f), acc)
+    back = tensor((1, local * n, c, f), acc)
+    text = program(cfg.grid, {"h": h_t, "w": w_t}, (
+        f"  %ye = tensor.empty() : {out}\n"
+        f"  %yz = linalg.fill ins(%zero : {acc}) outs(%ye : {out}) -> {out}\n"
+        f"  %y = linalg.batch_matmul ins(%h, %w : {h_t}, {w_t}) outs(%yz : {out}) -> {out}\n"
+        f"  %g = tensor.expand_shape %y [[0], [1, 2], [3]] output_shape [{local}, {n}, {c}, {f}] : {out} into {grouped}\n"
+        f"  %te = tensor.empty() : {moved}\n"
+        f"  %t = linalg.transpose ins(%g : {grouped}) outs(%te : {moved}) permutation = [1, 0, 2, 3]\n"
+        f"  %b = shard.all_to_all %t on @g grid_axes = [{cfg.axis}] split_axis = 0 concat_axis = 1 : {moved} -> {back}\n"),
+        ("b", back), zero=acc)
+
+    def ref(grid, ins):
+        hs, w = ins
+        sent = [(hr @ wr).reshape(local, n, c, f).transpose(1, 0, 2, 3)
+                for hr, wr in zip(hs, w)]
+        return [[b] for b in spmd.all_to_all(grid, sent, [cfg.axis], 0, 1)]
+    return text, [((local, n * c, h), dt), ((local, h, f), dt)], [acc], ref
 
 
 PATTERNS = {

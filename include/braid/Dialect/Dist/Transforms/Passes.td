@@ -287,7 +287,9 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
       block contiguous along one dimension (the rows of HuggingFace
       experts with a capacity per rank's tokens), which each arriving
       block goes through too, and feed several contractions (the gate and
-      up projections), each computed on every block;
+      up projections), each computed on every block; a combine may be fed
+      through expands and transposes the same way (each peer's rows
+      computed, then taken through them);
     - `all_gather`s of k and v along the sequence feeding
       `softmax(s(q, k)) v` (context parallelism; separate max, exp, sum and
       divide generics, the form `braid-prepare-import` gives

@@ -50,6 +50,70 @@ static bool availableBefore(Value value, Operation *point,
   return true;
 }
 
+/// `data`, a peer's block of the value `view` reads, through `view` (a
+/// linalg.transpose, tensor.collapse_shape or tensor.expand_shape) as the
+/// whole value went: the block differs from the whole along one dimension,
+/// which an expand gives to the outermost dimension of more than one
+/// element of its group.
+static Value applyView(RewriterBase &rewriter, Location loc, Operation *view,
+                       Value data) {
+  auto type = cast<RankedTensorType>(data.getType());
+  if (auto transpose = dyn_cast<linalg::TransposeOp>(view)) {
+    SmallVector<int64_t> shape;
+    for (int64_t p : transpose.getPermutation())
+      shape.push_back(type.getDimSize(p));
+    Value init =
+        tensor::EmptyOp::create(rewriter, loc, shape, type.getElementType());
+    return linalg::TransposeOp::create(rewriter, loc, data, init,
+                                       transpose.getPermutation())
+        ->getResult(0);
+  }
+  if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(view))
+    return tensor::CollapseShapeOp::create(rewriter, loc, data,
+                                           collapse.getReassociationIndices());
+  auto expand = cast<tensor::ExpandShapeOp>(view);
+  SmallVector<int64_t> shape(expand.getResultType().getShape());
+  for (auto [source, group] :
+       llvm::enumerate(expand.getReassociationIndices())) {
+    int64_t rest = 1;
+    const int64_t *outer =
+        llvm::find_if(group, [&](int64_t d) { return shape[d] != 1; });
+    if (outer == group.end())
+      continue;
+    for (int64_t d : group)
+      if (d != *outer)
+        rest *= shape[d];
+    shape[*outer] = type.getDimSize(source) / rest;
+  }
+  return tensor::ExpandShapeOp::create(
+      rewriter, loc, RankedTensorType::get(shape, type.getElementType()), data,
+      expand.getReassociationIndices());
+}
+
+/// The group of `groups` holding `dim` when `dim` is its outermost
+/// dimension of more than one element (`shape` the side the groups index
+/// into), and the product of the group's dimensions inside it; a block of
+/// `dim` is then a block of the group's collapsed dimension.
+static std::optional<std::pair<int64_t, int64_t>>
+outermostInGroup(ArrayRef<ReassociationIndices> groups, ArrayRef<int64_t> shape,
+                 int64_t dim) {
+  for (auto [index, group] : llvm::enumerate(groups)) {
+    if (!llvm::is_contained(group, dim))
+      continue;
+    int64_t inner = 1;
+    for (int64_t d : group) {
+      if (d < dim && shape[d] != 1)
+        return std::nullopt;
+      if (d > dim)
+        inner *= shape[d];
+    }
+    if (ShapedType::isDynamic(inner))
+      return std::nullopt;
+    return std::make_pair(static_cast<int64_t>(index), inner);
+  }
+  return std::nullopt;
+}
+
 FailureOr<AllToAllMatmul> overlap::matchAllToAllMatmul(AllToAllOp op,
                                                        std::string &reason) {
   FailureOr<Ring> ring = matchRing(op, reason);
@@ -75,29 +139,12 @@ FailureOr<AllToAllMatmul> overlap::matchAllToAllMatmul(AllToAllOp op,
       dim = llvm::find(transpose.getPermutation(), dim) -
             transpose.getPermutation().begin();
     } else if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(user)) {
-      // The dimension must be the outermost of more than one element in
-      // its group: a block of it is then a block of the collapsed one.
-      RankedTensorType src = collapse.getSrcType();
-      std::optional<int64_t> at;
-      for (auto [index, group] :
-           llvm::enumerate(collapse.getReassociationIndices())) {
-        if (!llvm::is_contained(group, dim))
-          continue;
-        bool outermost = llvm::all_of(group, [&](int64_t d) {
-          return d >= dim || src.getDimSize(d) == 1;
-        });
-        int64_t inner = 1;
-        for (int64_t d : group)
-          if (d > dim)
-            inner *= src.getDimSize(d);
-        if (outermost && !ShapedType::isDynamic(inner)) {
-          at = index;
-          match.scale *= inner;
-        }
-      }
+      auto at = outermostInGroup(collapse.getReassociationIndices(),
+                                 collapse.getSrcType().getShape(), dim);
       if (!at)
         break;
-      dim = *at;
+      dim = at->first;
+      match.scale *= at->second;
     } else {
       break;
     }
@@ -157,14 +204,39 @@ FailureOr<AllToAllMatmul> overlap::matchAllToAllMatmul(AllToAllOp op,
     return match;
   }
 
-  // Combine: the exchanged value is computed by one contraction.
+  // Combine: the exchanged value is computed by one contraction, directly
+  // or through views that keep each peer's block contiguous (the experts'
+  // outputs expanded to [experts, ranks, capacity, ...] and transposed).
   match.views.clear();
   match.scale = 1;
+  Value source = op.getInput();
+  dim = op.getSplitDim();
+  while (Operation *def = source.getDefiningOp()) {
+    if (!source.hasOneUse() || def->getBlock() != op->getBlock())
+      break;
+    Value from;
+    if (auto transpose = dyn_cast<linalg::TransposeOp>(def)) {
+      dim = transpose.getPermutation()[dim];
+      from = transpose.getInput();
+    } else if (auto expand = dyn_cast<tensor::ExpandShapeOp>(def)) {
+      auto at = outermostInGroup(expand.getReassociationIndices(),
+                                 expand.getResultType().getShape(), dim);
+      if (!at)
+        break;
+      dim = at->first;
+      match.scale *= at->second;
+      from = expand.getSrc();
+    } else {
+      break;
+    }
+    match.views.push_back(def);
+    source = from;
+  }
+  std::reverse(match.views.begin(), match.views.end());
   std::string why;
-  linalg::LinalgOp producer = soleProducer(op.getInput(), op->getBlock(), why);
+  linalg::LinalgOp producer = soleProducer(source, op->getBlock(), why);
   if (producer && producer.getNumReductionLoops() > 0) {
-    if (std::optional<unsigned> loop =
-            scatterLoop(producer, op.getSplitDim(), why)) {
+    if (std::optional<unsigned> loop = scatterLoop(producer, dim, why)) {
       match.compute = producer;
       match.dispatch = false;
       match.loop = *loop;
@@ -213,23 +285,8 @@ LogicalResult overlap::decomposeAllToAllMatmul(RewriterBase &rewriter,
           startShift(rewriter, loc, block(t), ring.grid, ring.axis, t, t));
     // A peer's block through the views the whole result went through.
     auto view = [&](Value data) {
-      for (Operation *v : match.views) {
-        auto type = cast<RankedTensorType>(data.getType());
-        if (auto transpose = dyn_cast<linalg::TransposeOp>(v)) {
-          SmallVector<int64_t> shape;
-          for (int64_t p : transpose.getPermutation())
-            shape.push_back(type.getDimSize(p));
-          Value init = tensor::EmptyOp::create(rewriter, loc, shape,
-                                               type.getElementType());
-          data = linalg::TransposeOp::create(rewriter, loc, data, init,
-                                             transpose.getPermutation())
-                     ->getResult(0);
-        } else {
-          auto collapse = cast<tensor::CollapseShapeOp>(v);
-          data = tensor::CollapseShapeOp::create(
-              rewriter, loc, data, collapse.getReassociationIndices());
-        }
-      }
+      for (Operation *v : match.views)
+        data = applyView(rewriter, loc, v, data);
       return data;
     };
     int64_t rows = concatBlock * match.scale;
@@ -266,14 +323,19 @@ LogicalResult overlap::decomposeAllToAllMatmul(RewriterBase &rewriter,
   linalg::LinalgOp producer = match.compute;
   rewriter.setInsertionPoint(op);
   Value position = groupPosition(rewriter, loc, ring.grid, ring.axis);
+  int64_t rows = splitBlock * match.scale;
   auto computeFor = [&](int64_t delta) -> FailureOr<Value> {
     Value dest = ringIndex(rewriter, loc, position, delta, n);
-    FailureOr<Chunk> chunk = computeChunk(
-        rewriter, producer, match.loop,
-        affineIndex(rewriter, loc, dest, splitBlock, 0), splitBlock, {}, {});
+    FailureOr<Chunk> chunk =
+        computeChunk(rewriter, producer, match.loop,
+                     affineIndex(rewriter, loc, dest, rows, 0), rows, {}, {});
     if (failed(chunk))
       return failure();
-    return chunk->value;
+    // Through the views the whole result went through.
+    Value block = chunk->value;
+    for (Operation *v : match.views)
+      block = applyView(rewriter, loc, v, block);
+    return block;
   };
   // Each peer's block leaves as soon as it is computed.
   SmallVector<std::pair<Value, Value>> started;
@@ -298,6 +360,8 @@ LogicalResult overlap::decomposeAllToAllMatmul(RewriterBase &rewriter,
   for (int64_t t = 1; t < n; ++t)
     place(waitFor(rewriter, loc, started[t - 1]), -t);
   rewriter.replaceOp(op, result);
+  for (Operation *v : llvm::reverse(match.views))
+    rewriter.eraseOp(v);
   rewriter.eraseOp(producer);
   return success();
 }

@@ -387,10 +387,12 @@ struct AllToAllMatmul {
   unsigned operand = 0; ///< For dispatch: the compute operand exchanged.
   unsigned loop = 0;    ///< Loop indexing the per-peer blocks.
   Ring ring;
-  /// For dispatch: the views between the exchange and the compute
-  /// (linalg.transpose, tensor.collapse_shape, in order), which each
-  /// peer's block goes through too, and how many elements of the loop
-  /// one element of the exchange's concatenated dimension becomes.
+  /// The views between the exchange and the compute, in the order the
+  /// data goes through them (dispatch: linalg.transpose and
+  /// tensor.collapse_shape after the exchange; combine: tensor.expand_shape
+  /// and linalg.transpose before it), which each peer's block goes through
+  /// too, and how many elements of the loop one element of the exchanged
+  /// dimension (concatenated or split) is.
   llvm::SmallVector<mlir::Operation *> views;
   int64_t scale = 1;
   /// For dispatch: every contraction the rows feed (compute, operand and

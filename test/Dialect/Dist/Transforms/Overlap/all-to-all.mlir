@@ -154,3 +154,34 @@ func.func @two_feeds(%x: tensor<1x4x3x8xf32>, %w1: tensor<2x8x6xf32>, %w2: tenso
   %y2 = linalg.batch_matmul ins(%r, %w2t : tensor<2x6x8xf32>, tensor<2x8x6xf32>) outs(%f : tensor<2x6x6xf32>) -> tensor<2x6x6xf32>
   return %y1, %y2 : tensor<2x6x6xf32>, tensor<2x6x6xf32>
 }
+
+// -----
+
+shard.grid @ep(shape = 4)
+
+// The combine of HuggingFace experts with a capacity per rank's tokens: the
+// experts' outputs [2, 12, 6] (4 ranks x 3 rows each) expanded to
+// [experts, ranks, capacity, features] and transposed to send each rank its
+// rows. Each peer's 3 rows are computed, expanded and transposed as a block
+// and leave at once.
+// CHECK-LABEL: func.func @combine_through_views
+// CHECK: %[[Y1:.*]] = linalg.batch_matmul {{.*}} -> tensor<2x3x6xf32>
+// CHECK: %[[E1:.*]] = tensor.expand_shape %[[Y1]] {{\[}}[0], [1, 2], [3]] output_shape [2, 1, 3, 6] : tensor<2x3x6xf32> into tensor<2x1x3x6xf32>
+// CHECK: %[[T1:.*]] = linalg.transpose ins(%[[E1]] : tensor<2x1x3x6xf32>) outs(%{{.*}} : tensor<1x2x3x6xf32>) permutation = [1, 0, 2, 3]
+// CHECK: dist.shift_start %[[T1]] on @ep axes = [0] offset = 1
+// CHECK-COUNT-2: dist.shift_start
+// CHECK: linalg.batch_matmul
+// CHECK-COUNT-3: dist.wait
+// CHECK-NOT: dist.all_to_all
+func.func @combine_through_views(%h: tensor<2x12x8xf32>, %w: tensor<2x8x6xf32>) -> tensor<1x8x3x6xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x12x6xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<2x12x6xf32>) -> tensor<2x12x6xf32>
+  %y = linalg.batch_matmul ins(%h, %w : tensor<2x12x8xf32>, tensor<2x8x6xf32>) outs(%f : tensor<2x12x6xf32>) -> tensor<2x12x6xf32>
+  %x = tensor.expand_shape %y [[0], [1, 2], [3]] output_shape [2, 4, 3, 6] : tensor<2x12x6xf32> into tensor<2x4x3x6xf32>
+  %te = tensor.empty() : tensor<4x2x3x6xf32>
+  %t = linalg.transpose ins(%x : tensor<2x4x3x6xf32>) outs(%te : tensor<4x2x3x6xf32>) permutation = [1, 0, 2, 3]
+  // expected-remark @+1 {{all_to_all fused with 'linalg.batch_matmul' as a2a_combine (4 chunks)}}
+  %c = dist.all_to_all %t on @ep axes = [0] split_dim = 0 concat_dim = 1 : tensor<4x2x3x6xf32> -> tensor<1x8x3x6xf32>
+  return %c : tensor<1x8x3x6xf32>
+}
