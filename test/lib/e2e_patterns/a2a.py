@@ -37,6 +37,15 @@ def pattern_a2a(cfg):
     return text, [((t, h), dt), ((h, f), dt)], [acc], ref
 
 
+def batch_matmul(out, a, b, a_type, b_type, out_type, acc):
+    """%out = %a x %b per batch into a zero-filled accumulator (needs
+    %zero: acc)."""
+    return (f"  %{out}_e = tensor.empty() : {out_type}\n"
+            f"  %{out}_z = linalg.fill ins(%zero : {acc}) outs(%{out}_e : {out_type}) -> {out_type}\n"
+            f"  %{out} = linalg.batch_matmul ins(%{a}, %{b} : {a_type}, {b_type}) "
+            f"outs(%{out}_z : {out_type}) -> {out_type}\n")
+
+
 def experts_dispatch(cfg):
     """The dispatch of HuggingFace experts with a capacity per rank's
     tokens: each rank's rows [1, experts, capacity, hidden] go to their
@@ -56,9 +65,7 @@ def experts_dispatch(cfg):
         f"  %te = tensor.empty() : {moved}\n"
         f"  %t = linalg.transpose ins(%d : {got}) outs(%te : {moved}) permutation = [1, 0, 2, 3]\n"
         f"  %r = tensor.collapse_shape %t [[0], [1, 2], [3]] : {moved} into {rows}\n"
-        f"  %ye = tensor.empty() : {out}\n"
-        f"  %yz = linalg.fill ins(%zero : {acc}) outs(%ye : {out}) -> {out}\n"
-        f"  %y = linalg.batch_matmul ins(%r, %w : {rows}, {w_t}) outs(%yz : {out}) -> {out}\n"),
+        + batch_matmul("y", "r", "w", rows, w_t, out, acc)),
         ("y", out), zero=acc)
 
     def ref(grid, ins):
@@ -86,9 +93,7 @@ def experts_combine(cfg):
     grouped, moved = tensor((local, n, c, f), acc), tensor((n, local, c, f), acc)
     back = tensor((1, local * n, c, f), acc)
     text = program(cfg.grid, {"h": h_t, "w": w_t}, (
-        f"  %ye = tensor.empty() : {out}\n"
-        f"  %yz = linalg.fill ins(%zero : {acc}) outs(%ye : {out}) -> {out}\n"
-        f"  %y = linalg.batch_matmul ins(%h, %w : {h_t}, {w_t}) outs(%yz : {out}) -> {out}\n"
+        batch_matmul("y", "h", "w", h_t, w_t, out, acc) +
         f"  %g = tensor.expand_shape %y [[0], [1, 2], [3]] output_shape [{local}, {n}, {c}, {f}] : {out} into {grouped}\n"
         f"  %te = tensor.empty() : {moved}\n"
         f"  %t = linalg.transpose ins(%g : {grouped}) outs(%te : {moved}) permutation = [1, 0, 2, 3]\n"
