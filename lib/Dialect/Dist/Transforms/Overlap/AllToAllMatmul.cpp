@@ -188,14 +188,17 @@ FailureOr<AllToAllMatmul> overlap::matchAllToAllMatmul(AllToAllOp op,
              });
   Operation *first =
       match.feeds.empty() ? nullptr : match.feeds.front().op.getOperation();
+  bool available = true;
   for (const AllToAllMatmul::Feed &feed : match.feeds)
     for (Value operand : feed.op->getOperands())
-      if (!availableBefore(operand, first)) {
+      if (available && !availableBefore(operand, first)) {
         reason = "'" + feed.op->getName().getStringRef().str() +
                  "' reads a value computed with side effects after '" +
                  first->getName().getStringRef().str() + "'";
-        match.feeds.clear();
+        available = false;
       }
+  if (!available)
+    match.feeds.clear();
   if (!match.feeds.empty()) {
     match.compute = match.feeds.front().op;
     match.operand = match.feeds.front().operand;

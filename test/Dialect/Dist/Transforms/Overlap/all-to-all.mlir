@@ -185,3 +185,29 @@ func.func @combine_through_views(%h: tensor<2x12x8xf32>, %w: tensor<2x8x6xf32>) 
   %c = dist.all_to_all %t on @ep axes = [0] split_dim = 0 concat_dim = 1 : tensor<4x2x3x6xf32> -> tensor<1x8x3x6xf32>
   return %c : tensor<1x8x3x6xf32>
 }
+
+// -----
+
+shard.grid @ep(shape = 2)
+
+func.func private @load_weight() -> tensor<2x8x6xf32>
+
+// The second contraction's weight comes from a call after the first
+// contraction: it cannot be moved before it, so the rows are not computed
+// per peer, and the remark says why.
+// CHECK-LABEL: func.func @weight_after
+// CHECK: dist.all_to_all
+func.func @weight_after(%x: tensor<1x4x3x8xf32>, %w1: tensor<2x8x6xf32>) -> (tensor<2x6x6xf32>, tensor<2x6x6xf32>) {
+  // expected-remark-re @+1 {{all_to_all {{.*}}'linalg.batch_matmul' reads a value computed with side effects after 'linalg.batch_matmul'{{.*}}}}
+  %d = dist.all_to_all %x on @ep axes = [0] split_dim = 1 concat_dim = 0 : tensor<1x4x3x8xf32> -> tensor<2x2x3x8xf32>
+  %te = tensor.empty() : tensor<2x2x3x8xf32>
+  %t = linalg.transpose ins(%d : tensor<2x2x3x8xf32>) outs(%te : tensor<2x2x3x8xf32>) permutation = [1, 0, 2, 3]
+  %r = tensor.collapse_shape %t [[0], [1, 2], [3]] : tensor<2x2x3x8xf32> into tensor<2x6x8xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x6x6xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<2x6x6xf32>) -> tensor<2x6x6xf32>
+  %y1 = linalg.batch_matmul ins(%r, %w1 : tensor<2x6x8xf32>, tensor<2x8x6xf32>) outs(%f : tensor<2x6x6xf32>) -> tensor<2x6x6xf32>
+  %w2 = func.call @load_weight() : () -> tensor<2x8x6xf32>
+  %y2 = linalg.batch_matmul ins(%r, %w2 : tensor<2x6x8xf32>, tensor<2x8x6xf32>) outs(%f : tensor<2x6x6xf32>) -> tensor<2x6x6xf32>
+  return %y1, %y2 : tensor<2x6x6xf32>, tensor<2x6x6xf32>
+}
