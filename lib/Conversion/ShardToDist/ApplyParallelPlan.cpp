@@ -79,11 +79,17 @@ struct Use {
 class PlanBuilder {
 public:
   PlanBuilder(func::FuncOp func, FlatSymbolRefAttr grid, int16_t axis,
-              std::optional<int16_t> dataAxis, int64_t dataRanks, bool backward)
-      : func(func), grid(grid), axis(axis), dataAxis(dataAxis),
+              int64_t ranks, std::optional<int16_t> dataAxis, int64_t dataRanks,
+              bool backward)
+      : func(func), grid(grid), axis(axis), ranks(ranks), dataAxis(dataAxis),
         dataRanks(dataRanks), backward(backward) {}
 
   LogicalResult run();
+
+  /// Whether dispatchByAllToAll annotated a dispatch: the function's
+  /// propagation then runs forward first, so that the routing stays on
+  /// each rank's tokens.
+  bool dispatches() const { return !dispatched.empty(); }
 
 private:
   Value sharding(Location loc, Layout layout, OpBuilder &b) {
@@ -150,6 +156,8 @@ private:
   func::FuncOp func;
   FlatSymbolRefAttr grid;
   int16_t axis;
+  /// The size of `axis` (dynamic when the grid does not say).
+  int64_t ranks;
   /// The grid axis that splits the batch (braid.data_axis; data
   /// parallelism), and its size: the activations the plan annotates are
   /// split along their leading dimension on it, weights are replicated.
@@ -164,14 +172,6 @@ private:
   /// sequence-split argument's dimensions before the sequence are 1), so
   /// that the token dimension of a contraction on them is the sequence.
   bool sequenceTokens = false;
-
-public:
-  /// Whether dispatchByAllToAll annotated a dispatch: the function's
-  /// propagation then runs forward first, so that the routing stays on
-  /// each rank's tokens.
-  bool dispatches = false;
-
-private:
   /// The transposes dispatchByAllToAll annotated.
   llvm::DenseSet<Operation *> dispatched;
 };
@@ -496,8 +496,6 @@ void PlanBuilder::dispatchByAllToAll(linalg::LinalgOp op, unsigned operand,
   int64_t inExperts = perm[groups[expertDim].front()];
   int64_t inGroups = perm[*groupDim];
   auto type = cast<RankedTensorType>(transpose.getInput().getType());
-  auto gridOp = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(func, grid);
-  int64_t ranks = gridOp ? gridOp.getShape()[axis] : ShapedType::kDynamic;
   if (ShapedType::isDynamic(ranks) || type.isDynamicDim(inGroups) ||
       type.getDimSize(inGroups) % ranks != 0 || type.isDynamicDim(inExperts) ||
       type.getDimSize(inExperts) % ranks != 0)
@@ -505,7 +503,6 @@ void PlanBuilder::dispatchByAllToAll(linalg::LinalgOp op, unsigned operand,
   dispatched.insert(transpose);
   annotateResult(transpose.getInput(), Layout{inGroups});
   annotateOperand(transpose, 0, Layout{inExperts});
-  dispatches = true;
 }
 
 /// packed_colwise (HuggingFace's layout of [gate; up] projections): the
@@ -965,10 +962,11 @@ struct ApplyParallelPlanPass
         }
       }
       bool backward = func->hasAttr(kBackwardAttr);
-      PlanBuilder builder(func, gridRef, axis, dataAxis, dataRanks, backward);
+      PlanBuilder builder(func, gridRef, axis, grid.getShape()[axis], dataAxis,
+                          dataRanks, backward);
       if (failed(builder.run()))
         return signalPassFailure();
-      if ((dataAxis && backward) || builder.dispatches)
+      if ((dataAxis && backward) || builder.dispatches())
         func->setAttr(braid::kForwardFirstAttr,
                       UnitAttr::get(func.getContext()));
       func->removeAttr(kBackwardAttr);

@@ -201,8 +201,6 @@ FailureOr<AllToAllMatmul> overlap::matchAllToAllMatmul(AllToAllOp op,
     match.feeds.clear();
   if (!match.feeds.empty()) {
     match.compute = match.feeds.front().op;
-    match.operand = match.feeds.front().operand;
-    match.loop = match.feeds.front().loop;
     match.dispatch = true;
     return match;
   }

@@ -384,8 +384,7 @@ struct AllToAllMatmul {
   AllToAllOp exchange;
   mlir::linalg::LinalgOp compute;
   bool dispatch = true; ///< a2a feeds compute (else compute feeds a2a).
-  unsigned operand = 0; ///< For dispatch: the compute operand exchanged.
-  unsigned loop = 0;    ///< Loop indexing the per-peer blocks.
+  unsigned loop = 0;    ///< For combine: the loop indexing the per-peer blocks.
   Ring ring;
   /// The views between the exchange and the compute, in the order the
   /// data goes through them (dispatch: linalg.transpose and
@@ -395,8 +394,9 @@ struct AllToAllMatmul {
   /// dimension (concatenated or split) is.
   llvm::SmallVector<mlir::Operation *> views;
   int64_t scale = 1;
-  /// For dispatch: every contraction the rows feed (compute, operand and
-  /// loop are the first's), each computed per arriving block.
+  /// For dispatch: every contraction the rows feed (compute is the
+  /// first's), each computed per arriving block, with the operand the
+  /// rows are and the loop indexing the blocks.
   struct Feed {
     mlir::linalg::LinalgOp op;
     unsigned operand;
