@@ -90,8 +90,8 @@ TOLERANCE = {
     # Attention through braid.pytorch.export against torch's f32 attention
     # of the same inputs (python/tests/test_pytorch.py), elementwise: the
     # rtol and atol of torch.testing.assert_close. In bf16 the
-    # probabilities round to bf16 before the product with v.
-    "attention": {"f32": 1e-5, "bf16": 3e-2},
+    # probabilities round to bf16 (f16) before the product with v.
+    "attention": {"f32": 1e-5, "f16": 4e-3, "bf16": 3e-2},
 }
 
 

@@ -186,15 +186,49 @@ def _data_split(exported, ranks, data_parallel, split_results=True):
     return DataSplit(ranks, data_parallel, inputs, results)
 
 
+def _reduced_sdpa(query, key, value, is_causal, attn_mask, scale):
+    """Attention of bf16 or f16 q, k and v as torch's CPU kernel computes it
+    (and FlashAttention on GPUs): the scores, their softmax and every sum in
+    f32, and the probabilities rounded to the input type before their
+    product with v, which accumulates in f32. torch's math decomposition,
+    which the table holds, keeps the probabilities and v in f32 instead: a
+    product of twice the bytes and, on the cpu target, at half the rate
+    (docs/rationale/frontends.md, "Attention's probabilities in the input
+    type"). Otherwise it is that decomposition's spelling (k scaled before
+    the product, a boolean mask as -inf, the safe softmax), which the
+    attention matchers read."""
+    import math
+    import torch
+    dtype = query.dtype
+    q, k, v = query.float(), key.float(), value.float()
+    if q.size(1) != k.size(1):  # grouped-query attention
+        k = k.repeat_interleave(q.size(1) // k.size(1), 1)
+        v = v.repeat_interleave(q.size(1) // v.size(1), 1)
+    factor = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
+    scores = torch.matmul(q, k.transpose(-2, -1) * factor)
+    if is_causal:
+        rows, keys = q.size(-2), k.size(-2)
+        attn_mask = torch.ones(rows, keys, dtype=torch.bool).tril()
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            attn_mask = torch.where(attn_mask, 0.0, float("-inf"))
+        scores = scores + attn_mask.float()
+    probs = torch.ops.aten._safe_softmax.default(scores, -1)
+    out = torch.matmul(probs.to(dtype).float(), v).to(dtype)
+    return out, probs.to(dtype)
+
+
 def _decompositions():
-    """torch-mlir's decomposition table, with two fixes for what HF models
+    """torch-mlir's decomposition table, with fixes for what HF models
     hit:
 
     - sdpa on CPU: the table decomposes _scaled_dot_product_flash_attention
       into a contiguous [b, h, s, d] result, while torch.export traced the
       module against the op's strided one ([b, s, h, d] memory): a later
       `.view` fails, or o_proj becomes a batch matmul over a broadcast
-      weight. The decomposition here gives the traced strides.
+      weight. The decomposition here gives the traced strides, and for
+      bf16 and f16 inputs multiplies v by probabilities in the input type
+      as torch's CPU kernel does (_reduced_sdpa).
     - cumsum (HF's packed-sequence detection from position ids) becomes a
       masked sum instead of torch-mlir's tm_tensor.scan, which nothing
       below torch-mlir reads; topk becomes k rounds of max instead of
@@ -208,8 +242,15 @@ def _decompositions():
     if sdpa in table:
         inner = table[sdpa]
 
-        def strided_sdpa(*args, **kwargs):
-            out, lse = inner(*args, **kwargs)
+        def strided_sdpa(query, key, value, dropout_p=0.0, is_causal=False,
+                         *, attn_mask=None, scale=None):
+            if (query.dtype in (torch.bfloat16, torch.float16) and
+                    dropout_p == 0.0 and query.dim() == 4):
+                out, lse = _reduced_sdpa(query, key, value, is_causal,
+                                         attn_mask, scale)
+            else:
+                out, lse = inner(query, key, value, dropout_p, is_causal,
+                                 attn_mask=attn_mask, scale=scale)
             return out.transpose(1, 2).contiguous().transpose(1, 2), lse
         table[sdpa] = strided_sdpa
 

@@ -350,6 +350,15 @@ def test_attention_in_blocks(kind, ranks, dtype, rows):
                   attention_block_bytes=rows * per_row)
     blocks = [r.message for r in tp.artifact.remarks
               if "attention computed in blocks" in r.message]
+    # bf16: each block's probabilities are rounded to bf16 for their
+    # product with v (as torch's CPU kernel does), which then multiplies
+    # bf16 operands: no contraction of the attention is left in f32.
+    at = {(r.file, r.line) for r in tp.artifact.remarks
+          if "attention computed in blocks" in r.message}
+    wide = [r.text for r in tp.artifact.remarks
+            if "left in f32" in r.message and (r.file, r.line) in at]
+    if dtype == torch.bfloat16:
+        assert not wide, wide
     if rows == 2:
         # Rows 6g to 6g + 5 read keys 0 to 6g + 5, row 36 all 37:
         # (36 * (1 + ... + 6) + 37) / 37**2 = 58%.

@@ -269,6 +269,52 @@ def test_sdpa_context_parallel_is_ring_attention(ranks, masked, dtype):
     torch.testing.assert_close(got, expected, rtol=tolerance, atol=tolerance)
 
 
+class SDPAOptions(nn.Module):
+    def __init__(self, **options):
+        super().__init__()
+        self.options = options
+
+    def forward(self, q, k, v, mask=None):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                              **self.options)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("case", ["causal", "bool_mask", "gqa_scale"])
+def test_reduced_precision_sdpa(dtype, case):
+    """bf16 and f16 attention exported as torch's CPU kernel computes it:
+    f32 scores and softmax, the probabilities rounded to the input type
+    for their product with v (on bf16 operands, no f32 GEMM left), against
+    torch's own kernel on the module: is_causal, a boolean mask with a row
+    masked whole (zeros, as torch gives), grouped-query heads with an
+    explicit scale; 2 ranks, each the whole attention."""
+    torch.manual_seed(7)
+    tokens, dim = 24, 16
+    kv_heads = 2 if case == "gqa_scale" else 4
+    q = torch.randn(1, 4, tokens, dim).to(dtype)
+    k, v = (torch.randn(1, kv_heads, tokens, dim).to(dtype) for _ in range(2))
+    options = {"causal": {"is_causal": True}, "bool_mask": {},
+               "gqa_scale": {"enable_gqa": True, "scale": 0.3}}[case]
+    module = SDPAOptions(**options).eval()
+    args = (q, k, v)
+    if case == "bool_mask":
+        keep = torch.rand(tokens, tokens) > 0.3
+        keep[5, :] = False
+        args = args + (keep,)
+    tp = bp.parallelize(module, args, {}, ranks=2)
+    remarks = [r.message for r in tp.artifact.remarks]
+    assert not [m for m in remarks if "left in f32" in m], remarks
+    with torch.no_grad():
+        expected = module(*args)
+        got = tp(*args)
+    if case == "bool_mask":
+        assert torch.all(got[:, :, 5] == 0)
+    tolerance = TOLERANCE["attention"][
+        "bf16" if dtype == torch.bfloat16 else "f16"]
+    torch.testing.assert_close(got.float(), expected.float(), rtol=tolerance,
+                               atol=tolerance)
+
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

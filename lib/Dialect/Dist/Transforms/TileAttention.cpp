@@ -173,9 +173,11 @@ SmallVector<Operation *> opsOf(RingAttention &m) {
     ops.push_back(p.op);
   for (Operation *op : std::initializer_list<Operation *>{
            m.div, m.reciprocal, m.divAfter, m.expThen, m.flagTest, m.flagAll,
-           m.safeSelect, m.convert, m.probsCollapse})
+           m.safeSelect, m.probsCollapse})
     if (op)
       ops.push_back(op);
+  for (linalg::GenericOp convert : m.converts)
+    ops.push_back(convert);
   llvm::sort(ops,
              [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
   return ops;

@@ -111,7 +111,13 @@ struct RingAttention {
   /// and reshapes keeping them apart (torch-mlir's expand_shape after a
   /// batch matmul), applied to each piece.
   llvm::SmallVector<AttentionPrefix> scoreOps;
-  mlir::linalg::GenericOp max, exp, sum, div, convert;
+  mlir::linalg::GenericOp max, exp, sum, div;
+  /// Casts of the probabilities before their product (torch's CPU kernel
+  /// rounds them to bf16 or f16 and widens them back), and the narrowest
+  /// float type they pass through, to which the ring rounds its
+  /// exponentials alike (null: no rounding).
+  llvm::SmallVector<mlir::linalg::GenericOp, 2> converts;
+  mlir::Type probsRounding;
   /// exp(s - max) as two ops (torch-mlir's): `exp` the difference, this
   /// the exponential of it.
   mlir::linalg::GenericOp expThen;

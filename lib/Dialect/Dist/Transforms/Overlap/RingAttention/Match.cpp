@@ -459,13 +459,24 @@ LogicalResult Matcher::matchProbabilities() {
   } else if (m.flagTest) {
     return refuse("the scores' test against -inf is used elsewhere");
   }
-  if (auto convert = dyn_cast<linalg::GenericOp>(probsUse->getOwner());
-      convert && convert.getNumDpsInputs() == 1 &&
-      isElementwiseOn(convert, 0) &&
-      isArg(cast<linalg::YieldOp>(convert.getBody()->getTerminator())
-                .getValues()[0],
-            convert, 0)) {
-    m.convert = convert;
+  // Casts: to another float type, or rounded to a narrower one and widened
+  // back (one op or two).
+  while (auto convert = dyn_cast<linalg::GenericOp>(probsUse->getOwner())) {
+    if (convert.getNumDpsInputs() != 1 || !isElementwiseOn(convert, 0))
+      break;
+    Value yielded = cast<linalg::YieldOp>(convert.getBody()->getTerminator())
+                        .getValues()[0];
+    if (!isArg(yielded, convert, 0))
+      break;
+    // The types the casts pass through (extf and truncf, to the yield).
+    for (Value v = yielded; v != convert.getBody()->getArgument(0);
+         v = v.getDefiningOp()->getOperand(0)) {
+      auto type = cast<FloatType>(v.getType());
+      if (!m.probsRounding ||
+          type.getWidth() < m.probsRounding.getIntOrFloatBitWidth())
+        m.probsRounding = type;
+    }
+    m.converts.push_back(convert);
     probs = convert->getResult(0);
     if (!probs.hasOneUse())
       return refuse("the probabilities are used besides their product with v");

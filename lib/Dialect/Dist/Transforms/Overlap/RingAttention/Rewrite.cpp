@@ -368,6 +368,15 @@ RingBuilder::attendPiece(std::optional<State> state, Value keys, Value values,
   if (failed(newSums))
     return failure();
   Value probs = *exps;
+  // Rounded as the probabilities were before their product (to bf16 and
+  // widened back, as torch's CPU kernel does), then in the product's type.
+  if (m.probsRounding && m.probsRounding != probsElement &&
+      m.probsRounding.getIntOrFloatBitWidth() <
+          getElementTypeOrSelf(probs.getType()).getIntOrFloatBitWidth())
+    probs =
+        rowwise(rewriter, loc, emptyLike(rewriter, loc, probs, m.probsRounding),
+                {whole(probs)},
+                [](OpBuilder &, Location, ValueRange args) { return args[0]; });
   if (getElementTypeOrSelf(probs.getType()) != probsElement)
     probs =
         rowwise(rewriter, loc, emptyLike(rewriter, loc, probs, probsElement),
@@ -592,8 +601,8 @@ void RingBuilder::finish(const State &state) {
   }
   if (m.probsCollapse)
     dead.push_back(m.probsCollapse);
-  if (m.convert)
-    dead.push_back(m.convert);
+  for (linalg::GenericOp convert : llvm::reverse(m.converts))
+    dead.push_back(convert);
   if (m.safeSelect)
     dead.append({m.safeSelect, m.flagAll, m.flagTest});
   for (Operation *op :
