@@ -234,6 +234,12 @@ def FuseElementwiseProducers
     uses (the exponentials a softmax sums and divides) stay, since fusing
     them would compute them twice. The cuda target keeps one op per step of
     its block-per-row kernels.
+
+    A comparison of a widened float (`arith.extf`) with a constant the
+    narrower type holds exactly becomes the comparison of the narrower
+    value with that constant, which gives the same result for every value
+    and predicate: torch's safe softmax tests f32 scores against an f64
+    -inf, which gave its kernel's vector loop f64 lanes, half as many.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
@@ -357,9 +363,21 @@ def VectorizeKernels : Pass<"braid-vectorize-kernels", "mlir::func::FuncOp"> {
     widest element type of the payload (64: one AVX-512 register, four SSE
     ones), which LLVM splits to the target's registers.
 
+    Reductions, and payloads holding a `math` function (`exp`, `tanh`:
+    long polynomials once approximated), first run `interleave` vectors per
+    iteration (one vector type of that many times the lanes, which LLVM
+    splits into independent registers): a reduction keeps that many
+    vectors of partial results, so that its additions do not wait on one
+    another, and each exponential's chain of multiply-adds overlaps the
+    others'. A loop of single vectors takes what is left, then the scalar
+    loop.
+
     Reductions are reassociated: the partial results are summed in a
     different order than the sequential loop's, as on the cuda target
-    (see docs/rationale/cpu-codegen.md). `linalg.index` of the innermost
+    (see docs/rationale/cpu-codegen.md). An f32 division by a value the
+    same for every innermost index (a softmax's row sum) is a product with
+    that value's reciprocal, computed once per row, as torch's CPU softmax
+    computes it (within 1.5 ulp of the quotient). `linalg.index` of the innermost
     loop becomes a vector of consecutive indices, of an outer loop its
     induction variable (a causal mask compares positions). Booleans (a
     byte each in memory, a bit per lane in a vector) read along the
@@ -401,7 +419,10 @@ def VectorizeKernels : Pass<"braid-vectorize-kernels", "mlir::func::FuncOp"> {
   let options = [
     Option<"vectorBytes", "vector-bytes", "int64_t", /*default=*/"64",
            "Bytes per vector of the payload's widest type (0: vectorize "
-           "nothing)">
+           "nothing)">,
+    Option<"interleave", "interleave", "int64_t", /*default=*/"4",
+           "Vectors per iteration of reductions and of payloads with a math "
+           "function (1: one)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::LLVM::LLVMDialect",

@@ -6,6 +6,7 @@
 
 #include "braid/Codegen/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
@@ -65,13 +66,50 @@ struct FuseProducer : OpRewritePattern<linalg::GenericOp> {
   }
 };
 
+/// A comparison of a widened float with a constant that the narrower type
+/// holds exactly compares the narrower value: `extf` is exact and keeps
+/// the order (and NaNs), so every predicate gives the same result. torch's
+/// safe softmax tests f32 scores against -inf as f64 (a Python float), which
+/// made its kernel's vector loop half as wide.
+struct NarrowWidenedComparison : OpRewritePattern<arith::CmpFOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(arith::CmpFOp cmp,
+                                PatternRewriter &rewriter) const override {
+    for (unsigned side : {0u, 1u}) {
+      auto ext = cmp->getOperand(side).getDefiningOp<arith::ExtFOp>();
+      FloatAttr constant;
+      if (!ext ||
+          !matchPattern(cmp->getOperand(1 - side), m_Constant(&constant)))
+        continue;
+      auto narrow = cast<FloatType>(ext.getIn().getType());
+      APFloat value = constant.getValue();
+      bool losesInfo = false;
+      if (value.convert(narrow.getFloatSemantics(),
+                        APFloat::rmNearestTiesToEven,
+                        &losesInfo) != APFloat::opOK ||
+          losesInfo)
+        continue;
+      Value exact = arith::ConstantOp::create(
+          rewriter, cmp.getLoc(), narrow, rewriter.getFloatAttr(narrow, value));
+      Value x = ext.getIn();
+      rewriter.modifyOpInPlace(cmp, [&] {
+        cmp->setOperand(side, x);
+        cmp->setOperand(1 - side, exact);
+      });
+      return success();
+    }
+    return failure();
+  }
+};
+
 struct FuseElementwiseProducersPass
     : public braid::impl::FuseElementwiseProducersBase<
           FuseElementwiseProducersPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseProducer>(&getContext());
-    // Only the fusions: no folding around them either.
+    patterns.add<FuseProducer, NarrowWidenedComparison>(&getContext());
+    // Only the fusions and the narrowed comparisons: no folding around
+    // them either.
     GreedyRewriteConfig config;
     config.enableFolding(false).enableConstantCSE(false);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),

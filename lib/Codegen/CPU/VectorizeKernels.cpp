@@ -19,6 +19,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -46,6 +47,8 @@ struct Plan {
   unsigned innermost = 0;
   bool reduction = false;
   int64_t lanes = 0;
+  /// Vectors per iteration of the first loop (1: one loop of `lanes`).
+  int64_t interleave = 1;
   SmallVector<Access> access; // per operand (inputs, then inits)
   /// Payload values the same for every innermost index (computed as
   /// scalars, once per vector): from constants, outer loop indices and
@@ -79,7 +82,8 @@ int64_t bitsOf(Type type) {
 
 /// Success with `plan` filled in, or failure where `op` stays scalar (each
 /// reason a comment).
-LogicalResult analyze(linalg::LinalgOp op, int64_t vectorBytes, Plan &plan) {
+LogicalResult analyze(linalg::LinalgOp op, int64_t vectorBytes,
+                      int64_t interleave, Plan &plan) {
   if (!op.hasPureBufferSemantics())
     return failure(); // not on buffers
   unsigned loops = op.getNumLoops();
@@ -210,6 +214,16 @@ LogicalResult analyze(linalg::LinalgOp op, int64_t vectorBytes, Plan &plan) {
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   if (!ShapedType::isDynamic(ranges.back()) && ranges.back() < plan.lanes)
     return failure(); // an innermost extent under one vector
+  // Several vectors per iteration where one would wait on its own chain:
+  // a reduction's accumulator, and payloads with a math function (exp,
+  // tanh, erf: a long polynomial) that LLVM does not unroll.
+  bool chained = plan.reduction;
+  op.getBlock()->walk([&](Operation *inner) {
+    if (isa<math::MathDialect>(inner->getDialect()))
+      chained = true;
+  });
+  if (chained)
+    plan.interleave = std::max<int64_t>(1, interleave);
   return success();
 }
 
@@ -230,6 +244,9 @@ private:
   const Plan &plan;
   linalg::LinalgOp op;
   OpBuilder b;
+  /// Lanes of the vectors being built: the plan's, or that many times its
+  /// interleave.
+  int64_t width = plan.lanes;
 
   Value index(int64_t v) {
     return arith::ConstantIndexOp::create(b, op.getLoc(), v);
@@ -268,7 +285,7 @@ private:
     return result;
   }
 
-  Type vectorOf(Type type) { return VectorType::get({plan.lanes}, type); }
+  Type vectorOf(Type type) { return VectorType::get({width}, type); }
 
   /// The scalars of the operands the innermost loop does not index, in
   /// block-argument order (null for the others and a reduction's
@@ -309,6 +326,30 @@ private:
       if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
         map.map(index.getResult(), loopIndex(index.getDim(), ivs, at, vector));
         continue;
+      }
+      if (auto div = dyn_cast<arith::DivFOp>(inner);
+          div && div.getType().isF32() && plan.uniform.contains(div.getRhs()) &&
+          !plan.uniform.contains(div.getLhs())) {
+        // An f32 quotient by a value the same along the row (a softmax's
+        // sum): a product with its reciprocal, which LLVM computes once
+        // per row, as torch's CPU softmax does (the HF layer's softmax
+        // kernel spent about a fifth of its samples in its division loop).
+        Value divisor = vector ? uniformMap.lookupOrNull(div.getRhs())
+                               : map.lookupOrDefault(div.getRhs());
+        if (divisor) {
+          Location loc = div.getLoc();
+          Value one =
+              arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0f));
+          Value reciprocal = arith::DivFOp::create(b, loc, one, divisor);
+          Value numerator = map.lookupOrDefault(div.getLhs());
+          if (vector && !isa<VectorType>(numerator.getType()))
+            numerator = broadcast(numerator); // captured from outside
+          map.map(div.getResult(),
+                  arith::MulFOp::create(b, loc, numerator,
+                                        vector ? broadcast(reciprocal)
+                                               : reciprocal));
+          continue;
+        }
       }
       if (!vector) {
         b.clone(inner, map);
@@ -386,7 +427,7 @@ private:
     Value pointer = LLVM::IntToPtrOp::create(
         b, loc, LLVM::LLVMPointerType::get(b.getContext()), address);
     Value bytes = LLVM::LoadOp::create(
-        b, loc, VectorType::get({plan.lanes}, b.getI8Type()), pointer,
+        b, loc, VectorType::get({width}, b.getI8Type()), pointer,
         /*alignment=*/1);
     return arith::TruncIOp::create(b, loc, vectorOf(b.getI1Type()), bytes);
   }
@@ -399,7 +440,7 @@ private:
     if (!vector)
       return at;
     SmallVector<APInt> lanes;
-    for (int64_t i = 0; i < plan.lanes; ++i)
+    for (int64_t i = 0; i < width; ++i)
       lanes.push_back(APInt(64, i));
     auto type = cast<VectorType>(vectorOf(b.getIndexType()));
     Value step = arith::ConstantOp::create(b, op.getLoc(), type,
@@ -439,8 +480,7 @@ private:
   void buildInner(const Range &range, ArrayRef<Value> ivs) {
     Location loc = op.getLoc();
     // Operands the innermost loop does not index: loaded once.
-    SmallVector<Value> scalars(op->getNumOperands()),
-        vectors(op->getNumOperands());
+    SmallVector<Value> scalars(op->getNumOperands());
     for (OpOperand &operand : op->getOpOperands()) {
       unsigned i = operand.getOperandNumber();
       if (plan.access[i] == Access::Contiguous ||
@@ -451,16 +491,32 @@ private:
         scalar = memref::LoadOp::create(b, loc, operand.get(),
                                         indices(operand, ivs, Value()));
       scalars[i] = scalar;
-      vectors[i] = broadcast(scalar);
     }
     Value lb = getValueOrCreateConstantIndexOp(b, loc, range.offset);
     Value size = getValueOrCreateConstantIndexOp(b, loc, range.size);
-    Value lanes = index(plan.lanes);
-    // [lb, split) in vectors, [split, size) one element at a time.
     Value extent = arith::SubIOp::create(b, loc, size, lb);
-    Value split = arith::SubIOp::create(
-        b, loc, size, arith::RemUIOp::create(b, loc, extent, lanes));
     Value one = index(1);
+    // [lb, size) in vectors of each width in turn, as many as fit, then one
+    // element at a time: the interleaved vectors' loop ends where the
+    // extent's remainder by their width starts, the next where its
+    // remainder by its own width does.
+    SmallVector<int64_t, 2> widths;
+    if (plan.interleave > 1)
+      widths.push_back(plan.lanes * plan.interleave);
+    widths.push_back(plan.lanes);
+    auto splitFor = [&](int64_t w) {
+      return arith::SubIOp::create(
+          b, loc, size, arith::RemUIOp::create(b, loc, extent, index(w)));
+    };
+    // The broadcasts of the operands the innermost loop does not index, at
+    // the current width.
+    auto broadcasts = [&] {
+      SmallVector<Value> vectors(op->getNumOperands());
+      for (auto [i, scalar] : llvm::enumerate(scalars))
+        if (scalar)
+          vectors[i] = broadcast(scalar);
+      return vectors;
+    };
 
     if (!plan.reduction) {
       auto store = [&](ArrayRef<Value> values, Value inner, bool vector) {
@@ -472,16 +528,21 @@ private:
             memref::StoreOp::create(b, loc, value, init.get(), at);
         }
       };
-      auto main = scf::ForOp::create(b, loc, lb, split, lanes);
-      {
+      Value from = lb;
+      for (int64_t w : widths) {
+        width = w;
+        SmallVector<Value> vectors = broadcasts();
+        Value to = splitFor(w);
+        auto loop = scf::ForOp::create(b, loc, from, to, index(w));
         OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(main.getBody()->getTerminator());
-        Value j = main.getInductionVar();
+        b.setInsertionPoint(loop.getBody()->getTerminator());
+        Value j = loop.getInductionVar();
         store(payload(reads(ivs, j, true, vectors), true, ivs, j,
                       uniformArgs(scalars)),
               j, true);
+        from = to;
       }
-      auto rest = scf::ForOp::create(b, loc, split, size, one);
+      auto rest = scf::ForOp::create(b, loc, from, size, one);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(rest.getBody()->getTerminator());
       Value j = rest.getInductionVar();
@@ -492,14 +553,9 @@ private:
     OpOperand &init = op.getDpsInitsMutable()[0];
     SmallVector<Value> at = indices(init, ivs, Value());
     Value start = memref::LoadOp::create(b, loc, init.get(), at);
-    Value zeros = arith::ConstantOp::create(
-        b, loc,
-        DenseElementsAttr::get(
-            cast<ShapedType>(vectorOf(plan.neutral.getType())),
-            cast<Attribute>(plan.neutral)));
     // The loops' bodies are built with `b`, at the body builder's point.
     auto reduce = [&](Value from, Value to, Value step, Value start,
-                      bool vector) {
+                      bool vector, ArrayRef<Value> vectors) {
       return scf::ForOp::create(
           b, loc, from, to, step, ValueRange{start},
           [&](OpBuilder &inner, Location, Value j, ValueRange carried) {
@@ -516,11 +572,26 @@ private:
                     .front());
           });
     };
-    auto main = reduce(lb, split, lanes, zeros, /*vector=*/true);
-    auto combined =
-        vector::ReductionOp::create(b, loc, plan.kind, main.getResult(0), start,
-                                    arith::FastMathFlags::reassoc);
-    auto rest = reduce(split, size, one, combined, /*vector=*/false);
+    // Each width's vector of partial results starts at the neutral element
+    // and is folded into the running value after its loop.
+    Value combined = start;
+    Value from = lb;
+    for (int64_t w : widths) {
+      width = w;
+      SmallVector<Value> vectors = broadcasts();
+      Value zeros = arith::ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(
+              cast<ShapedType>(vectorOf(plan.neutral.getType())),
+              cast<Attribute>(plan.neutral)));
+      Value to = splitFor(w);
+      auto loop = reduce(from, to, index(w), zeros, /*vector=*/true, vectors);
+      combined =
+          vector::ReductionOp::create(b, loc, plan.kind, loop.getResult(0),
+                                      combined, arith::FastMathFlags::reassoc);
+      from = to;
+    }
+    auto rest = reduce(from, size, one, combined, /*vector=*/false, {});
     memref::StoreOp::create(b, loc, rest.getResult(0), init.get(), at);
   }
 };
@@ -536,7 +607,7 @@ struct VectorizeKernelsPass
     getOperation().walk([&](linalg::LinalgOp op) { ops.push_back(op); });
     for (linalg::LinalgOp op : ops) {
       Plan plan;
-      if (failed(analyze(op, vectorBytes, plan))) {
+      if (failed(analyze(op, vectorBytes, interleave, plan))) {
         ++numScalar;
         continue;
       }

@@ -137,3 +137,53 @@ func.func @gather_with_assert(%y: tensor<4x6x8xf32>, %rows: tensor<4x8xindex>, %
   } -> tensor<4x8x8xf32>
   return %m : tensor<4x8x8xf32>
 }
+
+// -----
+
+// torch's safe softmax tests the scores against -inf as f64: the test
+// compares the f32 scores with an f32 -inf (exact), so the kernel's vector
+// loop is not halved by f64 lanes. The constant may be captured or in the
+// body, on either side; 0.1 is not an f32, so that comparison stays wide.
+// CHECK-LABEL: func.func @narrowed_comparisons
+// CHECK: linalg.generic
+// CHECK-NEXT: ^bb0(%[[IN:.*]]: f32, %{{.*}}: i1):
+// CHECK-NEXT:   %[[NINF:.*]] = arith.constant 0xFF800000 : f32
+// CHECK-NEXT:   %[[T:.*]] = arith.cmpf oeq, %[[IN]], %[[NINF]] : f32
+// CHECK-NEXT:   linalg.yield %[[T]]
+// CHECK: linalg.generic
+// CHECK-NEXT: ^bb0(%[[IN2:.*]]: bf16, %{{.*}}: i1):
+// CHECK-NEXT:   %[[TWO:.*]] = arith.constant 2.000000e+00 : bf16
+// CHECK-NEXT:   %[[U:.*]] = arith.cmpf olt, %[[TWO]], %[[IN2]] : bf16
+// CHECK-NEXT:   linalg.yield %[[U]]
+// CHECK: linalg.generic
+// CHECK:   arith.extf %{{.*}} : f32 to f64
+// CHECK:   arith.cmpf ogt, %{{.*}}, %{{.*}} : f64
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @narrowed_comparisons(%x: tensor<4x64xf32>, %h: tensor<4x64xbf16>) -> (tensor<4x64xi1>, tensor<4x64xi1>, tensor<4x64xi1>) {
+  %ninf = arith.constant 0xFFF0000000000000 : f64
+  %e = tensor.empty() : tensor<4x64xi1>
+  %a = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x64xf32>) outs(%e : tensor<4x64xi1>) {
+  ^bb0(%in: f32, %o: i1):
+    %w = arith.extf %in : f32 to f64
+    %t = arith.cmpf oeq, %w, %ninf : f64
+    linalg.yield %t : i1
+  } -> tensor<4x64xi1>
+  %b = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%h : tensor<4x64xbf16>) outs(%e : tensor<4x64xi1>) {
+  ^bb0(%in: bf16, %o: i1):
+    %two = arith.constant 2.0 : f32
+    %w = arith.extf %in : bf16 to f32
+    %t = arith.cmpf olt, %two, %w : f32
+    linalg.yield %t : i1
+  } -> tensor<4x64xi1>
+  %c = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x64xf32>) outs(%e : tensor<4x64xi1>) {
+  ^bb0(%in: f32, %o: i1):
+    %tenth = arith.constant 0.1 : f64
+    %w = arith.extf %in : f32 to f64
+    %t = arith.cmpf ogt, %w, %tenth : f64
+    linalg.yield %t : i1
+  } -> tensor<4x64xi1>
+  return %a, %b, %c : tensor<4x64xi1>, tensor<4x64xi1>, tensor<4x64xi1>
+}

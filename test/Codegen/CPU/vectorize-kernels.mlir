@@ -1,5 +1,6 @@
-// RUN: braid-opt %s --split-input-file --braid-vectorize-kernels --canonicalize | FileCheck %s
-// RUN: braid-opt %s --split-input-file --braid-vectorize-kernels="vector-bytes=32" --canonicalize | FileCheck %s --check-prefix=NARROW
+// RUN: braid-opt %s --split-input-file --braid-vectorize-kernels="interleave=1" --canonicalize | FileCheck %s
+// RUN: braid-opt %s --split-input-file --braid-vectorize-kernels="vector-bytes=32 interleave=1" --canonicalize | FileCheck %s --check-prefix=NARROW
+// RUN: braid-opt %s --split-input-file --braid-vectorize-kernels --canonicalize | FileCheck %s --check-prefix=INTER
 // RUN: braid-opt %s --split-input-file --braid-vectorize-kernels="vector-bytes=0" | FileCheck %s --check-prefix=OFF
 
 // A row sum of bf16 into f32: a vector of 16 partial sums (64 bytes of the
@@ -22,6 +23,19 @@
 // NARROW-LABEL: func.func @row_sum
 // NARROW: vector.load %arg0{{.*}} : memref<4x100xbf16>, vector<8xbf16>
 // NARROW: scf.for %{{.*}} = %c96 to %c100
+// By default a reduction first takes four vectors per iteration (one
+// vector<64xf32>: four independent accumulators once LLVM splits it), then
+// single vectors, then single columns: 64 (one iteration, folded) + 32 + 4.
+// INTER-LABEL: func.func @row_sum
+// INTER-DAG: %[[Z64:.*]] = arith.constant dense<0.000000e+00> : vector<64xf32>
+// INTER-DAG: %[[Z16:.*]] = arith.constant dense<0.000000e+00> : vector<16xf32>
+// INTER: %[[INIT:.*]] = memref.load %arg1
+// INTER: vector.load %arg0{{.*}} : memref<4x100xbf16>, vector<64xbf16>
+// INTER: %[[P64:.*]] = arith.addf %{{.*}}, %[[Z64]] : vector<64xf32>
+// INTER: %[[R64:.*]] = vector.reduction <add>, %[[P64]], %[[INIT]] fastmath<reassoc> : vector<64xf32> into f32
+// INTER: %[[P16:.*]] = scf.for %{{.*}} = %c64 to %c96 step %c16 iter_args(%{{.*}} = %[[Z16]]) -> (vector<16xf32>)
+// INTER: %[[R16:.*]] = vector.reduction <add>, %[[P16]], %[[R64]] fastmath<reassoc> : vector<16xf32> into f32
+// INTER: scf.for %{{.*}} = %c96 to %c100 step %c1 iter_args(%{{.*}} = %[[R16]]) -> (f32)
 // OFF-LABEL: func.func @row_sum
 // OFF-NOT: vector
 // OFF: linalg.generic
@@ -321,6 +335,102 @@ func.func @gather_columns(%y: memref<4x6x64xf32>, %cols: memref<4x8x64xindex>, %
     %c0 = arith.constant 0 : index
     %v = memref.load %y[%e, %c0, %col] : memref<4x6x64xf32>
     linalg.yield %v : f32
+  }
+  return
+}
+
+// -----
+
+// An f32 division by the row's value (a softmax's sum): a product with its
+// reciprocal, computed from the row's scalar (once per row after LLVM's
+// hoisting), in the vector loop and in the columns left. A bf16 quotient
+// and a row value divided by the columns keep their division.
+// CHECK-LABEL: func.func @row_quotient
+// CHECK: %[[ROW:.*]] = memref.load %arg1[%{{.*}}] : memref<4xf32>
+// CHECK: scf.for
+// CHECK:   %[[R:.*]] = arith.divf %cst{{.*}}, %[[ROW]] : f32
+// CHECK:   %[[SPLAT:.*]] = vector.broadcast %[[R]] : f32 to vector<16xf32>
+// CHECK:   %[[Q:.*]] = arith.mulf %{{.*}}, %[[SPLAT]] : vector<16xf32>
+// CHECK:   vector.store %[[Q]]
+// CHECK: scf.for
+// CHECK:   %[[RS:.*]] = arith.divf %cst{{.*}}, %[[ROW]] : f32
+// CHECK:   arith.mulf %{{.*}}, %[[RS]] : f32
+// CHECK-LABEL: func.func @captured_numerator
+// CHECK: %[[C:.*]] = arith.constant dense<4.480000e+02> : vector<16xf32>
+// CHECK: %[[RC:.*]] = arith.divf %cst{{.*}}, %{{.*}} : f32
+// CHECK: %[[SC:.*]] = vector.broadcast %[[RC]] : f32 to vector<16xf32>
+// CHECK: arith.mulf %[[SC]], %[[C]] : vector<16xf32>
+// CHECK-LABEL: func.func @quotients_kept
+// CHECK: arith.divf %{{.*}}, %{{.*}} : vector<32xbf16>
+// CHECK: arith.divf %{{.*}}, %{{.*}} : vector<16xf32>
+#qid = affine_map<(d0, d1) -> (d0, d1)>
+#qrow = affine_map<(d0, d1) -> (d0)>
+func.func @row_quotient(%x: memref<4x100xf32>, %s: memref<4xf32>, %y: memref<4x100xf32>) {
+  linalg.generic {indexing_maps = [#qid, #qrow, #qid], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %s : memref<4x100xf32>, memref<4xf32>) outs(%y : memref<4x100xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %q = arith.divf %a, %b : f32
+    linalg.yield %q : f32
+  }
+  return
+}
+func.func @captured_numerator(%s: memref<4xf32>, %x: memref<4x64xf32>, %y: memref<4x64xf32>) {
+  %c = arith.constant 448.0 : f32
+  linalg.generic {indexing_maps = [#qrow, #qid, #qid], iterator_types = ["parallel", "parallel"]}
+      ins(%s, %x : memref<4xf32>, memref<4x64xf32>) outs(%y : memref<4x64xf32>) {
+  ^bb0(%b: f32, %a: f32, %o: f32):
+    %q = arith.divf %c, %b : f32
+    %r = arith.addf %q, %a : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+func.func @quotients_kept(%x: memref<4x64xbf16>, %s: memref<4xbf16>, %y: memref<4x64xbf16>,
+                          %c: memref<4x64xf32>, %r: memref<4xf32>, %z: memref<4x64xf32>) {
+  linalg.generic {indexing_maps = [#qid, #qrow, #qid], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %s : memref<4x64xbf16>, memref<4xbf16>) outs(%y : memref<4x64xbf16>) {
+  ^bb0(%a: bf16, %b: bf16, %o: bf16):
+    %q = arith.divf %a, %b : bf16
+    linalg.yield %q : bf16
+  }
+  linalg.generic {indexing_maps = [#qid, #qrow, #qid], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %r : memref<4x64xf32>, memref<4xf32>) outs(%z : memref<4x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %q = arith.divf %b, %a : f32
+    linalg.yield %q : f32
+  }
+  return
+}
+
+// -----
+
+// An exponential (a long polynomial once approximated) runs four vectors
+// per iteration, then single vectors and columns; a product alone (LLVM
+// unrolls short bodies itself) one vector at a time.
+// INTER-LABEL: func.func @interleaved_exp
+// INTER: scf.for %{{.*}} = %c0 to %c128 step %c64
+// INTER:   math.exp %{{.*}} : vector<64xf32>
+// INTER: scf.for %{{.*}} = %c128 to %c176 step %c16
+// INTER:   math.exp %{{.*}} : vector<16xf32>
+// INTER: scf.for %{{.*}} = %c176 to %c180 step %c1
+// INTER:   math.exp %{{.*}} : f32
+// INTER: scf.for %{{.*}} = %c0 to %c176 step %c16
+// INTER:   arith.mulf %{{.*}} : vector<16xf32>
+// INTER-NOT: vector<64xf32>
+// INTER: scf.for %{{.*}} = %c176 to %c180 step %c1
+#eid = affine_map<(d0, d1) -> (d0, d1)>
+func.func @interleaved_exp(%x: memref<2x180xf32>, %y: memref<2x180xf32>, %z: memref<2x180xf32>) {
+  linalg.generic {indexing_maps = [#eid, #eid], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<2x180xf32>) outs(%y : memref<2x180xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %e = math.exp %a : f32
+    linalg.yield %e : f32
+  }
+  linalg.generic {indexing_maps = [#eid, #eid], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<2x180xf32>) outs(%z : memref<2x180xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %e = arith.mulf %a, %a : f32
+    linalg.yield %e : f32
   }
   return
 }
