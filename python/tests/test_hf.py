@@ -376,6 +376,43 @@ def test_attention_in_blocks(kind, ranks, dtype, rows):
     assert blocks == [expected], blocks
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("masks", ["causal", "padded", "packed"])
+def test_llama_model_attention_in_blocks(dtype, masks):
+    """A 2-layer LlamaModel from token ids builds its own mask: causal,
+    and'ed with HF's same-document mask (its positions' packed-sequence
+    test) or with a padding mask (three keys padded: rows 0 to 2 see no
+    key). The causal part reads as a comparison of positions gathered from
+    an iota and the fill is -inf, so each block of query rows skips the
+    keys it hides from every row; the other part stays in the mask tensor.
+    Given position ids (packed sequences that restart them), the causal
+    part compares the ids themselves, data: nothing is skipped. Against
+    the module, blocks of 4 of 37 rows."""
+    torch.manual_seed(9)
+    ranks, tokens = 2, 37
+    c = config("Llama", ranks)
+    model = transformers.LlamaModel(c).eval().to(dtype)
+    kwargs = {"input_ids": torch.randint(0, 128, (1, tokens)),
+              "use_cache": False}
+    if masks == "packed":
+        kwargs["position_ids"] = torch.cat(
+            [torch.arange(20), torch.arange(tokens - 20)]).unsqueeze(0)
+    elif masks == "padded":
+        padding = torch.ones(1, tokens, dtype=torch.int64)
+        padding[0, :3] = 0
+        kwargs["attention_mask"] = padding
+    per_row = (c.num_attention_heads // ranks) * tokens * 4
+    tp, _ = check(model, (), kwargs, c.base_model_tp_plan, ranks,
+                  "replicate", tolerance=module_tolerance(dtype),
+                  attention_block_bytes=4 * per_row)
+    blocks = [r.message for r in tp.artifact.remarks
+              if "attention computed in blocks" in r.message]
+    assert len(blocks) == 2, blocks
+    skipped = ["the keys the mask hides from a whole block skipped" in b
+               for b in blocks]
+    assert skipped == [masks != "packed"] * 2, blocks
+
+
 def test_llama_layer_auto():
     """overlap=auto: the report says what the cost model chose, and why."""
     torch.manual_seed(3)

@@ -83,8 +83,9 @@ struct AttentionPrefix {
 /// A mask that fills whole blocks of scores (a causal one): the last score
 /// op yields a constant of at most -1e30 wherever e >= 0, with e an affine
 /// form in the op's loops and in index values defined outside it (the
-/// rank's position). A block of keys where e >= 0 at every point is then
-/// skipped.
+/// rank's position), and only there unless the constant is -inf (a causal
+/// mask and'ed with one that does not read as such a form). A block of
+/// keys where e >= 0 at every point is then skipped.
 struct AttentionMask {
   int64_t constant = 0;
   llvm::SmallVector<int64_t> loops; ///< e's coefficient of each loop.

@@ -17,6 +17,8 @@
 
 #include "mlir/IR/Matchers.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace braid::dist;
 using namespace braid::dist::overlap;
@@ -109,10 +111,13 @@ class MaskElements {
 public:
   explicit MaskElements(unsigned loops) : numLoops(loops) {}
 
-  /// A condition: holds iff `e >= 0`, or always.
+  /// A condition: holds iff `e >= 0` (`exact`), only where `e >= 0` (a
+  /// conjunction with a condition that does not read as one: HF's
+  /// same-document mask of packed sequences), or always.
   struct Condition {
     bool always = false;
     IndexForm e;
+    bool exact = true;
   };
   /// A float that is `whenTrue` where `condition` holds, else `whenFalse`.
   struct Choice {
@@ -182,6 +187,34 @@ public:
     if (isa_and_nonnull<arith::IndexCastOp, arith::IndexCastUIOp,
                         arith::ExtSIOp>(def))
       return index(def->getOperand(0), where, depth + 1);
+    if (auto extract = dyn_cast_or_null<tensor::ExtractOp>(def)) {
+      // An element of a tensor the body reads (torch-mlir's gather of a
+      // position from an iota).
+      SmallVector<IndexForm> indices;
+      for (Value i : extract.getIndices()) {
+        std::optional<IndexForm> form = index(i, where, depth + 1);
+        if (!form)
+          return std::nullopt;
+        indices.push_back(*form);
+      }
+      if (auto source = tensorElement(extract.getTensor(), indices, 0))
+        return index(source->first, source->second, depth + 1);
+      return std::nullopt;
+    }
+    if (auto select = dyn_cast_or_null<arith::SelectOp>(def)) {
+      // torch's wrap of a negative index, select(i < 0, i + n, i), of an i
+      // that is never negative: i.
+      auto test = select.getCondition().getDefiningOp<arith::CmpIOp>();
+      if (!test || test.getPredicate() != arith::CmpIPredicate::slt ||
+          test.getLhs() != select.getFalseValue() ||
+          !matchPattern(test.getRhs(), m_Zero()))
+        return std::nullopt;
+      std::optional<IndexForm> kept =
+          index(select.getFalseValue(), where, depth + 1);
+      if (!kept || !kept->nonNegative)
+        return std::nullopt;
+      return kept;
+    }
     if (isa_and_nonnull<arith::AddIOp, arith::SubIOp>(def)) {
       auto lhs = index(def->getOperand(0), where, depth + 1);
       auto rhs = index(def->getOperand(1), where, depth + 1);
@@ -240,17 +273,30 @@ public:
       auto e = comparisonForm(cmp.getPredicate(), *lhs, *rhs, numLoops);
       return e ? std::optional<Condition>(Condition{false, *e}) : std::nullopt;
     }
-    if (isa_and_nonnull<arith::AndIOp, arith::XOrIOp>(def)) {
+    if (isa_and_nonnull<arith::XOrIOp>(def)) {
+      // With true: a negation, of an exact condition only.
       auto a = condition(def->getOperand(0), where, depth + 1);
       auto b = condition(def->getOperand(1), where, depth + 1);
-      if (!a || !b)
+      if (!a || !b || a->always == b->always)
         return std::nullopt;
-      if (isa<arith::XOrIOp>(def)) // With true: a negation.
-        return a->always == b->always
-                   ? std::nullopt
-                   : std::optional<Condition>(
-                         Condition{false, negated(a->always ? b->e : a->e)});
-      return a->always ? b : b->always ? a : std::nullopt;
+      const Condition &negatedSide = a->always ? *b : *a;
+      if (!negatedSide.exact)
+        return std::nullopt;
+      return Condition{false, negated(negatedSide.e)};
+    }
+    if (isa_and_nonnull<arith::AndIOp>(def)) {
+      auto a = condition(def->getOperand(0), where, depth + 1);
+      auto b = condition(def->getOperand(1), where, depth + 1);
+      if (a && a->always)
+        return b;
+      if (b && b->always)
+        return a;
+      // A conjunction holds only where each side does: the first side
+      // that reads as a comparison bounds it (causal and same-document).
+      std::optional<Condition> side = a ? a : b;
+      if (side)
+        side->exact = false;
+      return side;
     }
     return std::nullopt;
   }
@@ -378,11 +424,15 @@ private:
 
 } // namespace
 
-/// The mask `op` applies, masked iff e >= 0: when it yields a constant of
+/// The mask `op` applies, masked where e >= 0: when it yields a constant of
 /// at most -1e30 (or -inf) where an affine comparison of indices holds
 /// and its score otherwise, or adds to the score a mask tensor that is 0
 /// where such a comparison holds and such a constant elsewhere (HF's
-/// causal mask, built from iotas of the positions).
+/// causal mask, built from iotas of the positions). A mask that keeps the
+/// scores where the comparison and another condition both hold (HF's
+/// causal and same-document mask of a LlamaModel) is masked where e >= 0
+/// and maybe elsewhere too; with a fill of -inf, the keys masked for every
+/// row of a block are still skipped exactly.
 std::optional<AttentionMask> attention::blockMask(linalg::GenericOp op) {
   auto yield = cast<linalg::YieldOp>(op.getBody()->getTerminator());
   Value yielded = throughCasts(yield.getValues()[0]);
@@ -392,26 +442,38 @@ std::optional<AttentionMask> attention::blockMask(linalg::GenericOp op) {
       auto mask = elements.choice(throughCasts(side), elements.at(op));
       if (!mask || mask->condition.always)
         continue;
-      if (mask->whenTrue == 0 && isMaskFill(mask->whenFalse))
-        return maskWhere(negated(mask->condition.e), op);
-      if (mask->whenFalse == 0 && isMaskFill(mask->whenTrue))
-        return maskWhere(mask->condition.e, op);
+      const auto &kept = mask->condition;
+      if (mask->whenTrue == 0 && isMaskFill(mask->whenFalse) &&
+          (kept.exact || std::isinf(mask->whenFalse)))
+        return maskWhere(negated(kept.e), op);
+      if (mask->whenFalse == 0 && isMaskFill(mask->whenTrue) && kept.exact)
+        return maskWhere(kept.e, op);
     }
     return std::nullopt;
   }
   auto select = yielded.getDefiningOp<arith::SelectOp>();
   if (!select)
     return std::nullopt;
-  auto isFill = [](Value v) {
+  auto fillOf = [](Value v) -> std::optional<double> {
     FloatAttr fill;
-    return matchPattern(v, m_Constant(&fill)) &&
-           isMaskFill(fill.getValueAsDouble());
+    if (matchPattern(v, m_Constant(&fill)) &&
+        isMaskFill(fill.getValueAsDouble()))
+      return fill.getValueAsDouble();
+    return std::nullopt;
   };
-  bool whenTrue = isFill(select.getTrueValue());
-  if (!whenTrue && !isFill(select.getFalseValue()))
+  std::optional<double> trueFill = fillOf(select.getTrueValue());
+  std::optional<double> falseFill = fillOf(select.getFalseValue());
+  bool whenTrue = trueFill.has_value();
+  if (!whenTrue && !falseFill)
     return std::nullopt;
   auto holds = elements.condition(select.getCondition(), elements.at(op));
   if (!holds || holds->always)
+    return std::nullopt;
+  // A condition known only to bound where it holds gives the keys that
+  // are masked, not those that are not: only as the kept scores' condition
+  // and with a fill of -inf (a row its other side masks whole then has no
+  // score left, skipped keys or not).
+  if (!holds->exact && (whenTrue || !std::isinf(*falseFill)))
     return std::nullopt;
   // Masked where the condition fails: -e - 1 >= 0.
   return maskWhere(whenTrue ? holds->e : negated(holds->e), op);
