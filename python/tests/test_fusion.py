@@ -81,3 +81,47 @@ def test_dropout_mask_is_reproducible_across_ranks_and_runs():
     dropped = np.isclose(results[4], x)
     expected = philox_uniform(np.arange(t), np.arange(h), 1234) < 2 ** 31
     np.testing.assert_array_equal(dropped, expected)
+
+
+ROW_QUOTIENT = """
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+func.func @main(%x: tensor<8x40xf32>, %d: tensor<8xf32>) -> tensor<8x40xf32> {
+  %e = tensor.empty() : tensor<8x40xf32>
+  %q = linalg.generic {indexing_maps = [#id, #row, #id],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%x, %d : tensor<8x40xf32>, tensor<8xf32>) outs(%e : tensor<8x40xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %r = arith.divf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<8x40xf32>
+  return %q : tensor<8x40xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("vector_bytes", [64, 0])
+def test_row_quotient_by_any_divisor(vector_bytes):
+    """A division by each row's value, which the cpu target computes as a
+    product with a power-of-two-scaled reciprocal: within 1.5 ulp of
+    numpy's quotient for divisors whose reciprocal alone would overflow
+    (subnormal) or lose bits (beyond 2^126), and the division's zeros,
+    infinities and NaNs for 0, inf and NaN divisors; vector loop and
+    scalar columns (40 = 2 x 16 + 8), and the scalar loops."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 40)).astype(np.float32)
+    x[:, 0] = 0.0
+    x[:, 1] = np.inf
+    d = np.array([3.0, 1e-39, 1.5e-45, 0.0, np.inf, 3e38, -2e-40, np.nan],
+                 dtype=np.float32)
+    artifact = braid.compile(ROW_QUOTIENT, vector_bytes=vector_bytes)
+    got = artifact.run([[x, d]])[0][0]
+    with np.errstate(all="ignore"):
+        want = x / d[:, None]
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.array_equal(np.isinf(got), np.isinf(want))
+    assert np.array_equal(np.signbit(got[~np.isnan(want)]),
+                          np.signbit(want[~np.isnan(want)]))
+    finite = np.isfinite(want)
+    ulp = np.spacing(np.abs(want[finite]).astype(np.float32))
+    assert np.all(np.abs(got[finite] - want[finite]) <= 1.5 * ulp)

@@ -377,7 +377,9 @@ def VectorizeKernels : Pass<"braid-vectorize-kernels", "mlir::func::FuncOp"> {
     (see docs/rationale/cpu-codegen.md). An f32 division by a value the
     same for every innermost index (a softmax's row sum) is a product with
     that value's reciprocal, computed once per row, as torch's CPU softmax
-    computes it (within 1.5 ulp of the quotient). `linalg.index` of the innermost
+    computes it: `(x * s) * (1 / (d * s))`, with `s` a power of two that
+    keeps the reciprocal finite and normal, within 1.5 ulp of the quotient
+    for every divisor (0, infinities and NaNs give the division's result). `linalg.index` of the innermost
     loop becomes a vector of consecutive indices, of an outer loop its
     induction variable (a causal mask compares positions). Booleans (a
     byte each in memory, a bit per lane in a vector) read along the

@@ -329,7 +329,7 @@ private:
       }
       if (auto div = dyn_cast<arith::DivFOp>(inner);
           div && div.getType().isF32() && plan.uniform.contains(div.getRhs()) &&
-          !plan.uniform.contains(div.getLhs())) {
+          !plan.uniform.contains(div.getResult())) {
         // An f32 quotient by a value the same along the row (a softmax's
         // sum): a product with its reciprocal, which LLVM computes once
         // per row, as torch's CPU softmax does (the HF layer's softmax
@@ -338,14 +338,14 @@ private:
                                : map.lookupOrDefault(div.getRhs());
         if (divisor) {
           Location loc = div.getLoc();
-          Value one =
-              arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0f));
-          Value reciprocal = arith::DivFOp::create(b, loc, one, divisor);
           Value numerator = map.lookupOrDefault(div.getLhs());
           if (vector && !isa<VectorType>(numerator.getType()))
             numerator = broadcast(numerator); // captured from outside
+          auto [scale, reciprocal] = scaledReciprocal(divisor, loc);
+          Value scaled = arith::MulFOp::create(
+              b, loc, numerator, vector ? broadcast(scale) : scale);
           map.map(div.getResult(),
-                  arith::MulFOp::create(b, loc, numerator,
+                  arith::MulFOp::create(b, loc, scaled,
                                         vector ? broadcast(reciprocal)
                                                : reciprocal));
           continue;
@@ -409,6 +409,30 @@ private:
       yielded.push_back(mapped);
     }
     return yielded;
+  }
+
+  /// x / d as (x * s) * (1 / (d * s)): s a power of two that keeps d * s
+  /// normal and its reciprocal finite (2^64 for |d| < 2^-120, 2^-64 for
+  /// |d| > 2^120, else 1), so that the product is within 1.5 ulp of the
+  /// quotient for every d (a subnormal d's reciprocal alone overflows),
+  /// and 0, infinities and NaNs give what the division gives. Returns s
+  /// and the reciprocal, scalars computed once per row.
+  std::pair<Value, Value> scaledReciprocal(Value d, Location loc) {
+    auto f32 = [&](float v) {
+      return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+    };
+    Value magnitude =
+        arith::MaximumFOp::create(b, loc, d, arith::NegFOp::create(b, loc, d));
+    Value small = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT,
+                                        magnitude, f32(0x1p-120f));
+    Value large = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT,
+                                        magnitude, f32(0x1p120f));
+    Value scale = arith::SelectOp::create(
+        b, loc, small, f32(0x1p64f),
+        arith::SelectOp::create(b, loc, large, f32(0x1p-64f), f32(1.0f)));
+    Value reciprocal = arith::DivFOp::create(
+        b, loc, f32(1.0f), arith::MulFOp::create(b, loc, d, scale));
+    return {scale, reciprocal};
   }
 
   /// A vector of the booleans of `memref` (a byte each) from `at` on: the

@@ -348,18 +348,31 @@ func.func @gather_columns(%y: memref<4x6x64xf32>, %cols: memref<4x8x64xindex>, %
 // CHECK-LABEL: func.func @row_quotient
 // CHECK: %[[ROW:.*]] = memref.load %arg1[%{{.*}}] : memref<4xf32>
 // CHECK: scf.for
-// CHECK:   %[[R:.*]] = arith.divf %cst{{.*}}, %[[ROW]] : f32
-// CHECK:   %[[SPLAT:.*]] = vector.broadcast %[[R]] : f32 to vector<16xf32>
-// CHECK:   %[[Q:.*]] = arith.mulf %{{.*}}, %[[SPLAT]] : vector<16xf32>
+// CHECK:   arith.select
+// CHECK:   %[[S:.*]] = arith.select %{{.*}} : f32
+// CHECK:   %[[DS:.*]] = arith.mulf %[[ROW]], %[[S]] : f32
+// CHECK:   %[[R:.*]] = arith.divf %cst{{.*}}, %[[DS]] : f32
+// CHECK:   %[[SS:.*]] = vector.broadcast %[[S]] : f32 to vector<16xf32>
+// CHECK:   %[[X:.*]] = arith.mulf %{{.*}}, %[[SS]] : vector<16xf32>
+// CHECK:   %[[SR:.*]] = vector.broadcast %[[R]] : f32 to vector<16xf32>
+// CHECK:   %[[Q:.*]] = arith.mulf %[[X]], %[[SR]] : vector<16xf32>
 // CHECK:   vector.store %[[Q]]
 // CHECK: scf.for
-// CHECK:   %[[RS:.*]] = arith.divf %cst{{.*}}, %[[ROW]] : f32
+// CHECK:   %[[RS:.*]] = arith.divf %cst{{.*}}, %{{.*}} : f32
 // CHECK:   arith.mulf %{{.*}}, %[[RS]] : f32
+// A quotient the same along the row (its numerator captured) stays a
+// scalar division, computed once per vector, read by the vector op as a
+// broadcast and by uniform ops as the scalar.
 // CHECK-LABEL: func.func @captured_numerator
-// CHECK: %[[C:.*]] = arith.constant dense<4.480000e+02> : vector<16xf32>
-// CHECK: %[[RC:.*]] = arith.divf %cst{{.*}}, %{{.*}} : f32
-// CHECK: %[[SC:.*]] = vector.broadcast %[[RC]] : f32 to vector<16xf32>
-// CHECK: arith.mulf %[[SC]], %[[C]] : vector<16xf32>
+// CHECK: %[[UC:.*]] = arith.divf %cst, %{{.*}} : f32
+// CHECK: %[[UCB:.*]] = vector.broadcast %[[UC]] : f32 to vector<16xf32>
+// CHECK: arith.addf %[[UCB]], %{{.*}} : vector<16xf32>
+// CHECK-LABEL: func.func @uniform_quotient
+// CHECK: scf.for
+// CHECK:   %[[UQ:.*]] = arith.divf %{{.*}}, %{{.*}} : f32
+// CHECK:   %[[UN:.*]] = arith.negf %[[UQ]] : f32
+// CHECK:   %[[UB:.*]] = vector.broadcast %[[UN]] : f32 to vector<16xf32>
+// CHECK:   arith.mulf %[[UB]], %{{.*}} : vector<16xf32>
 // CHECK-LABEL: func.func @quotients_kept
 // CHECK: arith.divf %{{.*}}, %{{.*}} : vector<32xbf16>
 // CHECK: arith.divf %{{.*}}, %{{.*}} : vector<16xf32>
@@ -381,6 +394,18 @@ func.func @captured_numerator(%s: memref<4xf32>, %x: memref<4x64xf32>, %y: memre
   ^bb0(%b: f32, %a: f32, %o: f32):
     %q = arith.divf %c, %b : f32
     %r = arith.addf %q, %a : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+func.func @uniform_quotient(%s: memref<4xf32>, %x: memref<4x64xf32>, %y: memref<4x64xf32>) {
+  %c = arith.constant 448.0 : f32
+  linalg.generic {indexing_maps = [#qrow, #qid, #qid], iterator_types = ["parallel", "parallel"]}
+      ins(%s, %x : memref<4xf32>, memref<4x64xf32>) outs(%y : memref<4x64xf32>) {
+  ^bb0(%b: f32, %a: f32, %o: f32):
+    %q = arith.divf %c, %b : f32
+    %n = arith.negf %q : f32
+    %r = arith.mulf %n, %a : f32
     linalg.yield %r : f32
   }
   return
