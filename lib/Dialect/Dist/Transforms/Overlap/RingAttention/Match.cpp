@@ -462,7 +462,9 @@ LogicalResult Matcher::matchProbabilities() {
   // Casts: to another float type, or rounded to a narrower one and widened
   // back (one op or two).
   while (auto convert = dyn_cast<linalg::GenericOp>(probsUse->getOwner())) {
-    if (convert.getNumDpsInputs() != 1 || !isElementwiseOn(convert, 0))
+    // The probabilities its input (not its init), cast and yielded.
+    if (convert.getNumDpsInputs() != 1 || probsUse->getOperandNumber() != 0 ||
+        !isElementwiseOn(convert, 0))
       break;
     Value yielded = cast<linalg::YieldOp>(convert.getBody()->getTerminator())
                         .getValues()[0];
