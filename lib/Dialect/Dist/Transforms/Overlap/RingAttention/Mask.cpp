@@ -101,29 +101,14 @@ std::optional<AttentionMask> maskWhere(const IndexForm &e,
 /// score's fill.
 bool isMaskFill(double value) { return value <= -1e30; }
 
-/// The elements of a mask tensor as the score op reads them: what each
-/// scalar of the ops computing it is at a point of the score op's loops.
-/// A generic's loops are affine forms in those loops; a tensor's element
-/// is followed through generics (their yields), reshapes, slices, fills
-/// and splat constants to a scalar, so that HF's mask, built from iotas of
-/// the positions, reads as a comparison of the score op's indices.
-class MaskElements {
+/// The elements of the tensors a score op reads, as scalars at a point of
+/// its loops: a generic's loops are affine forms in those loops, and a
+/// tensor's element is followed through generics (their yields), reshapes,
+/// slices, fills and splat constants to a scalar.
+class TensorElements {
 public:
-  explicit MaskElements(unsigned loops) : numLoops(loops) {}
+  explicit TensorElements(unsigned loops) : numLoops(loops) {}
 
-  /// A condition: holds iff `e >= 0` (`exact`), only where `e >= 0` (a
-  /// conjunction with a condition that does not read as one: HF's
-  /// same-document mask of packed sequences), or always.
-  struct Condition {
-    bool always = false;
-    IndexForm e;
-    bool exact = true;
-  };
-  /// A float that is `whenTrue` where `condition` holds, else `whenFalse`.
-  struct Choice {
-    Condition condition;
-    double whenTrue = 0, whenFalse = 0;
-  };
   /// A body's scalar, with that body's loops as forms in the score op's.
   struct Where {
     mutable linalg::GenericOp op; ///< Null: defined outside any body.
@@ -138,6 +123,142 @@ public:
     }
     return where;
   }
+
+protected:
+  unsigned numLoops;
+
+  IndexForm constant(int64_t c) const {
+    IndexForm form;
+    form.loops.assign(numLoops, 0);
+    form.constant = c;
+    form.nonNegative = c >= 0;
+    return form;
+  }
+
+  /// A splat constant read by a body or defined outside.
+  std::optional<Attribute> splatAt(Value value, const Where &where) {
+    if (auto arg = dyn_cast<BlockArgument>(value);
+        arg && where.op && arg.getOwner()->getParentOp() == where.op &&
+        arg.getArgNumber() < where.op.getNumDpsInputs())
+      value = where.op.getDpsInputOperand(arg.getArgNumber())->get();
+    DenseElementsAttr dense;
+    if (matchPattern(value, m_Constant(&dense)) && dense.isSplat())
+      return dense.getSplatValue<Attribute>();
+    return std::nullopt;
+  }
+
+  /// The scalar a body's block argument (an input's element) or a tensor
+  /// element comes from, and where: the yield of the generic computing
+  /// it, or a fill's value.
+  std::optional<std::pair<Value, Where>> element(Value value,
+                                                 const Where &where) {
+    auto arg = dyn_cast<BlockArgument>(value);
+    if (!arg || !where.op || arg.getOwner()->getParentOp() != where.op ||
+        arg.getArgNumber() >= where.op.getNumDpsInputs())
+      return std::nullopt;
+    OpOperand *input = where.op.getDpsInputOperand(arg.getArgNumber());
+    SmallVector<IndexForm> indices;
+    for (AffineExpr expr :
+         where.op.getMatchingIndexingMap(input).getResults()) {
+      if (auto dim = dyn_cast<AffineDimExpr>(expr))
+        indices.push_back(where.loops[dim.getPosition()]);
+      else if (auto c = dyn_cast<AffineConstantExpr>(expr))
+        indices.push_back(constant(c.getValue()));
+      else
+        return std::nullopt;
+    }
+    return tensorElement(input->get(), indices, 0);
+  }
+
+  std::optional<std::pair<Value, Where>>
+  tensorElement(Value tensor, SmallVector<IndexForm> indices, int depth) {
+    auto type = dyn_cast<RankedTensorType>(tensor.getType());
+    Operation *def = tensor.getDefiningOp();
+    if (!type || !type.hasStaticShape() || !def || depth > 32)
+      return std::nullopt;
+    if (auto generic = dyn_cast<linalg::GenericOp>(def)) {
+      if (generic->getNumResults() != 1 ||
+          generic.getNumParallelLoops() != generic.getNumLoops() ||
+          !generic.getMatchingIndexingMap(generic.getDpsInitOperand(0))
+               .isIdentity())
+        return std::nullopt;
+      auto yield = cast<linalg::YieldOp>(generic.getBody()->getTerminator());
+      return std::make_pair(yield.getValues()[0], Where{generic, indices});
+    }
+    if (auto fill = dyn_cast<linalg::FillOp>(def))
+      return std::make_pair(fill.getInputs()[0], Where{});
+    if (auto slice = dyn_cast<tensor::ExtractSliceOp>(def)) {
+      if (!slice.hasUnitStride() || slice.getSourceType().getRank() !=
+                                        static_cast<int64_t>(indices.size()))
+        return std::nullopt;
+      for (auto [index, offset] : llvm::zip(indices, slice.getMixedOffsets())) {
+        if (auto attr = dyn_cast<Attribute>(offset)) {
+          index.constant += cast<IntegerAttr>(attr).getInt();
+        } else {
+          IndexForm symbol = constant(0);
+          symbol.symbols.push_back({cast<Value>(offset), 1});
+          symbol.nonNegative = false;
+          index.add(symbol, 1);
+        }
+      }
+      return tensorElement(slice.getSource(), indices, depth + 1);
+    }
+    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(def)) {
+      // A source index is its group's indices in row-major order.
+      SmallVector<IndexForm> source;
+      for (const ReassociationIndices &group :
+           expand.getReassociationIndices()) {
+        IndexForm index = constant(0);
+        int64_t stride = 1;
+        for (int64_t d : llvm::reverse(group)) {
+          index.add(indices[d], stride);
+          stride *= type.getDimSize(d);
+        }
+        source.push_back(index);
+      }
+      return tensorElement(expand.getSrc(), source, depth + 1);
+    }
+    if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
+      // Only groups of unit dims but at most one, which takes the index.
+      auto sourceType = collapse.getSrcType();
+      SmallVector<IndexForm> source(sourceType.getRank(), constant(0));
+      for (auto [i, group] :
+           llvm::enumerate(collapse.getReassociationIndices())) {
+        int64_t wide = -1;
+        for (int64_t d : group)
+          if (sourceType.getDimSize(d) != 1) {
+            if (wide >= 0)
+              return std::nullopt;
+            wide = d;
+          }
+        source[wide >= 0 ? wide : group.front()] = indices[i];
+      }
+      return tensorElement(collapse.getSrc(), source, depth + 1);
+    }
+    return std::nullopt;
+  }
+};
+
+/// The elements of a mask tensor as the score op reads them, so that HF's
+/// mask, built from iotas of the positions, reads as a comparison of the
+/// score op's indices.
+class MaskElements : public TensorElements {
+public:
+  using TensorElements::TensorElements;
+
+  /// A condition: holds iff `e >= 0` (`exact`), only where `e >= 0` (a
+  /// conjunction with a condition that does not read as one: HF's
+  /// same-document mask of packed sequences), or always.
+  struct Condition {
+    bool always = false;
+    IndexForm e;
+    bool exact = true;
+  };
+  /// A float that is `whenTrue` where `condition` holds, else `whenFalse`.
+  struct Choice {
+    Condition condition;
+    double whenTrue = 0, whenFalse = 0;
+  };
 
   std::optional<Choice> choice(Value value, const Where &where, int depth = 0) {
     if (depth > 32)
@@ -302,122 +423,9 @@ public:
   }
 
 private:
-  unsigned numLoops;
-
-  IndexForm constant(int64_t c) const {
-    IndexForm form;
-    form.loops.assign(numLoops, 0);
-    form.constant = c;
-    form.nonNegative = c >= 0;
-    return form;
-  }
-
-  /// A splat constant read by a body or defined outside.
-  std::optional<Attribute> splatAt(Value value, const Where &where) {
-    if (auto arg = dyn_cast<BlockArgument>(value);
-        arg && where.op && arg.getOwner()->getParentOp() == where.op &&
-        arg.getArgNumber() < where.op.getNumDpsInputs())
-      value = where.op.getDpsInputOperand(arg.getArgNumber())->get();
-    DenseElementsAttr dense;
-    if (matchPattern(value, m_Constant(&dense)) && dense.isSplat())
-      return dense.getSplatValue<Attribute>();
-    return std::nullopt;
-  }
-
   static std::optional<Choice> fromAttr(Attribute attr) {
     if (auto f = dyn_cast<FloatAttr>(attr))
       return Choice{{true, {}}, f.getValueAsDouble(), f.getValueAsDouble()};
-    return std::nullopt;
-  }
-
-  /// The scalar a body's block argument (an input's element) or a tensor
-  /// element comes from, and where: the yield of the generic computing
-  /// it, or a fill's value.
-  std::optional<std::pair<Value, Where>> element(Value value,
-                                                 const Where &where) {
-    auto arg = dyn_cast<BlockArgument>(value);
-    if (!arg || !where.op || arg.getOwner()->getParentOp() != where.op ||
-        arg.getArgNumber() >= where.op.getNumDpsInputs())
-      return std::nullopt;
-    OpOperand *input = where.op.getDpsInputOperand(arg.getArgNumber());
-    SmallVector<IndexForm> indices;
-    for (AffineExpr expr :
-         where.op.getMatchingIndexingMap(input).getResults()) {
-      if (auto dim = dyn_cast<AffineDimExpr>(expr))
-        indices.push_back(where.loops[dim.getPosition()]);
-      else if (auto c = dyn_cast<AffineConstantExpr>(expr))
-        indices.push_back(constant(c.getValue()));
-      else
-        return std::nullopt;
-    }
-    return tensorElement(input->get(), indices, 0);
-  }
-
-  std::optional<std::pair<Value, Where>>
-  tensorElement(Value tensor, SmallVector<IndexForm> indices, int depth) {
-    auto type = dyn_cast<RankedTensorType>(tensor.getType());
-    Operation *def = tensor.getDefiningOp();
-    if (!type || !type.hasStaticShape() || !def || depth > 32)
-      return std::nullopt;
-    if (auto generic = dyn_cast<linalg::GenericOp>(def)) {
-      if (generic->getNumResults() != 1 ||
-          generic.getNumParallelLoops() != generic.getNumLoops() ||
-          !generic.getMatchingIndexingMap(generic.getDpsInitOperand(0))
-               .isIdentity())
-        return std::nullopt;
-      auto yield = cast<linalg::YieldOp>(generic.getBody()->getTerminator());
-      return std::make_pair(yield.getValues()[0], Where{generic, indices});
-    }
-    if (auto fill = dyn_cast<linalg::FillOp>(def))
-      return std::make_pair(fill.getInputs()[0], Where{});
-    if (auto slice = dyn_cast<tensor::ExtractSliceOp>(def)) {
-      if (!slice.hasUnitStride() || slice.getSourceType().getRank() !=
-                                        static_cast<int64_t>(indices.size()))
-        return std::nullopt;
-      for (auto [index, offset] : llvm::zip(indices, slice.getMixedOffsets())) {
-        if (auto attr = dyn_cast<Attribute>(offset)) {
-          index.constant += cast<IntegerAttr>(attr).getInt();
-        } else {
-          IndexForm symbol = constant(0);
-          symbol.symbols.push_back({cast<Value>(offset), 1});
-          symbol.nonNegative = false;
-          index.add(symbol, 1);
-        }
-      }
-      return tensorElement(slice.getSource(), indices, depth + 1);
-    }
-    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(def)) {
-      // A source index is its group's indices in row-major order.
-      SmallVector<IndexForm> source;
-      for (const ReassociationIndices &group :
-           expand.getReassociationIndices()) {
-        IndexForm index = constant(0);
-        int64_t stride = 1;
-        for (int64_t d : llvm::reverse(group)) {
-          index.add(indices[d], stride);
-          stride *= type.getDimSize(d);
-        }
-        source.push_back(index);
-      }
-      return tensorElement(expand.getSrc(), source, depth + 1);
-    }
-    if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
-      // Only groups of unit dims but at most one, which takes the index.
-      auto sourceType = collapse.getSrcType();
-      SmallVector<IndexForm> source(sourceType.getRank(), constant(0));
-      for (auto [i, group] :
-           llvm::enumerate(collapse.getReassociationIndices())) {
-        int64_t wide = -1;
-        for (int64_t d : group)
-          if (sourceType.getDimSize(d) != 1) {
-            if (wide >= 0)
-              return std::nullopt;
-            wide = d;
-          }
-        source[wide >= 0 ? wide : group.front()] = indices[i];
-      }
-      return tensorElement(collapse.getSrc(), source, depth + 1);
-    }
     return std::nullopt;
   }
 };
