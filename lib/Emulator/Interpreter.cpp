@@ -419,8 +419,10 @@ private:
   /// and with its rounding, flushing and saturation.
   template <typename F>
   void floatOp(Thread &thread, const Instruction &in, F f);
-  void warpOp(Block &block, const Instruction &in, Thread **lanes,
+  bool warpOp(Block &block, const Instruction &in, Thread **lanes,
               uint32_t mask);
+  bool loadMatrices(Block &block, const Instruction &in, Thread **lanes);
+  void multiplyMatrices(const Instruction &in, Thread **lanes);
 };
 
 //===----------------------------------------------------------------------===//
@@ -1571,9 +1573,98 @@ bool Launch::convert(Thread &thread, const Instruction &in) {
 // Warp-synchronous operations and barriers
 //===----------------------------------------------------------------------===//
 
-void Launch::warpOp(Block &block, const Instruction &in, Thread **lanes,
+/// ldmatrix: lanes 8j to 8j+7 give the row addresses of matrix j (16
+/// bytes each, in shared memory); lane l receives, of each matrix, the two
+/// 16-bit elements (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1), or with
+/// .trans those of the transpose.
+bool Launch::loadMatrices(Block &block, const Instruction &in, Thread **lanes) {
+  uint8_t *rows[4][8];
+  for (unsigned j = 0; j < in.vector; ++j)
+    for (unsigned r = 0; r < 8; ++r) {
+      Thread &t = *lanes[j * 8 + r];
+      Target target;
+      if (!resolve(block, t, in, t.value, Space::Shared, 16, false, target))
+        return false;
+      if (target.shadow)
+        recordAccess(block, t, in, target, 16, Read, false);
+      rows[j][r] = target.host;
+    }
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    Thread &t = *lanes[lane];
+    unsigned row = lane / 4, column = 2 * (lane % 4);
+    for (unsigned j = 0; j < in.vector; ++j) {
+      uint16_t lo, hi;
+      if (in.transpose) {
+        std::memcpy(&lo, rows[j][column] + 2 * row, 2);
+        std::memcpy(&hi, rows[j][column + 1] + 2 * row, 2);
+      } else {
+        std::memcpy(&lo, rows[j][row] + 2 * column, 2);
+        std::memcpy(&hi, rows[j][row] + 2 * (column + 1), 2);
+      }
+      const Operand &d = in.operands[0];
+      write(t, d.kind == Operand::Vector ? d.elements[j] : d, Type::B32,
+            lo | uint32_t(hi) << 16);
+    }
+  }
+  return true;
+}
+
+/// mma.m16n8k{8,16}.row.col with f32 accumulators: each lane's registers
+/// hold the fragments PTX's ISA assigns it (group g = lane / 4, t = lane %
+/// 4). Products of f16 and bf16 are exact in f32; the sum over k and C is
+/// formed in double and rounded once.
+void Launch::multiplyMatrices(const Instruction &in, Thread **lanes) {
+  unsigned k = in.mmaK;
+  float a[16][16], b[16][8], c[16][8];
+  auto half = [&](uint32_t word, unsigned which) {
+    return static_cast<float>(
+        toReal(which ? word >> 16 : word & 0xFFFF, in.type2));
+  };
+  auto reg = [&](Thread &t, const Operand &operand, unsigned i) {
+    return static_cast<uint32_t>(
+        read(t, operand.kind == Operand::Vector ? operand.elements[i] : operand,
+             Type::B32));
+  };
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    Thread &t = *lanes[lane];
+    unsigned g = lane / 4, q = lane % 4;
+    // A: registers (g, 2q), (g + 8, 2q), then (g, 2q + 8), (g + 8, 2q + 8).
+    for (unsigned r = 0; r < (k == 16 ? 4u : 2u); ++r) {
+      uint32_t word = reg(t, in.operands[1], r);
+      unsigned row = g + (r % 2) * 8, column = 2 * q + (r / 2) * 8;
+      a[row][column] = half(word, 0);
+      a[row][column + 1] = half(word, 1);
+    }
+    // B: (2q, g) and (2q + 1, g), then the same 8 rows further.
+    for (unsigned r = 0; r < k / 8; ++r) {
+      uint32_t word = reg(t, in.operands[2], r);
+      b[2 * q + r * 8][g] = half(word, 0);
+      b[2 * q + 1 + r * 8][g] = half(word, 1);
+    }
+    for (unsigned i = 0; i < 4; ++i)
+      c[g + (i / 2) * 8][2 * q + i % 2] =
+          asF32(read(t, in.operands[3].elements[i], Type::F32));
+  }
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    Thread &t = *lanes[lane];
+    unsigned g = lane / 4, q = lane % 4;
+    for (unsigned i = 0; i < 4; ++i) {
+      unsigned row = g + (i / 2) * 8, column = 2 * q + i % 2;
+      double sum = c[row][column];
+      for (unsigned x = 0; x < k; ++x)
+        sum += double(a[row][x]) * b[x][column];
+      write(t, in.operands[0].elements[i], Type::F32,
+            ofF32(static_cast<float>(sum)));
+    }
+  }
+}
+
+bool Launch::warpOp(Block &block, const Instruction &in, Thread **lanes,
                     uint32_t mask) {
-  (void)block;
+  if (in.op == Op::Ldmatrix && !loadMatrices(block, in, lanes))
+    return false;
+  if (in.op == Op::Mma)
+    multiplyMatrices(in, lanes);
   uint32_t ballot = 0;
   bool all = true, any = false;
   bool first = true, uniform = true, firstValue = false;
@@ -1656,6 +1747,7 @@ void Launch::warpOp(Block &block, const Instruction &in, Thread **lanes,
     if (tracing)
       trace(block, t, in);
   }
+  return true;
 }
 
 bool Launch::resolveWarps(Block &block) {
@@ -1733,7 +1825,8 @@ bool Launch::resolveWarps(Block &block) {
       }
       if (!ready)
         continue;
-      warpOp(block, in, lanes, mask);
+      if (!warpOp(block, in, lanes, mask))
+        return false;
       progressed = true;
     }
   }
@@ -2017,9 +2110,16 @@ Turn Launch::turn(Block &block, Thread &thread) {
     case Op::BarWarp:
     case Op::Shfl:
     case Op::Vote:
+    case Op::Ldmatrix:
+    case Op::Mma:
     case Op::ActiveMask: {
       if (in.op == Op::ActiveMask) {
         thread.memberMask = 0;
+      } else if (in.op == Op::Ldmatrix || in.op == Op::Mma) {
+        // .aligned: the whole warp executes it together.
+        thread.memberMask = 0xFFFFFFFFu;
+        if (in.op == Op::Ldmatrix)
+          thread.value = addressOf(thread, in.operands[1]);
       } else if (in.op == Op::BarWarp) {
         thread.memberMask =
             static_cast<uint32_t>(read(thread, in.operands[0], Type::B32));

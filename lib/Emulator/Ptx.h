@@ -209,6 +209,8 @@ enum class Op : uint8_t {
   Shfl,
   Vote,
   ActiveMask,
+  Ldmatrix, ///< ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16
+  Mma,      ///< mma.sync.aligned.m16n8k{8,16}.row.col.f32.{f16,bf16}x2.f32
   Ex2,
   Lg2,
   Rsqrt,
@@ -331,7 +333,9 @@ struct Instruction {
   bool toSpace = false; ///< cvta.to.<space> (else cvta.<space>)
   bool aligned = false; ///< bar.sync / barrier.sync.aligned
   bool arrive = false;  ///< bar.arrive
-  uint8_t vector = 1;   ///< .v2 / .v4 of ld and st
+  uint8_t vector = 1;   ///< .v2 / .v4 of ld and st; ldmatrix's .x1 to .x4
+  bool transpose = false; ///< ldmatrix .trans
+  uint8_t mmaK = 0;       ///< mma's k: 8 or 16 (m16n8)
   /// Guard predicate: a register (and whether negated), or -1.
   int32_t guard = -1;
   bool guardNegated = false;

@@ -1079,6 +1079,8 @@ bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
       {"shfl", Op::Shfl},
       {"vote", Op::Vote},
       {"activemask", Op::ActiveMask},
+      {"ldmatrix", Op::Ldmatrix},
+      {"mma", Op::Mma},
       {"ex2", Op::Ex2},
       {"lg2", Op::Lg2},
       {"rsqrt", Op::Rsqrt},
@@ -1131,6 +1133,9 @@ bool Parser::decodeModifiers(Instruction &in, const std::string &opcode,
       {"cas", AtomOp::Cas},
   };
   bool sawCmp = false, sawAtom = false;
+  // mma's operand layouts: A row-major, then B column-major.
+  unsigned layouts = 0;
+  bool tensorCore = in.op == Op::Ldmatrix || in.op == Op::Mma;
   for (size_t i = 1; i < parts.size(); ++i) {
     const std::string &m = parts[i];
     Type type;
@@ -1192,10 +1197,22 @@ bool Parser::decodeModifiers(Instruction &in, const std::string &opcode,
                m == "L2::64B" || m == "L2::128B" || m == "L2::256B" ||
                m == "ptr") {
       // Cache operators and hints do not change what an access reads.
-    } else if (m == "sync" &&
-               (in.op == Op::Bar || in.op == Op::Shfl || in.op == Op::Vote)) {
-    } else if (m == "aligned" && in.op == Op::Bar) {
+    } else if (m == "sync" && (in.op == Op::Bar || in.op == Op::Shfl ||
+                                in.op == Op::Vote || tensorCore)) {
+    } else if (m == "aligned" && (in.op == Op::Bar || tensorCore)) {
       in.aligned = true;
+    } else if (in.op == Op::Ldmatrix && m == "m8n8") {
+    } else if (in.op == Op::Ldmatrix && (m == "x1" || m == "x2" || m == "x4")) {
+      in.vector = static_cast<uint8_t>(m[1] - '0');
+    } else if (in.op == Op::Ldmatrix && m == "trans") {
+      in.transpose = true;
+    } else if (in.op == Op::Mma && (m == "m16n8k16" || m == "m16n8k8")) {
+      in.mmaK = m == "m16n8k16" ? 16 : 8;
+    } else if (in.op == Op::Mma && (m == "row" || m == "col")) {
+      if ((layouts == 0 && m != "row") || (layouts == 1 && m != "col") ||
+          layouts > 1)
+        return unsupported(opcode, "mma layouts other than .row.col", line);
+      ++layouts;
     } else if (m == "arrive" && in.op == Op::Bar) {
       in.arrive = true;
     } else if (m == "warp" && in.op == Op::Bar) {
@@ -1234,6 +1251,13 @@ bool Parser::decodeModifiers(Instruction &in, const std::string &opcode,
   }
   if (in.op == Op::Setp && !sawCmp)
     return unsupported(opcode, "setp needs a comparison and a type", line);
+  if (tensorCore && !in.aligned)
+    return unsupported(opcode, "without .sync.aligned", line);
+  if (in.op == Op::Mma && (!in.mmaK || layouts != 2))
+    return unsupported(opcode, "mma needs the shape m16n8k8 or m16n8k16 and "
+                               ".row.col", line);
+  if (in.op == Op::Ldmatrix && in.space != Space::Shared)
+    return unsupported(opcode, "ldmatrix needs .shared", line);
   return true;
 }
 
@@ -1256,6 +1280,15 @@ bool Parser::settleTypes(Instruction &in, const std::string &opcode,
     if (types.size() != 2)
       return unsupported(opcode, "cvt needs two types", line);
     in.type = types[0];
+    in.type2 = types[1];
+  } else if (in.op == Op::Mma) {
+    // D, A, B, C.
+    if (types.size() != 4 || types[0] != Type::F32 || types[3] != Type::F32 ||
+        types[1] != types[2] ||
+        (types[1] != Type::F16 && types[1] != Type::BF16))
+      return unsupported(opcode,
+                         "mma of f16 or bf16 accumulating in f32 only", line);
+    in.type = Type::F32;
     in.type2 = types[1];
   } else if (in.op == Op::Setp) {
     if (types.size() != 1)
@@ -1383,6 +1416,37 @@ bool Parser::checkOperandCount(const Instruction &in, const std::string &opcode,
     return want(3, 4);
   case Op::Shfl:
     return want(5, 5);
+  case Op::Ldmatrix:
+    if (!want(2, 2))
+      return false;
+    if (in.operands[1].kind != Operand::Address)
+      return fail("expected an address operand", line);
+    if (in.type != Type::B16)
+      return fail("ldmatrix of .b16 only", line);
+    if (in.operands[0].kind == Operand::Vector
+            ? in.operands[0].elements.size() != in.vector
+            : in.vector != 1)
+      return fail("ldmatrix .x" + std::to_string(in.vector) + " needs " +
+                      std::to_string(in.vector) + " destination registers",
+                  line);
+    return true;
+  case Op::Mma: {
+    if (!want(4, 4))
+      return false;
+    // Registers per lane of D, A, B and C.
+    size_t sizes[4] = {4, in.mmaK == 16 ? 4u : 2u, in.mmaK == 16 ? 2u : 1u,
+                       4};
+    for (size_t i = 0; i < 4; ++i) {
+      const Operand &operand = in.operands[i];
+      size_t n = operand.kind == Operand::Vector ? operand.elements.size() : 1;
+      if (n != sizes[i] || (operand.kind != Operand::Vector &&
+                            operand.kind != Operand::Reg))
+        return fail("mma operand " + std::to_string(i) + " needs " +
+                        std::to_string(sizes[i]) + " registers",
+                    line);
+    }
+    return true;
+  }
   case Op::Vote:
     return want(3, 3);
   default:

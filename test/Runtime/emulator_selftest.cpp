@@ -8,8 +8,9 @@
 // CUDA driver API, against Braid's emulated device (lib/Emulator, put first
 // on LD_LIBRARY_PATH by the tests):
 //
-//   semantics    integer, float, conversion, warp, shared / local / const
-//                memory and atomic instructions, against references computed
+//   semantics    integer, float, conversion, warp, tensor-core (ldmatrix,
+//                mma.sync), shared / local / const memory and atomic
+//                instructions, against references computed
 //                here in C++ (not with the emulator's code); prints one line
 //                per family and exits 1 on any mismatch.
 //   ptx          prints every kernel of this file, for ptxas to check that
@@ -742,6 +743,130 @@ std::vector<uint32_t> floatInputs() {
   return v;
 }
 
+// One warp copies a bf16 A (16x16, row-major), a bf16 B (16x8, row-major:
+// k rows of n), and the same pair in f16 into shared memory, loads them
+// with ldmatrix (A as four 8x8 matrices, B transposed) and multiplies them
+// with mma.sync: m16n8k16 in bf16 and f16, and m16n8k8 in f16 (the left
+// half of A, the top half of B). C is lane * 4 + i. Each lane stores 20
+// words: A's and B's ldmatrix registers (0-5), D of the three products
+// (8-19).
+const char *const mmaKernel = R"PTX(
+.visible .entry mma_ops(.param .u64 in_param, .param .u64 out_param)
+{
+  .shared .align 16 .b8 tiles[1536];
+  .reg .b32 %r<30>;
+  .reg .f32 %f<20>;
+  .reg .b64 %rd<12>;
+  ld.param.u64 %rd1, [in_param];
+  cvta.to.global.u64 %rd1, %rd1;
+  ld.param.u64 %rd2, [out_param];
+  cvta.to.global.u64 %rd2, %rd2;
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd3, %r1, 48;
+  add.s64 %rd4, %rd1, %rd3;
+  mov.u64 %rd5, tiles;
+  add.s64 %rd6, %rd5, %rd3;
+  ld.global.v4.u32 {%r2, %r3, %r4, %r5}, [%rd4];
+  st.shared.v4.u32 [%rd6], {%r2, %r3, %r4, %r5};
+  ld.global.v4.u32 {%r2, %r3, %r4, %r5}, [%rd4+16];
+  st.shared.v4.u32 [%rd6+16], {%r2, %r3, %r4, %r5};
+  ld.global.v4.u32 {%r2, %r3, %r4, %r5}, [%rd4+32];
+  st.shared.v4.u32 [%rd6+32], {%r2, %r3, %r4, %r5};
+  bar.sync 0;
+  and.b32 %r6, %r1, 15;
+  shr.u32 %r7, %r1, 4;
+  mul.lo.u32 %r8, %r6, 32;
+  mul.lo.u32 %r9, %r7, 16;
+  add.u32 %r8, %r8, %r9;
+  cvt.u64.u32 %rd7, %r8;
+  add.s64 %rd8, %rd5, %rd7;
+  ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r10, %r11, %r12, %r13}, [%rd8];
+  mul.lo.u32 %r14, %r6, 16;
+  cvt.u64.u32 %rd9, %r14;
+  add.s64 %rd10, %rd5, %rd9;
+  ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%r15, %r16}, [%rd10+512];
+  mul.lo.u32 %r17, %r1, 4;
+  cvt.rn.f32.u32 %f1, %r17;
+  add.f32 %f2, %f1, 0f3F800000;
+  add.f32 %f3, %f1, 0f40000000;
+  add.f32 %f4, %f1, 0f40400000;
+  mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%f5, %f6, %f7, %f8}, {%r10, %r11, %r12, %r13}, {%r15, %r16}, {%f1, %f2, %f3, %f4};
+  ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r18, %r19, %r20, %r21}, [%rd8+768];
+  ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%r22, %r23}, [%rd10+1280];
+  mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f9, %f10, %f11, %f12}, {%r18, %r19, %r20, %r21}, {%r22, %r23}, {%f1, %f2, %f3, %f4};
+  mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%f13, %f14, %f15, %f16}, {%r18, %r19}, {%r22}, {%f1, %f2, %f3, %f4};
+  mul.wide.u32 %rd11, %r1, 80;
+  add.s64 %rd11, %rd2, %rd11;
+  st.global.v4.u32 [%rd11], {%r10, %r11, %r12, %r13};
+  st.global.v2.u32 [%rd11+16], {%r15, %r16};
+  st.global.v4.f32 [%rd11+32], {%f5, %f6, %f7, %f8};
+  st.global.v4.f32 [%rd11+48], {%f9, %f10, %f11, %f12};
+  st.global.v4.f32 [%rd11+64], {%f13, %f14, %f15, %f16};
+  ret;
+}
+)PTX";
+
+/// The tensor-core family's inputs: small integers (exact in bf16 and f16,
+/// and every sum exact in f32, so that any summation order gives the same
+/// result): A[r][k] and B[k][n] as 16-bit patterns.
+int mmaA(int r, int k) { return (r * 3 + k * 5) % 9 - 4; }
+int mmaB(int k, int n) { return (k * 7 + n * 2) % 7 - 3; }
+
+uint16_t bf16Bits(int v) { return static_cast<uint16_t>(bits(float(v)) >> 16); }
+uint16_t f16Bits(int v) {
+  _Float16 h = static_cast<_Float16>(v);
+  uint16_t out;
+  std::memcpy(&out, &h, 2);
+  return out;
+}
+
+std::vector<uint32_t> mmaInputs() {
+  std::vector<uint16_t> h(768, 0);
+  for (int r = 0; r < 16; ++r)
+    for (int k = 0; k < 16; ++k) {
+      h[r * 16 + k] = bf16Bits(mmaA(r, k));
+      h[384 + r * 16 + k] = f16Bits(mmaA(r, k));
+    }
+  for (int k = 0; k < 16; ++k)
+    for (int n = 0; n < 8; ++n) {
+      h[256 + k * 8 + n] = bf16Bits(mmaB(k, n));
+      h[640 + k * 8 + n] = f16Bits(mmaB(k, n));
+    }
+  std::vector<uint32_t> words(384);
+  std::memcpy(words.data(), h.data(), 1536);
+  return words;
+}
+
+/// PTX ISA's fragments (group g = lane / 4, t = lane % 4): ldmatrix gives
+/// lane l the pair (l / 4, 2 (l % 4)) of each 8x8 matrix (transposed with
+/// .trans); D's element i is (g + 8 (i / 2), 2t + i % 2).
+std::vector<uint32_t> mmaReference(uint32_t lane) {
+  uint32_t g = lane / 4, t = lane % 4;
+  std::vector<uint32_t> want(20, 0);
+  auto pair = [](uint16_t lo, uint16_t hi) { return lo | uint32_t(hi) << 16; };
+  for (uint32_t j = 0; j < 4; ++j) {
+    int r = int(g + (j % 2) * 8), k = int(2 * t + (j / 2) * 8);
+    want[j] = pair(bf16Bits(mmaA(r, k)), bf16Bits(mmaA(r, k + 1)));
+  }
+  for (uint32_t j = 0; j < 2; ++j) {
+    int k = int(2 * t + j * 8);
+    want[4 + j] =
+        pair(bf16Bits(mmaB(k, int(g))), bf16Bits(mmaB(k + 1, int(g))));
+  }
+  for (uint32_t i = 0; i < 4; ++i) {
+    int r = int(g + (i / 2) * 8), n = int(2 * t + i % 2);
+    int full = 0, half = 0;
+    for (int k = 0; k < 16; ++k)
+      (k < 8 ? half : full) += mmaA(r, k) * mmaB(k, n);
+    full += half;
+    float c = float(lane * 4 + i);
+    want[8 + i] = bits(c + float(full));
+    want[12 + i] = bits(c + float(full));
+    want[16 + i] = bits(c + float(half));
+  }
+  return want;
+}
+
 /// Checks each of `threads` threads' results (`stride` words apart in
 /// `got`) against `reference(t)`, as many as it gives.
 void expectThreads(
@@ -820,6 +945,15 @@ int semantics() {
                 runBlock("warp", warpKernel, "warp_ops", 64, 16, {nullptr}), 64,
                 16, warpReference);
   reportFamily("warp", before, 64, 14);
+
+  before = failures;
+  Buffer<uint32_t> tiles(384);
+  tiles.put(mmaInputs());
+  expectThreads("tensor core",
+                runBlock("tensor core", mmaKernel, "mma_ops", 32, 20,
+                         {tiles.device, nullptr}),
+                32, 20, mmaReference);
+  reportFamily("tensor core", before, 32, 18);
 
   before = failures;
   Buffer<uint32_t> counter(4);
@@ -1290,8 +1424,9 @@ int main(int argc, char **argv) {
   std::string mode = argv[1];
   if (mode == "ptx") {
     // Modules as split-file sections.
-    std::printf("//--- kernels.ptx\n%s%s%s%s%s%s\n", header, intKernel,
-                floatKernel, warpKernel, memoryKernel, faultKernels);
+    std::printf("//--- kernels.ptx\n%s%s%s%s%s%s%s\n", header, intKernel,
+                floatKernel, warpKernel, mmaKernel, memoryKernel,
+                faultKernels);
     std::printf("//--- peer.ptx\n%s%s\n", header, peerKernels);
     std::printf("//--- flag.ptx\n%s%s%s\n", header,
                 replace(flagKernel, "ORDER", flagRight).c_str(),
