@@ -328,12 +328,12 @@ struct Instruction {
   bool ftz = false;
   bool sat = false;
   bool approx = false;
-  bool nan = false;     ///< min/max .NaN
-  bool uniform = false; ///< bra.uni
-  bool toSpace = false; ///< cvta.to.<space> (else cvta.<space>)
-  bool aligned = false; ///< bar.sync / barrier.sync.aligned
-  bool arrive = false;  ///< bar.arrive
-  uint8_t vector = 1;   ///< .v2 / .v4 of ld and st; ldmatrix's .x1 to .x4
+  bool nan = false;       ///< min/max .NaN
+  bool uniform = false;   ///< bra.uni
+  bool toSpace = false;   ///< cvta.to.<space> (else cvta.<space>)
+  bool aligned = false;   ///< bar.sync / barrier.sync.aligned
+  bool arrive = false;    ///< bar.arrive
+  uint8_t vector = 1;     ///< .v2 / .v4 of ld and st; ldmatrix's .x1 to .x4
   bool transpose = false; ///< ldmatrix .trans
   uint8_t mmaK = 0;       ///< mma's k: 8 or 16 (m16n8)
   /// Guard predicate: a register (and whether negated), or -1.

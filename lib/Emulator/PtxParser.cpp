@@ -1198,7 +1198,7 @@ bool Parser::decodeModifiers(Instruction &in, const std::string &opcode,
                m == "ptr") {
       // Cache operators and hints do not change what an access reads.
     } else if (m == "sync" && (in.op == Op::Bar || in.op == Op::Shfl ||
-                                in.op == Op::Vote || tensorCore)) {
+                               in.op == Op::Vote || tensorCore)) {
     } else if (m == "aligned" && (in.op == Op::Bar || tensorCore)) {
       in.aligned = true;
     } else if (in.op == Op::Ldmatrix && m == "m8n8") {
@@ -1254,8 +1254,10 @@ bool Parser::decodeModifiers(Instruction &in, const std::string &opcode,
   if (tensorCore && !in.aligned)
     return unsupported(opcode, "without .sync.aligned", line);
   if (in.op == Op::Mma && (!in.mmaK || layouts != 2))
-    return unsupported(opcode, "mma needs the shape m16n8k8 or m16n8k16 and "
-                               ".row.col", line);
+    return unsupported(opcode,
+                       "mma needs the shape m16n8k8 or m16n8k16 and "
+                       ".row.col",
+                       line);
   if (in.op == Op::Ldmatrix && in.space != Space::Shared)
     return unsupported(opcode, "ldmatrix needs .shared", line);
   return true;
@@ -1286,8 +1288,8 @@ bool Parser::settleTypes(Instruction &in, const std::string &opcode,
     if (types.size() != 4 || types[0] != Type::F32 || types[3] != Type::F32 ||
         types[1] != types[2] ||
         (types[1] != Type::F16 && types[1] != Type::BF16))
-      return unsupported(opcode,
-                         "mma of f16 or bf16 accumulating in f32 only", line);
+      return unsupported(opcode, "mma of f16 or bf16 accumulating in f32 only",
+                         line);
     in.type = Type::F32;
     in.type2 = types[1];
   } else if (in.op == Op::Setp) {
@@ -1434,13 +1436,12 @@ bool Parser::checkOperandCount(const Instruction &in, const std::string &opcode,
     if (!want(4, 4))
       return false;
     // Registers per lane of D, A, B and C.
-    size_t sizes[4] = {4, in.mmaK == 16 ? 4u : 2u, in.mmaK == 16 ? 2u : 1u,
-                       4};
+    size_t sizes[4] = {4, in.mmaK == 16 ? 4u : 2u, in.mmaK == 16 ? 2u : 1u, 4};
     for (size_t i = 0; i < 4; ++i) {
       const Operand &operand = in.operands[i];
       size_t n = operand.kind == Operand::Vector ? operand.elements.size() : 1;
-      if (n != sizes[i] || (operand.kind != Operand::Vector &&
-                            operand.kind != Operand::Reg))
+      if (n != sizes[i] ||
+          (operand.kind != Operand::Vector && operand.kind != Operand::Reg))
         return fail("mma operand " + std::to_string(i) + " needs " +
                         std::to_string(sizes[i]) + " registers",
                     line);

@@ -473,6 +473,13 @@ bool options::validate(const Options &options, std::string &error) {
             "or newer)";
     return false;
   }
+  if (options.gemm == GemmMode::Generated &&
+      std::atoi(sm.substr(0, digits).c_str()) < 80) {
+    error = "gemm=generated on the cuda target needs sm 80 or newer (its "
+            "kernels use mma.sync and ldmatrix), not " +
+            sm;
+    return false;
+  }
   if (options.cudaPath.empty() && !*defaultCudaPath()) {
     error = "the cuda target needs a CUDA toolkit (ptxas, libdevice): this "
             "Braid was configured without one; give its path with cuda-path";

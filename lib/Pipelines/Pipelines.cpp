@@ -23,6 +23,7 @@
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MathToLibm/MathToLibm.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
@@ -133,6 +134,7 @@ void addCpuStages(OpPassManager &pm, const braid::Options &options) {
 void addCudaStages(OpPassManager &pm, const braid::Options &options) {
   braid::MapToGPUOptions mapOptions;
   mapOptions.sharedMemoryLimit = braid::sharedMemoryPerBlock(options.sm);
+  mapOptions.gemmKernels = options.gemm == braid::GemmMode::Generated;
   pm.addPass(braid::createMapToGPU(mapOptions));
   // Launches and GEMMs named by what they compute and where it came from.
   pm.addPass(braid::createKernelEvents());
@@ -153,6 +155,8 @@ void addCudaStages(OpPassManager &pm, const braid::Options &options) {
   kernels.addPass(createLowerAffinePass());
   kernels.addPass(createSCFToControlFlowPass());
   addNarrowFloatEmulation(kernels);
+  // The generated GEMMs' ldmatrix (nvgpu), before the rest of the kernel.
+  kernels.addPass(createConvertNVGPUToNVVMPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps());
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createCSEPass());

@@ -515,6 +515,37 @@ def test_decoder_layer_cuda_emulated(kind, dtype, ranks, layout):
                          tp.artifact.ir("xfer")), "Q K^T not narrowed"
 
 
+@pytest.mark.parametrize("ranks,layout,dtype", [
+    (2, "replicate", torch.bfloat16), (4, "sequence", torch.float16)])
+def test_decoder_layer_generated_gemms_cuda_emulated(ranks, layout, dtype):
+    """gemm="generated" on the cuda target: every contraction of the
+    shipped plan's layer (the projections, their ring chunks, attention's
+    batched products) runs as Braid's own tensor-core kernel (ldmatrix,
+    mma.sync) instead of cuBLASLt, on the emulated device, and the layer
+    still computes what the module does."""
+    torch.manual_seed(9)
+    c = config("Llama", ranks)
+    layer = decoder_layer("Llama", c).eval().to(dtype)
+    x = torch.randn(1 if layout == "sequence" else 2, SEQ, 64, dtype=dtype)
+    tp, _ = check(layer, (x,), {"position_embeddings": rotary(c, x)},
+                  c.base_model_tp_plan, ranks, layout, tolerance=3e-2,
+                  target="cuda", emulate=True, gemm="generated")
+    ptx = tp.artifact.ir("ptx")
+    assert "mma.sync.aligned.m16n8k16.row.col.f32." + (
+        "bf16.bf16" if dtype == torch.bfloat16 else "f16.f16") in ptx
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
+    # Nothing left for cuBLASLt: no contraction has f32 operands here.
+    assert "braid_rt_gemm" not in tp.artifact.ir("llvm-mlir")
+    generated = [r.message for r in tp.artifact.remarks
+                 if "generated tensor-core kernel" in r.message]
+    assert generated and not any("not a generated" in m for m in generated)
+    if layout == "replicate":
+        # The MLP's SiLU(gate) * up is the up projection's epilogue (under
+        # sequence parallelism the projections are ring chunks, writing
+        # views of the gathered result, which stay unfused).
+        assert any("as its epilogue" in m for m in generated), generated
+
+
 @pytest.mark.parametrize("layout,form", [("replicate", "one-shot"),
                                          ("sequence", "force")])
 def test_decoder_layer_in_kernel_cuda_emulated(layout, form):

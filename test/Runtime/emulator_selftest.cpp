@@ -1425,8 +1425,7 @@ int main(int argc, char **argv) {
   if (mode == "ptx") {
     // Modules as split-file sections.
     std::printf("//--- kernels.ptx\n%s%s%s%s%s%s%s\n", header, intKernel,
-                floatKernel, warpKernel, mmaKernel, memoryKernel,
-                faultKernels);
+                floatKernel, warpKernel, mmaKernel, memoryKernel, faultKernels);
     std::printf("//--- peer.ptx\n%s%s\n", header, peerKernels);
     std::printf("//--- flag.ptx\n%s%s%s\n", header,
                 replace(flagKernel, "ORDER", flagRight).c_str(),

@@ -23,6 +23,14 @@ device to catch (BRAID_EMULATE_PTX_REPLACE runs OUT.ptx in its place):
                           block's raise no longer carries the other
                           blocks' accesses (a raise before their stores
                           are visible)
+  drop-tile-barrier       a generated GEMM's bar.sync between its threads'
+                          stores of the operand tiles into shared memory
+                          and the warps' ldmatrix of them
+  drop-tile-reuse-barrier its bar.sync after the last mma.sync of a K tile,
+                          before the next tile's stores overwrite what
+                          other warps may still be loading
+  drop-ldmatrix-trans     B's fragments loaded without .trans (rows where
+                          mma.sync wants columns)
 
 Exits 1, saying why, when IN.ptx has nothing to break that way.
 """
@@ -76,12 +84,43 @@ def relax_arrivals(lines):
     return out if out != lines else None
 
 
+def drop_tile_barrier(lines):
+    first = next((i for i, line in enumerate(lines) if "ldmatrix." in line), None)
+    if first is None:
+        return None
+    for j in range(first - 1, -1, -1):
+        if re.match(r"\s*bar\.sync\b", lines[j]):
+            return lines[:j] + lines[j + 1:]
+    return None
+
+
+def drop_tile_reuse_barrier(lines):
+    # The first bar.sync after an mma.sync that shared stores follow (the
+    # K loop may be unrolled: not the last one, after which nothing is
+    # stored).
+    seen_mma = False
+    for j, line in enumerate(lines):
+        seen_mma |= "mma.sync." in line
+        if seen_mma and re.match(r"\s*bar\.sync\b", line) and any(
+                re.match(r"\s*st\.shared\.", later) for later in lines[j + 1:]):
+            return lines[:j] + lines[j + 1:]
+    return None
+
+
+def drop_ldmatrix_trans(lines):
+    out = [line.replace(".x2.trans.", ".x2.") for line in lines]
+    return out if out != lines else None
+
+
 MUTATIONS = {
     "drop-reduction-barrier": drop_reduction_barrier,
     "alias-reduction-buffer": alias_reduction_buffer,
     "misalign-vector-load": misalign_vector_load,
     "skip-flag-poll": skip_flag_poll,
     "relax-arrivals": relax_arrivals,
+    "drop-tile-barrier": drop_tile_barrier,
+    "drop-tile-reuse-barrier": drop_tile_reuse_barrier,
+    "drop-ldmatrix-trans": drop_ldmatrix_trans,
 }
 
 

@@ -566,8 +566,21 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
       and a buffer a call returns is freed on the side its callee
       allocated it on.
 
+    With `gemm-kernels`, a contraction cuBLASLt would take whose operands
+    are f16 or bf16 becomes a generated tensor-core kernel instead: blocks
+    of 4 warps, each block a 64x64 tile of the result, the operands' 64x32
+    and 32x64 tiles staged in shared memory (zeros past the edges), each
+    warp a 32x32 quarter with `ldmatrix` fragments and `mma.sync` m16n8k16
+    accumulating in f32 (`nvgpu.ldmatrix`, and the `mma.sync` as inline
+    PTX, since upstream's `nvgpu.mma.sync` lowering takes no bf16). A zero
+    fill right before it is folded (the accumulators start from zero), and
+    the elementwise op right after it that alone reads its result (any
+    payload over operands read through projections of the row and column)
+    is applied as the results are stored.
+
     Every contraction gets a remark saying whether it runs on cuBLASLt (and
-    with which beta and epilogue) or as a generated kernel, and why.
+    with which beta and epilogue), as a generated tensor-core kernel, or as
+    a generated scalar kernel, and why.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -576,6 +589,7 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
     "::mlir::LLVM::LLVMDialect",
     "::mlir::linalg::LinalgDialect",
     "::mlir::memref::MemRefDialect",
+    "::mlir::nvgpu::NVGPUDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::vector::VectorDialect"
   ];
@@ -588,10 +602,15 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
            "163 KiB)">,
     Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
            "Streaming multiprocessors of the target GPU (H100/H200 SXM: "
-           "132); grid-stride launches get at most 4 waves of blocks">
+           "132); grid-stride launches get at most 4 waves of blocks">,
+    Option<"gemmKernels", "gemm-kernels", "bool", /*default=*/"false",
+           "Contractions of f16 and bf16 operands as generated tensor-core "
+           "kernels (mma.sync, sm_80 and later) instead of cuBLASLt">
   ];
   let statistics = [
     Statistic<"numGemms", "gemms", "Contractions run by cuBLASLt">,
+    Statistic<"numGemmKernels", "gemm-kernels",
+              "Contractions run as generated tensor-core kernels">,
     Statistic<"numKernels", "kernels", "Kernels launched">
   ];
 }

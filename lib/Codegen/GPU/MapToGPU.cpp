@@ -36,6 +36,7 @@
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -527,6 +528,19 @@ private:
       return op->emitError() << "expected a bufferized op";
     bool contraction = linalg::isaContractionOpInterface(op);
     std::string why;
+    if (contraction && gemmKernels) {
+      bool folded = false;
+      linalg::GenericOp epilogue;
+      if (Operation *launch = emitGemmKernel(op, why, folded, epilogue)) {
+        describeLaunch(cast<gpu::LaunchOp>(launch), op);
+        ++numGemmKernels;
+        if (epilogue)
+          epilogue->erase();
+        op->erase();
+        return success();
+      }
+      op->emitRemark() << "not a generated tensor-core kernel: " << why;
+    }
     if (contraction && succeeded(replaceWithGemm(op, "cuBLASLt", why))) {
       ++numGemms;
       return success();

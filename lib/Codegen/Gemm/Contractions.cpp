@@ -342,9 +342,7 @@ static bool isOwnBuffer(Value value) {
          braid::xfer::getArenaBytes(value);
 }
 
-/// Whether `a` and `b` may share bytes: views of one allocation, or buffers
-/// of the memory plan whose bytes in the arena overlap.
-static bool mayShareBytes(Value a, Value b) {
+bool mayShareBytes(Value a, Value b) {
   Operation *x = allocationOf(a), *y = allocationOf(b);
   if (!x || !y)
     return false;
@@ -427,13 +425,10 @@ Operation *zeroFillBefore(linalg::LinalgOp op) {
   return nullptr;
 }
 
-/// The epilogue right after the product `op` (pure ops and allocations
-/// between), when the product's buffer has no other reader, so that
-/// cuBLASLt may write the epilogue's output instead.
-std::optional<Epilogue> epilogueAfter(linalg::LinalgOp op) {
+linalg::GenericOp readerAfter(linalg::LinalgOp op) {
   Value accumulator = op.getDpsInitOperand(0)->get();
   if (!isOwnBuffer(accumulator))
-    return std::nullopt;
+    return {};
   linalg::GenericOp reader;
   for (Operation *user : accumulator.getUsers()) {
     if (user == op.getOperation() ||
@@ -442,46 +437,57 @@ std::optional<Epilogue> epilogueAfter(linalg::LinalgOp op) {
       continue;
     auto generic = dyn_cast<linalg::GenericOp>(user);
     if (!generic || reader)
-      return std::nullopt;
+      return {};
     reader = generic;
   }
+  if (!reader)
+    return {};
   for (Operation *next = op->getNextNode(); next; next = next->getNextNode()) {
-    if (next == reader.getOperation()) {
-      std::optional<Epilogue> epilogue = matchEpilogue(reader, accumulator);
-      if (!epilogue)
-        return std::nullopt;
-      // cuBLASLt writes a 2-D output with unit inner stride, in f32 or
-      // the inputs' type.
-      auto out = dyn_cast<MemRefType>(reader.getDpsInits()[0].getType());
-      Type inputType = getElementTypeOrSelf(op.getDpsInputOperand(0)->get());
-      SmallVector<int64_t> strides;
-      int64_t offset;
-      if (!out || out.getRank() != 2 ||
-          failed(out.getStridesAndOffset(strides, offset)) ||
-          strides.back() != 1 ||
-          !(out.getElementType().isF32() || out.getElementType() == inputType))
-        return std::nullopt;
-      // cuBLASLt must not write what it reads (the memory plan may have
-      // given the output the bytes of an input whose last reader was the
-      // product: folded, the product writes them while it reads).
-      Value written = reader.getDpsInits()[0];
-      for (Value read : {op.getDpsInputOperand(0)->get(),
-                         op.getDpsInputOperand(1)->get(), epilogue->bias})
-        if (read && (read == written || mayShareBytes(read, written)))
-          return std::nullopt;
-      if (epilogue->bias) {
-        auto bias = dyn_cast<MemRefType>(epilogue->bias.getType());
-        if (!bias || bias.getRank() != 1 ||
-            failed(bias.getStridesAndOffset(strides, offset)) ||
-            strides.back() != 1)
-          return std::nullopt;
-      }
-      return epilogue;
-    }
+    if (next == reader.getOperation())
+      return reader;
     if (!isMemoryEffectFree(next) && !isa<memref::AllocOp>(next))
+      return {};
+  }
+  return {};
+}
+
+/// The epilogue right after the product `op` (pure ops and allocations
+/// between), when the product's buffer has no other reader, so that
+/// cuBLASLt may write the epilogue's output instead.
+std::optional<Epilogue> epilogueAfter(linalg::LinalgOp op) {
+  Value accumulator = op.getDpsInitOperand(0)->get();
+  linalg::GenericOp reader = readerAfter(op);
+  if (!reader)
+    return std::nullopt;
+  std::optional<Epilogue> epilogue = matchEpilogue(reader, accumulator);
+  if (!epilogue)
+    return std::nullopt;
+  // cuBLASLt writes a 2-D output with unit inner stride, in f32 or the
+  // inputs' type.
+  auto out = dyn_cast<MemRefType>(reader.getDpsInits()[0].getType());
+  Type inputType = getElementTypeOrSelf(op.getDpsInputOperand(0)->get());
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (!out || out.getRank() != 2 ||
+      failed(out.getStridesAndOffset(strides, offset)) || strides.back() != 1 ||
+      !(out.getElementType().isF32() || out.getElementType() == inputType))
+    return std::nullopt;
+  // cuBLASLt must not write what it reads (the memory plan may have given
+  // the output the bytes of an input whose last reader was the product:
+  // folded, the product writes them while it reads).
+  Value written = reader.getDpsInits()[0];
+  for (Value read : {op.getDpsInputOperand(0)->get(),
+                     op.getDpsInputOperand(1)->get(), epilogue->bias})
+    if (read && (read == written || mayShareBytes(read, written)))
+      return std::nullopt;
+  if (epilogue->bias) {
+    auto bias = dyn_cast<MemRefType>(epilogue->bias.getType());
+    if (!bias || bias.getRank() != 1 ||
+        failed(bias.getStridesAndOffset(strides, offset)) ||
+        strides.back() != 1)
       return std::nullopt;
   }
-  return std::nullopt;
+  return epilogue;
 }
 
 /// What a braid_rt_epilogue applies, for remarks and trace names.

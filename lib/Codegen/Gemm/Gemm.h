@@ -83,6 +83,15 @@ mlir::func::FuncOp declareRuntime(mlir::ModuleOp module, llvm::StringRef name,
 /// products' copies of the zeros).
 mlir::Operation *zeroFillBefore(mlir::linalg::LinalgOp op);
 
+/// Whether `a` and `b` may share bytes: views of one allocation, or buffers
+/// of the memory plan whose bytes in the arena overlap.
+bool mayShareBytes(mlir::Value a, mlir::Value b);
+
+/// The linalg.generic right after the product `op` (pure ops and
+/// allocations between) that alone reads its output, a buffer of its own
+/// (fills and deallocations aside), or null.
+mlir::linalg::GenericOp readerAfter(mlir::linalg::LinalgOp op);
+
 /// The epilogue right after the product `op` (pure ops and allocations
 /// between), when the product's buffer has no other reader, so that the
 /// library may write the epilogue's output instead.

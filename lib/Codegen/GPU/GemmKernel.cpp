@@ -1,0 +1,494 @@
+//===- GemmKernel.cpp - Contractions as generated tensor-core kernels -----===//
+//
+// Part of Braid.
+//
+//===----------------------------------------------------------------------===//
+//
+// The cuda target's own GEMM (gemm=generated): a contraction that
+// braid_rt_gemm would take, with f16 or bf16 operands, becomes a gpu.launch
+// whose warps multiply on the tensor cores with mma.sync (sm_80 and later),
+// so that later steps can put communication inside its tile loop, which a
+// library GEMM does not allow.
+//
+// The kernel, per block of 4 warps (128 threads):
+//   - a 64x64 tile of C, each warp a 32x32 quarter of it: 2 x 4 mma tiles
+//     of m16n8, accumulated in f32 registers (loaded from C when the
+//     contraction accumulates, zero when a zero fill before it is folded);
+//   - along K, 32 at a time: the block copies A's 64x32 and B's 32x64 tile
+//     into shared memory (rows padded by 8 elements, so that ldmatrix's
+//     eight row addresses fall in different banks), zeros past M, N and K,
+//     so ragged edges and any K need no other path; a barrier; then for
+//     each half of the tile (k16), ldmatrix.x4 for each 16x16 A fragment
+//     and ldmatrix.x2.trans for each 16x8 B fragment, and mma.sync
+//     m16n8k16 per pair; a barrier before the next tile overwrites them;
+//   - the accumulators converted to C's type and stored, in bounds only.
+// Operands are read through their memrefs (strided: ring chunks qualify),
+// either layout of A and B (the tile copy transposes). The grid is
+// (ceil(N / 64), ceil(M / 64), batch).
+//
+// The elementwise op right after the product, when it alone reads it (a
+// bias, an activation, a residual, a cast: any payload), is applied as the
+// results are stored, and C is not written.
+//
+// This is the generator's first form: correct on every shape and checked
+// on the emulated device; single-stage (no cp.async pipeline), scalar tile
+// copies. docs/rationale/gpu-codegen.md says what is left for speed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GPU.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+using namespace mlir;
+
+namespace braid::codegen {
+
+namespace {
+
+constexpr int64_t kTileM = 64, kTileN = 64, kTileK = 32;
+constexpr int64_t kWarpM = 32, kWarpN = 32;
+constexpr int64_t kThreads = 128;
+/// Elements of padding at the end of each shared row (16 bytes).
+constexpr int64_t kPad = 8;
+/// m16n8 tiles per warp.
+constexpr int64_t kFragsM = kWarpM / 16, kFragsN = kWarpN / 8;
+
+/// Emits one kernel for one contraction.
+struct GemmKernelBuilder {
+  GemmKernelBuilder(linalg::LinalgOp op, const GemmMatch &match,
+                    bool accumulate, linalg::GenericOp epilogue)
+      : op(op), match(match), accumulate(accumulate), epilogue(epilogue),
+        b(epilogue ? epilogue.getOperation() : op.getOperation()),
+        loc(op.getLoc()) {
+    a = op.getDpsInputOperand(0)->get();
+    bm = op.getDpsInputOperand(1)->get();
+    c = op.getDpsInitOperand(0)->get();
+    element = cast<MemRefType>(a.getType()).getElementType();
+    output = cast<MemRefType>(c.getType()).getElementType();
+  }
+
+  linalg::LinalgOp op;
+  const GemmMatch &match;
+  bool accumulate;
+  /// The elementwise op applied to the results as they are stored, or null.
+  linalg::GenericOp epilogue;
+  OpBuilder b;
+  Location loc;
+  Value a, bm, c;
+  Type element, output;
+  Value batch; // the block's batch index, or null
+
+  Value index(int64_t value) {
+    return arith::ConstantIndexOp::create(b, loc, value);
+  }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value mul(Value x, int64_t y) {
+    return arith::MulIOp::create(b, loc, x, index(y));
+  }
+  Value less(Value x, int64_t bound) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x,
+                                 index(bound));
+  }
+
+  /// The indices of element (row, column) of a (batch?, rows, columns)
+  /// operand, transposed when its layout is.
+  SmallVector<Value> indices(Value row, Value column, bool transposed) {
+    SmallVector<Value> result;
+    if (batch)
+      result.push_back(batch);
+    result.push_back(transposed ? column : row);
+    result.push_back(transposed ? row : column);
+    return result;
+  }
+
+  /// operand(row, column) when `inBounds`, else `fallback`.
+  Value guardedLoad(Value operand, Value row, Value column, bool transposed,
+                    Value inBounds, Value fallback) {
+    auto branch =
+        scf::IfOp::create(b, loc, TypeRange{fallback.getType()}, inBounds,
+                          /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(branch.thenBlock());
+    Value value = memref::LoadOp::create(b, loc, operand,
+                                         indices(row, column, transposed));
+    scf::YieldOp::create(b, loc, value);
+    b.setInsertionPointToStart(branch.elseBlock());
+    scf::YieldOp::create(b, loc, fallback);
+    return branch.getResult(0);
+  }
+
+  /// Copies the rows x columns tile of `operand` at (rowBase, columnBase)
+  /// into `shared`, zeros outside (rowLimit, columnLimit); each thread
+  /// takes every kThreads-th element, consecutive threads consecutive
+  /// columns.
+  void copyTile(Value operand, bool transposed, Value shared, int64_t rows,
+                int64_t columns, Value rowBase, Value columnBase,
+                int64_t rowLimit, int64_t columnLimit, Value threadId) {
+    Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(element));
+    auto loop = scf::ForOp::create(b, loc, index(0),
+                                   index(rows * columns / kThreads), index(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value linear = add(mul(loop.getInductionVar(), kThreads), threadId);
+    Value row = arith::DivUIOp::create(b, loc, linear, index(columns));
+    Value column = arith::RemUIOp::create(b, loc, linear, index(columns));
+    Value globalRow = add(rowBase, row), globalColumn = add(columnBase, column);
+    Value inBounds = arith::AndIOp::create(b, loc, less(globalRow, rowLimit),
+                                           less(globalColumn, columnLimit));
+    Value value = guardedLoad(operand, globalRow, globalColumn, transposed,
+                              inBounds, zero);
+    memref::StoreOp::create(b, loc, value, shared, ValueRange{row, column});
+  }
+
+  /// The i32 register holding elements 2r and 2r + 1 of a fragment.
+  Value fragmentRegister(Value fragment, int64_t r) {
+    Value pair = vector::ExtractOp::create(b, loc, fragment, r);
+    Value word = vector::BitCastOp::create(
+        b, loc, VectorType::get({1}, b.getI32Type()), pair);
+    return vector::ExtractOp::create(b, loc, word, 0);
+  }
+
+  /// d = a * b + c on the tensor cores, m16n8k16: 4 A and 2 B registers,
+  /// 4 f32 accumulators.
+  SmallVector<Value> mma(ArrayRef<Value> aRegs, ArrayRef<Value> bRegs,
+                         ArrayRef<Value> acc) {
+    Type f32 = b.getF32Type();
+    auto result =
+        LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+    std::string text = std::string("mma.sync.aligned.m16n8k16.row.col.f32.") +
+                       (element.isBF16() ? "bf16.bf16" : "f16.f16") +
+                       ".f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, "
+                       "{$10, $11, $12, $13};";
+    SmallVector<Value> operands(aRegs);
+    llvm::append_range(operands, bRegs);
+    llvm::append_range(operands, acc);
+    auto asmOp = LLVM::InlineAsmOp::create(
+        b, loc, result, operands, text, "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f",
+        /*has_side_effects=*/true, /*is_align_stack=*/false,
+        LLVM::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr());
+    SmallVector<Value> d;
+    for (int64_t i = 0; i < 4; ++i)
+      d.push_back(LLVM::ExtractValueOp::create(b, loc, asmOp.getResult(0), i));
+    return d;
+  }
+
+  /// Accumulator i of fragment (mi, ni) sits at (row, column) of the
+  /// warp's tile: rows g and g + 8, columns 2q and 2q + 1.
+  std::pair<Value, Value> accumulatorAt(Value warpRow, Value warpColumn,
+                                        Value group, Value quad, int64_t mi,
+                                        int64_t ni, int64_t i) {
+    Value row = add(add(warpRow, index(mi * 16 + (i / 2) * 8)), group);
+    Value column = add(add(warpColumn, index(ni * 8 + i % 2)), mul(quad, 2));
+    return {row, column};
+  }
+
+  /// Stores the product's element (row, column), `value` in C's type:
+  /// into C, or through the epilogue's payload (its other operands read at
+  /// their maps of (row, column)) into the epilogue's output.
+  void store(Value value, Value row, Value column) {
+    if (!epilogue) {
+      memref::StoreOp::create(b, loc, value, c, indices(row, column, false));
+      return;
+    }
+    Block &body = epilogue.getRegion().front();
+    IRMapping mapping;
+    for (OpOperand *input : epilogue.getDpsInputOperands()) {
+      BlockArgument argument = body.getArgument(input->getOperandNumber());
+      if (input->get() == c) {
+        mapping.map(argument, value);
+        continue;
+      }
+      SmallVector<Value> at;
+      for (AffineExpr expr :
+           epilogue.getMatchingIndexingMap(input).getResults())
+        at.push_back(cast<AffineDimExpr>(expr).getPosition() == 0 ? row
+                                                                  : column);
+      mapping.map(argument, memref::LoadOp::create(b, loc, input->get(), at));
+    }
+    for (Operation &inner : body.without_terminator()) {
+      if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
+        mapping.map(index.getResult(), index.getDim() == 0 ? row : column);
+        continue;
+      }
+      b.clone(inner, mapping);
+    }
+    Value result = mapping.lookupOrDefault(body.getTerminator()->getOperand(0));
+    memref::StoreOp::create(b, loc, result, epilogue.getDpsInits()[0],
+                            ValueRange{row, column});
+  }
+
+  gpu::LaunchOp build() {
+    MLIRContext *context = b.getContext();
+    auto workgroup = gpu::AddressSpaceAttr::get(
+        context, gpu::GPUDialect::getWorkgroupAddressSpace());
+    auto aTileType = MemRefType::get({kTileM, kTileK + kPad}, element,
+                                     MemRefLayoutAttrInterface(), workgroup);
+    auto bTileType = MemRefType::get({kTileK, kTileN + kPad}, element,
+                                     MemRefLayoutAttrInterface(), workgroup);
+    // Both tiles in dynamic shared memory, which is 16-byte aligned
+    // (ldmatrix's row addresses must be; workgroup attributions would be
+    // aligned to their element only).
+    int64_t aBytes = aTileType.getNumElements() * elementBytes(element);
+    int64_t sharedBytes =
+        aBytes + bTileType.getNumElements() * elementBytes(element);
+    Value one = index(1);
+    auto launch = gpu::LaunchOp::create(
+        b, loc, index((match.n + kTileN - 1) / kTileN),
+        index((match.m + kTileM - 1) / kTileM), index(match.batch),
+        index(kThreads), one, one,
+        arith::ConstantIntOp::create(b, loc, b.getI32Type(), sharedBytes));
+    b.setInsertionPointToStart(&launch.getBody().front());
+    gpu::TerminatorOp terminator = gpu::TerminatorOp::create(b, loc);
+    b.setInsertionPoint(terminator);
+    auto bytesType = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                                     MemRefLayoutAttrInterface(), workgroup);
+    Value base = gpu::DynamicSharedMemoryOp::create(b, loc, bytesType);
+    Value sharedA =
+        memref::ViewOp::create(b, loc, aTileType, base, index(0), ValueRange());
+    Value sharedB = memref::ViewOp::create(b, loc, bTileType, base,
+                                           index(aBytes), ValueRange());
+    if (match.batchDim != ~0u)
+      batch = launch.getBlockIds().z;
+
+    Value threadId = launch.getThreadIds().x;
+    Value warp = arith::DivUIOp::create(b, loc, threadId, index(32));
+    Value lane = arith::RemUIOp::create(b, loc, threadId, index(32));
+    Value group = arith::DivUIOp::create(b, loc, lane, index(4));
+    Value quad = arith::RemUIOp::create(b, loc, lane, index(4));
+    // Warps 2 x 2 over the block's tile.
+    Value warpRow = mul(arith::DivUIOp::create(b, loc, warp, index(2)), kWarpM);
+    Value warpColumn =
+        mul(arith::RemUIOp::create(b, loc, warp, index(2)), kWarpN);
+    Value rowBase = mul(launch.getBlockIds().y, kTileM);
+    Value columnBase = mul(launch.getBlockIds().x, kTileN);
+
+    // The accumulators: C's values (in f32) or zeros.
+    Type f32 = b.getF32Type();
+    Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(f32));
+    SmallVector<Value> initial;
+    for (int64_t mi = 0; mi < kFragsM; ++mi)
+      for (int64_t ni = 0; ni < kFragsN; ++ni)
+        for (int64_t i = 0; i < 4; ++i) {
+          if (!accumulate) {
+            initial.push_back(zero);
+            continue;
+          }
+          auto [row, column] =
+              accumulatorAt(warpRow, warpColumn, group, quad, mi, ni, i);
+          row = add(rowBase, row);
+          column = add(columnBase, column);
+          Value inBounds = arith::AndIOp::create(b, loc, less(row, match.m),
+                                                 less(column, match.n));
+          Value outputZero =
+              arith::ConstantOp::create(b, loc, b.getZeroAttr(output));
+          Value value =
+              guardedLoad(c, row, column, false, inBounds, outputZero);
+          if (output != f32)
+            value = arith::ExtFOp::create(b, loc, f32, value);
+          initial.push_back(value);
+        }
+
+    // Along K, a tile at a time.
+    auto kLoop = scf::ForOp::create(b, loc, index(0),
+                                    index(std::max<int64_t>(match.k, 1)),
+                                    index(kTileK), initial);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(kLoop.getBody());
+      Value k0 = kLoop.getInductionVar();
+      copyTile(a, match.transA, sharedA, kTileM, kTileK, rowBase, k0, match.m,
+               match.k, threadId);
+      copyTile(bm, match.transB, sharedB, kTileK, kTileN, k0, columnBase,
+               match.k, match.n, threadId);
+      gpu::BarrierOp::create(b, loc);
+      SmallVector<Value> acc(kLoop.getRegionIterArgs());
+      Value laneRow = arith::RemUIOp::create(b, loc, lane, index(16));
+      Value laneHalf = mul(arith::DivUIOp::create(b, loc, lane, index(16)), 8);
+      auto aFragmentType = VectorType::get({4, 2}, element);
+      auto bFragmentType = VectorType::get({2, 2}, element);
+      for (int64_t kk = 0; kk < kTileK; kk += 16) {
+        SmallVector<SmallVector<Value>> aRegs, bRegs;
+        for (int64_t mi = 0; mi < kFragsM; ++mi) {
+          Value fragment = nvgpu::LdMatrixOp::create(
+              b, loc, aFragmentType, sharedA,
+              ValueRange{add(add(warpRow, index(mi * 16)), laneRow),
+                         add(index(kk), laneHalf)},
+              b.getBoolAttr(false), b.getI32IntegerAttr(4));
+          aRegs.emplace_back();
+          for (int64_t r = 0; r < 4; ++r)
+            aRegs.back().push_back(fragmentRegister(fragment, r));
+        }
+        for (int64_t ni = 0; ni < kFragsN; ++ni) {
+          Value fragment = nvgpu::LdMatrixOp::create(
+              b, loc, bFragmentType, sharedB,
+              ValueRange{add(index(kk), laneRow),
+                         add(warpColumn, index(ni * 8))},
+              b.getBoolAttr(true), b.getI32IntegerAttr(2));
+          bRegs.emplace_back();
+          for (int64_t r = 0; r < 2; ++r)
+            bRegs.back().push_back(fragmentRegister(fragment, r));
+        }
+        for (int64_t mi = 0; mi < kFragsM; ++mi)
+          for (int64_t ni = 0; ni < kFragsN; ++ni) {
+            int64_t first = (mi * kFragsN + ni) * 4;
+            SmallVector<Value> d =
+                mma(aRegs[mi], bRegs[ni], ArrayRef<Value>(acc).slice(first, 4));
+            std::copy(d.begin(), d.end(), acc.begin() + first);
+          }
+      }
+      // Every warp is done with the tiles before the next copy.
+      gpu::BarrierOp::create(b, loc);
+      scf::YieldOp::create(b, loc, acc);
+    }
+
+    // C, in bounds.
+    for (int64_t mi = 0; mi < kFragsM; ++mi)
+      for (int64_t ni = 0; ni < kFragsN; ++ni)
+        for (int64_t i = 0; i < 4; ++i) {
+          auto [row, column] =
+              accumulatorAt(warpRow, warpColumn, group, quad, mi, ni, i);
+          row = add(rowBase, row);
+          column = add(columnBase, column);
+          Value inBounds = arith::AndIOp::create(b, loc, less(row, match.m),
+                                                 less(column, match.n));
+          auto branch = scf::IfOp::create(b, loc, inBounds, false);
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(branch.thenBlock());
+          Value value = kLoop.getResult((mi * kFragsN + ni) * 4 + i);
+          if (output != f32)
+            value = arith::TruncFOp::create(b, loc, output, value);
+          store(value, row, column);
+        }
+    return launch;
+  }
+};
+
+/// The elementwise op right after the product that alone reads it, when
+/// the kernel can apply it to its results as it stores them (C then is
+/// never written): two parallel loops over the product's M x N, the
+/// product read once through the identity, its other operands buffers read
+/// through projections of (row, column), its output written through the
+/// identity and not read, a payload without memory effects or regions; and
+/// nothing it writes is what the kernel still reads elsewhere (the memory
+/// plan may give the output bytes of an operand).
+linalg::GenericOp fusibleEpilogue(linalg::LinalgOp op, const GemmMatch &match,
+                                  bool accumulate) {
+  if (match.batchDim != ~0u)
+    return {};
+  linalg::GenericOp reader = readerAfter(op);
+  if (!reader || reader.getNumLoops() != 2 ||
+      reader.getNumParallelLoops() != 2 || reader.getNumDpsInits() != 1 ||
+      reader.getStaticLoopRanges() != ArrayRef<int64_t>{match.m, match.n})
+    return {};
+  AffineMap identity =
+      AffineMap::getMultiDimIdentityMap(2, reader.getContext());
+  OpOperand &init = reader.getDpsInitsMutable()[0];
+  Value written = init.get();
+  Value c = op.getDpsInitOperand(0)->get();
+  if (!isa<MemRefType>(written.getType()) ||
+      reader.getMatchingIndexingMap(&init) != identity ||
+      reader.payloadUsesValueFromOperand(&init))
+    return {};
+  auto overlaps = [&](Value value) {
+    return value == written || mayShareBytes(value, written);
+  };
+  if (overlaps(op.getDpsInputOperand(0)->get()) ||
+      overlaps(op.getDpsInputOperand(1)->get()) ||
+      (accumulate && written != c && overlaps(c)))
+    return {};
+  int productReads = 0;
+  for (OpOperand *input : reader.getDpsInputOperands()) {
+    AffineMap map = reader.getMatchingIndexingMap(input);
+    if (input->get() == c) {
+      if (map != identity)
+        return {};
+      ++productReads;
+      continue;
+    }
+    if (!isa<MemRefType>(input->get().getType()) ||
+        !map.isProjectedPermutation() ||
+        (overlaps(input->get()) &&
+         !(input->get() == written && map == identity)))
+      return {};
+  }
+  if (productReads != 1)
+    return {};
+  for (Operation &inner : reader.getRegion().front().without_terminator())
+    if (inner.getNumRegions() != 0 || !isMemoryEffectFree(&inner))
+      return {};
+  return reader;
+}
+
+/// `type` as the IR prints it, unquoted.
+std::string typeName(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  type.print(os);
+  return text;
+}
+
+} // namespace
+
+Operation *emitGemmKernel(linalg::LinalgOp op, std::string &why,
+                          bool &zeroFillFolded, linalg::GenericOp &epilogue) {
+  FailureOr<GemmMatch> match = matchGemm(op, why);
+  if (failed(match))
+    return nullptr;
+  if (match->m == 0 || match->n == 0 || match->batch == 0) {
+    why = "its result is empty";
+    return nullptr;
+  }
+  Type element = getElementTypeOrSelf(op.getDpsInputOperand(0)->get());
+  if (!element.isF16() && !element.isBF16()) {
+    why = "its operands are " +
+          std::string(element.isF32() ? "f32" : "not f16 or bf16") +
+          " (the generated kernels multiply f16 and bf16 on the tensor "
+          "cores)";
+    return nullptr;
+  }
+  // A zero fill right before only makes the product start from zero.
+  Operation *zeros = match->k > 0 ? zeroFillBefore(op) : nullptr;
+  zeroFillFolded = zeros;
+  if (zeros)
+    zeros->erase();
+  epilogue = fusibleEpilogue(op, *match, /*accumulate=*/!zeroFillFolded);
+  GemmKernelBuilder builder(op, *match, /*accumulate=*/!zeroFillFolded,
+                            epilogue);
+  gpu::LaunchOp launch = builder.build();
+  auto remark = op->emitRemark();
+  remark << "runs as a generated tensor-core kernel (mma.sync m16n8k16, "
+         << kTileM << "x" << kTileN << "x" << kTileK << " tiles): " << match->m
+         << "x" << match->n << "x" << match->k;
+  if (match->batch > 1)
+    remark << " in " << match->batch << " batches";
+  if (match->transA || match->transB)
+    remark << ", reading "
+           << (match->transA && match->transB ? "A and B"
+               : match->transA                ? "A"
+                                              : "B")
+           << " transposed";
+  remark << (zeroFillFolded ? ", from zero (its zero fill folded)"
+                            : ", accumulating into its output");
+  if (epilogue) {
+    size_t ops =
+        std::distance(epilogue.getRegion().front().without_terminator().begin(),
+                      epilogue.getRegion().front().without_terminator().end());
+    remark << ", with the elementwise op after it (" << ops << " ops on "
+           << epilogue.getNumDpsInputs() << " operands) as its epilogue, "
+           << "writing "
+           << typeName(getElementTypeOrSelf(epilogue.getDpsInits()[0]));
+  }
+  return launch;
+}
+
+} // namespace braid::codegen
