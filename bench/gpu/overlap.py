@@ -18,12 +18,16 @@ compute stream; inputs restored in device memory before each run):
              slots of symmetric memory on the copy engines, flags raised
              and waited on the streams, credits back
   serial     the pattern, --overlap=off (collective, then GEMM)
-  gemm       the GEMM alone, on the gathered / full operand
+  gemm       the GEMM alone, on the gathered / full operand (cuBLASLt)
+  gemm_gen   the same GEMM as Braid's own tensor-core kernel
+             (--gemm=generated: ldmatrix + mma.sync, which later steps put
+             the communication inside)
   comm       the collective alone
 
   R = T_fused / max(T_gemm, T_comm)             (FLUX on H800: 1.13-1.14)
   E = 1 - (T_fused - T_gemm) / (T_serial - T_gemm)   (FLUX's efficiency)
   2s/sym = T_fused / T_symmetric    (above 1: the one-sided schedule is faster)
+  lib/gen = T_gemm / T_gemm_gen     (Braid's GEMM against cuBLASLt: goal >= 0.85)
 
 Transports:
   loopback   TP = 8 logical ranks in one process on one GPU, transfers as
@@ -61,7 +65,7 @@ from shared import overlap_header, overlap_lines  # noqa: E402
 S, H, FFN = 4096, 8192, 28672
 TPS = (8, 4, 2)  # group sizes the bundle carries programs for
 LOOPBACK_TP = 8
-KINDS = ("fused", "serial", "gemm", "comm", "symmetric")
+KINDS = ("fused", "serial", "gemm", "comm", "symmetric", "gemm_gen")
 PATTERNS = (("ag", "AllGather+GEMM"), ("rs", "GEMM+ReduceScatter"))
 
 
@@ -104,13 +108,16 @@ def programs(tp):
                       matmul("y", "a", "w", (S, F), (F, H), (S, H)), "y", (S, H))
     rs_comm = program(tp, [("y", (S, H), "f32")], scatter, "s", (S // tp, H))
     symmetric = ["--comm=symmetric"]
+    generated = ["--gemm=generated"]
     return {
         "ag_fused": (ag, "force", []), "ag_serial": (ag, "off", []),
         "ag_gemm": (ag_gemm, "off", []), "ag_comm": (ag_comm, "off", []),
         "ag_symmetric": (ag, "force", symmetric),
+        "ag_gemm_gen": (ag_gemm, "off", generated),
         "rs_fused": (rs, "force", []), "rs_serial": (rs, "off", []),
         "rs_gemm": (rs_gemm, "off", []), "rs_comm": (rs_comm, "off", []),
         "rs_symmetric": (rs, "force", symmetric),
+        "rs_gemm_gen": (rs_gemm, "off", generated),
     }
 
 
@@ -195,6 +202,9 @@ def rows_of(times, errors, runs):
             row["two_sided_over_symmetric"] = None
             if t["fused"] is not None and t["symmetric"]:
                 row["two_sided_over_symmetric"] = t["fused"] / t["symmetric"]
+            row["library_over_generated"] = None
+            if t["gemm"] is not None and t["gemm_gen"]:
+                row["library_over_generated"] = t["gemm"] / t["gemm_gen"]
             rows.append(row)
     return rows
 

@@ -16,7 +16,8 @@
 #                 separate kernel; device-to-device copy bandwidth
 #   4. overlap    AllGather+GEMM and GEMM+ReduceScatter at Llama-70B TP8
 #                 shapes: loopback-only figures (copy-engine and SM copies),
-#                 and NCCL figures when there are 2 or more GPUs
+#                 and NCCL figures when there are 2 or more GPUs; the GEMM
+#                 alone on cuBLASLt and as Braid's generated kernel
 #   5. collectives an all-reduce summed inside the residual + RMSNorm kernel
 #                 (one shot and two shot) against the library's all-reduce +
 #                 Braid's norm kernel, 1 to 4096 tokens x 8192 bf16: loopback,

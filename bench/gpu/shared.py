@@ -48,7 +48,7 @@ def grouped(rows, heading, line):
 def overlap_header(width):
     """The heading of overlap_lines' table."""
     return (f"{'pattern':{width}} {'T_gemm':>8} {'T_comm':>8} {'T_serial':>9} {'T_fused':>8} "
-            f"{'R':>6} {'E':>6} {'T_sym':>8} {'2s/sym':>6}  (ms)")
+            f"{'R':>6} {'E':>6} {'T_sym':>8} {'2s/sym':>6} {'T_gen':>8} {'lib/gen':>7}  (ms)")
 
 
 def overlap_lines(rows, width):
@@ -58,5 +58,7 @@ def overlap_lines(rows, width):
                 f"{fmt(r['t_serial_ms'], '9.3f'):>9} {fmt(r['t_fused_ms'], '8.3f'):>8} "
                 f"{fmt(r['R'], '6.3f'):>6} {fmt(r['E'], '6.2f'):>6} "
                 f"{fmt(r.get('t_symmetric_ms'), '8.3f'):>8} "
-                f"{fmt(r.get('two_sided_over_symmetric'), '6.3f'):>6}")
+                f"{fmt(r.get('two_sided_over_symmetric'), '6.3f'):>6} "
+                f"{fmt(r.get('t_gemm_gen_ms'), '8.3f'):>8} "
+                f"{fmt(r.get('library_over_generated'), '7.3f'):>7}")
     return grouped(rows, lambda r: f"  -- {r['label']}", line)
