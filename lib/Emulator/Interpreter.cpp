@@ -250,6 +250,14 @@ struct Thread {
   uint32_t releaseScope = 0;
   uintptr_t relaxedLoad = 0;
   uint32_t exitLine = 0;
+  /// cp.async copies not yet complete, and the group the next one joins
+  /// (the number of commit_groups so far).
+  struct AsyncCopy {
+    uint64_t dst, src;
+    uint32_t bytes, srcBytes, group, pc;
+  };
+  std::vector<AsyncCopy> asyncCopies;
+  uint32_t asyncGroup = 0;
 };
 
 struct Block {
@@ -421,6 +429,8 @@ private:
   void floatOp(Thread &thread, const Instruction &in, F f);
   bool warpOp(Block &block, const Instruction &in, Thread **lanes,
               uint32_t mask);
+  bool asyncCopy(Block &block, Thread &thread, const Instruction &in);
+  bool completeCopies(Block &block, Thread &thread, uint32_t before);
   bool loadMatrices(Block &block, const Instruction &in, Thread **lanes);
   void multiplyMatrices(const Instruction &in, Thread **lanes);
 };
@@ -1741,7 +1751,10 @@ bool Launch::warpOp(Block &block, const Instruction &in, Thread **lanes,
         break;
       }
     }
-    ++t.warpEpoch;
+    // ldmatrix and mma.sync order no memory between lanes (PTX gives that
+    // to bar.warp.sync): they leave the race detector's warp epoch alone.
+    if (in.op != Op::Ldmatrix && in.op != Op::Mma)
+      ++t.warpEpoch;
     t.status = Ready;
     ++t.pc;
     if (tracing)
@@ -2022,9 +2035,87 @@ bool Launch::execute(Block &block, Thread &thread, const Instruction &in,
   case Op::Nanosleep:
     polled = true;
     return true;
+  case Op::CpAsync:
+  case Op::CpAsyncCommit:
+  case Op::CpAsyncWait:
+    return asyncCopy(block, thread, in);
   default:
     return arithmetic(block, thread, in);
   }
+}
+
+/// cp.async: a copy is queued, and happens (its global read, its shared
+/// write, both recorded for the race detector as this thread's) when a
+/// wait_group lets fewer groups stay pending, wait_all, or the thread's
+/// exit completes it. Until then shared memory holds what it held, so a
+/// read that does not wait sees the old bytes, as it may on the GPU.
+bool Launch::asyncCopy(Block &block, Thread &thread, const Instruction &in) {
+  if (in.op == Op::CpAsyncCommit) {
+    ++thread.asyncGroup;
+    return true;
+  }
+  if (in.op == Op::CpAsyncWait) {
+    if (in.vector == 0) // wait_all: commit, then wait for every group
+      return completeCopies(block, thread, ++thread.asyncGroup);
+    uint64_t pending = in.operands[0].bits;
+    return completeCopies(block, thread,
+                          pending >= thread.asyncGroup
+                              ? 0
+                              : thread.asyncGroup -
+                                    static_cast<uint32_t>(pending));
+  }
+  Thread::AsyncCopy copy;
+  copy.dst = addressOf(thread, in.operands[0]);
+  copy.src = addressOf(thread, in.operands[1]);
+  copy.bytes = in.vector;
+  copy.srcBytes =
+      in.operands.size() > 3
+          ? static_cast<uint32_t>(read(thread, in.operands[3], Type::U32))
+          : copy.bytes;
+  if (copy.srcBytes != 0 && copy.srcBytes != copy.bytes)
+    return fault(LaunchStatus::IllegalInstruction, block, thread, in,
+                 "the emulated device runs cp.async with a source size of 0 "
+                 "or the copy's size only (this one: " +
+                     std::to_string(copy.srcBytes) + " of " +
+                     std::to_string(copy.bytes) + ")");
+  copy.group = thread.asyncGroup;
+  copy.pc = thread.pc - 1;
+  thread.asyncCopies.push_back(copy);
+  return true;
+}
+
+/// Completes `thread`'s copies of the groups before `before`, in order.
+bool Launch::completeCopies(Block &block, Thread &thread, uint32_t before) {
+  size_t kept = 0;
+  for (size_t i = 0; i < thread.asyncCopies.size(); ++i) {
+    Thread::AsyncCopy copy = thread.asyncCopies[i];
+    if (copy.group >= before) {
+      thread.asyncCopies[kept++] = copy;
+      continue;
+    }
+    const Instruction &in = kernel.code[copy.pc];
+    Target to, from;
+    if (!resolve(block, thread, in, copy.dst, Space::Shared, copy.bytes, true,
+                 to))
+      return false;
+    if (copy.srcBytes) {
+      if (!resolve(block, thread, in, copy.src, Space::Global, copy.bytes,
+                   false, from))
+        return false;
+      recordAccess(block, thread, in, from, copy.bytes, Read, false);
+    }
+    bool unchanged = copy.srcBytes
+                         ? std::memcmp(to.host, from.host, copy.bytes) == 0
+                         : std::all_of(to.host, to.host + copy.bytes,
+                                       [](uint8_t byte) { return byte == 0; });
+    recordAccess(block, thread, in, to, copy.bytes, Write, unchanged);
+    if (copy.srcBytes)
+      std::memcpy(to.host, from.host, copy.bytes);
+    else
+      std::memset(to.host, 0, copy.bytes);
+  }
+  thread.asyncCopies.resize(kept);
+  return true;
 }
 
 void Launch::trace(const Block &block, const Thread &thread,
@@ -2075,6 +2166,10 @@ Turn Launch::turn(Block &block, Thread &thread) {
       continue;
     case Op::Ret:
     case Op::Exit:
+      // Copies still in flight land before the thread is gone.
+      if (!thread.asyncCopies.empty() &&
+          !completeCopies(block, thread, UINT32_MAX))
+        return Turn::Fault;
       thread.status = Done;
       thread.exitLine = in.line;
       --block.live;

@@ -211,6 +211,9 @@ enum class Op : uint8_t {
   ActiveMask,
   Ldmatrix, ///< ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16
   Mma,      ///< mma.sync.aligned.m16n8k{8,16}.row.col.f32.{f16,bf16}x2.f32
+  CpAsync,  ///< cp.async.{ca,cg}.shared.global [dst], [src], size[, src-size]
+  CpAsyncCommit, ///< cp.async.commit_group
+  CpAsyncWait,   ///< cp.async.wait_group N (vector = 1) or wait_all (0)
   Ex2,
   Lg2,
   Rsqrt,

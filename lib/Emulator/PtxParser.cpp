@@ -340,6 +340,8 @@ private:
   bool parseAddress(Operand &operand);
   bool decode(Instruction &instruction, const std::string &opcode,
               uint32_t line);
+  bool decodeAsyncCopy(Instruction &in, const std::string &opcode,
+                       const std::vector<std::string> &parts, uint32_t line);
   bool decodeModifiers(Instruction &in, const std::string &opcode,
                        const std::vector<std::string> &parts,
                        std::vector<Type> &types, uint32_t line);
@@ -1096,6 +1098,8 @@ bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
       {"trap", Op::Trap},
       {"nanosleep", Op::Nanosleep},
   };
+  if (parts[0] == "cp" && parts.size() >= 3 && parts[1] == "async")
+    return decodeAsyncCopy(in, opcode, parts, line);
   auto found = ops.find(parts[0]);
   if (found == ops.end())
     return unsupported(opcode, "", line);
@@ -1104,6 +1108,54 @@ bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
   return decodeModifiers(in, opcode, parts, types, line) &&
          settleTypes(in, opcode, parts, types, line) &&
          checkOperandCount(in, opcode, line);
+}
+
+/// cp.async (sm_80's asynchronous copies from global into shared memory):
+/// a copy of 4, 8 or 16 bytes (.cg: 16), with an optional source size
+/// (the rest zero-filled), and its commit_group, wait_group N, wait_all.
+bool Parser::decodeAsyncCopy(Instruction &in, const std::string &opcode,
+                             const std::vector<std::string> &parts,
+                             uint32_t line) {
+  const std::string &what = parts[2];
+  size_t count = in.operands.size();
+  if (what == "commit_group" || what == "wait_all") {
+    in.op = what == "commit_group" ? Op::CpAsyncCommit : Op::CpAsyncWait;
+    in.vector = 0;
+    if (parts.size() != 3 || count != 0)
+      return unsupported(opcode, "takes no modifiers or operands", line);
+    return true;
+  }
+  if (what == "wait_group") {
+    in.op = Op::CpAsyncWait;
+    in.vector = 1;
+    if (parts.size() != 3 || count != 1 || in.operands[0].kind != Operand::Imm)
+      return fail("cp.async.wait_group takes one integer constant", line);
+    return true;
+  }
+  if (what != "ca" && what != "cg")
+    return unsupported(opcode, "", line);
+  in.op = Op::CpAsync;
+  if (parts.size() < 5 || (parts[3] != "shared" && parts[3] != "shared::cta") ||
+      parts[4] != "global")
+    return unsupported(opcode, "cp.async needs .shared.global", line);
+  for (size_t i = 5; i < parts.size(); ++i)
+    if (parts[i] != "L2::64B" && parts[i] != "L2::128B" &&
+        parts[i] != "L2::256B")
+      return unsupported(opcode, "." + parts[i], line);
+  if (count < 3 || count > 4 || in.operands[0].kind != Operand::Address ||
+      in.operands[1].kind != Operand::Address ||
+      in.operands[2].kind != Operand::Imm)
+    return fail("cp.async takes [dst], [src], a size and an optional source "
+                "size",
+                line);
+  int64_t size = static_cast<int64_t>(in.operands[2].bits);
+  if (size != 4 && size != 8 && size != 16)
+    return fail("cp.async copies 4, 8 or 16 bytes", line);
+  if (what == "cg" && size != 16)
+    return fail("cp.async.cg copies 16 bytes", line);
+  in.space = Space::Shared;
+  in.vector = static_cast<uint8_t>(size);
+  return true;
 }
 
 /// One branch per modifier (or family of them), in the order PTX writes
@@ -1136,6 +1188,7 @@ bool Parser::decodeModifiers(Instruction &in, const std::string &opcode,
   // mma's operand layouts: A row-major, then B column-major.
   unsigned layouts = 0;
   bool tensorCore = in.op == Op::Ldmatrix || in.op == Op::Mma;
+  bool sawShape = false, sawCount = false, sawSync = false;
   for (size_t i = 1; i < parts.size(); ++i) {
     const std::string &m = parts[i];
     Type type;
@@ -1190,7 +1243,8 @@ bool Parser::decodeModifiers(Instruction &in, const std::string &opcode,
       in.scope = *scope;
     } else if (in.op == Op::Fence && base == "membar" && m == "gl") {
       in.scope = Scope::Gpu;
-    } else if (m == "v2" || m == "v4" || m == "v8") {
+    } else if ((m == "v2" || m == "v4" || m == "v8") &&
+               (in.op == Op::Ld || in.op == Op::St)) {
       in.vector = static_cast<uint8_t>(m == "v2" ? 2 : m == "v4" ? 4 : 8);
     } else if (m == "nc" || m == "ca" || m == "cg" || m == "cs" || m == "lu" ||
                m == "cv" || m == "wb" || m == "wt" || m == "L1::no_allocate" ||
@@ -1199,11 +1253,14 @@ bool Parser::decodeModifiers(Instruction &in, const std::string &opcode,
       // Cache operators and hints do not change what an access reads.
     } else if (m == "sync" && (in.op == Op::Bar || in.op == Op::Shfl ||
                                in.op == Op::Vote || tensorCore)) {
+      sawSync = true;
     } else if (m == "aligned" && (in.op == Op::Bar || tensorCore)) {
       in.aligned = true;
     } else if (in.op == Op::Ldmatrix && m == "m8n8") {
+      sawShape = true;
     } else if (in.op == Op::Ldmatrix && (m == "x1" || m == "x2" || m == "x4")) {
       in.vector = static_cast<uint8_t>(m[1] - '0');
+      sawCount = true;
     } else if (in.op == Op::Ldmatrix && m == "trans") {
       in.transpose = true;
     } else if (in.op == Op::Mma && (m == "m16n8k16" || m == "m16n8k8")) {
@@ -1251,8 +1308,11 @@ bool Parser::decodeModifiers(Instruction &in, const std::string &opcode,
   }
   if (in.op == Op::Setp && !sawCmp)
     return unsupported(opcode, "setp needs a comparison and a type", line);
-  if (tensorCore && !in.aligned)
+  if (tensorCore && (!in.aligned || !sawSync))
     return unsupported(opcode, "without .sync.aligned", line);
+  if (in.op == Op::Ldmatrix && (!sawShape || !sawCount))
+    return unsupported(opcode, "ldmatrix needs .m8n8 and .x1, .x2 or .x4",
+                       line);
   if (in.op == Op::Mma && (!in.mmaK || layouts != 2))
     return unsupported(opcode,
                        "mma needs the shape m16n8k8 or m16n8k16 and "

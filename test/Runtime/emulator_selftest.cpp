@@ -8,9 +8,9 @@
 // CUDA driver API, against Braid's emulated device (lib/Emulator, put first
 // on LD_LIBRARY_PATH by the tests):
 //
-//   semantics    integer, float, conversion, warp, tensor-core (ldmatrix,
-//                mma.sync), shared / local / const memory and atomic
-//                instructions, against references computed
+//   semantics    integer, float, conversion, warp, tensor-core (cp.async,
+//                ldmatrix, mma.sync), shared / local / const memory and
+//                atomic instructions, against references computed
 //                here in C++ (not with the emulator's code); prints one line
 //                per family and exits 1 on any mismatch.
 //   ptx          prints every kernel of this file, for ptxas to check that
@@ -747,16 +747,21 @@ std::vector<uint32_t> floatInputs() {
 // k rows of n), and the same pair in f16 into shared memory, loads them
 // with ldmatrix (A as four 8x8 matrices, B transposed) and multiplies them
 // with mma.sync: m16n8k16 in bf16 and f16, and m16n8k8 in f16 (the left
-// half of A, the top half of B). C is lane * 4 + i. Each lane stores 20
-// words: A's and B's ldmatrix registers (0-5), D of the three products
-// (8-19).
+// half of A, the top half of B). C is lane * 4 + i. The copy into shared
+// memory is cp.async, in two groups (with and without a source size), and
+// one more copy with a source size of 0 zero-fills 16 bytes of
+// garbage. Each lane stores 24 words: A's and B's ldmatrix registers
+// (0-5), a word of the zero fill (6), A's first matrix alone (.x1, 7), D
+// of the three products (8-19), A's four matrices transposed (.x4.trans,
+// 20-23).
 const char *const mmaKernel = R"PTX(
 .visible .entry mma_ops(.param .u64 in_param, .param .u64 out_param)
 {
   .shared .align 16 .b8 tiles[1536];
-  .reg .b32 %r<30>;
+  .shared .align 16 .b8 zeros[512];
+  .reg .b32 %r<32>;
   .reg .f32 %f<20>;
-  .reg .b64 %rd<12>;
+  .reg .b64 %rd<14>;
   ld.param.u64 %rd1, [in_param];
   cvta.to.global.u64 %rd1, %rd1;
   ld.param.u64 %rd2, [out_param];
@@ -766,13 +771,20 @@ const char *const mmaKernel = R"PTX(
   add.s64 %rd4, %rd1, %rd3;
   mov.u64 %rd5, tiles;
   add.s64 %rd6, %rd5, %rd3;
-  ld.global.v4.u32 {%r2, %r3, %r4, %r5}, [%rd4];
-  st.shared.v4.u32 [%rd6], {%r2, %r3, %r4, %r5};
-  ld.global.v4.u32 {%r2, %r3, %r4, %r5}, [%rd4+16];
-  st.shared.v4.u32 [%rd6+16], {%r2, %r3, %r4, %r5};
-  ld.global.v4.u32 {%r2, %r3, %r4, %r5}, [%rd4+32];
-  st.shared.v4.u32 [%rd6+32], {%r2, %r3, %r4, %r5};
+  mov.u32 %r24, 16;
+  cp.async.cg.shared.global [%rd6], [%rd4], 16;
+  cp.async.cg.shared.global [%rd6+16], [%rd4+16], 16, %r24;
+  cp.async.commit_group;
+  cp.async.ca.shared.global [%rd6+32], [%rd4+32], 16;
+  cp.async.commit_group;
+  mul.wide.u32 %rd12, %r1, 16;
+  mov.u64 %rd13, zeros;
+  add.s64 %rd13, %rd13, %rd12;
+  cp.async.ca.shared.global [%rd13], [%rd4], 16, 0;
+  cp.async.wait_group 1;
+  cp.async.wait_all;
   bar.sync 0;
+  ld.shared.u32 %r25, [%rd13+12];
   and.b32 %r6, %r1, 15;
   shr.u32 %r7, %r1, 4;
   mul.lo.u32 %r8, %r6, 32;
@@ -781,6 +793,8 @@ const char *const mmaKernel = R"PTX(
   cvt.u64.u32 %rd7, %r8;
   add.s64 %rd8, %rd5, %rd7;
   ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r10, %r11, %r12, %r13}, [%rd8];
+  ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r26}, [%rd8];
+  ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%r27, %r28, %r29, %r30}, [%rd8];
   mul.lo.u32 %r14, %r6, 16;
   cvt.u64.u32 %rd9, %r14;
   add.s64 %rd10, %rd5, %rd9;
@@ -795,10 +809,11 @@ const char *const mmaKernel = R"PTX(
   ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%r22, %r23}, [%rd10+1280];
   mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f9, %f10, %f11, %f12}, {%r18, %r19, %r20, %r21}, {%r22, %r23}, {%f1, %f2, %f3, %f4};
   mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%f13, %f14, %f15, %f16}, {%r18, %r19}, {%r22}, {%f1, %f2, %f3, %f4};
-  mul.wide.u32 %rd11, %r1, 80;
+  mul.wide.u32 %rd11, %r1, 96;
   add.s64 %rd11, %rd2, %rd11;
   st.global.v4.u32 [%rd11], {%r10, %r11, %r12, %r13};
-  st.global.v2.u32 [%rd11+16], {%r15, %r16};
+  st.global.v4.u32 [%rd11+16], {%r15, %r16, %r25, %r26};
+  st.global.v4.u32 [%rd11+80], {%r27, %r28, %r29, %r30};
   st.global.v4.f32 [%rd11+32], {%f5, %f6, %f7, %f8};
   st.global.v4.f32 [%rd11+48], {%f9, %f10, %f11, %f12};
   st.global.v4.f32 [%rd11+64], {%f13, %f14, %f15, %f16};
@@ -809,8 +824,8 @@ const char *const mmaKernel = R"PTX(
 /// The tensor-core family's inputs: small integers (exact in bf16 and f16,
 /// and every sum exact in f32, so that any summation order gives the same
 /// result): A[r][k] and B[k][n] as 16-bit patterns.
-int mmaA(int r, int k) { return (r * 3 + k * 5) % 9 - 4; }
-int mmaB(int k, int n) { return (k * 7 + n * 2) % 7 - 3; }
+int mmaA(int r, int k) { return (r * 7 + k * 3) % 11 - 5; }
+int mmaB(int k, int n) { return (k * 5 + n * 3) % 7 - 3; }
 
 uint16_t bf16Bits(int v) { return static_cast<uint16_t>(bits(float(v)) >> 16); }
 uint16_t f16Bits(int v) {
@@ -842,11 +857,17 @@ std::vector<uint32_t> mmaInputs() {
 /// .trans); D's element i is (g + 8 (i / 2), 2t + i % 2).
 std::vector<uint32_t> mmaReference(uint32_t lane) {
   uint32_t g = lane / 4, t = lane % 4;
-  std::vector<uint32_t> want(20, 0);
+  std::vector<uint32_t> want(24, 0);
   auto pair = [](uint16_t lo, uint16_t hi) { return lo | uint32_t(hi) << 16; };
   for (uint32_t j = 0; j < 4; ++j) {
     int r = int(g + (j % 2) * 8), k = int(2 * t + (j / 2) * 8);
     want[j] = pair(bf16Bits(mmaA(r, k)), bf16Bits(mmaA(r, k + 1)));
+  }
+  want[7] = want[0]; // .x1: the first matrix
+  for (uint32_t j = 0; j < 4; ++j) {
+    // .trans: the pair (2t, g), (2t + 1, g) of matrix j.
+    int r = int((j % 2) * 8 + 2 * t), k = int((j / 2) * 8 + g);
+    want[20 + j] = pair(bf16Bits(mmaA(r, k)), bf16Bits(mmaA(r + 1, k)));
   }
   for (uint32_t j = 0; j < 2; ++j) {
     int k = int(2 * t + j * 8);
@@ -950,10 +971,10 @@ int semantics() {
   Buffer<uint32_t> tiles(384);
   tiles.put(mmaInputs());
   expectThreads("tensor core",
-                runBlock("tensor core", mmaKernel, "mma_ops", 32, 20,
+                runBlock("tensor core", mmaKernel, "mma_ops", 32, 24,
                          {tiles.device, nullptr}),
-                32, 20, mmaReference);
-  reportFamily("tensor core", before, 32, 18);
+                32, 24, mmaReference);
+  reportFamily("tensor core", before, 32, 24);
 
   before = failures;
   Buffer<uint32_t> counter(4);

@@ -448,6 +448,12 @@ Operation *emitGemmKernel(linalg::LinalgOp op, std::string &why,
     why = "its result is empty";
     return nullptr;
   }
+  // A grid's y and z have at most 65535 blocks.
+  if ((match->m + kTileM - 1) / kTileM > 65535 || match->batch > 65535) {
+    why = "its " + std::string(match->batch > 65535 ? "batches" : "row tiles") +
+          " exceed the 65535 blocks of a grid dimension";
+    return nullptr;
+  }
   Type element = getElementTypeOrSelf(op.getDpsInputOperand(0)->get());
   if (!element.isF16() && !element.isBF16()) {
     why = "its operands are " +

@@ -435,6 +435,14 @@ linalg::GenericOp readerAfter(linalg::LinalgOp op) {
         isa<linalg::FillOp, memref::DeallocOp,
             memref::ExtractAlignedPointerAsIndexOp>(user))
       continue;
+    // What the product accumulates onto, copied in before it (a
+    // memref.copy, or the linalg.copy braid-map-to-gpu makes of one).
+    auto copy = dyn_cast<memref::CopyOp>(user);
+    auto linalgCopy = dyn_cast<linalg::CopyOp>(user);
+    if (((copy && copy.getTarget() == accumulator) ||
+         (linalgCopy && linalgCopy.getOutputs()[0] == accumulator)) &&
+        user->getBlock() == op->getBlock() && user->isBeforeInBlock(op))
+      continue;
     auto generic = dyn_cast<linalg::GenericOp>(user);
     if (!generic || reader)
       return {};

@@ -89,7 +89,7 @@ bool mayShareBytes(mlir::Value a, mlir::Value b);
 
 /// The linalg.generic right after the product `op` (pure ops and
 /// allocations between) that alone reads its output, a buffer of its own
-/// (fills and deallocations aside), or null.
+/// (fills, copies into it before `op` and deallocations aside), or null.
 mlir::linalg::GenericOp readerAfter(mlir::linalg::LinalgOp op);
 
 /// The epilogue right after the product `op` (pure ops and allocations

@@ -96,7 +96,9 @@ func.func @f32_stays(%a: memref<8x8xf32>, %b: memref<8x8xf32>, %c: memref<8x8xf3
 // CHECK: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] : memref<32x24xbf16>
 // CHECK-NOT: memref.store {{.*}} : memref<32x24xf32>
 // CHECK: gpu.terminator
+// CHECK-NOT: gpu.launch
 // CHECK-NOT: linalg.generic
+// CHECK: return
 func.func @epilogue(%a: memref<32x16xbf16>, %b: memref<16x24xbf16>, %bias: memref<24xf32>, %res: memref<32x24xf32>, %out: memref<32x24xbf16>) {
   %zero = arith.constant 0.0 : f32
   %c = memref.alloc() : memref<32x24xf32>

@@ -11,7 +11,7 @@ schedule under test was really applied.
 Usage: e2e.py PATTERN --grid 4|2x2 [--axis A] [--dtype f32|f16|bf16]
               [--variant V] [--modes force,off] [--expect STRATEGY]
               [--expect-transport symmetric|two-sided]
-              [--expect-balanced yes|no] [--repeat N]
+              [--expect-balanced yes|no] [--expect-remark TEXT] [--repeat N]
               [--bin BUILD/bin] [--keep DIR]
               [--target cpu|cuda [--sm 90a] [--compile-only]
                [--transport loopback|nccl|nccl-file]]
@@ -133,6 +133,8 @@ def parse_args(argv=None):
                         help="calls of the compiled program per run (the "
                              "results of every call must match)")
     parser.add_argument("--compile-flags", default="")
+    parser.add_argument("--expect-remark", default="",
+                        help="text a remark of every compile must hold")
     parser.add_argument("--expect-divergent", action="store_true",
                         help="the ranks of a group must get different results "
                              "(inputs that are not replicated must show)")
@@ -313,8 +315,14 @@ def main(argv=None):
                 compile_cmd += ["--target=cuda", f"--sm={args.sm}"]
                 if args.emulate:
                     compile_cmd.append("--emulate")
-            if not args.prebuilt and run(compile_cmd).returncode != 0:
-                return 1
+            if not args.prebuilt:
+                proc = run(compile_cmd)
+                if proc.returncode != 0:
+                    return 1
+                if args.expect_remark and args.expect_remark not in proc.stderr:
+                    print(f"FAIL {label} mode={mode}: no remark says "
+                          f"'{args.expect_remark}'")
+                    return 1
             if args.build_only:
                 print(f"BUILT {label} mode={mode}: {lib}")
                 continue
