@@ -31,6 +31,8 @@ device to catch (BRAID_EMULATE_PTX_REPLACE runs OUT.ptx in its place):
                           other warps may still be loading
   drop-ldmatrix-trans     B's fragments loaded without .trans (rows where
                           mma.sync wants columns)
+  drop-async-wait         every cp.async.wait_group: the warps read tiles
+                          whose copies may not have landed
 
 Exits 1, saying why, when IN.ptx has nothing to break that way.
 """
@@ -112,6 +114,11 @@ def drop_ldmatrix_trans(lines):
     return out if out != lines else None
 
 
+def drop_async_wait(lines):
+    out = [line for line in lines if "cp.async.wait_group" not in line]
+    return out if len(out) != len(lines) else None
+
+
 MUTATIONS = {
     "drop-reduction-barrier": drop_reduction_barrier,
     "alias-reduction-buffer": alias_reduction_buffer,
@@ -121,6 +128,7 @@ MUTATIONS = {
     "drop-tile-barrier": drop_tile_barrier,
     "drop-tile-reuse-barrier": drop_tile_reuse_barrier,
     "drop-ldmatrix-trans": drop_ldmatrix_trans,
+    "drop-async-wait": drop_async_wait,
 }
 
 

@@ -572,7 +572,12 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
     and 32x64 tiles staged in shared memory (zeros past the edges), each
     warp a 32x32 quarter with `ldmatrix` fragments and `mma.sync` m16n8k16
     accumulating in f32 (`nvgpu.ldmatrix`, and the `mma.sync` as inline
-    PTX, since upstream's `nvgpu.mma.sync` lowering takes no bf16). A zero
+    PTX, since upstream's `nvgpu.mma.sync` lowering takes no bf16). Where
+    A is stored [m][k] and K and B's contiguous extent are multiples of 8,
+    the tiles come in by `cp.async` (`nvgpu.device_async_copy`) in two
+    stages, the next tile's copies in flight during the current tile's
+    products, when a run-time check finds the operands 16-byte aligned;
+    otherwise an element at a time, one stage. A zero
     fill right before it is folded (the accumulators start from zero), and
     the elementwise op right after it that alone reads its result (any
     payload over operands read through projections of the row and column)

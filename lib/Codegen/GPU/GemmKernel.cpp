@@ -15,12 +15,16 @@
 //     of m16n8, accumulated in f32 registers (loaded from C when the
 //     contraction accumulates, zero when a zero fill before it is folded);
 //   - along K, 32 at a time: the block copies A's 64x32 and B's 32x64 tile
-//     into shared memory (rows padded by 8 elements, so that ldmatrix's
-//     eight row addresses fall in different banks), zeros past M, N and K,
-//     so ragged edges and any K need no other path; a barrier; then for
-//     each half of the tile (k16), ldmatrix.x4 for each 16x16 A fragment
-//     and ldmatrix.x2.trans for each 16x8 B fragment, and mma.sync
-//     m16n8k16 per pair; a barrier before the next tile overwrites them;
+//     (in B's layout) into shared memory (rows padded by 8 elements, so
+//     that ldmatrix's eight row addresses fall in different banks), zeros
+//     past M, N and K, so ragged edges and any K need no other path; a
+//     barrier; then for each half of the tile (k16), ldmatrix.x4 for each
+//     16x16 A fragment and ldmatrix.x2 (.trans for B stored [k][n]) for
+//     each 16x8 B fragment, and mma.sync m16n8k16 per pair; a barrier
+//     before the next tile overwrites them. Where the layouts allow and a
+//     run-time check finds the operands aligned, the copies are cp.async
+//     of 16 bytes in two stages, the next tile in flight during the
+//     current tile's products;
 //   - the accumulators converted to C's type and stored, in bounds only.
 // Operands are read through their memrefs (strided: ring chunks qualify),
 // either layout of A and B (the tile copy transposes). The grid is
@@ -31,8 +35,8 @@
 // results are stored, and C is not written.
 //
 // This is the generator's first form: correct on every shape and checked
-// on the emulated device; single-stage (no cp.async pipeline), scalar tile
-// copies. docs/rationale/gpu-codegen.md says what is left for speed.
+// on the emulated device, never timed on a GPU; docs/rationale/gpu-codegen.md
+// says what is left for speed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -87,6 +91,12 @@ struct GemmKernelBuilder {
   Value a, bm, c;
   Type element, output;
   Value batch; // the block's batch index, or null
+  // Set by build(): the shared tiles' types and bytes, the K tiles, the
+  // thread's place.
+  MemRefType aTileType, bTileType;
+  int64_t aBytes = 0, stageBytes = 0, kTiles = 1;
+  bool pipelined = false;
+  Value threadId, lane, warpRow, warpColumn, rowBase, columnBase;
 
   Value index(int64_t value) {
     return arith::ConstantIndexOp::create(b, loc, value);
@@ -227,20 +237,241 @@ struct GemmKernelBuilder {
                             ValueRange{row, column});
   }
 
+  /// Where the tiles of one pipeline stage start in dynamic shared memory.
+  std::pair<Value, Value> stageViews(Value base, Value stage) {
+    Value offset = arith::MulIOp::create(b, loc, stage, index(stageBytes));
+    Value sharedA =
+        memref::ViewOp::create(b, loc, aTileType, base, offset, ValueRange());
+    Value sharedB = memref::ViewOp::create(
+        b, loc, bTileType, base, add(offset, index(aBytes)), ValueRange());
+    return {sharedA, sharedB};
+  }
+
+  /// The B tile in shared memory is B's own layout: [k][n] (fragments by
+  /// ldmatrix.trans) or, for B stored [n][k], [n][k] (ldmatrix).
+  /// Copies the K tile at `k0` of A and B into `sharedA` and `sharedB`, one
+  /// element per thread at a time (any layout, any alignment).
+  void copyTiles(Value sharedA, Value sharedB, Value k0) {
+    copyTile(a, match.transA, sharedA, kTileM, kTileK, rowBase, k0, match.m,
+             match.k, threadId);
+    if (match.transB)
+      copyTile(bm, false, sharedB, kTileN, kTileK, columnBase, k0, match.n,
+               match.k, threadId);
+    else
+      copyTile(bm, false, sharedB, kTileK, kTileN, k0, columnBase, match.k,
+               match.n, threadId);
+  }
+
+  /// Starts the copy of the rows x columns tile of `operand` (stored
+  /// rows x columns, contiguous along the columns) at (rowBase, columnBase)
+  /// into `shared` with cp.async, 16 bytes per copy, each thread every
+  /// kThreads-th piece; a piece past (rowLimit, columnLimit) is a zero fill
+  /// (columnLimit is a multiple of 8, so a piece is all in or all out).
+  void copyTileAsync(Value operand, Value shared, int64_t rows, int64_t columns,
+                     Value rowBase, Value columnBase, int64_t rowLimit,
+                     int64_t columnLimit) {
+    int64_t pieces = rows * columns / 8;
+    auto loop = scf::ForOp::create(b, loc, index(0), index(pieces / kThreads),
+                                   index(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value linear = add(mul(loop.getInductionVar(), kThreads), threadId);
+    Value row = arith::DivUIOp::create(b, loc, linear, index(columns / 8));
+    Value column =
+        mul(arith::RemUIOp::create(b, loc, linear, index(columns / 8)), 8);
+    Value globalRow = add(rowBase, row), globalColumn = add(columnBase, column);
+    Value inBounds = arith::AndIOp::create(b, loc, less(globalRow, rowLimit),
+                                           less(globalColumn, columnLimit));
+    // Out of bounds: no byte is read, from an address that exists.
+    Value zero = index(0);
+    globalRow = arith::SelectOp::create(b, loc, inBounds, globalRow, zero);
+    globalColumn =
+        arith::SelectOp::create(b, loc, inBounds, globalColumn, zero);
+    Value elements =
+        arith::SelectOp::create(b, loc, inBounds, index(8), index(0));
+    nvgpu::DeviceAsyncCopyOp::create(
+        b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), shared,
+        ValueRange{row, column}, operand,
+        indices(globalRow, globalColumn, false), b.getIndexAttr(8), elements,
+        b.getUnitAttr());
+  }
+
+  void copyTilesAsync(Value sharedA, Value sharedB, Value k0) {
+    copyTileAsync(a, sharedA, kTileM, kTileK, rowBase, k0, match.m, match.k);
+    if (match.transB)
+      copyTileAsync(bm, sharedB, kTileN, kTileK, columnBase, k0, match.n,
+                    match.k);
+    else
+      copyTileAsync(bm, sharedB, kTileK, kTileN, k0, columnBase, match.k,
+                    match.n);
+  }
+
+  /// PTX with no operands or results (cp.async's group bookkeeping).
+  void ptx(StringRef text) {
+    LLVM::InlineAsmOp::create(b, loc, TypeRange(), ValueRange(), text, "",
+                              /*has_side_effects=*/true,
+                              /*is_align_stack=*/false,
+                              LLVM::TailCallKind::None, LLVM::AsmDialectAttr(),
+                              ArrayAttr());
+  }
+
+  /// The warps' products of the tiles in `sharedA` and `sharedB` added to
+  /// `acc`: per k16 step, ldmatrix fragments and mma.sync.
+  void multiplyTiles(Value sharedA, Value sharedB, SmallVector<Value> &acc) {
+    Value laneRow = arith::RemUIOp::create(b, loc, lane, index(16));
+    Value laneHalf = mul(arith::DivUIOp::create(b, loc, lane, index(16)), 8);
+    // ldmatrix.x2 of B stored [n][k]: lanes 0-7 address k, 8-15 k + 8.
+    Value laneEighth = arith::RemUIOp::create(b, loc, lane, index(8));
+    Value laneK = mul(
+        arith::RemUIOp::create(
+            b, loc, arith::DivUIOp::create(b, loc, lane, index(8)), index(2)),
+        8);
+    auto aFragmentType = VectorType::get({4, 2}, element);
+    auto bFragmentType = VectorType::get({2, 2}, element);
+    for (int64_t kk = 0; kk < kTileK; kk += 16) {
+      SmallVector<SmallVector<Value>> aRegs, bRegs;
+      for (int64_t mi = 0; mi < kFragsM; ++mi) {
+        Value fragment = nvgpu::LdMatrixOp::create(
+            b, loc, aFragmentType, sharedA,
+            ValueRange{add(add(warpRow, index(mi * 16)), laneRow),
+                       add(index(kk), laneHalf)},
+            b.getBoolAttr(false), b.getI32IntegerAttr(4));
+        aRegs.emplace_back();
+        for (int64_t r = 0; r < 4; ++r)
+          aRegs.back().push_back(fragmentRegister(fragment, r));
+      }
+      for (int64_t ni = 0; ni < kFragsN; ++ni) {
+        Value fragment =
+            match.transB ? nvgpu::LdMatrixOp::create(
+                               b, loc, bFragmentType, sharedB,
+                               ValueRange{add(add(warpColumn, index(ni * 8)),
+                                              laneEighth),
+                                          add(index(kk), laneK)},
+                               b.getBoolAttr(false), b.getI32IntegerAttr(2))
+                         : nvgpu::LdMatrixOp::create(
+                               b, loc, bFragmentType, sharedB,
+                               ValueRange{add(index(kk), laneRow),
+                                          add(warpColumn, index(ni * 8))},
+                               b.getBoolAttr(true), b.getI32IntegerAttr(2));
+        bRegs.emplace_back();
+        for (int64_t r = 0; r < 2; ++r)
+          bRegs.back().push_back(fragmentRegister(fragment, r));
+      }
+      for (int64_t mi = 0; mi < kFragsM; ++mi)
+        for (int64_t ni = 0; ni < kFragsN; ++ni) {
+          int64_t first = (mi * kFragsN + ni) * 4;
+          SmallVector<Value> d =
+              mma(aRegs[mi], bRegs[ni], ArrayRef<Value>(acc).slice(first, 4));
+          std::copy(d.begin(), d.end(), acc.begin() + first);
+        }
+    }
+  }
+
+  /// K tiles one after another in one stage: copy, barrier, multiply,
+  /// barrier (before the next copy overwrites what a warp may still read).
+  SmallVector<Value> simpleLoop(Value base, ValueRange initial) {
+    auto kLoop = scf::ForOp::create(b, loc, index(0), index(kTiles * kTileK),
+                                    index(kTileK), initial);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(kLoop.getBody());
+    auto [sharedA, sharedB] = stageViews(base, index(0));
+    copyTiles(sharedA, sharedB, kLoop.getInductionVar());
+    gpu::BarrierOp::create(b, loc);
+    SmallVector<Value> acc(kLoop.getRegionIterArgs());
+    multiplyTiles(sharedA, sharedB, acc);
+    gpu::BarrierOp::create(b, loc);
+    scf::YieldOp::create(b, loc, acc);
+    return kLoop.getResults();
+  }
+
+  /// Two stages: the next K tile's cp.async copies are in flight while the
+  /// warps multiply the current one. Every iteration commits a group
+  /// (empty on the last), so waiting for all but the latest group waits
+  /// for exactly the current tile.
+  SmallVector<Value> pipelinedLoop(Value base, ValueRange initial) {
+    {
+      auto [sharedA, sharedB] = stageViews(base, index(0));
+      copyTilesAsync(sharedA, sharedB, index(0));
+      ptx("cp.async.commit_group;");
+    }
+    auto kLoop =
+        scf::ForOp::create(b, loc, index(0), index(kTiles), index(1), initial);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(kLoop.getBody());
+    Value tile = kLoop.getInductionVar();
+    Value next = add(tile, index(1));
+    auto prefetch = scf::IfOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, next,
+                              index(kTiles)),
+        /*withElseRegion=*/false);
+    {
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPointToStart(prefetch.thenBlock());
+      auto [sharedA, sharedB] =
+          stageViews(base, arith::RemUIOp::create(b, loc, next, index(2)));
+      copyTilesAsync(sharedA, sharedB, mul(next, kTileK));
+    }
+    ptx("cp.async.commit_group;");
+    ptx("cp.async.wait_group 1;");
+    gpu::BarrierOp::create(b, loc);
+    auto [sharedA, sharedB] =
+        stageViews(base, arith::RemUIOp::create(b, loc, tile, index(2)));
+    SmallVector<Value> acc(kLoop.getRegionIterArgs());
+    multiplyTiles(sharedA, sharedB, acc);
+    // The next iteration's copies go to the stage just read.
+    gpu::BarrierOp::create(b, loc);
+    scf::YieldOp::create(b, loc, acc);
+    return kLoop.getResults();
+  }
+
+  /// Whether cp.async can copy `operand`'s tiles 16 bytes at a time, at
+  /// run time: its start is 16-byte aligned and its row (and batch)
+  /// strides are multiples of 8 elements. Subviews (ring chunks) have
+  /// dynamic offsets, so this cannot be known when compiling.
+  Value alignedForCopies(Value operand) {
+    auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, operand);
+    Value pointer = memref::ExtractAlignedPointerAsIndexOp::create(
+        b, loc, metadata.getBaseBuffer());
+    Value start =
+        add(pointer, mul(metadata.getOffset(), elementBytes(element)));
+    auto isZero = [&](Value value) {
+      return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, value,
+                                   index(0));
+    };
+    Value aligned = isZero(arith::RemUIOp::create(b, loc, start, index(16)));
+    auto strides = metadata.getStrides();
+    for (size_t i = 0; i + 1 < strides.size(); ++i)
+      aligned = arith::AndIOp::create(
+          b, loc, aligned,
+          isZero(arith::RemUIOp::create(b, loc, strides[i], index(8))));
+    return aligned;
+  }
+
   gpu::LaunchOp build() {
     MLIRContext *context = b.getContext();
     auto workgroup = gpu::AddressSpaceAttr::get(
         context, gpu::GPUDialect::getWorkgroupAddressSpace());
-    auto aTileType = MemRefType::get({kTileM, kTileK + kPad}, element,
-                                     MemRefLayoutAttrInterface(), workgroup);
-    auto bTileType = MemRefType::get({kTileK, kTileN + kPad}, element,
-                                     MemRefLayoutAttrInterface(), workgroup);
-    // Both tiles in dynamic shared memory, which is 16-byte aligned
+    aTileType = MemRefType::get({kTileM, kTileK + kPad}, element,
+                                MemRefLayoutAttrInterface(), workgroup);
+    bTileType = match.transB
+                    ? MemRefType::get({kTileN, kTileK + kPad}, element,
+                                      MemRefLayoutAttrInterface(), workgroup)
+                    : MemRefType::get({kTileK, kTileN + kPad}, element,
+                                      MemRefLayoutAttrInterface(), workgroup);
+    kTiles = std::max<int64_t>(1, (match.k + kTileK - 1) / kTileK);
+    // cp.async moves whole 16-byte pieces along the contiguous dimension:
+    // A stored [m][k] (a transposed A is copied an element at a time), and
+    // the contiguous extent of each operand a multiple of 8 elements, so
+    // that a piece is all inside the operand or all outside.
+    pipelined =
+        !match.transA && match.k % 8 == 0 && (match.transB || match.n % 8 == 0);
+    // The tiles in dynamic shared memory, which is 16-byte aligned
     // (ldmatrix's row addresses must be; workgroup attributions would be
-    // aligned to their element only).
-    int64_t aBytes = aTileType.getNumElements() * elementBytes(element);
-    int64_t sharedBytes =
-        aBytes + bTileType.getNumElements() * elementBytes(element);
+    // aligned to their element only); two stages when pipelined.
+    aBytes = aTileType.getNumElements() * elementBytes(element);
+    stageBytes = aBytes + bTileType.getNumElements() * elementBytes(element);
+    int64_t sharedBytes = stageBytes * (pipelined ? 2 : 1);
     Value one = index(1);
     auto launch = gpu::LaunchOp::create(
         b, loc, index((match.n + kTileN - 1) / kTileN),
@@ -253,24 +484,19 @@ struct GemmKernelBuilder {
     auto bytesType = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
                                      MemRefLayoutAttrInterface(), workgroup);
     Value base = gpu::DynamicSharedMemoryOp::create(b, loc, bytesType);
-    Value sharedA =
-        memref::ViewOp::create(b, loc, aTileType, base, index(0), ValueRange());
-    Value sharedB = memref::ViewOp::create(b, loc, bTileType, base,
-                                           index(aBytes), ValueRange());
     if (match.batchDim != ~0u)
       batch = launch.getBlockIds().z;
 
-    Value threadId = launch.getThreadIds().x;
+    threadId = launch.getThreadIds().x;
     Value warp = arith::DivUIOp::create(b, loc, threadId, index(32));
-    Value lane = arith::RemUIOp::create(b, loc, threadId, index(32));
+    lane = arith::RemUIOp::create(b, loc, threadId, index(32));
     Value group = arith::DivUIOp::create(b, loc, lane, index(4));
     Value quad = arith::RemUIOp::create(b, loc, lane, index(4));
     // Warps 2 x 2 over the block's tile.
-    Value warpRow = mul(arith::DivUIOp::create(b, loc, warp, index(2)), kWarpM);
-    Value warpColumn =
-        mul(arith::RemUIOp::create(b, loc, warp, index(2)), kWarpN);
-    Value rowBase = mul(launch.getBlockIds().y, kTileM);
-    Value columnBase = mul(launch.getBlockIds().x, kTileN);
+    warpRow = mul(arith::DivUIOp::create(b, loc, warp, index(2)), kWarpM);
+    warpColumn = mul(arith::RemUIOp::create(b, loc, warp, index(2)), kWarpN);
+    rowBase = mul(launch.getBlockIds().y, kTileM);
+    columnBase = mul(launch.getBlockIds().x, kTileN);
 
     // The accumulators: C's values (in f32) or zeros.
     Type f32 = b.getF32Type();
@@ -298,57 +524,25 @@ struct GemmKernelBuilder {
           initial.push_back(value);
         }
 
-    // Along K, a tile at a time.
-    auto kLoop = scf::ForOp::create(b, loc, index(0),
-                                    index(std::max<int64_t>(match.k, 1)),
-                                    index(kTileK), initial);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(kLoop.getBody());
-      Value k0 = kLoop.getInductionVar();
-      copyTile(a, match.transA, sharedA, kTileM, kTileK, rowBase, k0, match.m,
-               match.k, threadId);
-      copyTile(bm, match.transB, sharedB, kTileK, kTileN, k0, columnBase,
-               match.k, match.n, threadId);
-      gpu::BarrierOp::create(b, loc);
-      SmallVector<Value> acc(kLoop.getRegionIterArgs());
-      Value laneRow = arith::RemUIOp::create(b, loc, lane, index(16));
-      Value laneHalf = mul(arith::DivUIOp::create(b, loc, lane, index(16)), 8);
-      auto aFragmentType = VectorType::get({4, 2}, element);
-      auto bFragmentType = VectorType::get({2, 2}, element);
-      for (int64_t kk = 0; kk < kTileK; kk += 16) {
-        SmallVector<SmallVector<Value>> aRegs, bRegs;
-        for (int64_t mi = 0; mi < kFragsM; ++mi) {
-          Value fragment = nvgpu::LdMatrixOp::create(
-              b, loc, aFragmentType, sharedA,
-              ValueRange{add(add(warpRow, index(mi * 16)), laneRow),
-                         add(index(kk), laneHalf)},
-              b.getBoolAttr(false), b.getI32IntegerAttr(4));
-          aRegs.emplace_back();
-          for (int64_t r = 0; r < 4; ++r)
-            aRegs.back().push_back(fragmentRegister(fragment, r));
-        }
-        for (int64_t ni = 0; ni < kFragsN; ++ni) {
-          Value fragment = nvgpu::LdMatrixOp::create(
-              b, loc, bFragmentType, sharedB,
-              ValueRange{add(index(kk), laneRow),
-                         add(warpColumn, index(ni * 8))},
-              b.getBoolAttr(true), b.getI32IntegerAttr(2));
-          bRegs.emplace_back();
-          for (int64_t r = 0; r < 2; ++r)
-            bRegs.back().push_back(fragmentRegister(fragment, r));
-        }
-        for (int64_t mi = 0; mi < kFragsM; ++mi)
-          for (int64_t ni = 0; ni < kFragsN; ++ni) {
-            int64_t first = (mi * kFragsN + ni) * 4;
-            SmallVector<Value> d =
-                mma(aRegs[mi], bRegs[ni], ArrayRef<Value>(acc).slice(first, 4));
-            std::copy(d.begin(), d.end(), acc.begin() + first);
-          }
+    // Along K: pipelined when the operands' layout allows and a run-time
+    // check finds them aligned, one stage at a time otherwise.
+    SmallVector<Value> results;
+    if (pipelined) {
+      Value aligned = arith::AndIOp::create(b, loc, alignedForCopies(a),
+                                            alignedForCopies(bm));
+      SmallVector<Type> types(initial.size(), f32);
+      auto branch = scf::IfOp::create(b, loc, types, aligned,
+                                      /*withElseRegion=*/true);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(branch.thenBlock());
+        scf::YieldOp::create(b, loc, pipelinedLoop(base, initial));
+        b.setInsertionPointToStart(branch.elseBlock());
+        scf::YieldOp::create(b, loc, simpleLoop(base, initial));
       }
-      // Every warp is done with the tiles before the next copy.
-      gpu::BarrierOp::create(b, loc);
-      scf::YieldOp::create(b, loc, acc);
+      results = branch.getResults();
+    } else {
+      results = simpleLoop(base, initial);
     }
 
     // C, in bounds.
@@ -364,7 +558,7 @@ struct GemmKernelBuilder {
           auto branch = scf::IfOp::create(b, loc, inBounds, false);
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPointToStart(branch.thenBlock());
-          Value value = kLoop.getResult((mi * kFragsN + ni) * 4 + i);
+          Value value = results[(mi * kFragsN + ni) * 4 + i];
           if (output != f32)
             value = arith::TruncFOp::create(b, loc, output, value);
           store(value, row, column);

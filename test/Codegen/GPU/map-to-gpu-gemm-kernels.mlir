@@ -7,7 +7,8 @@
 // folded: two tiles in dynamic shared memory (64x40 and 32x72 bf16, 9728
 // bytes), a loop over K tiles of 32 carrying 32 f32 accumulators, two
 // barriers per tile, per k16 step 2 ldmatrix.x4 of A, 4 ldmatrix.x2.trans
-// of B and 8 mma.sync, then guarded stores.
+// of B and 8 mma.sync, then guarded stores. N = 12 is no multiple of 8,
+// so the tiles are copied an element at a time, in one stage.
 // CHECK-LABEL: func.func @gemm_chunk
 // REMARK: remark: runs as a generated tensor-core kernel (mma.sync m16n8k16, 64x64x32 tiles): 70x12x40, from zero (its zero fill folded)
 // CHECK-NOT: linalg.fill
@@ -17,9 +18,10 @@
 // CHECK-DAG: %[[BYTES:.*]] = arith.constant 9728 : i32
 // CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %c1{{[_0-9]*}}, {{.*}} = %[[GY]], {{.*}} = %c1{{[_0-9]*}}) threads({{.*}}) in ({{.*}} = %[[T]], {{.*}}) dynamic_shared_memory_size %[[BYTES]]
 // CHECK: %[[BASE:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+// CHECK-NOT: nvgpu.device_async_copy
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
 // CHECK: %[[SA:.*]] = memref.view %[[BASE]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64x40xbf16, #gpu.address_space<workgroup>>
 // CHECK: %[[SB:.*]] = memref.view %[[BASE]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<32x72xbf16, #gpu.address_space<workgroup>>
-// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
 // CHECK: memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<70x40xbf16>
 // CHECK: memref.store %{{.*}}, %[[SA]]
 // CHECK: memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<40x12xbf16, strided<[12, 1], offset: ?>>
@@ -139,5 +141,44 @@ func.func @two_readers(%a: memref<32x16xbf16>, %b: memref<16x24xbf16>, %out: mem
   }
   memref.copy %c, %copy : memref<32x24xf32> to memref<32x24xf32>
   memref.dealloc %c : memref<32x24xf32>
+  return
+}
+
+// -----
+
+// K and N multiples of 8, B stored [n][k] (x @ w^T): the K tiles come in
+// by cp.async (nvgpu.device_async_copy of 8 elements, zero-filled past the
+// edges), two stages of 64x40 A and 64x40 B tiles (20480 bytes), when a
+// run-time check finds both operands' starts 16-byte aligned and their row
+// strides multiples of 8; else the one-stage element copies. B's tile
+// keeps B's layout, its fragments by ldmatrix without .trans.
+// CHECK-LABEL: func.func @pipelined
+// REMARK: remark: runs as a generated tensor-core kernel (mma.sync m16n8k16, 64x64x32 tiles): 96x40x48, reading B transposed, from zero (its zero fill folded)
+// CHECK-DAG: %[[BYTES:.*]] = arith.constant 20480 : i32
+// CHECK: gpu.launch {{.*}} dynamic_shared_memory_size %[[BYTES]]
+// CHECK: memref.extract_strided_metadata
+// CHECK: memref.extract_aligned_pointer_as_index
+// CHECK: arith.andi
+// CHECK: = scf.if %{{.*}} -> (f32,
+// CHECK: nvgpu.device_async_copy %{{.*}}[%{{.*}}, %{{.*}}], %{{.*}}[%{{.*}}, %{{.*}}], 8, %{{.*}} {bypassL1} : memref<96x48xbf16> to memref<64x40xbf16, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_copy %{{.*}}[%{{.*}}, %{{.*}}], %{{.*}}[%{{.*}}, %{{.*}}], 8, %{{.*}} {bypassL1} : memref<40x48xbf16> to memref<64x40xbf16, #gpu.address_space<workgroup>>
+// CHECK: llvm.inline_asm has_side_effects "cp.async.commit_group;"
+// CHECK: scf.for
+// CHECK: scf.if
+// CHECK: nvgpu.device_async_copy
+// CHECK: llvm.inline_asm has_side_effects "cp.async.commit_group;"
+// CHECK: llvm.inline_asm has_side_effects "cp.async.wait_group 1;"
+// CHECK: gpu.barrier
+// CHECK: nvgpu.ldmatrix %{{.*}}[%{{.*}}, %{{.*}}] {numTiles = 2 : i32, transpose = false} : memref<64x40xbf16, #gpu.address_space<workgroup>> -> vector<2x2xbf16>
+// CHECK: mma.sync
+// CHECK: } else {
+// CHECK-NOT: nvgpu.device_async_copy
+// CHECK: scf.for
+// CHECK: memref.load
+// CHECK: gpu.terminator
+func.func @pipelined(%a: memref<96x48xbf16>, %b: memref<40x48xbf16>, %c: memref<96x40xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<96x40xf32>)
+  linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>] ins(%a, %b : memref<96x48xbf16>, memref<40x48xbf16>) outs(%c : memref<96x40xf32>)
   return
 }

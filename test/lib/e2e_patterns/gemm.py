@@ -10,16 +10,20 @@ def pattern_gemm(cfg):
     any of: -tn (A stored k x m), -nt (B stored n x k), -bN (N batches,
     linalg.batch_matmul), -acc (accumulating into a third argument instead
     of a zero fill), -epi (then max(y + bias[n], 0) * 0.5 + residual[m, n],
-    an elementwise op that alone reads the product)."""
+    an elementwise op that alone reads the product), -skew (A is the
+    columns 1..k of an m x (k + 1) argument: a view one element off
+    alignment, whose rows are k + 1 apart)."""
     parts = (cfg.variant or "70x50x40").split("-")
     m, n, k = (int(s) for s in parts[0].split("x"))
     flags = set(parts[1:])
     batches = [int(f[1:]) for f in flags if f.startswith("b") and f[1:].isdigit()]
-    unknown = flags - {"tn", "nt", "acc", "epi"} - {f"b{b}" for b in batches}
+    unknown = flags - {"tn", "nt", "acc", "epi", "skew"} - {f"b{b}" for b in batches}
     if unknown:
         raise SystemExit(f"unknown gemm variant flags {sorted(unknown)}")
-    if "epi" in flags and batches:
-        raise SystemExit("gemm: -epi takes no batches")
+    if ("epi" in flags or "skew" in flags) and batches:
+        raise SystemExit("gemm: -epi and -skew take no batches")
+    if "skew" in flags and "tn" in flags:
+        raise SystemExit("gemm: -skew takes A stored m x k")
     dt, acc = cfg.dtype, acc_type(cfg.dtype)
     lead = (batches[0],) if batches else ()
     a_shape = lead + ((k, m) if "tn" in flags else (m, k))
@@ -32,6 +36,11 @@ def pattern_gemm(cfg):
             f"affine_map<{dims} -> ({pre}m, n)>] ")
     op = "linalg.batch_matmul" if lead else "linalg.matmul"
     params = {"a": tensor(a_shape, dt), "b": tensor(b_shape, dt)}
+    a_name, a_arg = "a", a_shape
+    if "skew" in flags:
+        a_arg = (m, k + 1)
+        params["a"] = tensor(a_arg, dt)
+        a_name = "as"
     if "acc" in flags:
         params["c"] = tensor(out, acc)
         init, body = "c", ""
@@ -39,7 +48,10 @@ def pattern_gemm(cfg):
         init = "z"
         body = (f"  %e = tensor.empty() : {tensor(out, acc)}\n"
                 f"  %z = linalg.fill ins(%zero : {acc}) outs(%e : {tensor(out, acc)}) -> {tensor(out, acc)}\n")
-    body += (f"  %y = {op} {maps}ins(%a, %b : {tensor(a_shape, dt)}, {tensor(b_shape, dt)}) "
+    if "skew" in flags:
+        body = (f"  %as = tensor.extract_slice %a[0, 1] [{m}, {k}] [1, 1] : "
+                f"{tensor(a_arg, dt)} to {tensor(a_shape, dt)}\n") + body
+    body += (f"  %y = {op} {maps}ins(%{a_name}, %b : {tensor(a_shape, dt)}, {tensor(b_shape, dt)}) "
              f"outs(%{init} : {tensor(out, acc)}) -> {tensor(out, acc)}\n")
     result = "y"
     if "epi" in flags:
@@ -68,6 +80,8 @@ def pattern_gemm(cfg):
         results = []
         for rank in range(len(ins[0])):
             a, b = ins[0][rank], ins[1][rank]
+            if "skew" in flags:
+                a = a[:, 1:]
             if "tn" in flags:
                 a = a.swapaxes(-1, -2)
             if "nt" in flags:
@@ -81,7 +95,7 @@ def pattern_gemm(cfg):
             results.append([y])
         return results
 
-    inputs = [(a_shape, dt), (b_shape, dt)] + ([(out, acc)] if "acc" in flags else [])
+    inputs = [(a_arg, dt), (b_shape, dt)] + ([(out, acc)] if "acc" in flags else [])
     if "epi" in flags:
         inputs += [((n,), acc), (out, acc)]
     return text, inputs, [acc], reference
