@@ -63,6 +63,7 @@ MLIR_CAPI_EXPORTED const char *braidGetVersion(void);
 ///     (bin, isa, fatbin, auto), emulate (also a run option: the emulated
 ///     device), overlap (auto, force, off), target-preset (auto,
 ///     cpu, h100, h200), fuse (auto, off), gemm (library, generated),
+///     allow-tf32 (cuda, gemm=generated),
 ///     vector-bytes (0 to 1024; 0: scalar loops), quantize-all-gather (off,
 ///     bf16, fp8), sub-chunks, bucket-bytes (-1: no buckets; 0: the
 ///     model's), bidirectional (auto, on, off),

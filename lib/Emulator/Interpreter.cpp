@@ -1459,6 +1459,18 @@ bool Launch::specialFunction(Block &block, Thread &thread,
 bool Launch::convert(Thread &thread, const Instruction &in) {
   const std::vector<Operand> &ops = in.operands;
   Type to = in.type, from = in.type2;
+  if (in.tf32) {
+    // cvt.rna.tf32.f32: 10 bits of mantissa, rounded to the nearest, ties
+    // away from zero (on the magnitude), the low 13 bits zero; infinities
+    // and NaNs keep their class.
+    auto bits = static_cast<uint32_t>(read(thread, ops[1], Type::F32));
+    if ((bits & 0x7F800000u) != 0x7F800000u)
+      bits += 0x1000u;
+    else if (bits & 0x007FFFFFu)
+      bits |= 0x00400000u; // a NaN stays one once its low bits go
+    write(thread, ops[0], Type::B32, bits & ~0x1FFFu);
+    return true;
+  }
   // Packing two f32 into f16x2 / bf16x2 / e4m3x2 / e5m2x2.
   if (ops.size() == 3) {
     float hi = asF32(read(thread, ops[1], Type::F32));
@@ -1630,23 +1642,35 @@ void Launch::multiplyMatrices(const Instruction &in, Thread **lanes) {
     return static_cast<float>(
         toReal(which ? word >> 16 : word & 0xFFFF, in.type2));
   };
+  // tf32 (m16n8k8): one element per register, the f32 bits' low 13
+  // ignored; A: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); B: (t, g),
+  // (t + 4, g).
+  auto tf32 = [](uint32_t word) { return asF32(word & ~0x1FFFu); };
   auto reg = [&](Thread &t, const Operand &operand, unsigned i) {
     return static_cast<uint32_t>(
         read(t, operand.kind == Operand::Vector ? operand.elements[i] : operand,
              Type::B32));
   };
+  for (unsigned lane = 0; lane < 32 && in.tf32; ++lane) {
+    Thread &t = *lanes[lane];
+    unsigned g = lane / 4, q = lane % 4;
+    for (unsigned r = 0; r < 4; ++r)
+      a[g + (r % 2) * 8][q + (r / 2) * 4] = tf32(reg(t, in.operands[1], r));
+    for (unsigned r = 0; r < 2; ++r)
+      b[q + r * 4][g] = tf32(reg(t, in.operands[2], r));
+  }
   for (unsigned lane = 0; lane < 32; ++lane) {
     Thread &t = *lanes[lane];
     unsigned g = lane / 4, q = lane % 4;
     // A: registers (g, 2q), (g + 8, 2q), then (g, 2q + 8), (g + 8, 2q + 8).
-    for (unsigned r = 0; r < (k == 16 ? 4u : 2u); ++r) {
+    for (unsigned r = 0; r < (k == 16 ? 4u : 2u) && !in.tf32; ++r) {
       uint32_t word = reg(t, in.operands[1], r);
       unsigned row = g + (r % 2) * 8, column = 2 * q + (r / 2) * 8;
       a[row][column] = half(word, 0);
       a[row][column + 1] = half(word, 1);
     }
     // B: (2q, g) and (2q + 1, g), then the same 8 rows further.
-    for (unsigned r = 0; r < k / 8; ++r) {
+    for (unsigned r = 0; r < k / 8 && !in.tf32; ++r) {
       uint32_t word = reg(t, in.operands[2], r);
       b[2 * q + r * 8][g] = half(word, 0);
       b[2 * q + 1 + r * 8][g] = half(word, 1);

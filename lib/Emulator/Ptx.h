@@ -210,7 +210,7 @@ enum class Op : uint8_t {
   Vote,
   ActiveMask,
   Ldmatrix, ///< ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16
-  Mma,      ///< mma.sync.aligned.m16n8k{8,16}.row.col.f32.{f16,bf16}x2.f32
+  Mma,      ///< mma.sync.aligned.m16n8k{8,16}.row.col.f32.{f16,bf16,tf32}.f32
   CpAsync,  ///< cp.async.{ca,cg}.shared.global [dst], [src], size[, src-size]
   CpAsyncCommit, ///< cp.async.commit_group
   CpAsyncWait,   ///< cp.async.wait_group N (vector = 1) or wait_all (0)
@@ -339,6 +339,8 @@ struct Instruction {
   uint8_t vector = 1;     ///< .v2 / .v4 of ld and st; ldmatrix's .x1 to .x4
   bool transpose = false; ///< ldmatrix .trans
   uint8_t mmaK = 0;       ///< mma's k: 8 or 16 (m16n8)
+  /// mma of .tf32 operands; cvt.rna.tf32.f32 (the type fields say b32).
+  bool tf32 = false;
   /// Guard predicate: a register (and whether negated), or -1.
   int32_t guard = -1;
   bool guardNegated = false;

@@ -1196,6 +1196,12 @@ bool Parser::decodeModifiers(Instruction &in, const std::string &opcode,
       types.push_back(type);
       continue;
     }
+    // tf32: an f32 register whose low 13 bits the tensor cores ignore.
+    if (m == "tf32" && (in.op == Op::Mma || in.op == Op::Cvt)) {
+      types.push_back(Type::B32);
+      in.tf32 = true;
+      continue;
+    }
     if (m == "rn" || m == "rz" || m == "rm" || m == "rp" || m == "rni" ||
         m == "rzi" || m == "rmi" || m == "rpi" || m == "rna") {
       in.round = m == "rn"    ? Round::Rn
@@ -1341,14 +1347,21 @@ bool Parser::settleTypes(Instruction &in, const std::string &opcode,
   if (in.op == Op::Cvt) {
     if (types.size() != 2)
       return unsupported(opcode, "cvt needs two types", line);
+    if (in.tf32 && (types[0] != Type::B32 || types[1] != Type::F32 ||
+                    in.round != Round::Rna))
+      return unsupported(opcode, "only cvt.rna.tf32.f32 makes tf32", line);
     in.type = types[0];
     in.type2 = types[1];
   } else if (in.op == Op::Mma) {
     // D, A, B, C.
+    bool tf32 = in.tf32 && types.size() == 4 && types[1] == Type::B32 &&
+                types[2] == Type::B32 && in.mmaK == 8;
     if (types.size() != 4 || types[0] != Type::F32 || types[3] != Type::F32 ||
         types[1] != types[2] ||
-        (types[1] != Type::F16 && types[1] != Type::BF16))
-      return unsupported(opcode, "mma of f16 or bf16 accumulating in f32 only",
+        (types[1] != Type::F16 && types[1] != Type::BF16 && !tf32))
+      return unsupported(opcode,
+                         "mma of f16 or bf16 (or tf32 at m16n8k8) "
+                         "accumulating in f32 only",
                          line);
     in.type = Type::F32;
     in.type2 = types[1];
@@ -1496,7 +1509,9 @@ bool Parser::checkOperandCount(const Instruction &in, const std::string &opcode,
     if (!want(4, 4))
       return false;
     // Registers per lane of D, A, B and C.
-    size_t sizes[4] = {4, in.mmaK == 16 ? 4u : 2u, in.mmaK == 16 ? 2u : 1u, 4};
+    // (tf32 at k8 holds one element per register: A 4, B 2.)
+    size_t sizes[4] = {4, in.mmaK == 16 || in.tf32 ? 4u : 2u,
+                       in.mmaK == 16 || in.tf32 ? 2u : 1u, 4};
     for (size_t i = 0; i < 4; ++i) {
       const Operand &operand = in.operands[i];
       size_t n = operand.kind == Operand::Vector ? operand.elements.size() : 1;

@@ -447,6 +447,12 @@ bool options::validate(const Options &options, std::string &error) {
             "already)";
     return false;
   }
+  if (options.allowTf32 &&
+      !(options.cuda() && options.gemm == GemmMode::Generated)) {
+    error = "allow-tf32 applies to Braid's own GEMM kernels on the cuda "
+            "target: it needs target=cuda and gemm=generated";
+    return false;
+  }
   if (!options.cuda())
     return true;
   if (options.emulate && (options.gpuFormat == GpuFormat::Bin ||

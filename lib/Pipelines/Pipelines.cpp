@@ -135,6 +135,7 @@ void addCudaStages(OpPassManager &pm, const braid::Options &options) {
   braid::MapToGPUOptions mapOptions;
   mapOptions.sharedMemoryLimit = braid::sharedMemoryPerBlock(options.sm);
   mapOptions.gemmKernels = options.gemm == braid::GemmMode::Generated;
+  mapOptions.allowTf32 = options.allowTf32;
   pm.addPass(braid::createMapToGPU(mapOptions));
   // Launches and GEMMs named by what they compute and where it came from.
   pm.addPass(braid::createKernelEvents());

@@ -516,24 +516,30 @@ def test_decoder_layer_cuda_emulated(kind, dtype, ranks, layout):
 
 
 @pytest.mark.parametrize("ranks,layout,dtype", [
-    (2, "replicate", torch.bfloat16), (4, "sequence", torch.float16)])
+    (2, "replicate", torch.bfloat16), (4, "sequence", torch.float16),
+    (2, "sequence", torch.float32)])
 def test_decoder_layer_generated_gemms_cuda_emulated(ranks, layout, dtype):
     """gemm="generated" on the cuda target: every contraction of the
     shipped plan's layer (the projections, their ring chunks, attention's
     batched products) runs as Braid's own tensor-core kernel (ldmatrix,
-    mma.sync) instead of cuBLASLt, on the emulated device, and the layer
-    still computes what the module does."""
+    mma.sync; f32 as tf32 with allow_tf32) instead of cuBLASLt, on the
+    emulated device, and the layer still computes what the module does."""
     torch.manual_seed(9)
     c = config("Llama", ranks)
     layer = decoder_layer("Llama", c).eval().to(dtype)
     x = torch.randn(1 if layout == "sequence" else 2, SEQ, 64, dtype=dtype)
+    f32 = dtype == torch.float32
     tp, _ = check(layer, (x,), {"position_embeddings": rotary(c, x)},
-                  c.base_model_tp_plan, ranks, layout, tolerance=3e-2,
-                  target="cuda", emulate=True, gemm="generated")
+                  c.base_model_tp_plan, ranks, layout,
+                  tolerance=1e-2 if f32 else 3e-2, target="cuda",
+                  emulate=True, gemm="generated", allow_tf32=f32)
     ptx = tp.artifact.ir("ptx")
-    assert "mma.sync.aligned.m16n8k16.row.col.f32." + (
-        "bf16.bf16" if dtype == torch.bfloat16 else "f16.f16") in ptx
-    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
+    assert "mma.sync.aligned." + {
+        torch.bfloat16: "m16n8k16.row.col.f32.bf16.bf16",
+        torch.float16: "m16n8k16.row.col.f32.f16.f16",
+        torch.float32: "m16n8k8.row.col.f32.tf32.tf32"}[dtype] in ptx
+    if not f32:
+        assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
     # Nothing left for cuBLASLt: no contraction has f32 operands here.
     assert "braid_rt_gemm" not in tp.artifact.ir("llvm-mlir")
     generated = [r.message for r in tp.artifact.remarks

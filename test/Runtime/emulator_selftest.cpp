@@ -9,10 +9,10 @@
 // on LD_LIBRARY_PATH by the tests):
 //
 //   semantics    integer, float, conversion, warp, tensor-core (cp.async,
-//                ldmatrix, mma.sync), shared / local / const memory and
-//                atomic instructions, against references computed
-//                here in C++ (not with the emulator's code); prints one line
-//                per family and exits 1 on any mismatch.
+//                ldmatrix, mma.sync of f16, bf16 and tf32), shared / local /
+//                const memory and atomic instructions, against references
+//                computed here in C++ (not with the emulator's code); prints
+//                one line per family and exits 1 on any mismatch.
 //   ptx          prints every kernel of this file, for ptxas to check that
 //                they are PTX (test/Runtime/emulator-selftest.test).
 //
@@ -888,6 +888,103 @@ std::vector<uint32_t> mmaReference(uint32_t lane) {
   return want;
 }
 
+// One warp multiplies a 16x8 f32 A by an 8x8 f32 B as tf32 (mma.sync
+// m16n8k8): each lane loads its fragments' elements from global memory
+// (A (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); B (t, g), (t + 4, g))
+// and rounds them with cvt.rna.tf32.f32. C is lane * 4 + i. Each lane
+// stores D (words 0-3) and the rounded bits of its first A element (4).
+const char *const tf32Kernel = R"PTX(
+.visible .entry tf32_ops(.param .u64 in_param, .param .u64 out_param)
+{
+  .reg .b32 %r<40>;
+  .reg .f32 %f<20>;
+  .reg .b64 %rd<12>;
+  ld.param.u64 %rd1, [in_param];
+  cvta.to.global.u64 %rd1, %rd1;
+  ld.param.u64 %rd2, [out_param];
+  cvta.to.global.u64 %rd2, %rd2;
+  mov.u32 %r1, %tid.x;
+  shr.u32 %r2, %r1, 2;
+  and.b32 %r3, %r1, 3;
+  mul.lo.u32 %r4, %r2, 8;
+  add.u32 %r4, %r4, %r3;
+  mul.wide.u32 %rd3, %r4, 4;
+  add.s64 %rd4, %rd1, %rd3;
+  ld.global.f32 %f1, [%rd4];
+  ld.global.f32 %f2, [%rd4+256];
+  ld.global.f32 %f3, [%rd4+16];
+  ld.global.f32 %f4, [%rd4+272];
+  mul.lo.u32 %r5, %r3, 8;
+  add.u32 %r5, %r5, %r2;
+  mul.wide.u32 %rd5, %r5, 4;
+  add.s64 %rd6, %rd1, %rd5;
+  ld.global.f32 %f5, [%rd6+512];
+  ld.global.f32 %f6, [%rd6+640];
+  cvt.rna.tf32.f32 %r10, %f1;
+  cvt.rna.tf32.f32 %r11, %f2;
+  cvt.rna.tf32.f32 %r12, %f3;
+  cvt.rna.tf32.f32 %r13, %f4;
+  cvt.rna.tf32.f32 %r14, %f5;
+  cvt.rna.tf32.f32 %r15, %f6;
+  mul.lo.u32 %r16, %r1, 4;
+  cvt.rn.f32.u32 %f7, %r16;
+  add.f32 %f8, %f7, 0f3F800000;
+  add.f32 %f9, %f7, 0f40000000;
+  add.f32 %f10, %f7, 0f40400000;
+  mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%f11, %f12, %f13, %f14}, {%r10, %r11, %r12, %r13}, {%r14, %r15}, {%f7, %f8, %f9, %f10};
+  mul.wide.u32 %rd7, %r1, 32;
+  add.s64 %rd7, %rd2, %rd7;
+  st.global.v4.f32 [%rd7], {%f11, %f12, %f13, %f14};
+  st.global.u32 [%rd7+16], %r10;
+  ret;
+}
+)PTX";
+
+/// The tf32 family's inputs: A (16x8, at word 0) and B (8x8, at word 128)
+/// in f32, with bits below tf32's 10-bit mantissa, some past the halfway
+/// point (rounded up, away from zero), some below it (rounded down).
+float tf32A(int r, int k) {
+  return float((r * 5 + k * 3) % 9 - 4) + float((r + k) % 4) * 0.000732421875f;
+}
+float tf32B(int k, int n) {
+  return float((k * 3 + n * 5) % 7 - 3) - float((k + n) % 3) * 0.000244140625f;
+}
+
+std::vector<uint32_t> tf32Inputs() {
+  std::vector<uint32_t> words(192, 0);
+  for (int r = 0; r < 16; ++r)
+    for (int k = 0; k < 8; ++k)
+      words[r * 8 + k] = bits(tf32A(r, k));
+  for (int k = 0; k < 8; ++k)
+    for (int n = 0; n < 8; ++n)
+      words[128 + k * 8 + n] = bits(tf32B(k, n));
+  return words;
+}
+
+/// tf32 by cvt.rna: round to nearest on the magnitude, ties away from zero,
+/// to 10 bits of mantissa (finite inputs).
+float roundTf32(float f) {
+  uint32_t x = bits(f);
+  x = (x + 0x1000u) & ~0x1FFFu;
+  float out;
+  std::memcpy(&out, &x, 4);
+  return out;
+}
+
+std::vector<uint32_t> tf32Reference(uint32_t lane) {
+  uint32_t g = lane / 4, t = lane % 4;
+  std::vector<uint32_t> want(5);
+  for (uint32_t i = 0; i < 4; ++i) {
+    int r = int(g + (i / 2) * 8), n = int(2 * t + i % 2);
+    double sum = double(lane * 4 + i);
+    for (int k = 0; k < 8; ++k)
+      sum += double(roundTf32(tf32A(r, k))) * double(roundTf32(tf32B(k, n)));
+    want[i] = bits(float(sum));
+  }
+  want[4] = bits(roundTf32(tf32A(int(g), int(t))));
+  return want;
+}
+
 /// Checks each of `threads` threads' results (`stride` words apart in
 /// `got`) against `reference(t)`, as many as it gives.
 void expectThreads(
@@ -975,6 +1072,15 @@ int semantics() {
                          {tiles.device, nullptr}),
                 32, 24, mmaReference);
   reportFamily("tensor core", before, 32, 24);
+
+  before = failures;
+  Buffer<uint32_t> tf32In(192);
+  tf32In.put(tf32Inputs());
+  expectThreads(
+      "tf32",
+      runBlock("tf32", tf32Kernel, "tf32_ops", 32, 8, {tf32In.device, nullptr}),
+      32, 8, tf32Reference);
+  reportFamily("tf32", before, 32, 5);
 
   before = failures;
   Buffer<uint32_t> counter(4);

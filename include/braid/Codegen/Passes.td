@@ -577,7 +577,9 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
     the tiles come in by `cp.async` (`nvgpu.device_async_copy`) in two
     stages, the next tile's copies in flight during the current tile's
     products, when a run-time check finds the operands 16-byte aligned;
-    otherwise an element at a time, one stage. A zero
+    otherwise an element at a time, one stage. With `allow-tf32`, f32
+    contractions too: their operands rounded to tf32 (`cvt.rna`, 10 bits
+    of mantissa) as each lane loads its fragments, `mma.sync` m16n8k8. A zero
     fill right before it is folded (the accumulators start from zero), and
     the elementwise op right after it that alone reads its result (any
     payload over operands read through projections of the row and column)
@@ -610,7 +612,10 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
            "132); grid-stride launches get at most 4 waves of blocks">,
     Option<"gemmKernels", "gemm-kernels", "bool", /*default=*/"false",
            "Contractions of f16 and bf16 operands as generated tensor-core "
-           "kernels (mma.sync, sm_80 and later) instead of cuBLASLt">
+           "kernels (mma.sync, sm_80 and later) instead of cuBLASLt">,
+    Option<"allowTf32", "allow-tf32", "bool", /*default=*/"false",
+           "With gemm-kernels, f32 contractions too, their operands rounded "
+           "to tf32 (mma.sync m16n8k8)">
   ];
   let statistics = [
     Statistic<"numGemms", "gemms", "Contractions run by cuBLASLt">,

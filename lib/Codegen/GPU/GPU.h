@@ -48,15 +48,16 @@ mlir::LogicalResult emitDeviceLoops(mlir::OpBuilder &b, mlir::Location loc,
                                     mlir::Value threadId,
                                     mlir::Value numThreads, bool cooperative);
 
-/// `op`, a contraction braid_rt_gemm would take with f16 or bf16 operands,
-/// as a generated tensor-core kernel (GemmKernel.cpp): emits the gpu.launch
+/// `op`, a contraction braid_rt_gemm would take with f16 or bf16 operands
+/// (or f32 ones as tf32, with `allowTf32`), as a generated tensor-core
+/// kernel (GemmKernel.cpp): emits the gpu.launch
 /// (folding a zero fill right before `op`, `zeroFillFolded`, and the
 /// elementwise op right after it that alone reads its result, `epilogue`)
 /// with a remark, and returns it; `op` and `epilogue` are left for the
 /// caller to erase. Null with `why` set, and nothing changed, when it does
 /// not qualify.
-mlir::Operation *emitGemmKernel(mlir::linalg::LinalgOp op, std::string &why,
-                                bool &zeroFillFolded,
+mlir::Operation *emitGemmKernel(mlir::linalg::LinalgOp op, bool allowTf32,
+                                std::string &why, bool &zeroFillFolded,
                                 mlir::linalg::GenericOp &epilogue);
 
 } // namespace braid::codegen

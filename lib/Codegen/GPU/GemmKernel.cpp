@@ -62,8 +62,8 @@ namespace {
 constexpr int64_t kTileM = 64, kTileN = 64, kTileK = 32;
 constexpr int64_t kWarpM = 32, kWarpN = 32;
 constexpr int64_t kThreads = 128;
-/// Elements of padding at the end of each shared row (16 bytes).
-constexpr int64_t kPad = 8;
+/// Bytes of padding at the end of each shared row, and of a cp.async piece.
+constexpr int64_t kPadBytes = 16;
 /// m16n8 tiles per warp.
 constexpr int64_t kFragsM = kWarpM / 16, kFragsN = kWarpN / 8;
 
@@ -175,8 +175,11 @@ struct GemmKernelBuilder {
     Type f32 = b.getF32Type();
     auto result =
         LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
-    std::string text = std::string("mma.sync.aligned.m16n8k16.row.col.f32.") +
-                       (element.isBF16() ? "bf16.bf16" : "f16.f16") +
+    // f32 operands go as tf32, 8 of k at a time; f16 and bf16 16.
+    std::string text = std::string("mma.sync.aligned.") +
+                       (element.isF32()    ? "m16n8k8.row.col.f32.tf32.tf32"
+                        : element.isBF16() ? "m16n8k16.row.col.f32.bf16.bf16"
+                                           : "m16n8k16.row.col.f32.f16.f16") +
                        ".f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, "
                        "{$10, $11, $12, $13};";
     SmallVector<Value> operands(aRegs);
@@ -270,15 +273,16 @@ struct GemmKernelBuilder {
   void copyTileAsync(Value operand, Value shared, int64_t rows, int64_t columns,
                      Value rowBase, Value columnBase, int64_t rowLimit,
                      int64_t columnLimit) {
-    int64_t pieces = rows * columns / 8;
+    int64_t piece = pieceElements();
+    int64_t pieces = rows * columns / piece;
     auto loop = scf::ForOp::create(b, loc, index(0), index(pieces / kThreads),
                                    index(1));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value linear = add(mul(loop.getInductionVar(), kThreads), threadId);
-    Value row = arith::DivUIOp::create(b, loc, linear, index(columns / 8));
-    Value column =
-        mul(arith::RemUIOp::create(b, loc, linear, index(columns / 8)), 8);
+    Value row = arith::DivUIOp::create(b, loc, linear, index(columns / piece));
+    Value column = mul(
+        arith::RemUIOp::create(b, loc, linear, index(columns / piece)), piece);
     Value globalRow = add(rowBase, row), globalColumn = add(columnBase, column);
     Value inBounds = arith::AndIOp::create(b, loc, less(globalRow, rowLimit),
                                            less(globalColumn, columnLimit));
@@ -288,12 +292,12 @@ struct GemmKernelBuilder {
     globalColumn =
         arith::SelectOp::create(b, loc, inBounds, globalColumn, zero);
     Value elements =
-        arith::SelectOp::create(b, loc, inBounds, index(8), index(0));
+        arith::SelectOp::create(b, loc, inBounds, index(piece), index(0));
     nvgpu::DeviceAsyncCopyOp::create(
         b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), shared,
         ValueRange{row, column}, operand,
-        indices(globalRow, globalColumn, false), b.getIndexAttr(8), elements,
-        b.getUnitAttr());
+        indices(globalRow, globalColumn, false), b.getIndexAttr(piece),
+        elements, b.getUnitAttr());
   }
 
   void copyTilesAsync(Value sharedA, Value sharedB, Value k0) {
@@ -304,6 +308,57 @@ struct GemmKernelBuilder {
     else
       copyTileAsync(bm, sharedB, kTileK, kTileN, k0, columnBase, match.k,
                     match.n);
+  }
+
+  /// Elements of a 16-byte cp.async piece.
+  int64_t pieceElements() { return kPadBytes / elementBytes(element); }
+
+  /// f32 `value` rounded to tf32 (cvt.rna), in an i32 register.
+  Value toTf32(Value value) {
+    auto asmOp = LLVM::InlineAsmOp::create(
+        b, loc, b.getI32Type(), ValueRange{value}, "cvt.rna.tf32.f32 $0, $1;",
+        "=r,f", /*has_side_effects=*/false, /*is_align_stack=*/false,
+        LLVM::TailCallKind::None, LLVM::AsmDialectAttr(), ArrayAttr());
+    return asmOp.getResult(0);
+  }
+
+  /// multiplyTiles for f32 operands as tf32 (mma.sync m16n8k8): each lane
+  /// loads its fragments' elements from the shared tiles (ldmatrix moves
+  /// 16-bit elements): A (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4);
+  /// B (t, g), (t + 4, g), rounded to tf32.
+  void multiplyTilesTf32(Value sharedA, Value sharedB,
+                         SmallVector<Value> &acc) {
+    Value group = arith::DivUIOp::create(b, loc, lane, index(4));
+    Value quad = arith::RemUIOp::create(b, loc, lane, index(4));
+    for (int64_t kk = 0; kk < kTileK; kk += 8) {
+      SmallVector<SmallVector<Value>> aRegs, bRegs;
+      for (int64_t mi = 0; mi < kFragsM; ++mi) {
+        aRegs.emplace_back();
+        for (int64_t r = 0; r < 4; ++r) {
+          Value row = add(add(warpRow, index(mi * 16 + (r % 2) * 8)), group);
+          Value column = add(index(kk + (r / 2) * 4), quad);
+          aRegs.back().push_back(toTf32(memref::LoadOp::create(
+              b, loc, sharedA, ValueRange{row, column})));
+        }
+      }
+      for (int64_t ni = 0; ni < kFragsN; ++ni) {
+        bRegs.emplace_back();
+        for (int64_t r = 0; r < 2; ++r) {
+          Value k = add(index(kk + r * 4), quad);
+          Value n = add(add(warpColumn, index(ni * 8)), group);
+          bRegs.back().push_back(toTf32(memref::LoadOp::create(
+              b, loc, sharedB,
+              match.transB ? ValueRange{n, k} : ValueRange{k, n})));
+        }
+      }
+      for (int64_t mi = 0; mi < kFragsM; ++mi)
+        for (int64_t ni = 0; ni < kFragsN; ++ni) {
+          int64_t first = (mi * kFragsN + ni) * 4;
+          SmallVector<Value> d =
+              mma(aRegs[mi], bRegs[ni], ArrayRef<Value>(acc).slice(first, 4));
+          std::copy(d.begin(), d.end(), acc.begin() + first);
+        }
+    }
   }
 
   /// PTX with no operands or results (cp.async's group bookkeeping).
@@ -318,6 +373,10 @@ struct GemmKernelBuilder {
   /// The warps' products of the tiles in `sharedA` and `sharedB` added to
   /// `acc`: per k16 step, ldmatrix fragments and mma.sync.
   void multiplyTiles(Value sharedA, Value sharedB, SmallVector<Value> &acc) {
+    if (element.isF32()) {
+      multiplyTilesTf32(sharedA, sharedB, acc);
+      return;
+    }
     Value laneRow = arith::RemUIOp::create(b, loc, lane, index(16));
     Value laneHalf = mul(arith::DivUIOp::create(b, loc, lane, index(16)), 8);
     // ldmatrix.x2 of B stored [n][k]: lanes 0-7 address k, 8-15 k + 8.
@@ -444,7 +503,8 @@ struct GemmKernelBuilder {
     for (size_t i = 0; i + 1 < strides.size(); ++i)
       aligned = arith::AndIOp::create(
           b, loc, aligned,
-          isZero(arith::RemUIOp::create(b, loc, strides[i], index(8))));
+          isZero(arith::RemUIOp::create(b, loc, strides[i],
+                                        index(pieceElements()))));
     return aligned;
   }
 
@@ -452,6 +512,7 @@ struct GemmKernelBuilder {
     MLIRContext *context = b.getContext();
     auto workgroup = gpu::AddressSpaceAttr::get(
         context, gpu::GPUDialect::getWorkgroupAddressSpace());
+    int64_t kPad = kPadBytes / elementBytes(element);
     aTileType = MemRefType::get({kTileM, kTileK + kPad}, element,
                                 MemRefLayoutAttrInterface(), workgroup);
     bTileType = match.transB
@@ -464,8 +525,8 @@ struct GemmKernelBuilder {
     // A stored [m][k] (a transposed A is copied an element at a time), and
     // the contiguous extent of each operand a multiple of 8 elements, so
     // that a piece is all inside the operand or all outside.
-    pipelined =
-        !match.transA && match.k % 8 == 0 && (match.transB || match.n % 8 == 0);
+    pipelined = !match.transA && match.k % pieceElements() == 0 &&
+                (match.transB || match.n % pieceElements() == 0);
     // The tiles in dynamic shared memory, which is 16-byte aligned
     // (ldmatrix's row addresses must be; workgroup attributions would be
     // aligned to their element only); two stages when pipelined.
@@ -633,7 +694,7 @@ std::string typeName(Type type) {
 
 } // namespace
 
-Operation *emitGemmKernel(linalg::LinalgOp op, std::string &why,
+Operation *emitGemmKernel(linalg::LinalgOp op, bool allowTf32, std::string &why,
                           bool &zeroFillFolded, linalg::GenericOp &epilogue) {
   FailureOr<GemmMatch> match = matchGemm(op, why);
   if (failed(match))
@@ -649,11 +710,12 @@ Operation *emitGemmKernel(linalg::LinalgOp op, std::string &why,
     return nullptr;
   }
   Type element = getElementTypeOrSelf(op.getDpsInputOperand(0)->get());
-  if (!element.isF16() && !element.isBF16()) {
-    why = "its operands are " +
-          std::string(element.isF32() ? "f32" : "not f16 or bf16") +
-          " (the generated kernels multiply f16 and bf16 on the tensor "
-          "cores)";
+  if (!element.isF16() && !element.isBF16() &&
+      !(element.isF32() && allowTf32)) {
+    why = element.isF32()
+              ? "its operands are f32, which the tensor cores multiply as "
+                "tf32 only (10 bits of mantissa): allow-tf32 allows it"
+              : "its operands are not f16, bf16 or f32";
     return nullptr;
   }
   // A zero fill right before only makes the product start from zero.
@@ -666,9 +728,10 @@ Operation *emitGemmKernel(linalg::LinalgOp op, std::string &why,
                             epilogue);
   gpu::LaunchOp launch = builder.build();
   auto remark = op->emitRemark();
-  remark << "runs as a generated tensor-core kernel (mma.sync m16n8k16, "
-         << kTileM << "x" << kTileN << "x" << kTileK << " tiles): " << match->m
-         << "x" << match->n << "x" << match->k;
+  remark << "runs as a generated tensor-core kernel (mma.sync "
+         << (element.isF32() ? "m16n8k8 on tf32" : "m16n8k16") << ", " << kTileM
+         << "x" << kTileN << "x" << kTileK << " tiles): " << match->m << "x"
+         << match->n << "x" << match->k;
   if (match->batch > 1)
     remark << " in " << match->batch << " batches";
   if (match->transA || match->transB)

@@ -531,7 +531,8 @@ private:
     if (contraction && gemmKernels) {
       bool folded = false;
       linalg::GenericOp epilogue;
-      if (Operation *launch = emitGemmKernel(op, why, folded, epilogue)) {
+      if (Operation *launch =
+              emitGemmKernel(op, allowTf32, why, folded, epilogue)) {
         describeLaunch(cast<gpu::LaunchOp>(launch), op);
         ++numGemmKernels;
         if (epilogue)

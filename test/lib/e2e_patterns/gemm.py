@@ -12,12 +12,14 @@ def pattern_gemm(cfg):
     of a zero fill), -epi (then max(y + bias[n], 0) * 0.5 + residual[m, n],
     an elementwise op that alone reads the product), -skew (A is the
     columns 1..k of an m x (k + 1) argument: a view one element off
-    alignment, whose rows are k + 1 apart)."""
+    alignment, whose rows are k + 1 apart), -tf32 (f32 checked at the
+    tolerance of products of operands rounded to tf32, for --allow-tf32)."""
     parts = (cfg.variant or "70x50x40").split("-")
     m, n, k = (int(s) for s in parts[0].split("x"))
     flags = set(parts[1:])
     batches = [int(f[1:]) for f in flags if f.startswith("b") and f[1:].isdigit()]
-    unknown = flags - {"tn", "nt", "acc", "epi", "skew"} - {f"b{b}" for b in batches}
+    unknown = (flags - {"tn", "nt", "acc", "epi", "skew", "tf32"}
+               - {f"b{b}" for b in batches})
     if unknown:
         raise SystemExit(f"unknown gemm variant flags {sorted(unknown)}")
     if ("epi" in flags or "skew" in flags) and batches:
@@ -98,6 +100,9 @@ def pattern_gemm(cfg):
     inputs = [(a_arg, dt), (b_shape, dt)] + ([(out, acc)] if "acc" in flags else [])
     if "epi" in flags:
         inputs += [((n,), acc), (out, acc)]
+    if "tf32" in flags:
+        # Operands to 10 bits of mantissa: each product within 2^-10.
+        return text, inputs, [acc], reference, [5e-3]
     return text, inputs, [acc], reference
 
 
