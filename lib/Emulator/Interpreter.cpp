@@ -2072,7 +2072,9 @@ bool Launch::execute(Block &block, Thread &thread, const Instruction &in,
 /// write, both recorded for the race detector as this thread's) when a
 /// wait_group lets fewer groups stay pending, wait_all, or the thread's
 /// exit completes it. Until then shared memory holds what it held, so a
-/// read that does not wait sees the old bytes, as it may on the GPU.
+/// read that does not wait sees the old bytes, as it may on the GPU; the
+/// write is also recorded when the copy is issued, so that a reader the
+/// issue is not ordered after races with it.
 bool Launch::asyncCopy(Block &block, Thread &thread, const Instruction &in) {
   if (in.op == Op::CpAsyncCommit) {
     ++thread.asyncGroup;
@@ -2104,6 +2106,14 @@ bool Launch::asyncCopy(Block &block, Thread &thread, const Instruction &in) {
                      std::to_string(copy.bytes) + ")");
   copy.group = thread.asyncGroup;
   copy.pc = thread.pc - 1;
+  // The copy may land any time from now until its wait: its write is this
+  // thread's from here (a reader that a barrier does not order after the
+  // issue races with it, as on the GPU), and again when it lands.
+  Target to;
+  if (!resolve(block, thread, in, copy.dst, Space::Shared, copy.bytes, true,
+               to))
+    return false;
+  recordAccess(block, thread, in, to, copy.bytes, Write, false);
   thread.asyncCopies.push_back(copy);
   return true;
 }

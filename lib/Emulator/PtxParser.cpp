@@ -1148,6 +1148,11 @@ bool Parser::decodeAsyncCopy(Instruction &in, const std::string &opcode,
     return fail("cp.async takes [dst], [src], a size and an optional source "
                 "size",
                 line);
+  // The fourth operand is a source size; a predicate (the ignore-src
+  // form) would mean the opposite.
+  if (count == 4 && in.operands[3].kind == Operand::Reg &&
+      function->registerTypes[in.operands[3].reg] == Type::Pred)
+    return unsupported(opcode, "with an ignore-src predicate", line);
   int64_t size = static_cast<int64_t>(in.operands[2].bits);
   if (size != 4 && size != 8 && size != 16)
     return fail("cp.async copies 4, 8 or 16 bytes", line);
@@ -1348,7 +1353,7 @@ bool Parser::settleTypes(Instruction &in, const std::string &opcode,
     if (types.size() != 2)
       return unsupported(opcode, "cvt needs two types", line);
     if (in.tf32 && (types[0] != Type::B32 || types[1] != Type::F32 ||
-                    in.round != Round::Rna))
+                    in.round != Round::Rna || in.sat))
       return unsupported(opcode, "only cvt.rna.tf32.f32 makes tf32", line);
     in.type = types[0];
     in.type2 = types[1];

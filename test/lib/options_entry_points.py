@@ -68,6 +68,7 @@ if CUDA:
         ({"target": "cuda", "gpu-format": "isa"}, {}),
         # emulate resolves gpu-format=auto to isa (PTX).
         ({"target": "cuda", "emulate": "true"}, {"gpu-format": "isa"}),
+        ({"target": "cuda", "gemm": "generated", "allow-tf32": "true"}, {}),
     ]
 
 

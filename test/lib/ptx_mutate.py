@@ -33,6 +33,9 @@ device to catch (BRAID_EMULATE_PTX_REPLACE runs OUT.ptx in its place):
                           mma.sync wants columns)
   drop-async-wait         every cp.async.wait_group: the warps read tiles
                           whose copies may not have landed
+  drop-stage-reuse-barrier  the pipelined GEMM's bar.sync after a K tile's
+                          products, before the next cp.async copies into
+                          the stage other warps may still be reading
 
 Exits 1, saying why, when IN.ptx has nothing to break that way.
 """
@@ -114,6 +117,22 @@ def drop_ldmatrix_trans(lines):
     return out if out != lines else None
 
 
+def drop_stage_reuse_barrier(lines):
+    # In the pipelined loop: the first bar.sync after the first mma.sync
+    # that follows a cp.async copy.
+    copy = next((i for i, line in enumerate(lines)
+                 if re.match(r"\s*cp\.async\.c[ag]\.", line)), None)
+    if copy is None:
+        return None
+    mma = next((i for i in range(copy, len(lines)) if "mma.sync." in lines[i]), None)
+    if mma is None:
+        return None
+    for j in range(mma, len(lines)):
+        if re.match(r"\s*bar\.sync\b", lines[j]):
+            return lines[:j] + lines[j + 1:]
+    return None
+
+
 def drop_async_wait(lines):
     out = [line for line in lines if "cp.async.wait_group" not in line]
     return out if len(out) != len(lines) else None
@@ -129,6 +148,7 @@ MUTATIONS = {
     "drop-tile-reuse-barrier": drop_tile_reuse_barrier,
     "drop-ldmatrix-trans": drop_ldmatrix_trans,
     "drop-async-wait": drop_async_wait,
+    "drop-stage-reuse-barrier": drop_stage_reuse_barrier,
 }
 
 

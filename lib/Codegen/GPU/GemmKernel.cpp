@@ -363,8 +363,8 @@ struct GemmKernelBuilder {
 
   /// PTX with no operands or results (cp.async's group bookkeeping).
   void ptx(StringRef text) {
-    LLVM::InlineAsmOp::create(b, loc, TypeRange(), ValueRange(), text, "",
-                              /*has_side_effects=*/true,
+    LLVM::InlineAsmOp::create(b, loc, TypeRange(), ValueRange(), text,
+                              "~{memory}", /*has_side_effects=*/true,
                               /*is_align_stack=*/false,
                               LLVM::TailCallKind::None, LLVM::AsmDialectAttr(),
                               ArrayAttr());

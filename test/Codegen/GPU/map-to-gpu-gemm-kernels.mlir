@@ -68,7 +68,7 @@ func.func @batched_transposed(%a: memref<3x16x8xf16>, %b: memref<3x24x8xf16>, %c
 
 // f32 operands stay on cuBLASLt, and the remark says why.
 // CHECK-LABEL: func.func @f32_stays
-// REMARK: remark: not a generated tensor-core kernel: its operands are f32 (the generated kernels multiply f16 and bf16 on the tensor cores)
+// REMARK: remark: not a generated tensor-core kernel: its operands are f32, which the tensor cores multiply as tf32 only (10 bits of mantissa): allow-tf32 allows it
 // REMARK: remark: runs on cuBLASLt: 8x8x8
 // CHECK: call @braid_rt_gemm
 // CHECK-NOT: nvgpu.ldmatrix

@@ -12,20 +12,25 @@ def pattern_gemm(cfg):
     of a zero fill), -epi (then max(y + bias[n], 0) * 0.5 + residual[m, n],
     an elementwise op that alone reads the product), -skew (A is the
     columns 1..k of an m x (k + 1) argument: a view one element off
-    alignment, whose rows are k + 1 apart), -tf32 (f32 checked at the
+    alignment, whose rows are k + 1 apart; -stride: columns 0..k-1 of it,
+    aligned but with rows k + 1 apart; -offset: columns 1..k of an
+    m x (k + 8) argument, rows a multiple of 8 apart but its start one
+    element off), -tf32 (f32 checked at the
     tolerance of products of operands rounded to tf32, for --allow-tf32)."""
     parts = (cfg.variant or "70x50x40").split("-")
     m, n, k = (int(s) for s in parts[0].split("x"))
     flags = set(parts[1:])
     batches = [int(f[1:]) for f in flags if f.startswith("b") and f[1:].isdigit()]
-    unknown = (flags - {"tn", "nt", "acc", "epi", "skew", "tf32"}
+    views = {"skew": (1, 1), "stride": (1, 0), "offset": (8, 1)}
+    unknown = (flags - {"tn", "nt", "acc", "epi", "tf32"} - set(views)
                - {f"b{b}" for b in batches})
     if unknown:
         raise SystemExit(f"unknown gemm variant flags {sorted(unknown)}")
-    if ("epi" in flags or "skew" in flags) and batches:
-        raise SystemExit("gemm: -epi and -skew take no batches")
-    if "skew" in flags and "tn" in flags:
-        raise SystemExit("gemm: -skew takes A stored m x k")
+    view = next((views[f] for f in views if f in flags), None)
+    if ("epi" in flags or view) and batches:
+        raise SystemExit("gemm: -epi and the views take no batches")
+    if view and "tn" in flags:
+        raise SystemExit("gemm: the views take A stored m x k")
     dt, acc = cfg.dtype, acc_type(cfg.dtype)
     lead = (batches[0],) if batches else ()
     a_shape = lead + ((k, m) if "tn" in flags else (m, k))
@@ -39,8 +44,8 @@ def pattern_gemm(cfg):
     op = "linalg.batch_matmul" if lead else "linalg.matmul"
     params = {"a": tensor(a_shape, dt), "b": tensor(b_shape, dt)}
     a_name, a_arg = "a", a_shape
-    if "skew" in flags:
-        a_arg = (m, k + 1)
+    if view:
+        a_arg = (m, k + view[0])
         params["a"] = tensor(a_arg, dt)
         a_name = "as"
     if "acc" in flags:
@@ -50,8 +55,8 @@ def pattern_gemm(cfg):
         init = "z"
         body = (f"  %e = tensor.empty() : {tensor(out, acc)}\n"
                 f"  %z = linalg.fill ins(%zero : {acc}) outs(%e : {tensor(out, acc)}) -> {tensor(out, acc)}\n")
-    if "skew" in flags:
-        body = (f"  %as = tensor.extract_slice %a[0, 1] [{m}, {k}] [1, 1] : "
+    if view:
+        body = (f"  %as = tensor.extract_slice %a[0, {view[1]}] [{m}, {k}] [1, 1] : "
                 f"{tensor(a_arg, dt)} to {tensor(a_shape, dt)}\n") + body
     body += (f"  %y = {op} {maps}ins(%{a_name}, %b : {tensor(a_shape, dt)}, {tensor(b_shape, dt)}) "
              f"outs(%{init} : {tensor(out, acc)}) -> {tensor(out, acc)}\n")
@@ -82,8 +87,8 @@ def pattern_gemm(cfg):
         results = []
         for rank in range(len(ins[0])):
             a, b = ins[0][rank], ins[1][rank]
-            if "skew" in flags:
-                a = a[:, 1:]
+            if view:
+                a = a[:, view[1]:view[1] + k]
             if "tn" in flags:
                 a = a.swapaxes(-1, -2)
             if "nt" in flags:
