@@ -195,6 +195,19 @@ struct GemmKernelBuilder {
     return d;
   }
 
+  /// Every warp's mma of each A fragment by each B fragment into `acc`.
+  void multiplyFragments(ArrayRef<SmallVector<Value>> aRegs,
+                         ArrayRef<SmallVector<Value>> bRegs,
+                         SmallVector<Value> &acc) {
+    for (int64_t mi = 0; mi < kFragsM; ++mi)
+      for (int64_t ni = 0; ni < kFragsN; ++ni) {
+        int64_t first = (mi * kFragsN + ni) * 4;
+        SmallVector<Value> d =
+            mma(aRegs[mi], bRegs[ni], ArrayRef<Value>(acc).slice(first, 4));
+        std::copy(d.begin(), d.end(), acc.begin() + first);
+      }
+  }
+
   /// Accumulator i of fragment (mi, ni) sits at (row, column) of the
   /// warp's tile: rows g and g + 8, columns 2q and 2q + 1.
   std::pair<Value, Value> accumulatorAt(Value warpRow, Value warpColumn,
@@ -351,13 +364,7 @@ struct GemmKernelBuilder {
               match.transB ? ValueRange{n, k} : ValueRange{k, n})));
         }
       }
-      for (int64_t mi = 0; mi < kFragsM; ++mi)
-        for (int64_t ni = 0; ni < kFragsN; ++ni) {
-          int64_t first = (mi * kFragsN + ni) * 4;
-          SmallVector<Value> d =
-              mma(aRegs[mi], bRegs[ni], ArrayRef<Value>(acc).slice(first, 4));
-          std::copy(d.begin(), d.end(), acc.begin() + first);
-        }
+      multiplyFragments(aRegs, bRegs, acc);
     }
   }
 
@@ -416,13 +423,7 @@ struct GemmKernelBuilder {
         for (int64_t r = 0; r < 2; ++r)
           bRegs.back().push_back(fragmentRegister(fragment, r));
       }
-      for (int64_t mi = 0; mi < kFragsM; ++mi)
-        for (int64_t ni = 0; ni < kFragsN; ++ni) {
-          int64_t first = (mi * kFragsN + ni) * 4;
-          SmallVector<Value> d =
-              mma(aRegs[mi], bRegs[ni], ArrayRef<Value>(acc).slice(first, 4));
-          std::copy(d.begin(), d.end(), acc.begin() + first);
-        }
+      multiplyFragments(aRegs, bRegs, acc);
     }
   }
 
@@ -562,6 +563,17 @@ struct GemmKernelBuilder {
     // The accumulators: C's values (in f32) or zeros.
     Type f32 = b.getF32Type();
     Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(f32));
+    // Where accumulator i of fragment (mi, ni) sits in C, and whether
+    // that is inside it.
+    auto place = [&](int64_t mi, int64_t ni, int64_t i) {
+      auto [row, column] =
+          accumulatorAt(warpRow, warpColumn, group, quad, mi, ni, i);
+      row = add(rowBase, row);
+      column = add(columnBase, column);
+      Value inBounds = arith::AndIOp::create(b, loc, less(row, match.m),
+                                             less(column, match.n));
+      return std::make_tuple(row, column, inBounds);
+    };
     SmallVector<Value> initial;
     for (int64_t mi = 0; mi < kFragsM; ++mi)
       for (int64_t ni = 0; ni < kFragsN; ++ni)
@@ -570,12 +582,7 @@ struct GemmKernelBuilder {
             initial.push_back(zero);
             continue;
           }
-          auto [row, column] =
-              accumulatorAt(warpRow, warpColumn, group, quad, mi, ni, i);
-          row = add(rowBase, row);
-          column = add(columnBase, column);
-          Value inBounds = arith::AndIOp::create(b, loc, less(row, match.m),
-                                                 less(column, match.n));
+          auto [row, column, inBounds] = place(mi, ni, i);
           Value outputZero =
               arith::ConstantOp::create(b, loc, b.getZeroAttr(output));
           Value value =
@@ -610,12 +617,7 @@ struct GemmKernelBuilder {
     for (int64_t mi = 0; mi < kFragsM; ++mi)
       for (int64_t ni = 0; ni < kFragsN; ++ni)
         for (int64_t i = 0; i < 4; ++i) {
-          auto [row, column] =
-              accumulatorAt(warpRow, warpColumn, group, quad, mi, ni, i);
-          row = add(rowBase, row);
-          column = add(columnBase, column);
-          Value inBounds = arith::AndIOp::create(b, loc, less(row, match.m),
-                                                 less(column, match.n));
+          auto [row, column, inBounds] = place(mi, ni, i);
           auto branch = scf::IfOp::create(b, loc, inBounds, false);
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPointToStart(branch.thenBlock());
@@ -730,16 +732,8 @@ Operation *emitGemmKernel(linalg::LinalgOp op, bool allowTf32, std::string &why,
   auto remark = op->emitRemark();
   remark << "runs as a generated tensor-core kernel (mma.sync "
          << (element.isF32() ? "m16n8k8 on tf32" : "m16n8k16") << ", " << kTileM
-         << "x" << kTileN << "x" << kTileK << " tiles): " << match->m << "x"
-         << match->n << "x" << match->k;
-  if (match->batch > 1)
-    remark << " in " << match->batch << " batches";
-  if (match->transA || match->transB)
-    remark << ", reading "
-           << (match->transA && match->transB ? "A and B"
-               : match->transA                ? "A"
-                                              : "B")
-           << " transposed";
+         << "x" << kTileN << "x" << kTileK
+         << " tiles): " << describeGemm(*match);
   remark << (zeroFillFolded ? ", from zero (its zero fill folded)"
                             : ", accumulating into its output");
   if (epilogue) {

@@ -584,6 +584,20 @@ static void emitGemm(linalg::LinalgOp op, const GemmMatch &match,
                              2 * match.batch * match.m * match.n * match.k);
 }
 
+std::string describeGemm(const GemmMatch &match) {
+  std::string text = std::to_string(match.m) + "x" + std::to_string(match.n) +
+                     "x" + std::to_string(match.k);
+  if (match.batch > 1)
+    text += " in " + std::to_string(match.batch) + " batches";
+  if (match.transA || match.transB)
+    text += std::string(", reading ") +
+            (match.transA && match.transB ? "A and B"
+             : match.transA               ? "A"
+                                          : "B") +
+            " transposed";
+  return text;
+}
+
 LogicalResult replaceWithGemm(linalg::LinalgOp op, StringRef library,
                               std::string &why) {
   FailureOr<GemmMatch> match = matchGemm(op, why);
@@ -603,17 +617,7 @@ LogicalResult replaceWithGemm(linalg::LinalgOp op, StringRef library,
     epilogue = epilogueAfter(op);
   emitGemm(op, *match, /*accumulate=*/!fill, epilogue ? &*epilogue : nullptr);
   auto remark = op->emitRemark();
-  remark << "runs on " << library << ": " << match->m << "x" << match->n << "x"
-         << match->k
-         << (match->batch > 1
-                 ? " in " + std::to_string(match->batch) + " batches"
-                 : std::string());
-  if (match->transA || match->transB)
-    remark << ", reading "
-           << (match->transA && match->transB ? "A and B"
-               : match->transA                ? "A"
-                                              : "B")
-           << " transposed";
+  remark << "runs on " << library << ": " << describeGemm(*match);
   if (epilogue) {
     remark << ", with the " << epilogueName(epilogue->code())
            << " after it as its epilogue, writing "

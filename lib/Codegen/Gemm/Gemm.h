@@ -35,6 +35,10 @@ struct GemmMatch {
   int64_t m = 0, n = 0, k = 0, batch = 1;
 };
 
+/// "MxNxK[ in B batches][, reading A/B/A and B transposed]", as remarks
+/// describe a product.
+std::string describeGemm(const GemmMatch &match);
+
 /// `op` as a braid_rt_gemm, or failure with `why` set.
 mlir::FailureOr<GemmMatch> matchGemm(mlir::linalg::LinalgOp op,
                                      std::string &why);
