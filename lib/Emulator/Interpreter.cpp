@@ -1775,8 +1775,13 @@ bool Launch::warpOp(Block &block, const Instruction &in, Thread **lanes,
         break;
       }
     }
-    // ldmatrix and mma.sync order no memory between lanes (PTX gives that
-    // to bar.warp.sync): they leave the race detector's warp epoch alone.
+    // bar.warp.sync orders the lanes' memory accesses. shfl.sync and
+    // vote.sync are taken to as well: every lane's value reaches the
+    // exchange, so what a lane read before it is read by the time another
+    // lane goes on (upstream's gpu.all_reduce has every lane of its last
+    // shuffle store the sum where lane 0 read its partial). ldmatrix and
+    // mma.sync are not: nothing relies on them, and not assuming it keeps
+    // the detector strict around tensor-core tiles.
     if (in.op != Op::Ldmatrix && in.op != Op::Mma)
       ++t.warpEpoch;
     t.status = Ready;
