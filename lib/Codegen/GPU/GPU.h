@@ -48,6 +48,13 @@ mlir::LogicalResult emitDeviceLoops(mlir::OpBuilder &b, mlir::Location loc,
                                     mlir::Value threadId,
                                     mlir::Value numThreads, bool cooperative);
 
+/// PTX inline at `b`'s insertion point, with side effects and a memory
+/// clobber (the compiler moves no memory access across it): `result` (or
+/// none) from `operands` through `constraints` ("=r,l", ...).
+mlir::Value emitPtx(mlir::OpBuilder &b, mlir::Location loc, mlir::Type result,
+                    llvm::StringRef text, llvm::StringRef constraints,
+                    mlir::ValueRange operands);
+
 /// `op`, a contraction braid_rt_gemm would take with f16 or bf16 operands
 /// (or f32 ones as tf32, with `allowTf32`), as a generated tensor-core
 /// kernel (GemmKernel.cpp): emits the gpu.launch

@@ -96,7 +96,7 @@ struct GemmKernelBuilder {
   MemRefType aTileType, bTileType;
   int64_t aBytes = 0, stageBytes = 0, kTiles = 1;
   bool pipelined = false;
-  Value threadId, lane, warpRow, warpColumn, rowBase, columnBase;
+  Value threadId, lane, group, quad, warpRow, warpColumn, rowBase, columnBase;
 
   Value index(int64_t value) {
     return arith::ConstantIndexOp::create(b, loc, value);
@@ -143,7 +143,7 @@ struct GemmKernelBuilder {
   /// columns.
   void copyTile(Value operand, bool transposed, Value shared, int64_t rows,
                 int64_t columns, Value rowBase, Value columnBase,
-                int64_t rowLimit, int64_t columnLimit, Value threadId) {
+                int64_t rowLimit, int64_t columnLimit) {
     Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(element));
     auto loop = scf::ForOp::create(b, loc, index(0),
                                    index(rows * columns / kThreads), index(1));
@@ -208,14 +208,17 @@ struct GemmKernelBuilder {
       }
   }
 
-  /// Accumulator i of fragment (mi, ni) sits at (row, column) of the
-  /// warp's tile: rows g and g + 8, columns 2q and 2q + 1.
-  std::pair<Value, Value> accumulatorAt(Value warpRow, Value warpColumn,
-                                        Value group, Value quad, int64_t mi,
-                                        int64_t ni, int64_t i) {
-    Value row = add(add(warpRow, index(mi * 16 + (i / 2) * 8)), group);
-    Value column = add(add(warpColumn, index(ni * 8 + i % 2)), mul(quad, 2));
-    return {row, column};
+  /// Where accumulator i of fragment (mi, ni) sits in C (rows g and g + 8,
+  /// columns 2q and 2q + 1 of the warp's tile), and whether that is inside
+  /// C.
+  std::tuple<Value, Value, Value> place(int64_t mi, int64_t ni, int64_t i) {
+    Value row =
+        add(rowBase, add(add(warpRow, index(mi * 16 + (i / 2) * 8)), group));
+    Value column = add(
+        columnBase, add(add(warpColumn, index(ni * 8 + i % 2)), mul(quad, 2)));
+    Value inBounds = arith::AndIOp::create(b, loc, less(row, match.m),
+                                           less(column, match.n));
+    return {row, column, inBounds};
   }
 
   /// Stores the product's element (row, column), `value` in C's type:
@@ -263,21 +266,6 @@ struct GemmKernelBuilder {
     return {sharedA, sharedB};
   }
 
-  /// The B tile in shared memory is B's own layout: [k][n] (fragments by
-  /// ldmatrix.trans) or, for B stored [n][k], [n][k] (ldmatrix).
-  /// Copies the K tile at `k0` of A and B into `sharedA` and `sharedB`, one
-  /// element per thread at a time (any layout, any alignment).
-  void copyTiles(Value sharedA, Value sharedB, Value k0) {
-    copyTile(a, match.transA, sharedA, kTileM, kTileK, rowBase, k0, match.m,
-             match.k, threadId);
-    if (match.transB)
-      copyTile(bm, false, sharedB, kTileN, kTileK, columnBase, k0, match.n,
-               match.k, threadId);
-    else
-      copyTile(bm, false, sharedB, kTileK, kTileN, k0, columnBase, match.k,
-               match.n, threadId);
-  }
-
   /// Starts the copy of the rows x columns tile of `operand` (stored
   /// rows x columns, contiguous along the columns) at (rowBase, columnBase)
   /// into `shared` with cp.async, 16 bytes per copy, each thread every
@@ -313,14 +301,29 @@ struct GemmKernelBuilder {
         elements, b.getUnitAttr());
   }
 
-  void copyTilesAsync(Value sharedA, Value sharedB, Value k0) {
-    copyTileAsync(a, sharedA, kTileM, kTileK, rowBase, k0, match.m, match.k);
+  /// Copies the K tile at `k0` of A and B into `sharedA` and `sharedB`:
+  /// by cp.async (`async`), or an element per thread at a time (any layout,
+  /// any alignment). The B tile keeps B's layout: [k][n] (fragments by
+  /// ldmatrix.trans) or, for B stored [n][k], [n][k] (ldmatrix).
+  void copyTiles(Value sharedA, Value sharedB, Value k0, bool async) {
+    auto copy = [&](Value operand, bool transposed, Value shared, int64_t rows,
+                    int64_t columns, Value rowStart, Value columnStart,
+                    int64_t rowLimit, int64_t columnLimit) {
+      if (async)
+        copyTileAsync(operand, shared, rows, columns, rowStart, columnStart,
+                      rowLimit, columnLimit);
+      else
+        copyTile(operand, transposed, shared, rows, columns, rowStart,
+                 columnStart, rowLimit, columnLimit);
+    };
+    copy(a, match.transA, sharedA, kTileM, kTileK, rowBase, k0, match.m,
+         match.k);
     if (match.transB)
-      copyTileAsync(bm, sharedB, kTileN, kTileK, columnBase, k0, match.n,
-                    match.k);
+      copy(bm, false, sharedB, kTileN, kTileK, columnBase, k0, match.n,
+           match.k);
     else
-      copyTileAsync(bm, sharedB, kTileK, kTileN, k0, columnBase, match.k,
-                    match.n);
+      copy(bm, false, sharedB, kTileK, kTileN, k0, columnBase, match.k,
+           match.n);
   }
 
   /// Elements of a 16-byte cp.async piece.
@@ -341,8 +344,6 @@ struct GemmKernelBuilder {
   /// B (t, g), (t + 4, g), rounded to tf32.
   void multiplyTilesTf32(Value sharedA, Value sharedB,
                          SmallVector<Value> &acc) {
-    Value group = arith::DivUIOp::create(b, loc, lane, index(4));
-    Value quad = arith::RemUIOp::create(b, loc, lane, index(4));
     for (int64_t kk = 0; kk < kTileK; kk += 8) {
       SmallVector<SmallVector<Value>> aRegs, bRegs;
       for (int64_t mi = 0; mi < kFragsM; ++mi) {
@@ -366,15 +367,6 @@ struct GemmKernelBuilder {
       }
       multiplyFragments(aRegs, bRegs, acc);
     }
-  }
-
-  /// PTX with no operands or results (cp.async's group bookkeeping).
-  void ptx(StringRef text) {
-    LLVM::InlineAsmOp::create(b, loc, TypeRange(), ValueRange(), text,
-                              "~{memory}", /*has_side_effects=*/true,
-                              /*is_align_stack=*/false,
-                              LLVM::TailCallKind::None, LLVM::AsmDialectAttr(),
-                              ArrayAttr());
   }
 
   /// The warps' products of the tiles in `sharedA` and `sharedB` added to
@@ -435,7 +427,7 @@ struct GemmKernelBuilder {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(kLoop.getBody());
     auto [sharedA, sharedB] = stageViews(base, index(0));
-    copyTiles(sharedA, sharedB, kLoop.getInductionVar());
+    copyTiles(sharedA, sharedB, kLoop.getInductionVar(), /*async=*/false);
     gpu::BarrierOp::create(b, loc);
     SmallVector<Value> acc(kLoop.getRegionIterArgs());
     multiplyTiles(sharedA, sharedB, acc);
@@ -451,8 +443,8 @@ struct GemmKernelBuilder {
   SmallVector<Value> pipelinedLoop(Value base, ValueRange initial) {
     {
       auto [sharedA, sharedB] = stageViews(base, index(0));
-      copyTilesAsync(sharedA, sharedB, index(0));
-      ptx("cp.async.commit_group;");
+      copyTiles(sharedA, sharedB, index(0), /*async=*/true);
+      emitPtx(b, loc, Type(), "cp.async.commit_group;", "", {});
     }
     auto kLoop =
         scf::ForOp::create(b, loc, index(0), index(kTiles), index(1), initial);
@@ -470,10 +462,10 @@ struct GemmKernelBuilder {
       b.setInsertionPointToStart(prefetch.thenBlock());
       auto [sharedA, sharedB] =
           stageViews(base, arith::RemUIOp::create(b, loc, next, index(2)));
-      copyTilesAsync(sharedA, sharedB, mul(next, kTileK));
+      copyTiles(sharedA, sharedB, mul(next, kTileK), /*async=*/true);
     }
-    ptx("cp.async.commit_group;");
-    ptx("cp.async.wait_group 1;");
+    emitPtx(b, loc, Type(), "cp.async.commit_group;", "", {});
+    emitPtx(b, loc, Type(), "cp.async.wait_group 1;", "", {});
     gpu::BarrierOp::create(b, loc);
     auto [sharedA, sharedB] =
         stageViews(base, arith::RemUIOp::create(b, loc, tile, index(2)));
@@ -552,8 +544,8 @@ struct GemmKernelBuilder {
     threadId = launch.getThreadIds().x;
     Value warp = arith::DivUIOp::create(b, loc, threadId, index(32));
     lane = arith::RemUIOp::create(b, loc, threadId, index(32));
-    Value group = arith::DivUIOp::create(b, loc, lane, index(4));
-    Value quad = arith::RemUIOp::create(b, loc, lane, index(4));
+    group = arith::DivUIOp::create(b, loc, lane, index(4));
+    quad = arith::RemUIOp::create(b, loc, lane, index(4));
     // Warps 2 x 2 over the block's tile.
     warpRow = mul(arith::DivUIOp::create(b, loc, warp, index(2)), kWarpM);
     warpColumn = mul(arith::RemUIOp::create(b, loc, warp, index(2)), kWarpN);
@@ -563,17 +555,6 @@ struct GemmKernelBuilder {
     // The accumulators: C's values (in f32) or zeros.
     Type f32 = b.getF32Type();
     Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(f32));
-    // Where accumulator i of fragment (mi, ni) sits in C, and whether
-    // that is inside it.
-    auto place = [&](int64_t mi, int64_t ni, int64_t i) {
-      auto [row, column] =
-          accumulatorAt(warpRow, warpColumn, group, quad, mi, ni, i);
-      row = add(rowBase, row);
-      column = add(columnBase, column);
-      Value inBounds = arith::AndIOp::create(b, loc, less(row, match.m),
-                                             less(column, match.n));
-      return std::make_tuple(row, column, inBounds);
-    };
     SmallVector<Value> initial;
     for (int64_t mi = 0; mi < kFragsM; ++mi)
       for (int64_t ni = 0; ni < kFragsN; ++ni)

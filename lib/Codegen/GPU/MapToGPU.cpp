@@ -434,18 +434,6 @@ private:
     return arith::IndexCastOp::create(b, loc, b.getI64Type(), address);
   }
 
-  /// PTX inline, with side effects and a memory clobber: the compiler moves
-  /// no memory access across it.
-  Value ptx(OpBuilder &b, Location loc, Type result, StringRef text,
-            StringRef constraints, ValueRange operands) {
-    auto op = LLVM::InlineAsmOp::create(
-        b, loc, result ? TypeRange{result} : TypeRange{}, operands, text,
-        (constraints + ",~{memory}").str(), /*has_side_effects=*/true,
-        /*is_align_stack=*/false, LLVM::TailCallKind::None,
-        /*asm_dialect=*/LLVM::AsmDialectAttr(), /*operand_attrs=*/ArrayAttr());
-    return result ? op.getResult(0) : Value();
-  }
-
   /// `if (threadId == 0)`, its body empty: what one thread of the block
   /// does for all of them.
   scf::IfOp ifFirstThread(OpBuilder &b, Location loc, Value threadId) {
@@ -469,8 +457,8 @@ private:
       b.setInsertionPointToStart(ifFirst.thenBlock());
       auto poll = scf::WhileOp::create(b, loc, TypeRange{}, ValueRange{});
       b.createBlock(&poll.getBefore());
-      Value seen = ptx(b, loc, b.getI32Type(), "ld.acquire.sys.u32 $0, [$1];",
-                       "=r,l", {flag});
+      Value seen = emitPtx(b, loc, b.getI32Type(),
+                           "ld.acquire.sys.u32 $0, [$1];", "=r,l", {flag});
       Value ahead = arith::SubIOp::create(b, loc, seen, epoch);
       Value behind = arith::CmpIOp::create(
           b, loc, arith::CmpIPredicate::slt, ahead,
@@ -500,22 +488,22 @@ private:
         wordAddress(b, loc, mapping.lookupOrDefault(counted.getArrivals()),
                     mapping.lookupOrDefault(counted.getArrival()));
     Value before =
-        ptx(b, loc, b.getI32Type(), "atom.acq_rel.gpu.add.u32 $0, [$1], 1;",
-            "=r,l", {count});
+        emitPtx(b, loc, b.getI32Type(), "atom.acq_rel.gpu.add.u32 $0, [$1], 1;",
+                "=r,l", {count});
     Value last = arith::CmpIOp::create(
         b, loc, arith::CmpIPredicate::eq, before,
         arith::ConstantIntOp::create(b, loc, b.getI32Type(), blocks - 1));
     auto ifLast = scf::IfOp::create(b, loc, last, /*withElse=*/false);
     b.setInsertionPointToStart(ifLast.thenBlock());
-    ptx(b, loc, Type(), "st.relaxed.gpu.u32 [$0], 0;", "l", {count});
+    emitPtx(b, loc, Type(), "st.relaxed.gpu.u32 [$0], 0;", "l", {count});
     for (braid::xfer::KernelSignalOp signal : raises) {
       Value flag =
           wordAddress(b, loc, mapping.lookupOrDefault(signal.getFlags()),
                       mapping.lookupOrDefault(signal.getIndex()));
       Value add =
           arith::ConstantIntOp::create(b, loc, b.getI32Type(), signal.getAdd());
-      ptx(b, loc, Type(), "red.release.sys.add.u32 [$0], $1;", "l,r",
-          {flag, add});
+      emitPtx(b, loc, Type(), "red.release.sys.add.u32 [$0], $1;", "l,r",
+              {flag, add});
     }
     raises.clear();
   }
@@ -809,3 +797,16 @@ private:
 };
 
 } // namespace
+
+Value braid::codegen::emitPtx(OpBuilder &b, Location loc, Type result,
+                              StringRef text, StringRef constraints,
+                              ValueRange operands) {
+  std::string clobbered =
+      constraints.empty() ? "~{memory}" : (constraints + ",~{memory}").str();
+  auto op = LLVM::InlineAsmOp::create(
+      b, loc, result ? TypeRange{result} : TypeRange{}, operands, text,
+      clobbered, /*has_side_effects=*/true,
+      /*is_align_stack=*/false, LLVM::TailCallKind::None,
+      /*asm_dialect=*/LLVM::AsmDialectAttr(), /*operand_attrs=*/ArrayAttr());
+  return result ? op.getResult(0) : Value();
+}
