@@ -323,8 +323,14 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
   if (options.checkSchedule)
     pm.addNestedPass<func::FuncOp>(xfer::createCheckSchedule());
   // After the check, which proves the stream form this rewrites.
-  if (options.cuda() && options.kernelSignals)
-    pm.addPass(xfer::createKernelSignals());
+  if (options.cuda() && options.kernelSignals) {
+    // With generated GEMMs, contractions that wait for chunks poll them
+    // in their tiles.
+    xfer::KernelSignalsOptions signals;
+    signals.gemmWaits = options.gemm == GemmMode::Generated;
+    signals.gemmTf32 = options.allowTf32;
+    pm.addPass(xfer::createKernelSignals(signals));
+  }
   if (options.stopAfter == PipelineStage::Xfer)
     return success();
 

@@ -552,6 +552,34 @@ def test_decoder_layer_generated_gemms_cuda_emulated(ranks, layout, dtype):
         assert any("as its epilogue" in m for m in generated), generated
 
 
+@pytest.mark.parametrize("ranks,dtype", [(2, torch.float16),
+                                         (4, torch.bfloat16)])
+def test_decoder_layer_tile_waits_cuda_emulated(ranks, dtype):
+    """Sequence parallel with the gathers pushed by the norms' kernels and
+    generated GEMMs: a gathered projection's chunk GEMMs are one persistent
+    tensor-core kernel whose tiles poll their chunk's flag, on the emulated
+    device (race detector on), against the module."""
+    torch.manual_seed(10)
+    c = config("Llama", ranks)
+    layer = decoder_layer("Llama", c).eval().to(dtype)
+    x = torch.randn(1, SEQ, 64, dtype=dtype)
+    tp, _ = check(layer, (x,), {"position_embeddings": rotary(c, x)},
+                  c.base_model_tp_plan, ranks, "sequence", tolerance=3e-2,
+                  target="cuda", emulate=True, gemm="generated",
+                  fuse_collectives="force")
+    strategies = [r["strategy"] for r in tp.artifact.report["collectives"]]
+    assert "push_ag_matmul" in strategies, strategies
+    polled = [r.message for r in tp.artifact.remarks
+              if "each tile polls its contraction's flags" in r.message]
+    # A chunked projection of each gather: one kernel over every rank's
+    # chunk (the copies into the gathered buffer, the put waits and the
+    # credits between the chunk GEMMs moved after it).
+    assert len(polled) >= 2, [r.message for r in tp.artifact.remarks]
+    assert any(f"runs with {ranks - 1} more contraction(s)" in m
+               for m in polled), polled
+    assert "ld.acquire.sys.u32" in tp.artifact.ir("ptx")
+
+
 @pytest.mark.parametrize("layout,form", [("replicate", "one-shot"),
                                          ("sequence", "force")])
 def test_decoder_layer_in_kernel_cuda_emulated(layout, form):

@@ -202,7 +202,7 @@ def patterns(bin_dir, work):
         with open(program, "w") as f:
             f.write(text)
         for i, flags in enumerate(OPTION_SETS):
-            flags = shlex.split(args.compile_flags) + flags
+            flags = shlex.split(" ".join(args.compile_flags)) + flags
             report = os.path.join(work, f"p{n}.{i}.json")
             what = f"{args.pattern} --variant={args.variant} {' '.join(flags)}"
             done = subprocess.run(

@@ -585,6 +585,17 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
     payload over operands read through projections of the row and column)
     is applied as the results are stored.
 
+    A fused kernel marked `braid.gemm_segments` (braid-kernel-signals:
+    contractions that wait for their peers' flags, the chunks of a pushed
+    all-gather) becomes one persistent generated GEMM: at most that many
+    blocks take the segments' tiles in turn, segment after segment in the
+    kernel's order (the chunk already here first), thread 0 of each block
+    polling the tile's segment's flags with `ld.acquire.sys` before a
+    barrier, so a tile starts as soon as its own chunk has landed. Where
+    the generator declines the contractions (or `gemm-kernels` is off),
+    each segment's polls are a one-block kernel and its contraction follows
+    on the stream, with a remark saying why.
+
     Every contraction gets a remark saying whether it runs on cuBLASLt (and
     with which beta and epilogue), as a generated tensor-core kernel, or as
     a generated scalar kernel, and why.
@@ -621,6 +632,8 @@ def MapToGPU : Pass<"braid-map-to-gpu", "mlir::ModuleOp"> {
     Statistic<"numGemms", "gemms", "Contractions run by cuBLASLt">,
     Statistic<"numGemmKernels", "gemm-kernels",
               "Contractions run as generated tensor-core kernels">,
+    Statistic<"numSegmentedGemms", "gemm-segments",
+              "Persistent generated GEMMs whose tiles poll flags">,
     Statistic<"numKernels", "kernels", "Kernels launched">
   ];
 }

@@ -55,6 +55,11 @@ mlir::Value emitPtx(mlir::OpBuilder &b, mlir::Location loc, mlir::Type result,
                     llvm::StringRef text, llvm::StringRef constraints,
                     mlir::ValueRange operands);
 
+/// Thread 0's polls of segment `segment`'s flags at the start of each of
+/// its tiles (and the block's barrier after them).
+using GemmPoll = llvm::function_ref<void(
+    mlir::OpBuilder &, mlir::Location, unsigned segment, mlir::Value threadId)>;
+
 /// `op`, a contraction braid_rt_gemm would take with f16 or bf16 operands
 /// (or f32 ones as tf32, with `allowTf32`), as a generated tensor-core
 /// kernel (GemmKernel.cpp): emits the gpu.launch
@@ -66,6 +71,19 @@ mlir::Value emitPtx(mlir::OpBuilder &b, mlir::Location loc, mlir::Type result,
 mlir::Operation *emitGemmKernel(mlir::linalg::LinalgOp op, bool allowTf32,
                                 std::string &why, bool &zeroFillFolded,
                                 mlir::linalg::GenericOp &epilogue);
+
+/// The contractions `segments` (alike in shape, layout and types; their
+/// operands may differ) as one persistent tensor-core kernel before
+/// `before`: at most `maxBlocks` blocks take their tiles in turn, segment
+/// after segment in the order given, each tile running `poll` for its
+/// segment first (when given). From zero (`fromZero`: the caller has
+/// removed their zero fills) or accumulating into their outputs. Null, with
+/// the reason in `why`, when the generator does not take them.
+mlir::Operation *
+emitSegmentedGemmKernel(llvm::ArrayRef<mlir::linalg::LinalgOp> segments,
+                        bool fromZero, int64_t maxBlocks, bool allowTf32,
+                        mlir::Operation *before, GemmPoll poll,
+                        std::string &why);
 
 } // namespace braid::codegen
 

@@ -67,13 +67,15 @@ constexpr int64_t kPadBytes = 16;
 /// m16n8 tiles per warp.
 constexpr int64_t kFragsM = kWarpM / 16, kFragsN = kWarpN / 8;
 
-/// Emits one kernel for one contraction.
+/// Emits one kernel for one contraction, or for several alike (segments)
+/// as one persistent grid.
 struct GemmKernelBuilder {
-  GemmKernelBuilder(linalg::LinalgOp op, const GemmMatch &match,
-                    bool accumulate, linalg::GenericOp epilogue)
-      : op(op), match(match), accumulate(accumulate), epilogue(epilogue),
-        b(epilogue ? epilogue.getOperation() : op.getOperation()),
-        loc(op.getLoc()) {
+  GemmKernelBuilder(ArrayRef<linalg::LinalgOp> segments, const GemmMatch &match,
+                    bool accumulate, linalg::GenericOp epilogue,
+                    Operation *before)
+      : segments(segments), match(match), accumulate(accumulate),
+        epilogue(epilogue), b(before), loc(segments.front()->getLoc()) {
+    linalg::LinalgOp op = segments.front();
     a = op.getDpsInputOperand(0)->get();
     bm = op.getDpsInputOperand(1)->get();
     c = op.getDpsInitOperand(0)->get();
@@ -81,13 +83,15 @@ struct GemmKernelBuilder {
     output = cast<MemRefType>(c.getType()).getElementType();
   }
 
-  linalg::LinalgOp op;
+  ArrayRef<linalg::LinalgOp> segments;
   const GemmMatch &match;
   bool accumulate;
   /// The elementwise op applied to the results as they are stored, or null.
   linalg::GenericOp epilogue;
   OpBuilder b;
   Location loc;
+  /// The operands of the tile being emitted (a segment's, selected by the
+  /// tile in a segmented kernel).
   Value a, bm, c;
   Type element, output;
   Value batch; // the block's batch index, or null
@@ -501,6 +505,14 @@ struct GemmKernelBuilder {
     return aligned;
   }
 
+  /// The poll of each segment's flags, emitted at the start of each of
+  /// its tiles (null when the kernel waits for nothing).
+  GemmPoll poll;
+  /// The most blocks of a segmented kernel's grid.
+  int64_t maxBlocks = 0;
+
+  bool segmented() const { return segments.size() > 1 || poll; }
+
   gpu::LaunchOp build() {
     MLIRContext *context = b.getContext();
     auto workgroup = gpu::AddressSpaceAttr::get(
@@ -526,20 +538,40 @@ struct GemmKernelBuilder {
     aBytes = aTileType.getNumElements() * elementBytes(element);
     stageBytes = aBytes + bTileType.getNumElements() * elementBytes(element);
     int64_t sharedBytes = stageBytes * (pipelined ? 2 : 1);
+    int64_t tilesN = (match.n + kTileN - 1) / kTileN;
+    int64_t tilesM = (match.m + kTileM - 1) / kTileM;
+    int64_t perSegment = tilesN * tilesM * match.batch;
+    int64_t total = perSegment * static_cast<int64_t>(segments.size());
+    int64_t blocks = std::min(total, maxBlocks);
+    // A segmented kernel picks each tile's operands from its segment's:
+    // one type for each operand, what the segments' layouts share.
+    SmallVector<SmallVector<Value>> operands(3);
+    if (segmented())
+      for (linalg::LinalgOp op : segments) {
+        operands[0].push_back(op.getDpsInputOperand(0)->get());
+        operands[1].push_back(op.getDpsInputOperand(1)->get());
+        operands[2].push_back(op.getDpsInitOperand(0)->get());
+      }
+    for (SmallVector<Value> &values : operands)
+      castToCommonLayout(values);
     Value one = index(1);
-    auto launch = gpu::LaunchOp::create(
-        b, loc, index((match.n + kTileN - 1) / kTileN),
-        index((match.m + kTileM - 1) / kTileM), index(match.batch),
-        index(kThreads), one, one,
-        arith::ConstantIntOp::create(b, loc, b.getI32Type(), sharedBytes));
+    auto launch =
+        segmented()
+            ? gpu::LaunchOp::create(b, loc, index(blocks), one, one,
+                                    index(kThreads), one, one,
+                                    arith::ConstantIntOp::create(
+                                        b, loc, b.getI32Type(), sharedBytes))
+            : gpu::LaunchOp::create(b, loc, index(tilesN), index(tilesM),
+                                    index(match.batch), index(kThreads), one,
+                                    one,
+                                    arith::ConstantIntOp::create(
+                                        b, loc, b.getI32Type(), sharedBytes));
     b.setInsertionPointToStart(&launch.getBody().front());
     gpu::TerminatorOp terminator = gpu::TerminatorOp::create(b, loc);
     b.setInsertionPoint(terminator);
     auto bytesType = MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
                                      MemRefLayoutAttrInterface(), workgroup);
     Value base = gpu::DynamicSharedMemoryOp::create(b, loc, bytesType);
-    if (match.batchDim != ~0u)
-      batch = launch.getBlockIds().z;
 
     threadId = launch.getThreadIds().x;
     Value warp = arith::DivUIOp::create(b, loc, threadId, index(32));
@@ -549,9 +581,91 @@ struct GemmKernelBuilder {
     // Warps 2 x 2 over the block's tile.
     warpRow = mul(arith::DivUIOp::create(b, loc, warp, index(2)), kWarpM);
     warpColumn = mul(arith::RemUIOp::create(b, loc, warp, index(2)), kWarpN);
-    rowBase = mul(launch.getBlockIds().y, kTileM);
-    columnBase = mul(launch.getBlockIds().x, kTileN);
 
+    if (!segmented()) {
+      if (match.batchDim != ~0u)
+        batch = launch.getBlockIds().z;
+      rowBase = mul(launch.getBlockIds().y, kTileM);
+      columnBase = mul(launch.getBlockIds().x, kTileN);
+      emitTile(base);
+      return launch;
+    }
+
+    // Persistent: block i takes tiles i, i + blocks, ..., segment after
+    // segment in the order given (the caller's: the chunk that is here
+    // first), each segment's tiles batch-major, then by rows.
+    auto tiles = scf::ForOp::create(b, loc, launch.getBlockIds().x,
+                                    index(total), index(blocks));
+    b.setInsertionPointToStart(tiles.getBody());
+    Value tile = tiles.getInductionVar();
+    Value segment = arith::DivUIOp::create(b, loc, tile, index(perSegment));
+    Value local = arith::RemUIOp::create(b, loc, tile, index(perSegment));
+    if (match.batchDim != ~0u) {
+      batch = arith::DivUIOp::create(b, loc, local, index(tilesM * tilesN));
+      local = arith::RemUIOp::create(b, loc, local, index(tilesM * tilesN));
+    }
+    rowBase = mul(arith::DivUIOp::create(b, loc, local, index(tilesN)), kTileM);
+    columnBase =
+        mul(arith::RemUIOp::create(b, loc, local, index(tilesN)), kTileN);
+    a = selectBySegment(segment, operands[0]);
+    bm = selectBySegment(segment, operands[1]);
+    c = selectBySegment(segment, operands[2]);
+    // The previous tile's warps may still read the shared tiles this one's
+    // copies overwrite.
+    gpu::BarrierOp::create(b, loc);
+    // Each segment's polls under a test of the segment (a switch would be
+    // a jump table, brx.idx).
+    if (poll)
+      for (size_t i = 0; i < segments.size(); ++i) {
+        Value is = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                         segment, index(i));
+        auto branch = scf::IfOp::create(b, loc, is, /*withElseRegion=*/false);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(branch.thenBlock());
+        poll(b, loc, i, threadId);
+      }
+    emitTile(base);
+    return launch;
+  }
+
+  /// `values` (one operand of each segment) cast to the layout they share:
+  /// their strides where equal, dynamic elsewhere, a dynamic offset.
+  void castToCommonLayout(SmallVector<Value> &values) {
+    if (values.empty() || llvm::all_equal(llvm::map_range(
+                              values, [](Value v) { return v.getType(); })))
+      return;
+    auto first = cast<MemRefType>(values.front().getType());
+    SmallVector<int64_t> strides = first.getStridesAndOffset().first;
+    for (Value value : values) {
+      auto [own, offset] =
+          cast<MemRefType>(value.getType()).getStridesAndOffset();
+      for (auto [common, stride] : llvm::zip(strides, own))
+        if (common != stride)
+          common = ShapedType::kDynamic;
+    }
+    auto type = MemRefType::get(
+        first.getShape(), first.getElementType(),
+        StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides),
+        first.getMemorySpace());
+    for (Value &value : values)
+      if (value.getType() != type)
+        value = memref::CastOp::create(b, loc, type, value);
+  }
+
+  /// The value of `values` that `segment` picks.
+  Value selectBySegment(Value segment, ArrayRef<Value> values) {
+    Value picked = values.back();
+    for (size_t i = values.size() - 1; i-- > 0;) {
+      Value is = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                       segment, index(i));
+      picked = arith::SelectOp::create(b, loc, is, values[i], picked);
+    }
+    return picked;
+  }
+
+  /// One 64x64 tile of C at (rowBase, columnBase) of `batch`, from the
+  /// operands a, bm and c.
+  void emitTile(Value base) {
     // The accumulators: C's values (in f32) or zeros.
     Type f32 = b.getF32Type();
     Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(f32));
@@ -607,7 +721,6 @@ struct GemmKernelBuilder {
             value = arith::TruncFOp::create(b, loc, output, value);
           store(value, row, column);
         }
-    return launch;
   }
 };
 
@@ -677,20 +790,22 @@ std::string typeName(Type type) {
 
 } // namespace
 
-Operation *emitGemmKernel(linalg::LinalgOp op, bool allowTf32, std::string &why,
-                          bool &zeroFillFolded, linalg::GenericOp &epilogue) {
+/// The contraction's match when the generated kernel takes it, else the
+/// reason in `why`.
+static FailureOr<GemmMatch> matchKernelGemm(linalg::LinalgOp op, bool allowTf32,
+                                            std::string &why) {
   FailureOr<GemmMatch> match = matchGemm(op, why);
   if (failed(match))
-    return nullptr;
+    return failure();
   if (match->m == 0 || match->n == 0 || match->batch == 0) {
     why = "its result is empty";
-    return nullptr;
+    return failure();
   }
   // A grid's y and z have at most 65535 blocks.
   if ((match->m + kTileM - 1) / kTileM > 65535 || match->batch > 65535) {
     why = "its " + std::string(match->batch > 65535 ? "batches" : "row tiles") +
           " exceed the 65535 blocks of a grid dimension";
-    return nullptr;
+    return failure();
   }
   Type element = getElementTypeOrSelf(op.getDpsInputOperand(0)->get());
   if (!element.isF16() && !element.isBF16() &&
@@ -699,22 +814,39 @@ Operation *emitGemmKernel(linalg::LinalgOp op, bool allowTf32, std::string &why,
               ? "its operands are f32, which the tensor cores multiply as "
                 "tf32 only (10 bits of mantissa): allow-tf32 allows it"
               : "its operands are not f16, bf16 or f32";
-    return nullptr;
+    return failure();
   }
+  return match;
+}
+
+/// What the remark of a generated kernel says first: the instruction and
+/// tiles.
+static std::string describeKernel(linalg::LinalgOp op) {
+  Type element = getElementTypeOrSelf(op.getDpsInputOperand(0)->get());
+  return std::string("mma.sync ") +
+         (element.isF32() ? "m16n8k8 on tf32" : "m16n8k16") + ", " +
+         std::to_string(kTileM) + "x" + std::to_string(kTileN) + "x" +
+         std::to_string(kTileK) + " tiles";
+}
+
+Operation *emitGemmKernel(linalg::LinalgOp op, bool allowTf32, std::string &why,
+                          bool &zeroFillFolded, linalg::GenericOp &epilogue) {
+  FailureOr<GemmMatch> match = matchKernelGemm(op, allowTf32, why);
+  if (failed(match))
+    return nullptr;
   // A zero fill right before only makes the product start from zero.
   Operation *zeros = match->k > 0 ? zeroFillBefore(op) : nullptr;
   zeroFillFolded = zeros;
   if (zeros)
     zeros->erase();
   epilogue = fusibleEpilogue(op, *match, /*accumulate=*/!zeroFillFolded);
-  GemmKernelBuilder builder(op, *match, /*accumulate=*/!zeroFillFolded,
-                            epilogue);
+  GemmKernelBuilder builder(
+      op, *match, /*accumulate=*/!zeroFillFolded, epilogue,
+      epilogue ? epilogue.getOperation() : op.getOperation());
   gpu::LaunchOp launch = builder.build();
   auto remark = op->emitRemark();
-  remark << "runs as a generated tensor-core kernel (mma.sync "
-         << (element.isF32() ? "m16n8k8 on tf32" : "m16n8k16") << ", " << kTileM
-         << "x" << kTileN << "x" << kTileK
-         << " tiles): " << describeGemm(*match);
+  remark << "runs as a generated tensor-core kernel (" << describeKernel(op)
+         << "): " << describeGemm(*match);
   remark << (zeroFillFolded ? ", from zero (its zero fill folded)"
                             : ", accumulating into its output");
   if (epilogue) {
@@ -726,6 +858,59 @@ Operation *emitGemmKernel(linalg::LinalgOp op, bool allowTf32, std::string &why,
            << "writing "
            << typeName(getElementTypeOrSelf(epilogue.getDpsInits()[0]));
   }
+  return launch;
+}
+
+Operation *emitSegmentedGemmKernel(ArrayRef<linalg::LinalgOp> segments,
+                                   bool fromZero, int64_t maxBlocks,
+                                   bool allowTf32, Operation *before,
+                                   GemmPoll poll, std::string &why) {
+  if (segments.empty() || maxBlocks < 1) {
+    why = "it has no contraction or no block to run on";
+    return nullptr;
+  }
+  FailureOr<GemmMatch> match =
+      matchKernelGemm(segments.front(), allowTf32, why);
+  if (failed(match))
+    return nullptr;
+  auto typesOf = [](linalg::LinalgOp op) {
+    SmallVector<Type> types;
+    for (Value operand : op->getOperands())
+      types.push_back(getElementTypeOrSelf(operand));
+    return types;
+  };
+  for (linalg::LinalgOp op : segments.drop_front()) {
+    FailureOr<GemmMatch> other = matchKernelGemm(op, allowTf32, why);
+    if (failed(other))
+      return nullptr;
+    if (other->m != match->m || other->n != match->n || other->k != match->k ||
+        other->batch != match->batch || other->transA != match->transA ||
+        other->transB != match->transB || other->batchDim != match->batchDim ||
+        typesOf(op) != typesOf(segments.front()) ||
+        op->getName() != segments.front()->getName()) {
+      why = "its contractions differ in shape, layout or types (" +
+            describeGemm(*match) + " against " + describeGemm(*other) + ")";
+      return nullptr;
+    }
+  }
+  GemmKernelBuilder builder(segments, *match, /*accumulate=*/!fromZero,
+                            linalg::GenericOp(), before);
+  builder.poll = poll;
+  builder.maxBlocks = maxBlocks;
+  gpu::LaunchOp launch = builder.build();
+  int64_t tiles = ((match->m + kTileM - 1) / kTileM) *
+                  ((match->n + kTileN - 1) / kTileN) * match->batch;
+  auto remark = segments.front()->emitRemark();
+  remark << "runs with " << segments.size() - 1
+         << " more contraction(s) as one persistent generated tensor-core "
+            "kernel ("
+         << describeKernel(segments.front())
+         << "): " << std::min<int64_t>(tiles * segments.size(), maxBlocks)
+         << " blocks over " << tiles * segments.size() << " tiles, " << tiles
+         << " per contraction of " << describeGemm(*match)
+         << (fromZero ? ", from zero" : ", accumulating into its output");
+  if (poll)
+    remark << "; each tile polls its contraction's flags first";
   return launch;
 }
 

@@ -204,7 +204,9 @@ private:
         kernels.push_back(forall);
     });
     for (scf::ForallOp kernel : kernels)
-      if (failed(mapKernel(kernel)))
+      if (failed(kernel->hasAttr(braid::xfer::kGemmSegmentsAttrName)
+                     ? mapGemmSegments(kernel)
+                     : mapKernel(kernel)))
         return failure();
 
     // Contractions first: one may absorb the fill before it and the
@@ -418,6 +420,110 @@ private:
     if (!raises.empty())
       emitKernelSignals(b, loc, mapping, raises, threadId, blocks);
     ++numKernels;
+    kernel.erase();
+    return success();
+  }
+
+  /// Contractions that wait for flags (braid-kernel-signals' segments: an
+  /// scf.forall over them whose body switches to each one's flag waits, its
+  /// zero fill and itself): one persistent generated GEMM whose tiles poll
+  /// their segment's flags. Where the generator declines them, each
+  /// segment's waits are a one-block kernel that polls, and the contraction
+  /// follows it on the stream like any other (cuBLASLt).
+  LogicalResult mapGemmSegments(scf::ForallOp kernel) {
+    auto body = dyn_cast<scf::IndexSwitchOp>(&kernel.getBody()->front());
+    if (!body || kernel.getBody()->getOperations().size() != 2)
+      return kernel.emitError()
+             << "expected GEMM segments to be one 'scf.index_switch' over "
+                "the segments";
+    int64_t maxBlocks =
+        cast<IntegerAttr>(kernel->getAttr(braid::xfer::kGemmSegmentsAttrName))
+            .getInt();
+    struct Segment {
+      SmallVector<braid::xfer::KernelWaitOp> waits;
+      linalg::FillOp fill;
+      linalg::LinalgOp op;
+    };
+    SmallVector<Segment> segments;
+    for (Region &region : body.getCaseRegions()) {
+      Segment &segment = segments.emplace_back();
+      for (Operation &op : region.front().without_terminator()) {
+        if (auto wait = dyn_cast<braid::xfer::KernelWaitOp>(op);
+            wait && !segment.fill && !segment.op)
+          segment.waits.push_back(wait);
+        else if (auto fill = dyn_cast<linalg::FillOp>(op);
+                 fill && !segment.fill && !segment.op)
+          segment.fill = fill;
+        else if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+                 linalgOp && !segment.op &&
+                 linalg::isaContractionOpInterface(linalgOp) &&
+                 linalgOp.hasPureBufferSemantics())
+          segment.op = linalgOp;
+        else
+          return op.emitError() << "expected a GEMM segment's flag waits, "
+                                   "zero fill and contraction, in that order";
+      }
+      if (!segment.op)
+        return kernel.emitError() << "a GEMM segment has no contraction";
+    }
+
+    std::string why;
+    // From zero when every segment's fill is a zero fill right before its
+    // contraction, accumulating when none has one.
+    size_t zeroFilled = llvm::count_if(segments, [](const Segment &segment) {
+      return segment.fill && zeroFillBefore(segment.op) == segment.fill;
+    });
+    size_t filled = llvm::count_if(
+        segments, [](const Segment &segment) { return bool(segment.fill); });
+    Operation *launch = nullptr;
+    if (!gemmKernels) {
+      why = "gemm-kernels is off";
+    } else if (filled != 0 && zeroFilled != segments.size()) {
+      why = "some of its contractions start from a zero fill and some do not";
+    } else {
+      SmallVector<linalg::LinalgOp> ops;
+      for (Segment &segment : segments)
+        ops.push_back(segment.op);
+      auto poll = [&](OpBuilder &b, Location loc, unsigned index,
+                      Value threadId) {
+        IRMapping mapping;
+        for (braid::xfer::KernelWaitOp wait : segments[index].waits)
+          emitKernelWait(b, loc, mapping, wait, threadId);
+      };
+      launch = emitSegmentedGemmKernel(ops, /*fromZero=*/zeroFilled != 0,
+                                       maxBlocks, allowTf32, kernel, poll, why);
+    }
+    if (launch) {
+      describeLaunch(cast<gpu::LaunchOp>(launch), kernel);
+      ++numGemmKernels;
+      ++numSegmentedGemms;
+      kernel.erase();
+      return success();
+    }
+    kernel.emitRemark() << "its contractions' flag waits are one-block "
+                           "polling kernels before them, not polls inside a "
+                           "generated GEMM: "
+                        << why;
+    OpBuilder b(kernel);
+    Location loc = kernel.getLoc();
+    for (Segment &segment : segments) {
+      if (!segment.waits.empty()) {
+        Value one = index(b, loc, 1);
+        auto pollKernel = gpu::LaunchOp::create(b, loc, one, one, one, one, one,
+                                                one, Value());
+        braid::xfer::setTraceEvent(pollKernel, "poll flags", 0, 0);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(&pollKernel.getBody().front());
+        gpu::TerminatorOp terminator = gpu::TerminatorOp::create(b, loc);
+        b.setInsertionPoint(terminator);
+        IRMapping mapping;
+        for (braid::xfer::KernelWaitOp wait : segment.waits)
+          emitKernelWait(b, loc, mapping, wait, pollKernel.getThreadIds().x);
+      }
+      if (segment.fill)
+        segment.fill->moveBefore(kernel);
+      segment.op->moveBefore(kernel);
+    }
     kernel.erase();
     return success();
   }

@@ -132,7 +132,9 @@ def parse_args(argv=None):
     parser.add_argument("--repeat", type=int, default=1,
                         help="calls of the compiled program per run (the "
                              "results of every call must match)")
-    parser.add_argument("--compile-flags", default="")
+    parser.add_argument("--compile-flags", action="append", default=[],
+                        help="braid-compile flags (space-separated; may be "
+                             "given more than once)")
     parser.add_argument("--expect-remark", default="",
                         help="text a remark of every compile must hold")
     parser.add_argument("--expect-divergent", action="store_true",
@@ -310,7 +312,7 @@ def main(argv=None):
             report = os.path.join(built or work, f"report-{mode}.json")
             compile_cmd = [os.path.join(args.bin, "braid-compile"), program, "-o", lib,
                            f"--overlap={mode}", f"--report={report}",
-                           "--check-schedule"] + args.compile_flags.split()
+                           "--check-schedule"] + " ".join(args.compile_flags).split()
             if args.target == "cuda":
                 compile_cmd += ["--target=cuda", f"--sm={args.sm}"]
                 if args.emulate:

@@ -511,9 +511,14 @@ LogicalResult FlagEpochOp::verify() {
   return verifyCountedWait(*this, static_cast<int64_t>(getSlack()), getFlags());
 }
 
-/// Kernel flag ops live in the body of a fused kernel.
-static LogicalResult verifyInFusedKernel(Operation *op) {
+/// Kernel flag ops live in the body of a fused kernel (waits also in a
+/// case of the switch over a kernel's GEMM segments, braid-kernel-signals).
+static LogicalResult verifyInFusedKernel(Operation *op,
+                                         bool inSegment = false) {
   Operation *parent = op->getParentOp();
+  if (inSegment && parent &&
+      parent->getName().getStringRef() == "scf.index_switch")
+    parent = parent->getParentOp();
   if (!parent || parent->getName().getStringRef() != "scf.forall" ||
       !parent->hasAttr("braid.kernel"))
     return op->emitOpError()
@@ -532,7 +537,7 @@ static bool fromXferOp(Value buffer) {
 }
 
 LogicalResult KernelWaitOp::verify() {
-  if (failed(verifyInFusedKernel(*this)))
+  if (failed(verifyInFusedKernel(*this, /*inSegment=*/true)))
     return failure();
   if (!fromXferOp(getFlags()))
     return success();

@@ -29,17 +29,20 @@
 #include "braid/Codegen/Utils.h"
 #include "braid/Dialect/Xfer/IR/XferOps.h"
 #include "braid/Dialect/Xfer/Transforms/Passes.h"
+#include "braid/Dialect/Xfer/Transforms/Schedule.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace braid::xfer {
 #define GEN_PASS_DEF_KERNELSIGNALS
@@ -56,6 +59,137 @@ namespace {
 bool movableAcross(Operation &op) {
   return isMemoryEffectFree(&op) || isa<ViewLikeOpInterface>(op) ||
          isa<PeerViewOp, memref::AllocOp, memref::AllocaOp>(op);
+}
+
+/// A subview offset that names a chunk: ((base + shift) mod modulus) *
+/// scale, base a value (or none, for a constant offset); modulus 0 when
+/// there is no mod.
+struct ChunkOffset {
+  Value base;
+  int64_t shift = 0, modulus = 0, scale = 1;
+};
+
+ChunkOffset chunkOffset(OpFoldResult offset) {
+  ChunkOffset chunk;
+  if (std::optional<int64_t> constant = getConstantIntValue(offset)) {
+    chunk.shift = *constant;
+    return chunk;
+  }
+  Value value = cast<Value>(offset);
+  auto constantOperand = [](Operation *op, Value &other) {
+    for (unsigned i = 0; i < 2; ++i)
+      if (std::optional<int64_t> c = getConstantIntValue(op->getOperand(i))) {
+        other = op->getOperand(1 - i);
+        return c;
+      }
+    return std::optional<int64_t>();
+  };
+  Value other;
+  if (auto mul = value.getDefiningOp<arith::MulIOp>())
+    if (std::optional<int64_t> c = constantOperand(mul, other)) {
+      chunk.scale = *c;
+      value = other;
+    }
+  if (auto rem = value.getDefiningOp<arith::RemUIOp>())
+    if (std::optional<int64_t> c = getConstantIntValue(rem.getRhs())) {
+      chunk.modulus = *c;
+      value = rem.getLhs();
+    }
+  if (auto add = value.getDefiningOp<arith::AddIOp>())
+    if (std::optional<int64_t> c = constantOperand(add, other)) {
+      chunk.shift = *c;
+      value = other;
+    }
+  // A process's position along one axis is below that axis's size: it is
+  // its own residue modulo the size.
+  if (auto multi = value.getDefiningOp<shard::ProcessMultiIndexOp>();
+      multi && chunk.modulus == 0 && chunk.shift == 0) {
+    ArrayRef<int16_t> axes = multi.getAxes();
+    unsigned number = cast<OpResult>(value).getResultNumber();
+    int64_t axis = axes.empty() ? number : axes[number];
+    auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+        multi, multi.getGridAttr());
+    if (grid && axis < grid.getRank() &&
+        !ShapedType::isDynamic(grid.getShape()[axis]))
+      chunk.modulus = grid.getShape()[axis];
+  }
+  chunk.base = value;
+  return chunk;
+}
+
+/// Whether the offsets `a` and `b` of two views are at least `extent` apart
+/// (two different chunks of `extent` elements, or constants that far
+/// apart).
+bool chunksApart(OpFoldResult a, OpFoldResult b, int64_t extent) {
+  ChunkOffset x = chunkOffset(a), y = chunkOffset(b);
+  if (!x.base && !y.base)
+    return std::abs(x.shift - y.shift) >= extent;
+  // remui wraps a negative sum around 2^64, which is no residue.
+  if (x.base != y.base || x.scale != y.scale || x.scale < extent ||
+      x.modulus == 0 || x.modulus != y.modulus || x.shift < 0 || y.shift < 0)
+    return false;
+  int64_t n = x.modulus;
+  return ((x.shift % n) + n) % n != ((y.shift % n) + n) % n;
+}
+
+/// The subview `buffer` is (through casts), or null.
+memref::SubViewOp subviewOf(Value buffer) {
+  while (auto cast = buffer.getDefiningOp<memref::CastOp>())
+    buffer = cast.getSource();
+  return buffer.getDefiningOp<memref::SubViewOp>();
+}
+
+/// The allocation a root buffer (getRootBuffer) is bytes of: itself, or
+/// for a planned buffer the arena it is a view of.
+Value allocationOf(Value root) {
+  if (getArenaBytes(root))
+    return getRootBuffer(
+        root.getDefiningOp<ViewLikeOpInterface>().getViewSource());
+  return root;
+}
+
+/// Whether `buffer` is a memory allocation (not a view, a value chosen
+/// between buffers, a loop's or a call's buffer) or an argument of the
+/// function (which no allocation inside it is).
+bool isAllocationOrArgument(Value buffer) {
+  if (auto argument = dyn_cast<BlockArgument>(buffer))
+    return isa<FunctionOpInterface>(argument.getOwner()->getParentOp());
+  return isa_and_nonnull<memref::AllocOp, memref::AllocaOp, SymmetricAllocOp,
+                         memref::GetGlobalOp>(buffer.getDefiningOp());
+}
+
+/// Whether the buffers `a` and `b` provably share no byte: two different
+/// allocations, or an allocation and an argument of the function (a
+/// planned buffer counts as its arena, and two of one arena by their
+/// bytes); or subviews of one buffer, alike in sizes and strides, whose
+/// offsets along some dimension of unit stride are chunks at least a size
+/// apart.
+bool disjoint(Value a, Value b) {
+  if (a == b)
+    return false;
+  Value x = getRootBuffer(a), y = getRootBuffer(b);
+  if (x != y) {
+    if (getArenaBytes(x) && getArenaBytes(y))
+      return !arenaBytesOverlap(x, y);
+    Value ax = allocationOf(x), ay = allocationOf(y);
+    return ax != ay && isAllocationOrArgument(ax) &&
+           isAllocationOrArgument(ay) &&
+           (!isa<BlockArgument>(ax) || !isa<BlockArgument>(ay));
+  }
+  memref::SubViewOp p = subviewOf(a), q = subviewOf(b);
+  if (!p || !q || p.getSource() != q.getSource() ||
+      p.getMixedSizes() != q.getMixedSizes() ||
+      p.getMixedStrides() != q.getMixedStrides())
+    return false;
+  for (auto [first, second, size, stride] :
+       llvm::zip(p.getMixedOffsets(), q.getMixedOffsets(), p.getMixedSizes(),
+                 p.getMixedStrides())) {
+    std::optional<int64_t> extent = getConstantIntValue(size);
+    if (extent && isConstantIntValue(stride, 1) &&
+        chunksApart(first, second, *extent))
+      return true;
+  }
+  return false;
 }
 
 /// The number of iterations of a fused kernel with static bounds.
@@ -217,6 +351,385 @@ struct KernelSignalsPass
         moveWaits(kernel);
         moveSignals(kernel, function);
       }
+      if (gemmWaits) {
+        SmallVector<Block *> blocks;
+        function.walk([&](Block *block) {
+          if (!block->getParentOp()->getParentOfType<scf::ForallOp>() &&
+              !isa<scf::ForallOp>(block->getParentOp()))
+            blocks.push_back(block);
+        });
+        for (Block *block : blocks)
+          groupGemms(*block, function);
+      }
+    }
+  }
+
+  /// A contraction of a run, with the flag waits right before it and its
+  /// zero fill.
+  struct GemmSegment {
+    SmallVector<SignalWaitOp> waits;
+    linalg::FillOp fill;
+    linalg::LinalgOp op;
+  };
+
+  /// Contractions that may run at once in kernels after the ops between
+  /// them, which move after those kernels (`deferred`: copies, waits for
+  /// puts and raises, in their order).
+  struct GemmRun {
+    SmallVector<GemmSegment> segments;
+    SmallVector<Operation *> deferred;
+  };
+
+  /// Whether the generated GEMM may take `op`: a contraction on buffers of
+  /// f16 or bf16 (or f32, with gemm-tf32).
+  bool gemmCandidate(Operation *op) {
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+    if (!linalgOp || !linalg::isaContractionOpInterface(linalgOp) ||
+        !linalgOp.hasPureBufferSemantics() || linalgOp.getNumDpsInputs() != 2)
+      return false;
+    Type element = getElementTypeOrSelf(linalgOp.getDpsInputOperand(0)->get());
+    return element.isF16() || element.isBF16() || (element.isF32() && gemmTf32);
+  }
+
+  /// Whether the contractions of one kernel can be `a` and `b`: the same
+  /// op on operands of the same shapes and element types.
+  static bool alike(linalg::LinalgOp a, linalg::LinalgOp b) {
+    if (a->getName() != b->getName() ||
+        a->getNumOperands() != b->getNumOperands())
+      return false;
+    for (auto [x, y] : llvm::zip(a->getOperands(), b->getOperands())) {
+      auto xt = dyn_cast<MemRefType>(x.getType());
+      auto yt = dyn_cast<MemRefType>(y.getType());
+      if (!xt || !yt || xt.getShape() != yt.getShape() ||
+          xt.getElementType() != yt.getElementType())
+        return false;
+    }
+    return true;
+  }
+
+  /// Whether `written` shares no byte with any buffer of `values`.
+  static bool disjointFromAll(ValueRange written, ValueRange values) {
+    for (Value w : written)
+      for (Value v : values)
+        if (isa<MemRefType>(v.getType()) && !disjoint(w, v))
+          return false;
+    return true;
+  }
+
+  /// Whether contraction `op` may run at the same time as every
+  /// contraction of `run` and before its deferred copies: no buffer one
+  /// writes is one the other touches.
+  static bool independent(GemmRun &run, linalg::LinalgOp op) {
+    ValueRange written = op.getDpsInits();
+    for (GemmSegment &segment : run.segments)
+      if (!disjointFromAll(written, segment.op->getOperands()) ||
+          !disjointFromAll(segment.op.getDpsInits(), op->getOperands()))
+        return false;
+    for (Operation *deferred : run.deferred) {
+      if (auto copy = dyn_cast<memref::CopyOp>(deferred))
+        if (!disjointFromAll(written, copy->getOperands()) ||
+            !disjointFromAll(copy.getTarget(), op->getOperands()))
+          return false;
+      if (isa<WaitOp>(deferred))
+        for (Value request : deferred->getOperands())
+          if (!disjointFromAll(written,
+                               request.getDefiningOp<PutOp>().getSource()))
+            return false;
+    }
+    return true;
+  }
+
+  /// Whether `copy` may run after the contractions of `run`: it writes
+  /// nothing they touch and reads nothing they write.
+  static bool deferrable(GemmRun &run, memref::CopyOp copy) {
+    for (GemmSegment &segment : run.segments)
+      if (!disjointFromAll(copy.getTarget(), segment.op->getOperands()) ||
+          !disjointFromAll(segment.op.getDpsInits(), copy.getSource()))
+        return false;
+    return true;
+  }
+
+  /// Whether `wait` may return after the contractions of `run`: it waits
+  /// for puts (whose sources may be written again once it returns) only,
+  /// and the contractions write none of their sources.
+  static bool deferrable(GemmRun &run, WaitOp wait) {
+    for (Value request : wait->getOperands()) {
+      auto put = request.getDefiningOp<PutOp>();
+      if (!put)
+        return false;
+      for (GemmSegment &segment : run.segments)
+        if (!disjointFromAll(segment.op.getDpsInits(), put.getSource()) ||
+            // A put to this rank's own copy: its data is there after the
+            // wait.
+            (put.getOffset() == 0 &&
+             !disjointFromAll(put.getDest(), segment.op->getOperands())))
+          return false;
+    }
+    return true;
+  }
+
+  /// The symmetric allocation of a flag buffer, through views (a peer's
+  /// view too: a kernel raises a peer's flags through one).
+  static SymmetricAllocOp flagAlloc(Value flags) {
+    Value root = getRootBuffer(flags);
+    if (auto peer = root.getDefiningOp<PeerViewOp>())
+      return getSymmetricAlloc(peer.getBuffer());
+    return root.getDefiningOp<SymmetricAllocOp>();
+  }
+
+  /// The slot whose data `wait` waits for: the symmetric allocation that
+  /// every put raising its flag writes (or every raise names, `for`), or
+  /// null when not one (a credit, several slots, a flag at an unknown
+  /// index).
+  static SymmetricAllocOp slotOf(SignalWaitOp wait,
+                                 FunctionOpInterface function) {
+    SymmetricAllocOp flags = flagAlloc(wait.getFlags());
+    std::optional<int64_t> index = getConstantIntValue(wait.getIndex());
+    if (!flags || !index || wait.getSlack() != 0)
+      return {};
+    SymmetricAllocOp slot;
+    bool known = true;
+    auto note = [&](Value flagBuffer, Value flagIndex, Value data) {
+      if (!flagBuffer || flagAlloc(flagBuffer) != flags)
+        return;
+      std::optional<int64_t> other = getConstantIntValue(flagIndex);
+      if (other && *other != *index)
+        return;
+      SymmetricAllocOp written = data ? getSymmetricAlloc(data) : nullptr;
+      if (!other || !written || (slot && slot != written))
+        known = false;
+      slot = written;
+    };
+    function.walk([&](Operation *op) {
+      if (auto put = dyn_cast<PutOp>(op))
+        note(put.getFlags(), put.getIndex(), put.getDest());
+      else if (auto signal = dyn_cast<SignalOp>(op))
+        note(signal.getFlags(), signal.getIndex(), signal.getData());
+      else if (auto signal = dyn_cast<KernelSignalOp>(op))
+        note(signal.getFlags(), signal.getIndex(), signal.getData());
+    });
+    return known ? slot : SymmetricAllocOp();
+  }
+
+  /// Whether `signal` may be raised later in the same call: it alone
+  /// raises its flag, by one, and every wait on that flag lets the
+  /// previous call's raise satisfy it (a slack), so nothing in this call
+  /// waits for this raise.
+  static bool delayable(SignalOp signal, FunctionOpInterface function) {
+    SymmetricAllocOp alloc = flagAlloc(signal.getFlags());
+    if (!alloc || signal.getAdd() != 1)
+      return false;
+    Value index = signal.getIndex();
+    auto same = [&](Value flags, Value other) {
+      if (flagAlloc(flags) != alloc)
+        return false;
+      std::optional<int64_t> x = getConstantIntValue(index),
+                             y = getConstantIntValue(other);
+      return other == index || !x || !y || *x == *y;
+    };
+    WalkResult result = function.walk([&](Operation *op) {
+      bool ok =
+          TypeSwitch<Operation *, bool>(op)
+              .Case([&](SignalWaitOp wait) {
+                return !same(wait.getFlags(), wait.getIndex()) ||
+                       wait.getSlack() > 0;
+              })
+              .Case([&](FlagEpochOp epoch) {
+                return !same(epoch.getFlags(), epoch.getIndex()) ||
+                       epoch.getSlack() > 0;
+              })
+              .Case([&](SignalOp other) {
+                return other == signal ||
+                       !same(other.getFlags(), other.getIndex());
+              })
+              .Case([&](PutOp put) {
+                return !put.getFlags() || !same(put.getFlags(), put.getIndex());
+              })
+              .Case([&](KernelSignalOp other) {
+                return !same(other.getFlags(), other.getIndex());
+              })
+              .Default([](Operation *) { return true; });
+      return ok ? WalkResult::advance() : WalkResult::interrupt();
+    });
+    return !result.wasInterrupted();
+  }
+
+  /// Runs of contractions in `block` that the generated GEMM takes, each
+  /// with the flag waits right before it, that may run at once: kernels
+  /// of GEMM segments where one of them waits.
+  void groupGemms(Block &block, FunctionOpInterface function) {
+    GemmRun run;
+    GemmSegment next;
+    auto flush = [&] {
+      if (llvm::any_of(run.segments, [](const GemmSegment &segment) {
+            return !segment.waits.empty();
+          }))
+        makeGemmKernels(run, function);
+      run = GemmRun();
+    };
+    for (Operation &op : llvm::make_early_inc_range(block)) {
+      bool between = !run.segments.empty() && next.waits.empty() && !next.fill;
+      if (auto wait = dyn_cast<SignalWaitOp>(op); wait && !next.fill) {
+        next.waits.push_back(wait);
+        continue;
+      }
+      if (auto fill = dyn_cast<linalg::FillOp>(op);
+          fill && !next.fill && fill.hasPureBufferSemantics()) {
+        next.fill = fill;
+        continue;
+      }
+      if (gemmCandidate(&op)) {
+        auto contraction = cast<linalg::LinalgOp>(op);
+        // A fill of another buffer (or with no contraction after it) must
+        // stay between what comes before and after it: the run ends.
+        if (next.fill &&
+            next.fill.getDpsInits()[0] != contraction.getDpsInits()[0]) {
+          flush();
+          next = GemmSegment();
+        }
+        if (!run.segments.empty() && !independent(run, contraction))
+          flush();
+        next.op = contraction;
+        run.segments.push_back(next);
+        next = GemmSegment();
+        continue;
+      }
+      if (auto signal = dyn_cast<SignalOp>(op);
+          signal && between && delayable(signal, function)) {
+        run.deferred.push_back(signal);
+        continue;
+      }
+      auto copy = dyn_cast<memref::CopyOp>(op);
+      if (copy && copy.getSource() == copy.getTarget())
+        continue;
+      if (copy && between && deferrable(run, copy)) {
+        run.deferred.push_back(copy);
+        continue;
+      }
+      if (auto wait = dyn_cast<WaitOp>(op);
+          wait && between && deferrable(run, wait)) {
+        run.deferred.push_back(wait);
+        continue;
+      }
+      if (movableAcross(op))
+        continue;
+      // Anything else ends the run; the waits and fill seen since its last
+      // contraction stay where they are.
+      flush();
+      next = GemmSegment();
+    }
+    flush();
+  }
+
+  /// `run`'s contractions as kernels of GEMM segments, one per kind of
+  /// contraction (alike ones), where its last contraction was. Each wait
+  /// becomes an epoch counted where it was, polled by the contraction
+  /// right after it and by every later one that reads the slot it waits
+  /// for (every later one, when that slot is not known): a chunk's tiles
+  /// wait for their own chunk only, and whatever ran after a wait still
+  /// does. The copies, put waits and raises between the contractions move
+  /// after the kernels, in their order (by then each wait has been polled
+  /// by its own contraction's tiles).
+  void makeGemmKernels(GemmRun &run, FunctionOpInterface function) {
+    linalg::LinalgOp last = run.segments.back().op;
+    OpBuilder b(last);
+    // The polls of each contraction: the waits right before it, and each
+    // earlier wait of the run for a slot it reads (or for what is not
+    // known to be one slot's data).
+    struct Epoch {
+      Value value;
+      SignalWaitOp wait;
+      SymmetricAllocOp slot;
+    };
+    SmallVector<Epoch> epochs;
+    SmallVector<SmallVector<Epoch>> polls;
+    for (GemmSegment &segment : run.segments) {
+      SmallVector<Epoch> &own = polls.emplace_back();
+      for (const Epoch &earlier : epochs) {
+        bool reads = llvm::any_of(segment.op->getOperands(), [&](Value v) {
+          return isa<MemRefType>(v.getType()) &&
+                 getSymmetricAlloc(v) == earlier.slot;
+        });
+        if (!earlier.slot || reads)
+          own.push_back(earlier);
+      }
+      for (SignalWaitOp wait : segment.waits) {
+        b.setInsertionPoint(wait);
+        Value epoch = FlagEpochOp::create(
+            b, wait.getLoc(), b.getI32Type(), wait.getFlags(), wait.getIndex(),
+            wait.getSlackAttr(), wait.getStepAttr());
+        epochs.push_back({epoch, wait, slotOf(wait, function)});
+        own.push_back(epochs.back());
+        ++numWaits;
+      }
+    }
+    // Kinds in the order of their first contraction.
+    SmallVector<SmallVector<size_t>> kinds;
+    for (auto [i, segment] : llvm::enumerate(run.segments)) {
+      auto kind = llvm::find_if(kinds, [&](const SmallVector<size_t> &k) {
+        return alike(run.segments[k.front()].op, segment.op);
+      });
+      if (kind == kinds.end())
+        kinds.push_back({i});
+      else
+        kind->push_back(i);
+    }
+    b.setInsertionPoint(last);
+    Operation *after = nullptr;
+    for (const SmallVector<size_t> &kind : kinds) {
+      Location loc = run.segments[kind.back()].op.getLoc();
+      int64_t count = static_cast<int64_t>(kind.size());
+      auto kernel = scf::ForallOp::create(
+          b, loc, ArrayRef<OpFoldResult>{b.getIndexAttr(0)},
+          ArrayRef<OpFoldResult>{b.getIndexAttr(count)},
+          ArrayRef<OpFoldResult>{b.getIndexAttr(1)}, ValueRange{},
+          // Mapped, so that the canonicalizer keeps a kernel of one
+          // segment.
+          b.getArrayAttr(gpu::GPUBlockMappingAttr::get(
+              b.getContext(), gpu::MappingId::LinearDim0)));
+      kernel->setAttr("braid.kernel", b.getUnitAttr());
+      kernel->setAttr(kGemmSegmentsAttrName,
+                      b.getI64IntegerAttr(static_cast<int64_t>(maxTiles)));
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(kernel.getBody());
+      SmallVector<int64_t> cases;
+      for (int64_t i = 0; i < count; ++i)
+        cases.push_back(i);
+      auto body = scf::IndexSwitchOp::create(
+          b, loc, TypeRange{}, kernel.getInductionVar(0), cases, cases.size());
+      b.setInsertionPointToStart(&body.getDefaultRegion().emplaceBlock());
+      scf::YieldOp::create(b, loc);
+      for (auto [i, region] : llvm::zip(kind, body.getCaseRegions())) {
+        GemmSegment &segment = run.segments[i];
+        b.setInsertionPointToStart(&region.emplaceBlock());
+        auto yield = scf::YieldOp::create(b, loc);
+        b.setInsertionPoint(yield);
+        for (Epoch epoch : polls[i])
+          KernelWaitOp::create(b, epoch.wait.getLoc(), epoch.wait.getFlags(),
+                               epoch.wait.getIndex(), epoch.value,
+                               epoch.wait.getStepAttr());
+        if (segment.fill)
+          segment.fill->moveBefore(yield);
+        segment.op->moveBefore(yield);
+        ++numGemmSegments;
+      }
+      kernel.emitRemark() << count
+                          << " contraction(s) that wait for flags run as one "
+                             "kernel whose tiles poll them (a persistent "
+                             "generated GEMM of at most "
+                          << static_cast<int64_t>(maxTiles) << " blocks)";
+      after = kernel;
+    }
+    for (Epoch &epoch : epochs)
+      epoch.wait.erase();
+    // The copies, put waits and raises between the contractions, in their
+    // order, after the kernels (those after the last contraction are
+    // there).
+    for (Operation *op : run.deferred) {
+      if (!op->isBeforeInBlock(after))
+        continue;
+      op->moveAfter(after);
+      after = op;
     }
   }
 

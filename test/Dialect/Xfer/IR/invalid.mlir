@@ -352,6 +352,24 @@ func.func @kernel_wait_plain_forall(%e: i32) {
 
 // -----
 
+// A case of a switch over GEMM segments holds polls only inside a kernel.
+shard.grid @tp(shape = 4)
+func.func @kernel_wait_switch_outside_kernel(%e: i32, %s: index) {
+  %c0 = arith.constant 0 : index
+  %f = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  scf.index_switch %s
+  case 0 {
+    // expected-error @+1 {{must be in the body of a fused kernel}}
+    xfer.kernel_wait %f[%c0] until %e step = 0 : memref<2xi32>
+    scf.yield
+  }
+  default {
+  }
+  return
+}
+
+// -----
+
 shard.grid @tp(shape = 4)
 func.func @kernel_signal_not_last(%a: memref<4xindex>) {
   %c0 = arith.constant 0 : index

@@ -83,5 +83,18 @@ func.func @kernel_flags(%a: memref<4x16xf32>) {
     xfer.kernel_signal %peer[%c1] arrivals %count[%c0] for %slot step = 4 : memref<2xi32>, memref<1xi32>, memref<4x16xf32>
     xfer.kernel_signal %peer[%c0] arrivals %count[%c0] add = 2 step = 5 : memref<2xi32>, memref<1xi32>
   } {braid.kernel}
+  // A kernel of GEMM segments polls in a case of its switch.
+  // CHECK: scf.index_switch
+  // CHECK: case 1 {
+  // CHECK-NEXT: xfer.kernel_wait %[[FLAGS]][%{{.*}}] until %[[E]] step = 6 : memref<2xi32>
+  scf.forall (%s) in (2) {
+    scf.index_switch %s
+    case 1 {
+      xfer.kernel_wait %flags[%c0] until %e step = 6 : memref<2xi32>
+      scf.yield
+    }
+    default {
+    }
+  } {braid.kernel, braid.gemm_segments = 96 : i64}
   return
 }

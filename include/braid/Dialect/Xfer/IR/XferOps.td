@@ -392,7 +392,9 @@ def Xfer_KernelWaitOp : Xfer_Op<"kernel_wait", [
     one thread of each block polls the flag and the block then
     synchronizes, so that every thread's later loads see what the raiser
     wrote before its release. `epoch` comes from `xfer.flag_epoch`, which
-    counted the wait on the host.
+    counted the wait on the host. In a kernel of GEMM segments
+    (`braid.gemm_segments`) it sits in a case of the `scf.index_switch`
+    over them, and each tile of that case's contraction waits.
 
     ```mlir
     scf.forall (%i) in (4) {

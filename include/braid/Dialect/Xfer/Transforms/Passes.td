@@ -220,6 +220,29 @@ def KernelSignals : Pass<"braid-kernel-signals", "mlir::ModuleOp"> {
       first loop, each on the subviews of its operands), so that its
       flags can move into it too.
 
+    - with `gemm-waits` (the pipeline sets it with `--gemm=generated`), a
+      run of alike contractions whose operands the generated GEMM takes
+      (f16 or bf16; f32 too with `gemm-tf32`), each with the
+      `xfer.signal_wait`s just before it and its zero fill, at least one
+      of them waiting (the chunks of a pushed all-gather, the chunk here
+      first), becomes one kernel: an `scf.forall` over the contractions
+      marked `braid.gemm_segments` (the most blocks, `max-tiles`), whose
+      body switches to each one's `xfer.kernel_wait`s, fill and
+      contraction. braid-map-to-gpu makes it one persistent generated
+      GEMM whose tiles poll their own chunk's flags, so each tile starts
+      when its rows have landed (FLUX's and TileLink's consumer GEMM). The
+      contractions of a run must be free to run at once (none writes a
+      byte another touches, proven from their buffers); each wait is
+      polled by the contraction after it and by every later one reading
+      the slot it stands for (every later one, when it stands for no one
+      slot); alike contractions share a kernel, interleaved kinds get one
+      each. What stands between the contractions moves after the kernels
+      where that is safe: copies that write nothing the contractions touch
+      and read nothing they write, waits for puts whose sources they do
+      not write, and raises nothing in the same call waits for (their flag
+      raised by that op alone, every wait on it with a slack, waiting for
+      the previous call's raise); anything else ends the run.
+
     Both keep the order they had: a moved wait precedes every access of
     every block, and whatever follows the kernel on the stream follows
     every block; a moved raise follows every access of every block.
@@ -260,14 +283,24 @@ def KernelSignals : Pass<"braid-kernel-signals", "mlir::ModuleOp"> {
   let options = [
     Option<"maxTiles", "max-tiles", "int64_t", /*default=*/"96",
            "The most tiles (blocks) a kernel may have for the flag waits "
-           "and raises next to it to move into it">
+           "and raises next to it to move into it, and the most blocks "
+           "of a persistent GEMM whose tiles poll flags">,
+    Option<"gemmWaits", "gemm-waits", "bool", /*default=*/"false",
+           "Contractions that wait for flags (f16 and bf16) as one kernel "
+           "whose tiles poll them (braid.gemm_segments, for the generated "
+           "GEMM of braid-map-to-gpu)">,
+    Option<"gemmTf32", "gemm-tf32", "bool", /*default=*/"false",
+           "With gemm-waits, f32 contractions too (the generated GEMM runs "
+           "them as tf32)">
   ];
   let statistics = [
     Statistic<"numWaits", "kernel-waits", "Flag waits moved into kernels">,
     Statistic<"numSignals", "kernel-signals", "Raises moved into kernels">,
     Statistic<"numWrapped", "row-kernels",
               "Elementwise ops made kernels of their rows for flags to move "
-              "into">
+              "into">,
+    Statistic<"numGemmSegments", "gemm-segments",
+              "Contractions whose flag waits moved into a GEMM's tiles">
   ];
 }
 

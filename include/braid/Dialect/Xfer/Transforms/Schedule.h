@@ -31,6 +31,14 @@ inline constexpr llvm::StringLiteral kScheduleAttrName = "braid.schedule";
 /// of it a braid_rt_parallel_for over the rank's threads.
 inline constexpr llvm::StringLiteral kTilesAttrName = "braid.tiles";
 
+/// Name of the integer attribute on a fused kernel (braid-kernel-signals,
+/// cuda) whose iterations are contractions that wait for flags first: its
+/// body is an `scf.index_switch` over them, each case the contraction's
+/// `xfer.kernel_wait`s, its zero fill and itself. braid-map-to-gpu makes
+/// them one persistent generated GEMM of at most that many blocks.
+inline constexpr llvm::StringLiteral kGemmSegmentsAttrName =
+    "braid.gemm_segments";
+
 } // namespace braid::xfer
 
 #endif // BRAID_DIALECT_XFER_TRANSFORMS_SCHEDULE_H
