@@ -237,22 +237,27 @@ bool rowTileable(Operation *op) {
   return !ShapedType::isDynamic(ranges[0]) && ranges[0] > 0;
 }
 
+/// An empty fused kernel of `tiles` iterations at `b`'s insertion point.
+scf::ForallOp createKernel(OpBuilder &b, Location loc, int64_t tiles) {
+  auto kernel = scf::ForallOp::create(
+      b, loc, ArrayRef<OpFoldResult>{b.getIndexAttr(0)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(tiles)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(1)}, ValueRange{},
+      // Mapped, as braid-fuse-memory-bound's kernels are, so that the
+      // canonicalizer keeps a kernel of one tile.
+      b.getArrayAttr(gpu::GPUBlockMappingAttr::get(
+          b.getContext(), gpu::MappingId::LinearDim0)));
+  kernel->setAttr("braid.kernel", b.getUnitAttr());
+  return kernel;
+}
+
 /// `op` (rowTileable) as a fused kernel of one tile per index of its first
 /// loop: each iteration runs the op on the subviews of its operands at
 /// that index.
 scf::ForallOp wrapRows(linalg::GenericOp op) {
   OpBuilder b(op);
   Location loc = op.getLoc();
-  int64_t rows = op.getStaticLoopRanges()[0];
-  auto kernel = scf::ForallOp::create(
-      b, loc, ArrayRef<OpFoldResult>{b.getIndexAttr(0)},
-      ArrayRef<OpFoldResult>{b.getIndexAttr(rows)},
-      ArrayRef<OpFoldResult>{b.getIndexAttr(1)}, ValueRange{},
-      // Mapped, as braid-fuse-memory-bound's kernels are, so that the
-      // canonicalizer keeps a kernel of one row.
-      b.getArrayAttr(gpu::GPUBlockMappingAttr::get(
-          b.getContext(), gpu::MappingId::LinearDim0)));
-  kernel->setAttr("braid.kernel", b.getUnitAttr());
+  scf::ForallOp kernel = createKernel(b, loc, op.getStaticLoopRanges()[0]);
   b.setInsertionPointToStart(kernel.getBody());
   Value row = kernel.getInductionVar(0);
   IRMapping mapping;
@@ -679,15 +684,7 @@ struct KernelSignalsPass
     for (const SmallVector<size_t> &kind : kinds) {
       Location loc = run.segments[kind.back()].op.getLoc();
       int64_t count = static_cast<int64_t>(kind.size());
-      auto kernel = scf::ForallOp::create(
-          b, loc, ArrayRef<OpFoldResult>{b.getIndexAttr(0)},
-          ArrayRef<OpFoldResult>{b.getIndexAttr(count)},
-          ArrayRef<OpFoldResult>{b.getIndexAttr(1)}, ValueRange{},
-          // Mapped, so that the canonicalizer keeps a kernel of one
-          // segment.
-          b.getArrayAttr(gpu::GPUBlockMappingAttr::get(
-              b.getContext(), gpu::MappingId::LinearDim0)));
-      kernel->setAttr("braid.kernel", b.getUnitAttr());
+      scf::ForallOp kernel = createKernel(b, loc, count);
       kernel->setAttr(kGemmSegmentsAttrName,
                       b.getI64IntegerAttr(static_cast<int64_t>(maxTiles)));
       OpBuilder::InsertionGuard guard(b);
