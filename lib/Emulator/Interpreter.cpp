@@ -226,6 +226,8 @@ enum Status : uint8_t { Ready, AtBarrier, AtWarp, Done };
 struct Thread {
   uint32_t pc = 0;
   Status status = Ready;
+  /// The carry flag of extended-precision arithmetic (add.cc, madc).
+  bool carry = false;
   uint16_t epoch = 0;
   uint16_t warpEpoch = 0;
   uint32_t linear = 0;
@@ -391,6 +393,9 @@ private:
                                                    uint64_t value) const;
   uint64_t special(const Thread &thread, Special which) const;
   uint64_t addressOf(const Thread &thread, const Operand &operand) const;
+  std::string assertion(const Thread &thread, const Instruction &in) const;
+  uint64_t addWithCarry(Thread &thread, const Instruction &in, uint64_t x,
+                        uint64_t y, unsigned bits) const;
 
   // Memory.
   struct Target {
@@ -550,6 +555,45 @@ inline void Launch::write(Thread &thread, const Operand &operand, Type type,
     thread.regs[operand.reg] = static_cast<uint64_t>(signExtend(value, bits));
   else
     thread.regs[operand.reg] = value & maskOf(bits);
+}
+
+/// x + y (of `bits` bits, unsigned) plus the thread's carry flag for
+/// addc / madc; with `.cc`, the carry out of the sum becomes the flag.
+uint64_t Launch::addWithCarry(Thread &thread, const Instruction &in, uint64_t x,
+                              uint64_t y, unsigned bits) const {
+  unsigned __int128 sum = static_cast<unsigned __int128>(x & maskOf(bits)) +
+                          (y & maskOf(bits)) +
+                          (in.carryIn && thread.carry ? 1 : 0);
+  if (in.carryOut)
+    thread.carry = (sum >> bits) != 0;
+  return static_cast<uint64_t>(sum) & maskOf(bits);
+}
+
+/// What a call of __assertfail says: its message, file and line (strings
+/// of the module's global data, read from the call's parameters).
+std::string Launch::assertion(const Thread &thread,
+                              const Instruction &in) const {
+  auto parameter = [&](size_t i, unsigned bytes) {
+    uint64_t value = 0;
+    uint64_t offset = addressOf(thread, in.operands[i]);
+    if (offset + bytes <= kernel.localBytes)
+      std::memcpy(&value, thread.local + offset, bytes);
+    return value;
+  };
+  const uint8_t *image = config.module->image;
+  uint64_t imageBytes = config.module->ptx->imageBytes;
+  auto text = [&](uint64_t address) {
+    auto start = reinterpret_cast<uintptr_t>(image);
+    if (address < start || address >= start + imageBytes)
+      return std::string("(not in the module's data)");
+    std::string out;
+    for (uint64_t at = address - start;
+         at < imageBytes && image[at] && out.size() < 512; ++at)
+      out.push_back(static_cast<char>(image[at]));
+    return out;
+  };
+  return "'" + text(parameter(0, 8)) + "' at " + text(parameter(1, 8)) + ":" +
+         std::to_string(static_cast<uint32_t>(parameter(2, 4)));
 }
 
 uint64_t Launch::addressOf(const Thread &thread, const Operand &operand) const {
@@ -1165,6 +1209,10 @@ bool Launch::arithmetic(Block &block, Thread &thread, const Instruction &in) {
       write(thread, ops[0], type, static_cast<uint64_t>(r));
       return true;
     }
+    if (add && (in.carryIn || in.carryOut)) {
+      write(thread, ops[0], type, addWithCarry(thread, in, a(), b(), bits));
+      return true;
+    }
     write(thread, ops[0], type, add ? a() + b() : a() - b());
     return true;
   }
@@ -1214,7 +1262,10 @@ bool Launch::arithmetic(Block &block, Thread &thread, const Instruction &in) {
     } else {
       result = x * y;
     }
-    if (mad)
+    if (mad && (in.carryIn || in.carryOut))
+      result = addWithCarry(thread, in, result & maskOf(bits),
+                            read(thread, ops[3], type), bits);
+    else if (mad)
       result += read(thread, ops[3], type);
     write(thread, ops[0], type, result);
     return true;
@@ -1311,6 +1362,18 @@ bool Launch::bitOp(Block &block, Thread &thread, const Instruction &in) {
   case Op::CNot:
     write(thread, ops[0], type, a() == 0 ? 1 : 0);
     return true;
+  case Op::Shf: {
+    // The 64 bits {b, a} shifted; .l keeps the high word, .r the low.
+    if (bits != 32)
+      return fault(LaunchStatus::IllegalInstruction, block, thread, in,
+                   "shf of other than 32 bits");
+    uint64_t pair = (b() << 32) | a();
+    uint64_t amount = read(thread, ops[3], Type::U32);
+    amount = in.clampShift ? std::min<uint64_t>(amount, 32) : amount & 31;
+    uint64_t r = in.shiftLeft ? (pair << amount) >> 32 : pair >> amount;
+    write(thread, ops[0], type, r & 0xFFFFFFFFu);
+    return true;
+  }
   case Op::Shl:
   case Op::Shr: {
     uint64_t x = a();
@@ -2215,6 +2278,10 @@ Turn Launch::turn(Block &block, Thread &thread) {
       return Turn::Exited;
     case Op::Trap:
       fault(LaunchStatus::Trap, block, thread, in, "trap");
+      return Turn::Fault;
+    case Op::AssertFail:
+      fault(LaunchStatus::Trap, block, thread, in,
+            "device-side assertion failed: " + assertion(thread, in));
       return Turn::Fault;
     case Op::Bar:
       if (in.operands.empty()) {

@@ -189,6 +189,7 @@ enum class Op : uint8_t {
   CNot,
   Shl,
   Shr,
+  Shf, ///< funnel shift: shf.{l,r}.{wrap,clamp}.b32
   Bfe,
   Bfi,
   Prmt,
@@ -227,6 +228,10 @@ enum class Op : uint8_t {
   Ret,
   Exit,
   Trap,
+  /// A call of CUDA's `__assertfail(message, file, line, function,
+  /// charSize)`, the one call the emulated device runs: its operands are
+  /// the call's parameters (addresses of the caller's `.param` variables).
+  AssertFail,
   Nanosleep,
 };
 
@@ -331,8 +336,14 @@ struct Instruction {
   bool ftz = false;
   bool sat = false;
   bool approx = false;
-  bool nan = false;       ///< min/max .NaN
-  bool uniform = false;   ///< bra.uni
+  bool nan = false;     ///< min/max .NaN
+  bool uniform = false; ///< bra.uni
+  /// Extended-precision integer arithmetic: `.cc` writes the carry flag
+  /// (carryOut), `addc` / `madc` add it in (carryIn).
+  bool carryOut = false, carryIn = false;
+  /// shf: the direction (.l) and whether the amount clamps at 32 (.clamp;
+  /// .wrap takes it modulo 32).
+  bool shiftLeft = false, clampShift = false;
   bool toSpace = false;   ///< cvta.to.<space> (else cvta.<space>)
   bool aligned = false;   ///< bar.sync / barrier.sync.aligned
   bool arrive = false;    ///< bar.arrive

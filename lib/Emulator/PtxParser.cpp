@@ -282,6 +282,9 @@ private:
   // Names in scope while a function is parsed (innermost last).
   std::vector<std::map<std::string, int32_t>> registerScopes;
   std::vector<std::map<std::string, int32_t>> variableScopes;
+  /// The `.param` variables of call sequences in bodies: kept in the
+  /// thread's local memory, which `st.param` and `ld.param` of them use.
+  std::set<int32_t> callParameters;
   std::map<std::string, int32_t> moduleVariables;
   Function *function = nullptr;
   std::map<std::string, uint32_t> labels;
@@ -358,6 +361,7 @@ private:
   }
   int32_t findRegister(const std::string &name) const;
   int32_t findVariable(const std::string &name) const;
+  bool parseCall(Instruction &instruction, uint32_t line);
   void layoutShared(Function &f);
 };
 
@@ -845,8 +849,14 @@ bool Parser::parseStatement() {
                   : token.text == ".shared" ? Space::Shared
                                             : Space::Param;
     next();
-    if (space == Space::Param)
-      return fail("call sequences (.param in a body) are not supported");
+    // A call's parameters (a call sequence's `.param`s) live in the
+    // thread's local memory.
+    if (space == Space::Param) {
+      if (!parseVariable(Space::Local, false, false))
+        return false;
+      callParameters.insert(static_cast<int32_t>(module.variables.size() - 1));
+      return true;
+    }
     return parseVariable(space, false, false);
   }
   if (token.text == ".pragma") {
@@ -1010,6 +1020,8 @@ bool Parser::parseInstruction() {
   if (peek().kind != Token::Ident)
     return fail("expected an instruction, found '" + peek().text + "'");
   std::string opcode = next().text;
+  if (opcode == "call" || opcode.rfind("call.", 0) == 0)
+    return parseCall(instruction, line);
   size_t firstPending = pendingLabels.size();
   if (!is(";")) {
     do {
@@ -1027,6 +1039,49 @@ bool Parser::parseInstruction() {
     return false;
   if (!decode(instruction, opcode, line))
     return false;
+  // ld.param and st.param of a call's parameters: local memory.
+  if ((instruction.op == Op::Ld || instruction.op == Op::St) &&
+      instruction.space == Space::Param) {
+    const Operand &address =
+        instruction.operands[instruction.op == Op::Ld ? 1 : 0];
+    if (address.symbol >= 0 && callParameters.count(address.symbol))
+      instruction.space = Space::Local;
+  }
+  function->code.push_back(std::move(instruction));
+  return true;
+}
+
+/// `call[.uni] __assertfail, (p0, p1, p2, p3, p4);`: the one call the
+/// emulated device runs (a failed device-side assertion, which traps
+/// after saying what failed). Any other call is refused.
+bool Parser::parseCall(Instruction &instruction, uint32_t line) {
+  if (accept("("))
+    return fail("calls that return values are not supported", line);
+  const Token &callee = next();
+  if (callee.text != "__assertfail")
+    return fail("calls are not supported (only __assertfail, a device-side "
+                "assertion); this one calls '" +
+                    callee.text + "'",
+                line);
+  if (!expect(",") || !expect("("))
+    return false;
+  do {
+    const Token &name = next();
+    int32_t symbol = findVariable(name.text);
+    if (symbol < 0 || !callParameters.count(symbol))
+      return fail("__assertfail's argument '" + name.text +
+                      "' is not a parameter of the call sequence",
+                  line);
+    Operand operand;
+    operand.kind = Operand::Address;
+    operand.symbol = symbol;
+    instruction.operands.push_back(operand);
+  } while (accept(","));
+  if (!expect(")") || !expect(";"))
+    return false;
+  if (instruction.operands.size() < 3)
+    return fail("__assertfail takes a message, a file and a line", line);
+  instruction.op = Op::AssertFail;
   function->code.push_back(std::move(instruction));
   return true;
 }
@@ -1060,6 +1115,7 @@ bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
       {"cnot", Op::CNot},
       {"shl", Op::Shl},
       {"shr", Op::Shr},
+      {"shf", Op::Shf},
       {"bfe", Op::Bfe},
       {"bfi", Op::Bfi},
       {"prmt", Op::Prmt},
@@ -1100,7 +1156,13 @@ bool Parser::decode(Instruction &in, const std::string &opcode, uint32_t line) {
   };
   if (parts[0] == "cp" && parts.size() >= 3 && parts[1] == "async")
     return decodeAsyncCopy(in, opcode, parts, line);
-  auto found = ops.find(parts[0]);
+  // addc and madc: add and mad that add in the carry flag.
+  std::string family = parts[0];
+  if (family == "addc" || family == "madc") {
+    in.carryIn = true;
+    family.pop_back();
+  }
+  auto found = ops.find(family);
   if (found == ops.end())
     return unsupported(opcode, "", line);
   in.op = found->second;
@@ -1239,6 +1301,12 @@ bool Parser::decodeModifiers(Instruction &in, const std::string &opcode,
                               : MulPart::Wide;
       else
         return unsupported(opcode, "." + m, line);
+    } else if (in.op == Op::Shf && (m == "l" || m == "r")) {
+      in.shiftLeft = m == "l";
+    } else if (in.op == Op::Shf && (m == "wrap" || m == "clamp")) {
+      in.clampShift = m == "clamp";
+    } else if (m == "cc" && (in.op == Op::Add || in.op == Op::Mad)) {
+      in.carryOut = true;
     } else if (m == "uni") {
       in.uniform = true;
     } else if (m == "to") {
@@ -1530,6 +1598,8 @@ bool Parser::checkOperandCount(const Instruction &in, const std::string &opcode,
   }
   case Op::Vote:
     return want(3, 3);
+  case Op::Shf:
+    return want(4, 4);
   default:
     return want(3, 3);
   }

@@ -580,6 +580,34 @@ def test_decoder_layer_tile_waits_cuda_emulated(ranks, dtype):
     assert "ld.acquire.sys.u32" in tp.artifact.ir("ptx")
 
 
+def test_llama_model_cuda_emulated():
+    """A whole 2-layer LlamaModel from token ids on the cuda target, on the
+    emulated device: the embedding lookup's index checks (device-side
+    assertions, calls of __assertfail), the rotary embedding's sin and cos
+    (libdevice's extended-precision argument reduction: add.cc, madc,
+    funnel shifts), the gathers pushed by the norms into GEMMs that poll
+    their chunks' flags per tile; against the module. A token id past the
+    vocabulary then fails with the assertion's message, not a hang or a
+    wrong result."""
+    torch.manual_seed(4)
+    c = config("Llama", 4)
+    model = transformers.LlamaModel(c).eval().to(torch.bfloat16)
+    ids = torch.randint(0, 128, (1, SEQ))
+    kwargs = {"input_ids": ids, "use_cache": False}
+    tp, strategies = check(model, (), kwargs, c.base_model_tp_plan, 4,
+                           "sequence", tolerance=3e-2, target="cuda",
+                           emulate=True, gemm="generated",
+                           fuse_collectives="force")
+    assert ("all_gather", "push_ag_matmul") in strategies, strategies
+    assert any("each tile polls" in r.message for r in tp.artifact.remarks)
+    bad = ids.clone()
+    bad[0, 3] = 500
+    with pytest.raises(braid.RunError,
+                       match="device-side assertion failed: 'index must be "
+                             "smaller than dim size' at .*modeling_llama"):
+        tp(input_ids=bad, use_cache=False)
+
+
 @pytest.mark.parametrize("layout,form", [("replicate", "one-shot"),
                                          ("sequence", "force")])
 def test_decoder_layer_in_kernel_cuda_emulated(layout, form):

@@ -256,12 +256,14 @@ void expectEqual(const char *family, int thread, int slot, uint32_t got,
 
 const char *const header = ".version 8.0\n.target sm_90a\n.address_size 64\n";
 
-// Integer operations: a = in[2t], b = in[2t+1]; 28 results per thread.
+// Integer operations: a = in[2t], b = in[2t+1]; 36 results per thread
+// (among them the carry flag of add.cc, addc, mad.lo.cc and madc.hi, and
+// funnel shifts).
 const char *const intKernel = R"PTX(
 .visible .entry int_ops(.param .u64 in_param, .param .u64 out_param)
 {
   .reg .pred %p<4>;
-  .reg .b32 %r<40>;
+  .reg .b32 %r<48>;
   .reg .b64 %rd<10>;
   ld.param.u64 %rd1, [in_param];
   ld.param.u64 %rd2, [out_param];
@@ -271,7 +273,7 @@ const char *const intKernel = R"PTX(
   mul.wide.u32 %rd3, %r1, 8;
   add.s64 %rd3, %rd1, %rd3;
   ld.global.v2.u32 {%r2, %r3}, [%rd3];
-  mul.wide.u32 %rd4, %r1, 112;
+  mul.wide.u32 %rd4, %r1, 144;
   add.s64 %rd4, %rd2, %rd4;
   add.s32 %r4, %r2, %r3;
   sub.s32 %r5, %r2, %r3;
@@ -315,6 +317,16 @@ const char *const intKernel = R"PTX(
   setp.lo.and.u32 %p3, %r2, %r3, %p2;
   selp.u32 %r35, 1, 0, %p3;
   st.global.v4.u32 [%rd4+96], {%r32, %r33, %r34, %r35};
+  add.cc.u32 %r36, %r2, %r3;
+  addc.u32 %r37, %r3, %r2;
+  mad.lo.cc.u32 %r38, %r2, %r3, %r3;
+  madc.hi.u32 %r39, %r2, %r3, %r2;
+  st.global.v4.u32 [%rd4+112], {%r36, %r37, %r38, %r39};
+  shf.l.wrap.b32 %r40, %r2, %r3, %r18;
+  shf.r.clamp.b32 %r41, %r2, %r3, %r18;
+  shf.l.clamp.b32 %r42, %r2, %r3, %r18;
+  shf.r.wrap.b32 %r43, %r2, %r3, %r18;
+  st.global.v4.u32 [%rd4+128], {%r40, %r41, %r42, %r43};
   ret;
 }
 )PTX";
@@ -364,6 +376,10 @@ std::vector<uint32_t> intReference(uint32_t ua, uint32_t ub) {
   for (int i = 0; i < 32; ++i)
     brev |= ((ua >> i) & 1u) << (31 - i);
   int64_t wide = int64_t(a) * int64_t(b);
+  uint32_t carry1 = static_cast<uint32_t>((uint64_t(ua) + ub) >> 32);
+  uint64_t product = uint64_t(ua) * ub;
+  uint64_t madLo = (product & 0xFFFFFFFFu) + ub;
+  uint64_t pair = (uint64_t(ub) << 32) | ua;
   return {
       ua + ub,
       ua - ub,
@@ -393,6 +409,16 @@ std::vector<uint32_t> intReference(uint32_t ua, uint32_t ub) {
       ua * ub + ua,
       a < b ? 1u : 0u,
       (ua < ub && a != 0) ? 1u : 0u,
+      // add.cc then addc; mad.lo.cc then madc.hi (the carry flag).
+      ua + ub,
+      static_cast<uint32_t>(ub + ua + carry1),
+      static_cast<uint32_t>(madLo),
+      static_cast<uint32_t>((product >> 32) + ua + (madLo >> 32)),
+      // shf of {b, a} by b & 63: .wrap takes it modulo 32, .clamp at 32.
+      static_cast<uint32_t>((pair << (s & 31)) >> 32),
+      static_cast<uint32_t>(pair >> std::min(s, 32u)),
+      static_cast<uint32_t>((pair << std::min(s, 32u)) >> 32),
+      static_cast<uint32_t>(pair >> (s & 31)),
   };
 }
 
@@ -1059,7 +1085,7 @@ std::vector<uint32_t> memoryReference(uint32_t t) {
 }
 
 int semantics() {
-  runFamily("integer", intKernel, "int_ops", intInputs(), 28, intReference);
+  runFamily("integer", intKernel, "int_ops", intInputs(), 36, intReference);
   runFamily("float", floatKernel, "float_ops", floatInputs(), 31,
             floatReference);
   int before = failures;
@@ -1284,6 +1310,41 @@ DONE:
   trap;
 }
 
+.extern .func __assertfail
+(
+  .param .b64 __assertfail_param_0,
+  .param .b64 __assertfail_param_1,
+  .param .b32 __assertfail_param_2,
+  .param .b64 __assertfail_param_3,
+  .param .b64 __assertfail_param_4
+)
+;
+.global .align 1 .b8 assert_message[9] = {105, 100, 32, 60, 32, 49, 50, 56, 0};
+.global .align 1 .b8 assert_file[9] = {109, 111, 100, 101, 108, 46, 112, 121, 0};
+
+.visible .entry assert_kernel(.param .u64 out_param)
+{
+  .reg .b64 %rd<4>;
+  { // callseq 0, 0
+  .param .b64 param0;
+  .param .b64 param1;
+  .param .b32 param2;
+  .param .b64 param3;
+  .param .b64 param4;
+  mov.u64 %rd1, assert_message;
+  cvta.global.u64 %rd2, %rd1;
+  st.param.b64 [param0], %rd2;
+  mov.u64 %rd1, assert_file;
+  cvta.global.u64 %rd3, %rd1;
+  st.param.b64 [param1], %rd3;
+  st.param.b32 [param2], 370;
+  st.param.b64 [param3], %rd3;
+  st.param.b64 [param4], 1;
+  call.uni __assertfail, (param0, param1, param2, param3, param4);
+  } // callseq 0
+  trap;
+}
+
 .visible .entry wait_flag(.param .u64 flag_param)
 {
   .reg .pred %p<2>;
@@ -1399,6 +1460,11 @@ int broken(const std::string &mode) {
   }
   if (mode == "trap") {
     CUfunction f = load(text.c_str(), "trap_kernel");
+    void *o = nullptr;
+    return verdict(launch(f, 1, 1, {&o}), true);
+  }
+  if (mode == "assert") {
+    CUfunction f = load(text.c_str(), "assert_kernel");
     void *o = nullptr;
     return verdict(launch(f, 1, 1, {&o}), true);
   }
