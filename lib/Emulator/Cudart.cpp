@@ -127,6 +127,9 @@ EMU_EXPORT const char *cudaGetErrorString(cudaError_t error) {
   case kIllegalInstruction:
     return "an illegal instruction was encountered (emulated device: "
            "reported above)";
+  case kAssert:
+    return "device-side assert triggered (emulated device: the assertion "
+           "is reported above)";
   case kMisalignedAddress:
     return "misaligned address (emulated device: reported above)";
   case kLaunchFailure:
@@ -726,6 +729,8 @@ int stickyError(LaunchStatus status) {
     return kIllegalInstruction;
   case LaunchStatus::Timeout:
     return kLaunchTimeout;
+  case LaunchStatus::Assert:
+    return kAssert;
   default: // a trap, a race
     return kLaunchFailure;
   }

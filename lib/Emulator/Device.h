@@ -55,6 +55,7 @@ struct OpContext {
 enum Fault : int {
   kIllegalAddress = 700,
   kLaunchTimeout = 702,
+  kAssert = 710,
   kIllegalInstruction = 715,
   kMisalignedAddress = 716,
   kLaunchFailure = 719,

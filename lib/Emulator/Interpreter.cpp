@@ -2280,7 +2280,7 @@ Turn Launch::turn(Block &block, Thread &thread) {
       fault(LaunchStatus::Trap, block, thread, in, "trap");
       return Turn::Fault;
     case Op::AssertFail:
-      fault(LaunchStatus::Trap, block, thread, in,
+      fault(LaunchStatus::Assert, block, thread, in,
             "device-side assertion failed: " + assertion(thread, in));
       return Turn::Fault;
     case Op::Bar:

@@ -56,6 +56,7 @@ enum class LaunchStatus {
   MisalignedAddress,
   IllegalInstruction, ///< a barrier or warp operation that cannot complete
   Trap,
+  Assert,    ///< a device-side assertion failed (__assertfail)
   Timeout,   ///< a wait that never completed
   Race,      ///< a data race (reported; the launch itself completed)
   Cancelled, ///< the device failed elsewhere meanwhile

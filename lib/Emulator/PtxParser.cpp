@@ -1020,7 +1020,7 @@ bool Parser::parseInstruction() {
   if (peek().kind != Token::Ident)
     return fail("expected an instruction, found '" + peek().text + "'");
   std::string opcode = next().text;
-  if (opcode == "call" || opcode.rfind("call.", 0) == 0)
+  if (opcode == "call" || opcode == "call.uni")
     return parseCall(instruction, line);
   size_t firstPending = pendingLabels.size();
   if (!is(";")) {
@@ -1079,8 +1079,10 @@ bool Parser::parseCall(Instruction &instruction, uint32_t line) {
   } while (accept(","));
   if (!expect(")") || !expect(";"))
     return false;
-  if (instruction.operands.size() < 3)
-    return fail("__assertfail takes a message, a file and a line", line);
+  if (instruction.operands.size() != 5)
+    return fail("__assertfail takes 5 arguments (message, file, line, "
+                "function, character size)",
+                line);
   instruction.op = Op::AssertFail;
   function->code.push_back(std::move(instruction));
   return true;
@@ -1478,6 +1480,30 @@ bool Parser::settleTypes(Instruction &in, const std::string &opcode,
     in.sem = Sem::Relaxed;
   if ((in.op == Op::Atom || in.op == Op::Red) && in.scope == Scope::None)
     in.scope = Scope::Gpu;
+  // The carry flag: 32- and 64-bit integers; mad.lo or mad.hi; no .sat.
+  if (in.carryIn || in.carryOut) {
+    bool integer = !isFloat(in.type) && in.type != Type::Pred &&
+                   (bitsOf(in.type) == 32 || bitsOf(in.type) == 64);
+    if (!integer || in.sat ||
+        (in.op == Op::Mad && in.part != MulPart::Lo && in.part != MulPart::Hi))
+      return unsupported(opcode,
+                         "the carry flag takes 32- or 64-bit integers (mad: "
+                         ".lo or .hi), without .sat",
+                         line);
+  }
+  // shf.{l,r}.{wrap,clamp}.b32, each once.
+  if (in.op == Op::Shf) {
+    int directions = 0, modes = 0;
+    for (const std::string &m : parts) {
+      directions += m == "l" || m == "r";
+      modes += m == "wrap" || m == "clamp";
+    }
+    if (directions != 1 || modes != 1 || in.type != Type::B32)
+      return unsupported(opcode,
+                         "shf needs one of .l and .r, one of .wrap and "
+                         ".clamp, and .b32",
+                         line);
+  }
   if (in.op == Op::Ld && (in.sem == Sem::Release || in.sem == Sem::AcqRel))
     return unsupported(opcode, "a load cannot release", line);
   if (in.op == Op::St && (in.sem == Sem::Acquire || in.sem == Sem::AcqRel))

@@ -1463,6 +1463,29 @@ int broken(const std::string &mode) {
     void *o = nullptr;
     return verdict(launch(f, 1, 1, {&o}), true);
   }
+  if (mode == "refused") {
+    // Forms the emulated device does not implement: each module's load
+    // fails, with the line it cannot run reported (never a guess).
+    const char *bodies[] = {
+        "shf.b32 %r1, %r2, %r2, %r2;",           // no direction, no mode
+        "add.cc.f32 %f1, %f1, %f1;",             // the carry flag of a float
+        "mad.wide.cc.u32 %rd1, %r2, %r2, %rd1;", // a carry of .wide
+        "call.uni other, (%r1);",                // a call but __assertfail
+    };
+    int loaded = 0;
+    for (const char *body : bodies) {
+      std::string module = std::string(header) +
+                           ".visible .entry refused() {\n"
+                           "  .reg .b32 %r<3>;\n  .reg .f32 %f<2>;\n"
+                           "  .reg .b64 %rd<2>;\n  " +
+                           body + "\n  ret;\n}\n";
+      CUmodule handle = nullptr;
+      loaded +=
+          driver().moduleLoadData(&handle, module.c_str()) == CUDA_SUCCESS;
+    }
+    std::printf("refused: %d of 4 loaded\n", loaded);
+    return loaded == 0 ? 0 : 1;
+  }
   if (mode == "assert") {
     CUfunction f = load(text.c_str(), "assert_kernel");
     void *o = nullptr;
