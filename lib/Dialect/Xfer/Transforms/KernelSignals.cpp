@@ -421,55 +421,63 @@ struct KernelSignalsPass
     return true;
   }
 
-  /// Whether contraction `op` may run at the same time as every
-  /// contraction of `run` and before its deferred copies: no buffer one
-  /// writes is one the other touches.
-  static bool independent(GemmRun &run, linalg::LinalgOp op) {
-    ValueRange written = op.getDpsInits();
-    for (GemmSegment &segment : run.segments)
-      if (!disjointFromAll(written, segment.op->getOperands()) ||
-          !disjointFromAll(segment.op.getDpsInits(), op->getOperands()))
-        return false;
-    for (Operation *deferred : run.deferred) {
-      if (auto copy = dyn_cast<memref::CopyOp>(deferred))
-        if (!disjointFromAll(written, copy->getOperands()) ||
-            !disjointFromAll(copy.getTarget(), op->getOperands()))
-          return false;
-      if (isa<WaitOp>(deferred))
-        for (Value request : deferred->getOperands())
-          if (!disjointFromAll(written,
-                               request.getDefiningOp<PutOp>().getSource()))
-            return false;
+  /// Whether contraction `op` and an op that reads `reads` and writes
+  /// `writes` may run in either order: neither writes a byte the other
+  /// touches.
+  static bool commute(linalg::LinalgOp op, ValueRange reads,
+                      ValueRange writes) {
+    return disjointFromAll(writes, op->getOperands()) &&
+           disjointFromAll(op.getDpsInits(), reads);
+  }
+
+  /// The buffers an op that may move after a run's contractions reads and
+  /// writes: a copy's source and target; a wait for puts, their sources
+  /// (which may be written again once it returns) and, for a put to this
+  /// rank's own copy, its destination (whose data is there after the
+  /// wait). False for any other op (a wait for other than puts).
+  static bool accesses(Operation *op, SmallVector<Value> &reads,
+                       SmallVector<Value> &writes) {
+    if (auto copy = dyn_cast<memref::CopyOp>(op)) {
+      reads.push_back(copy.getSource());
+      writes.push_back(copy.getTarget());
+      return true;
     }
-    return true;
-  }
-
-  /// Whether `copy` may run after the contractions of `run`: it writes
-  /// nothing they touch and reads nothing they write.
-  static bool deferrable(GemmRun &run, memref::CopyOp copy) {
-    for (GemmSegment &segment : run.segments)
-      if (!disjointFromAll(copy.getTarget(), segment.op->getOperands()) ||
-          !disjointFromAll(segment.op.getDpsInits(), copy.getSource()))
-        return false;
-    return true;
-  }
-
-  /// Whether `wait` may return after the contractions of `run`: it waits
-  /// for puts (whose sources may be written again once it returns) only,
-  /// and the contractions write none of their sources.
-  static bool deferrable(GemmRun &run, WaitOp wait) {
-    for (Value request : wait->getOperands()) {
+    if (!isa<WaitOp>(op))
+      return false;
+    for (Value request : op->getOperands()) {
       auto put = request.getDefiningOp<PutOp>();
       if (!put)
         return false;
-      for (GemmSegment &segment : run.segments)
-        if (!disjointFromAll(segment.op.getDpsInits(), put.getSource()) ||
-            // A put to this rank's own copy: its data is there after the
-            // wait.
-            (put.getOffset() == 0 &&
-             !disjointFromAll(put.getDest(), segment.op->getOperands())))
-          return false;
+      reads.push_back(put.getSource());
+      if (put.getOffset() == 0)
+        writes.push_back(put.getDest());
     }
+    return true;
+  }
+
+  /// Whether contraction `op` may run at the same time as every
+  /// contraction of `run` and before its deferred copies and put waits.
+  static bool independent(GemmRun &run, linalg::LinalgOp op) {
+    for (GemmSegment &segment : run.segments)
+      if (!commute(op, segment.op->getOperands(), segment.op.getDpsInits()))
+        return false;
+    for (Operation *deferred : run.deferred) {
+      SmallVector<Value> reads, writes;
+      if (accesses(deferred, reads, writes) && !commute(op, reads, writes))
+        return false;
+    }
+    return true;
+  }
+
+  /// Whether `op` (a copy or a wait for puts) may run after the
+  /// contractions of `run`.
+  static bool deferrable(GemmRun &run, Operation *op) {
+    SmallVector<Value> reads, writes;
+    if (!accesses(op, reads, writes))
+      return false;
+    for (GemmSegment &segment : run.segments)
+      if (!commute(segment.op, reads, writes))
+        return false;
     return true;
   }
 
@@ -607,13 +615,8 @@ struct KernelSignalsPass
       auto copy = dyn_cast<memref::CopyOp>(op);
       if (copy && copy.getSource() == copy.getTarget())
         continue;
-      if (copy && between && deferrable(run, copy)) {
-        run.deferred.push_back(copy);
-        continue;
-      }
-      if (auto wait = dyn_cast<WaitOp>(op);
-          wait && between && deferrable(run, wait)) {
-        run.deferred.push_back(wait);
+      if (isa<memref::CopyOp, WaitOp>(op) && between && deferrable(run, &op)) {
+        run.deferred.push_back(&op);
         continue;
       }
       if (movableAcross(op))
