@@ -38,9 +38,22 @@ all-gathered into x @ W [hidden, --out]:
   buffer and a put copies it to each peer);
 - auto.
 
+A third table reduce-scatters a matmul's rows instead (sequence
+parallelism after a row-parallel matmul): x [tokens, --rs-inner] @ W
+[--rs-inner, --hidden] on each rank, then the rows' blocks summed:
+
+- library: the matmul, then MPI's reduce-scatter;
+- ring: --overlap=force --fuse-collectives=off, ring_matmul_rs;
+- push: --fuse-collectives=force, push_matmul_rs (each peer's block
+  computed on its own and written by its matmul into the owner's slot);
+- push, puts: the same with --fuse-puts=false (each block's matmul
+  writes its own buffer and a put copies it to the owner);
+- auto.
+
 Usage: fuse_collectives.py [--bin build/bin] [--ranks 4] [--repeat 9]
                            [--tokens 1,8,64,512] [--hidden 4096]
                            [--gather-tokens 4,16,64,512] [--out 1024]
+                           [--rs-tokens 64,512] [--rs-inner 1024]
 (an empty list skips its table)
 """
 import os
@@ -49,8 +62,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import (collective_norm_program, norm_gather_program, rank_args,  # noqa: E402
-                    report_records, time_program)
+from common import (collective_norm_program, gemm_rs_program, norm_gather_program,  # noqa: E402
+                    rank_args, report_records, time_program)
 
 
 def strategy(bin_dir, tmp, name, text, flags=()):
@@ -59,7 +72,8 @@ def strategy(bin_dir, tmp, name, text, flags=()):
 
 
 def main():
-    args = rank_args(9, tokens=(1, 8, 64, 512), hidden=4096, gather_tokens=(4, 16, 64, 512), out=1024)
+    args = rank_args(9, tokens=(1, 8, 64, 512), hidden=4096, gather_tokens=(4, 16, 64, 512), out=1024,
+                     rs_tokens=(64, 512), rs_inner=1024)
     print(f"{'collective':<15} {'tokens':>6} {'library ms':>11} {'one-shot':>9} "
           f"{'ratio':>6} {'two-shot':>9} {'ratio':>6} {'auto ms':>8} {'ratio':>6}  auto picks")
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,30 +107,47 @@ def main():
                       f"{cell('two-shot')} {times['auto']:8.3f} "
                       f"{times['library'] / times['auto']:6.2f}  {picked}", flush=True)
         gather_table(args, tmp)
+        scatter_table(args, tmp)
 
 
-def gather_table(args, tmp):
-    """The all-gather into a matmul: library, ring, push (with and
-    without the kernel's stores), auto."""
-    print(f"\n{'all_gather':<10} {'tokens':>6} {'library ms':>11} {'ring':>8} {'ratio':>6} "
+# The schedules the gather and scatter tables compare, by column.
+MATMUL_VARIANTS = [("library", ["--fuse-collectives=off", "--overlap=off", "--comm=two-sided"]),
+                   ("ring", ["--fuse-collectives=off", "--overlap=force"]),
+                   ("push", ["--fuse-collectives=force"]),
+                   ("puts", ["--fuse-collectives=force", "--fuse-puts=false"]),
+                   ("auto", [])]
+
+
+def matmul_table(args, tmp, kind, token_sizes, program):
+    """A collective fused with a matmul, `program(tokens)` its program:
+    library, ring, push (with and without the kernels' stores into the
+    peers' slots), auto."""
+    print(f"\n{kind:<14} {'tokens':>6} {'library ms':>11} {'ring':>8} {'ratio':>6} "
           f"{'push':>8} {'ratio':>6} {'puts':>8} {'ratio':>6} {'auto ms':>8} {'ratio':>6}  auto picks")
-    variants = [("library", ["--fuse-collectives=off", "--overlap=off", "--comm=two-sided"]),
-                ("ring", ["--fuse-collectives=off", "--overlap=force"]),
-                ("push", ["--fuse-collectives=force"]),
-                ("puts", ["--fuse-collectives=force", "--fuse-puts=false"]),
-                ("auto", [])]
-    for tokens in args.gather_tokens:
+    for tokens in token_sizes:
         if tokens % args.ranks:
             continue
-        name = f"all_gather-{tokens}"
-        text = norm_gather_program(args.ranks, tokens, args.hidden, args.out)
+        name = f"{kind}-{tokens}"
+        text = program(tokens)
         times = {variant: time_program(args.bin, tmp, f"{name}-{variant}", text,
                                        args.ranks, args.repeat, flags)
-                 for variant, flags in variants}
+                 for variant, flags in MATMUL_VARIANTS}
         picked = strategy(args.bin, tmp, name, text)
         cells = " ".join(f"{times[v]:8.3f} {times['library'] / times[v]:6.2f}"
                          for v in ("ring", "push", "puts", "auto"))
-        print(f"{'':<10} {tokens:>6} {times['library']:11.3f} {cells}  {picked}", flush=True)
+        print(f"{'':<14} {tokens:>6} {times['library']:11.3f} {cells}  {picked}", flush=True)
+
+
+def gather_table(args, tmp):
+    """The norm's rows all-gathered into a matmul."""
+    matmul_table(args, tmp, "all_gather", args.gather_tokens,
+                 lambda t: norm_gather_program(args.ranks, t, args.hidden, args.out))
+
+
+def scatter_table(args, tmp):
+    """A matmul's rows reduce-scattered."""
+    matmul_table(args, tmp, "reduce_scatter", args.rs_tokens,
+                 lambda t: gemm_rs_program(args.ranks, t, args.rs_inner, args.hidden))
 
 
 if __name__ == "__main__":

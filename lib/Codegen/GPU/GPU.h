@@ -59,6 +59,12 @@ mlir::Value emitPtx(mlir::OpBuilder &b, mlir::Location loc, mlir::Type result,
 /// its tiles (and the block's barrier after them).
 using GemmPoll = llvm::function_ref<void(
     mlir::OpBuilder &, mlir::Location, unsigned segment, mlir::Value threadId)>;
+/// What each tile of a segment does once its results are stored (the
+/// segment's `tiles` tiles counting their arrivals, the last raising its
+/// flags), emitted after each of its tiles.
+using GemmArrive =
+    llvm::function_ref<void(mlir::OpBuilder &, mlir::Location, unsigned segment,
+                            mlir::Value threadId, int64_t tiles)>;
 
 /// `op`, a contraction braid_rt_gemm would take with f16 or bf16 operands
 /// (or f32 ones as tf32, with `allowTf32`), as a generated tensor-core
@@ -76,14 +82,15 @@ mlir::Operation *emitGemmKernel(mlir::linalg::LinalgOp op, bool allowTf32,
 /// operands may differ) as one persistent tensor-core kernel before
 /// `before`: at most `maxBlocks` blocks take their tiles in turn, segment
 /// after segment in the order given, each tile running `poll` for its
-/// segment first (when given). From zero (`fromZero`: the caller has
+/// segment first (when given) and `arrive` for it once stored (when
+/// given). From zero (`fromZero`: the caller has
 /// removed their zero fills) or accumulating into their outputs. Null, with
 /// the reason in `why`, when the generator does not take them.
 mlir::Operation *
 emitSegmentedGemmKernel(llvm::ArrayRef<mlir::linalg::LinalgOp> segments,
                         bool fromZero, int64_t maxBlocks, bool allowTf32,
                         mlir::Operation *before, GemmPoll poll,
-                        std::string &why);
+                        GemmArrive arrive, std::string &why);
 
 } // namespace braid::codegen
 

@@ -508,10 +508,16 @@ struct GemmKernelBuilder {
   /// The poll of each segment's flags, emitted at the start of each of
   /// its tiles (null when the kernel waits for nothing).
   GemmPoll poll;
+  /// What each segment's tiles do once stored (null when nothing).
+  GemmArrive arrive;
+  /// A persistent grid of at most maxBlocks blocks, whatever the rest.
+  bool persistent = false;
   /// The most blocks of a segmented kernel's grid.
   int64_t maxBlocks = 0;
 
-  bool segmented() const { return segments.size() > 1 || poll; }
+  bool segmented() const {
+    return persistent || segments.size() > 1 || poll || arrive;
+  }
 
   gpu::LaunchOp build() {
     MLIRContext *context = b.getContext();
@@ -613,19 +619,29 @@ struct GemmKernelBuilder {
     // The previous tile's warps may still read the shared tiles this one's
     // copies overwrite.
     gpu::BarrierOp::create(b, loc);
-    // Each segment's polls under a test of the segment (a switch would be
-    // a jump table, brx.idx).
+    // Each segment's polls, then its tile, then its arrivals once every
+    // thread's stores of the tile are done.
     if (poll)
-      for (size_t i = 0; i < segments.size(); ++i) {
-        Value is = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                         segment, index(i));
-        auto branch = scf::IfOp::create(b, loc, is, /*withElseRegion=*/false);
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(branch.thenBlock());
-        poll(b, loc, i, threadId);
-      }
+      forEachSegment(segment, [&](unsigned i) { poll(b, loc, i, threadId); });
     emitTile(base);
+    if (arrive)
+      forEachSegment(segment, [&](unsigned i) {
+        arrive(b, loc, i, threadId, perSegment);
+      });
     return launch;
+  }
+
+  /// `body(i)` for each segment i under a test of `segment` against it (a
+  /// switch would be a jump table, brx.idx).
+  void forEachSegment(Value segment, llvm::function_ref<void(unsigned)> body) {
+    for (size_t i = 0; i < segments.size(); ++i) {
+      Value is = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                       segment, index(i));
+      auto branch = scf::IfOp::create(b, loc, is, /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(branch.thenBlock());
+      body(static_cast<unsigned>(i));
+    }
   }
 
   /// `values` (one operand of each segment) cast to the layout they share:
@@ -864,7 +880,8 @@ Operation *emitGemmKernel(linalg::LinalgOp op, bool allowTf32, std::string &why,
 Operation *emitSegmentedGemmKernel(ArrayRef<linalg::LinalgOp> segments,
                                    bool fromZero, int64_t maxBlocks,
                                    bool allowTf32, Operation *before,
-                                   GemmPoll poll, std::string &why) {
+                                   GemmPoll poll, GemmArrive arrive,
+                                   std::string &why) {
   if (segments.empty() || maxBlocks < 1) {
     why = "it has no contraction or no block to run on";
     return nullptr;
@@ -896,6 +913,8 @@ Operation *emitSegmentedGemmKernel(ArrayRef<linalg::LinalgOp> segments,
   GemmKernelBuilder builder(segments, *match, /*accumulate=*/!fromZero,
                             linalg::GenericOp(), before);
   builder.poll = poll;
+  builder.arrive = arrive;
+  builder.persistent = true;
   builder.maxBlocks = maxBlocks;
   gpu::LaunchOp launch = builder.build();
   int64_t tiles = ((match->m + kTileM - 1) / kTileM) *
@@ -911,6 +930,9 @@ Operation *emitSegmentedGemmKernel(ArrayRef<linalg::LinalgOp> segments,
          << (fromZero ? ", from zero" : ", accumulating into its output");
   if (poll)
     remark << "; each tile polls its contraction's flags first";
+  if (arrive)
+    remark << "; the last tile of each contraction that raises flags raises "
+              "them";
   return launch;
 }
 

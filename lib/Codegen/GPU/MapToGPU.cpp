@@ -443,6 +443,7 @@ private:
       SmallVector<braid::xfer::KernelWaitOp> waits;
       linalg::FillOp fill;
       linalg::LinalgOp op;
+      SmallVector<braid::xfer::KernelSignalOp> raises;
     };
     SmallVector<Segment> segments;
     for (Region &region : body.getCaseRegions()) {
@@ -459,9 +460,18 @@ private:
                  linalg::isaContractionOpInterface(linalgOp) &&
                  linalgOp.hasPureBufferSemantics())
           segment.op = linalgOp;
+        else if (auto signal = dyn_cast<braid::xfer::KernelSignalOp>(op);
+                 signal && segment.op &&
+                 (segment.raises.empty() ||
+                  (segment.raises.front().getArrivals() ==
+                       signal.getArrivals() &&
+                   segment.raises.front().getArrival() == signal.getArrival())))
+          segment.raises.push_back(signal);
         else
-          return op.emitError() << "expected a GEMM segment's flag waits, "
-                                   "zero fill and contraction, in that order";
+          return op.emitError()
+                 << "expected a GEMM segment's flag waits, zero fill, "
+                    "contraction and raises (on one arrival word), in that "
+                    "order";
       }
       if (!segment.op)
         return kernel.emitError() << "a GEMM segment has no contraction";
@@ -490,8 +500,26 @@ private:
         for (braid::xfer::KernelWaitOp wait : segments[index].waits)
           emitKernelWait(b, loc, mapping, wait, threadId);
       };
-      launch = emitSegmentedGemmKernel(ops, /*fromZero=*/zeroFilled != 0,
-                                       maxBlocks, allowTf32, kernel, poll, why);
+      // The segment's tiles count their arrivals; the last raises.
+      auto arrive = [&](OpBuilder &b, Location loc, unsigned index,
+                        Value threadId, int64_t tiles) {
+        if (segments[index].raises.empty())
+          return;
+        IRMapping mapping;
+        SmallVector<braid::xfer::KernelSignalOp> raises =
+            segments[index].raises;
+        emitKernelSignals(b, loc, mapping, raises, threadId, tiles);
+      };
+      bool waits = llvm::any_of(segments, [](const Segment &segment) {
+        return !segment.waits.empty();
+      });
+      bool raises = llvm::any_of(segments, [](const Segment &segment) {
+        return !segment.raises.empty();
+      });
+      launch = emitSegmentedGemmKernel(
+          ops, /*fromZero=*/zeroFilled != 0, maxBlocks, allowTf32, kernel,
+          waits ? GemmPoll(poll) : GemmPoll(),
+          raises ? GemmArrive(arrive) : GemmArrive(), why);
     }
     if (launch) {
       describeLaunch(cast<gpu::LaunchOp>(launch), kernel);
@@ -507,25 +535,40 @@ private:
     OpBuilder b(kernel);
     Location loc = kernel.getLoc();
     for (Segment &segment : segments) {
-      if (!segment.waits.empty()) {
-        Value one = index(b, loc, 1);
-        auto pollKernel = gpu::LaunchOp::create(b, loc, one, one, one, one, one,
-                                                one, Value());
-        braid::xfer::setTraceEvent(pollKernel, "poll flags", 0, 0);
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(&pollKernel.getBody().front());
-        gpu::TerminatorOp terminator = gpu::TerminatorOp::create(b, loc);
-        b.setInsertionPoint(terminator);
-        IRMapping mapping;
-        for (braid::xfer::KernelWaitOp wait : segment.waits)
-          emitKernelWait(b, loc, mapping, wait, pollKernel.getThreadIds().x);
-      }
+      if (!segment.waits.empty())
+        oneThreadKernel(b, loc, "poll flags", [&](Value threadId) {
+          IRMapping mapping;
+          for (braid::xfer::KernelWaitOp wait : segment.waits)
+            emitKernelWait(b, loc, mapping, wait, threadId);
+        });
       if (segment.fill)
         segment.fill->moveBefore(kernel);
       segment.op->moveBefore(kernel);
+      // Its raises by a one-block kernel after it on the stream.
+      if (!segment.raises.empty())
+        oneThreadKernel(b, loc, "raise flags", [&](Value threadId) {
+          IRMapping mapping;
+          emitKernelSignals(b, loc, mapping, segment.raises, threadId,
+                            /*blocks=*/1);
+        });
     }
     kernel.erase();
     return success();
+  }
+
+  /// A launch of one thread at `b`'s insertion point, named `name` in the
+  /// trace, whose body `body` emits (given the thread's id).
+  void oneThreadKernel(OpBuilder &b, Location loc, StringRef name,
+                       llvm::function_ref<void(Value)> body) {
+    Value one = index(b, loc, 1);
+    auto launch =
+        gpu::LaunchOp::create(b, loc, one, one, one, one, one, one, Value());
+    braid::xfer::setTraceEvent(launch, name, 0, 0);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&launch.getBody().front());
+    gpu::TerminatorOp terminator = gpu::TerminatorOp::create(b, loc);
+    b.setInsertionPoint(terminator);
+    body(launch.getThreadIds().x);
   }
 
   /// The generic address, as i64, of word `index` of the i32 buffer

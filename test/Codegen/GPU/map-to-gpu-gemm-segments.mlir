@@ -125,3 +125,60 @@ func.func @mixed_fills(%a: memref<64x32xf16>, %b: memref<32x48xf16>, %out0: memr
   } {braid.gemm_segments = 96 : i64, braid.kernel, mapping = [#gpu.block<linear_dim_0>]}
   return
 }
+
+// -----
+
+shard.grid @tp(shape = 2)
+
+// A pushed reduce-scatter's blocks: the first stores into the peer's slot
+// and raises its flag from its last tile. After each of its tiles, the
+// block synchronizes and thread 0 counts the tile in the segment's arrival
+// word (acquire-release at device scope); the tile that completes the
+// count (its 2 tiles: the one that saw 1) resets it and raises the peer's
+// flag with release at system scope. The own block raises nothing.
+// REMARK: remark: runs with 1 more contraction(s) as one persistent generated tensor-core kernel (mma.sync m16n8k16, 64x64x32 tiles): 4 blocks over 4 tiles, 2 per contraction of 64x96x32, from zero; the last tile of each contraction that raises flags raises them
+// CHECK-LABEL: func.func @raises
+// CHECK: gpu.launch
+// CHECK: mma.sync
+// CHECK: scf.if
+// CHECK: gpu.barrier
+// CHECK: atom.acq_rel.gpu.add.u32
+// CHECK: arith.cmpi eq, %{{.*}}, %c1_i32
+// CHECK: st.relaxed.gpu.u32
+// CHECK: red.release.sys.add.u32
+// CHECK-NOT: atom.acq_rel.gpu.add.u32
+// CHECK: gpu.terminator
+// LIBRARY-LABEL: func.func @raises
+// LIBRARY: braid_rt_gemm
+// LIBRARY: gpu.launch blocks({{.*}}) in ({{.*}} = %c1{{[_0-9]*}}, {{.*}} = %c1{{[_0-9]*}}, {{.*}} = %c1{{[_0-9]*}})
+// LIBRARY: atom.acq_rel.gpu.add.u32
+// LIBRARY: arith.cmpi eq, %{{.*}}, %c0_i32
+// LIBRARY: red.release.sys.add.u32
+// LIBRARY: gpu.terminator
+// LIBRARY: braid_rt_gemm
+func.func @raises(%a0: memref<64x32xbf16>, %a1: memref<64x32xbf16>, %b: memref<32x96xbf16>, %own: memref<64x96xf32>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %flags = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  %slot = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<64x96xf32>
+  %arrivals = xfer.symmetric_alloc on @tp axes = [0] site = 2 : memref<1xi32>
+  %peer = xfer.peer_view %slot on @tp axes = [0] offset = 1 : memref<64x96xf32>
+  %peerFlags = xfer.peer_view %flags on @tp axes = [0] offset = 1 : memref<2xi32>
+  scf.forall (%s) in (2) {
+    scf.index_switch %s
+    case 0 {
+      linalg.fill ins(%zero : f32) outs(%peer : memref<64x96xf32>)
+      linalg.matmul ins(%a0, %b : memref<64x32xbf16>, memref<32x96xbf16>) outs(%peer : memref<64x96xf32>)
+      xfer.kernel_signal %peerFlags[%c0] arrivals %arrivals[%c0] for %slot step = 0 : memref<2xi32>, memref<1xi32>, memref<64x96xf32>
+      scf.yield
+    }
+    case 1 {
+      linalg.fill ins(%zero : f32) outs(%own : memref<64x96xf32>)
+      linalg.matmul ins(%a1, %b : memref<64x32xbf16>, memref<32x96xbf16>) outs(%own : memref<64x96xf32>)
+      scf.yield
+    }
+    default {
+    }
+  } {braid.gemm_segments = 96 : i64, braid.kernel, mapping = [#gpu.block<linear_dim_0>]}
+  return
+}

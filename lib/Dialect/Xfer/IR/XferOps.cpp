@@ -545,15 +545,16 @@ LogicalResult KernelWaitOp::verify() {
 }
 
 LogicalResult KernelSignalOp::verify() {
-  if (failed(verifyInFusedKernel(*this)))
+  if (failed(verifyInFusedKernel(*this, /*inSegment=*/true)))
     return failure();
   Operation *next = getOperation()->getNextNode();
   while (isa_and_nonnull<KernelSignalOp>(next))
     next = next->getNextNode();
   if (!next || !braid::isTerminator(next))
-    return emitOpError() << "must be among the last ops of its kernel's body "
-                            "(only other raises after it): the raise follows "
-                            "every access of the tile";
+    return emitOpError() << "must be among the last ops of its kernel's body, "
+                            "or of its GEMM segment's case (only other raises "
+                            "after it): the raise follows every access of the "
+                            "tile";
   if (failed(verifyRaise(*this, static_cast<int64_t>(getAdd()),
                          static_cast<bool>(getData()))))
     return failure();

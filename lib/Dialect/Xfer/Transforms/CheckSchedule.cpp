@@ -505,10 +505,20 @@ private:
 
   /// Stores of `op` (or of ops nested in it) through a peer view of a
   /// symmetric buffer: pending until a signal for that buffer announces
-  /// them. Loads through a peer view are not modeled.
+  /// them. Loads through a peer view are not modeled, but for an
+  /// accumulator the op stores into as well (a contraction's output in a
+  /// peer's slot, read back after this rank's own fill or stores).
   LogicalResult collectPeerStores(Operation &op) {
     SmallVector<Value> reads, writes;
-    op.walk([&](Operation *nested) { accesses(*nested, reads, writes); });
+    op.walk([&](Operation *nested) {
+      SmallVector<Value> own;
+      size_t first = writes.size();
+      accesses(*nested, own, writes);
+      ArrayRef<Value> written = ArrayRef(writes).drop_front(first);
+      for (Value read : own)
+        if (!llvm::is_contained(written, read))
+          reads.push_back(read);
+    });
     for (auto [values, writing] : {std::pair(&reads, false), {&writes, true}})
       for (Value value : *values) {
         auto view = getRootBuffer(value).getDefiningOp<PeerViewOp>();
@@ -636,6 +646,11 @@ private:
       if (waited == 0 || waited == events.raised)
         continue;
       SignalWaitOp wait = events.waits.front().first;
+      if (events.raises.empty())
+        return wait.emitError()
+               << "unbalanced: " << flagText(flag) << " is waited " << waited
+               << " time(s) per call (first at step " << wait.getStep()
+               << ") but never raised; a later call waits forever";
       return wait.emitError()
              << "unbalanced: " << flagText(flag) << " is raised "
              << events.raised << " time(s) per call (first at step "

@@ -13,7 +13,10 @@
 // has to raise the peer's data flag. A reshape between the buffer and the
 // put is undone on the peer's slot. This is the producer side of an
 // all-gather fused into the kernel before it (push_ag_matmul), and of the
-// second round of a two-shot all-reduce.
+// second round of a two-shot all-reduce. A contraction that writes a
+// buffer of its own whole, which only its fill and the put use, writes
+// the peer's slot instead (push_matmul_rs: a block's partial computed in
+// its owner's slot).
 //
 //===----------------------------------------------------------------------===//
 
@@ -238,6 +241,49 @@ Operation *lastWriter(Block::iterator begin, Block::iterator end,
   return nullptr;
 }
 
+/// For a buffer of its own (an allocation, or a planned buffer: a view of
+/// the arena, whose bytes no other live buffer shares) that `writer` (a
+/// linalg op that is not elementwise: a contraction) writes whole and that
+/// nothing else touches but a fill right before it, the put and its
+/// deallocation: that fill (or the writer itself when there is none), the
+/// first op to retarget. Null otherwise.
+Operation *retargetableWriter(Operation *writer, Value source, PutOp put,
+                              ArrayRef<Operation *> reshapes) {
+  // The put may read it through reshapes, each read by the next alone.
+  Operation *reader = reshapes.empty() ? put.getOperation() : reshapes.back();
+  for (Operation *reshape : reshapes)
+    if (!reshape->getResult(0).hasOneUse())
+      return nullptr;
+  if (!source.getDefiningOp<memref::AllocOp>() &&
+      !source.getDefiningOp<memref::AllocaOp>() && !getArenaBytes(source))
+    return nullptr;
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(writer);
+  if (!linalgOp || !linalgOp.hasPureBufferSemantics() ||
+      linalgOp.getNumReductionLoops() == 0 || linalgOp.getNumDpsInits() != 1 ||
+      linalgOp.getDpsInitOperand(0)->get() != source ||
+      !linalgOp.getMatchingIndexingMap(linalgOp.getDpsInitOperand(0))
+           .isProjectedPermutation() ||
+      writer->getParentOp() != put->getParentOp())
+    return nullptr;
+  Operation *first = writer;
+  for (Operation *user : source.getUsers()) {
+    if (user == writer || user == reader || isa<memref::DeallocOp>(user))
+      continue;
+    auto fill = dyn_cast<linalg::FillOp>(user);
+    if (!fill || fill->getNextNode() != writer ||
+        fill.getOutputs()[0] != source)
+      return nullptr;
+    first = fill;
+  }
+  // An op that reads its output (a contraction accumulating) starts from
+  // the fill's values, which it then reads in the peer's slot.
+  if (first == writer &&
+      linalgOp.payloadUsesValueFromOperand(linalgOp.getDpsInitOperand(0)))
+    return nullptr;
+  // Nothing reads the buffer but the put, so nothing sees it unwritten.
+  return first;
+}
+
 struct FusePutsPass : public braid::xfer::impl::FusePutsBase<FusePutsPass> {
   void runOnOperation() override {
     FunctionOpInterface function = getOperation();
@@ -294,16 +340,26 @@ struct FusePutsPass : public braid::xfer::impl::FusePutsBase<FusePutsPass> {
     unsigned initIndex = 0;
     auto kernel = dyn_cast<scf::ForallOp>(writer);
     Value tile;
+    // A contraction (and its zero fill) writes the peer's slot instead.
+    Operation *retarget = nullptr;
     if (kernel && kernel->hasAttr(dist::DistDialect::getKernelAttrName()))
       tile = writtenTile(kernel, source);
-    else if (!elementwiseWriter(writer, source, initIndex))
+    else if (!elementwiseWriter(writer, source, initIndex) &&
+             !(retarget = retargetableWriter(writer, source, put, reshapes)))
       return false;
     if (kernel && !tile)
       return false;
+    if (retarget && !llvm::all_of(credit->getOperands(), [&](Value operand) {
+          return dominance.properlyDominates(operand, retarget);
+        }))
+      return false;
+    if (retarget && !dominance.properlyDominates(slot, retarget))
+      return false;
 
     // Wait for the credit before the writer stores into the peer's slot.
-    credit->moveBefore(writer);
-    OpBuilder b(writer);
+    Operation *firstStore = retarget ? retarget : writer;
+    credit->moveBefore(firstStore);
+    OpBuilder b(firstStore);
     Value peer = PeerViewOp::create(b, put.getLoc(), slot.getType(), slot,
                                     put.getGridAttr(), put.getAxesAttr(),
                                     put.getOffsetAttr())
@@ -319,7 +375,11 @@ struct FusePutsPass : public braid::xfer::impl::FusePutsBase<FusePutsPass> {
             b, put.getLoc(), peer,
             cast<memref::ExpandShapeOp>(reshape).getReassociationIndices());
     }
-    if (!kernel) {
+    if (retarget) {
+      for (Operation *op = retarget; op != writer->getNextNode();
+           op = op->getNextNode())
+        op->replaceUsesOfWith(source, peer);
+    } else if (!kernel) {
       addOutput(b, cast<linalg::GenericOp>(writer), initIndex, peer);
     } else {
       // The tile's view of the peer's slot, at the end of the iteration.

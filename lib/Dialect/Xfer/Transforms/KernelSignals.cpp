@@ -158,7 +158,28 @@ bool isAllocationOrArgument(Value buffer) {
                          memref::GetGlobalOp>(buffer.getDefiningOp());
 }
 
-/// Whether the buffers `a` and `b` provably share no byte: two different
+/// Whether `peer` views another rank's copy: an offset that is not a
+/// multiple of its axis's size.
+/// The size of the axis `peer` views along, or 0 when not one static
+/// axis.
+int64_t axisSize(PeerViewOp peer) {
+  ArrayRef<int16_t> axes = peer.getAxes();
+  auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+      peer, peer.getGridAttr());
+  if (axes.size() != 1 || !grid || axes[0] >= grid.getRank() ||
+      ShapedType::isDynamic(grid.getShape()[axes[0]]))
+    return 0;
+  return grid.getShape()[axes[0]];
+}
+
+bool isRemote(PeerViewOp peer) {
+  int64_t size = axisSize(peer);
+  return size > 0 && peer.getOffset() % size != 0;
+}
+
+/// Whether the buffers `a` and `b` provably share no byte: a peer's copy
+/// of a symmetric buffer and any buffer of this rank, or peers' copies of
+/// two different allocations; two different
 /// allocations, or an allocation and an argument of the function (a
 /// planned buffer counts as its arena, and two of one arena by their
 /// bytes); or subviews of one buffer, alike in sizes and strides, whose
@@ -168,6 +189,17 @@ bool disjoint(Value a, Value b) {
   if (a == b)
     return false;
   Value x = getRootBuffer(a), y = getRootBuffer(b);
+  // A peer's copy of a symmetric buffer is another rank's memory: no
+  // buffer of this rank's, nor a peer's copy of another allocation.
+  auto px = x.getDefiningOp<PeerViewOp>(), py = y.getDefiningOp<PeerViewOp>();
+  if (px || py) {
+    if (px && py)
+      return getSymmetricAlloc(px.getBuffer()) &&
+             getSymmetricAlloc(py.getBuffer()) &&
+             getSymmetricAlloc(px.getBuffer()) !=
+                 getSymmetricAlloc(py.getBuffer());
+    return isRemote(px ? px : py);
+  }
   if (x != y) {
     if (getArenaBytes(x) && getArenaBytes(y))
       return !arenaBytesOverlap(x, y);
@@ -375,6 +407,9 @@ struct KernelSignalsPass
     SmallVector<SignalWaitOp> waits;
     linalg::FillOp fill;
     linalg::LinalgOp op;
+    /// The raises right after it that announce what it stored into a
+    /// peer's copy: its last tile raises them.
+    SmallVector<SignalOp> raises;
   };
 
   /// Contractions that may run at once in kernels after the ops between
@@ -567,18 +602,95 @@ struct KernelSignalsPass
     return !result.wasInterrupted();
   }
 
+  /// The peer's copy that contraction `op` writes whole, or null.
+  static PeerViewOp peerOutput(linalg::LinalgOp op) {
+    return getRootBuffer(op.getDpsInits()[0]).getDefiningOp<PeerViewOp>();
+  }
+
+  /// Whether `signal`, right after the last contraction of `run`, may be
+  /// raised by that contraction's last tile: it announces the data of the
+  /// peer's copy the contraction stored into (braid-fuse-puts' form of a
+  /// put), on a flag buffer that is a symmetric allocation itself, defined
+  /// before the contraction (where the kernel goes). A raise releases
+  /// everything before it, and now follows only its own contraction: no
+  /// earlier contraction of the run, nor an op it defers, may write
+  /// anything that peer may read (its own memory, or a symmetric buffer of
+  /// this rank's), or read a symmetric buffer (whose credit the raise
+  /// might stand for). And the run's contractions are alike: they are one
+  /// kernel, so no other kernel of the run waits behind the raise.
+  static bool segmentRaise(GemmRun &run, SignalOp signal) {
+    linalg::LinalgOp op = run.segments.back().op;
+    PeerViewOp peer = peerOutput(op);
+    SymmetricAllocOp flags = getSymmetricAlloc(signal.getFlags());
+    if (!peer || !signal.getData() || !flags ||
+        flags.getBuffer() != signal.getFlags() ||
+        getSymmetricAlloc(signal.getData()) !=
+            getSymmetricAlloc(peer.getBuffer()) ||
+        peer.getGridAttr() != signal.getGridAttr() ||
+        peer.getAxes() != signal.getAxes() ||
+        peer.getOffset() != signal.getOffset() || !isRemote(peer))
+      return false;
+    for (Value operand : signal->getOperands())
+      if (Operation *def = operand.getDefiningOp();
+          def && def->getBlock() == op->getBlock() && !def->isBeforeInBlock(op))
+        return false;
+    int64_t size = axisSize(peer);
+    auto normalized = [&](int64_t offset) {
+      return ((offset % size) + size) % size;
+    };
+    // What the peer may read: its memory, through a peer view at its
+    // offset (any other peer view of the axis is another rank's), or a
+    // symmetric buffer of this rank's.
+    auto peerReads = [&](Value buffer) {
+      Value root = getRootBuffer(buffer);
+      if (auto other = root.getDefiningOp<PeerViewOp>())
+        return other.getGridAttr() != peer.getGridAttr() ||
+               other.getAxes() != peer.getAxes() ||
+               normalized(other.getOffset()) == normalized(peer.getOffset());
+      return static_cast<bool>(getSymmetricAlloc(root)) ||
+             !isAllocationOrArgument(allocationOf(root));
+    };
+    auto symmetric = [](Value buffer) {
+      return isa<MemRefType>(buffer.getType()) &&
+             (getSymmetricAlloc(buffer) ||
+              getRootBuffer(buffer).getDefiningOp<PeerViewOp>());
+    };
+    for (const GemmSegment &segment : ArrayRef(run.segments).drop_back()) {
+      linalg::LinalgOp earlier = segment.op;
+      if (!alike(earlier, op) ||
+          llvm::any_of(earlier.getDpsInits(), peerReads) ||
+          llvm::any_of(earlier.getDpsInputs(), symmetric))
+        return false;
+    }
+    for (Operation *deferred : run.deferred) {
+      // A deferred raise hands a slot back for the next call (nothing in
+      // this call waits for it): the order of the two raises is free.
+      if (isa<SignalOp>(deferred))
+        continue;
+      SmallVector<Value> reads, writes;
+      if (!accesses(deferred, reads, writes) ||
+          llvm::any_of(writes, peerReads) || llvm::any_of(reads, symmetric))
+        return false;
+    }
+    return true;
+  }
+
   /// Runs of contractions in `block` that the generated GEMM takes, each
   /// with the flag waits right before it, that may run at once: kernels
   /// of GEMM segments where one of them waits.
   void groupGemms(Block &block, FunctionOpInterface function) {
     GemmRun run;
     GemmSegment next;
+    // The ops deferred before the run's last contraction: a raise right
+    // after it comes before any other.
+    size_t deferredSince = 0;
     auto flush = [&] {
       if (llvm::any_of(run.segments, [](const GemmSegment &segment) {
-            return !segment.waits.empty();
+            return !segment.waits.empty() || !segment.raises.empty();
           }))
         makeGemmKernels(run, function);
       run = GemmRun();
+      deferredSince = 0;
     };
     for (Operation &op : llvm::make_early_inc_range(block)) {
       bool between = !run.segments.empty() && next.waits.empty() && !next.fill;
@@ -600,11 +712,28 @@ struct KernelSignalsPass
           flush();
           next = GemmSegment();
         }
-        if (!run.segments.empty() && !independent(run, contraction))
+        // A run whose raises moved into its kernel is one kernel: a
+        // contraction of another kind would be a kernel after it, which
+        // a peer's raise that waits for ours could keep from running.
+        bool raises = llvm::any_of(run.segments, [](const GemmSegment &s) {
+          return !s.raises.empty();
+        });
+        if (!run.segments.empty() &&
+            (!independent(run, contraction) ||
+             (raises && !alike(run.segments.front().op, contraction))))
           flush();
         next.op = contraction;
         run.segments.push_back(next);
         next = GemmSegment();
+        deferredSince = run.deferred.size();
+        continue;
+      }
+      // A raise right after a contraction, of what it stored into a
+      // peer's copy: its last tile's.
+      if (auto signal = dyn_cast<SignalOp>(op);
+          signal && between && deferredSince == run.deferred.size() &&
+          segmentRaise(run, signal)) {
+        run.segments.back().raises.push_back(signal);
         continue;
       }
       if (auto signal = dyn_cast<SignalOp>(op);
@@ -711,13 +840,48 @@ struct KernelSignalsPass
         if (segment.fill)
           segment.fill->moveBefore(yield);
         segment.op->moveBefore(yield);
+        // Its raises, by its last tile: a word of arrivals of its own.
+        Value counts, word;
+        for (SignalOp signal : segment.raises) {
+          Location at = signal.getLoc();
+          {
+            OpBuilder::InsertionGuard outside(b);
+            b.setInsertionPoint(kernel);
+            Value peer = PeerViewOp::create(
+                b, at, signal.getFlags().getType(), signal.getFlags(),
+                signal.getGridAttr(), signal.getAxesAttr(),
+                signal.getOffsetAttr());
+            if (!counts) {
+              counts = arrivalWord(signal, function);
+              word = arith::ConstantIndexOp::create(b, at, words - 1);
+            }
+            b.setInsertionPoint(yield);
+            KernelSignalOp::create(b, at, peer, signal.getIndex(), counts, word,
+                                   signal.getAddAttr(), signal.getData(),
+                                   signal.getStepAttr());
+          }
+          signal.erase();
+          ++numSignals;
+        }
         ++numGemmSegments;
       }
-      kernel.emitRemark() << count
-                          << " contraction(s) that wait for flags run as one "
-                             "kernel whose tiles poll them (a persistent "
-                             "generated GEMM of at most "
-                          << static_cast<int64_t>(maxTiles) << " blocks)";
+      bool raises = llvm::any_of(
+          kind, [&](size_t i) { return !run.segments[i].raises.empty(); });
+      if (!raises)
+        kernel.emitRemark() << count
+                            << " contraction(s) that wait for flags run as "
+                               "one kernel whose tiles poll them (a "
+                               "persistent generated GEMM of at most "
+                            << static_cast<int64_t>(maxTiles) << " blocks)";
+      else
+        kernel.emitRemark()
+            << count
+            << " contraction(s) that store into peers' copies run as one "
+               "kernel whose tiles poll the flags they wait for and whose "
+               "last tile of each contraction that stores into a peer raises "
+               "that peer's flag (a "
+               "persistent generated GEMM of at most "
+            << static_cast<int64_t>(maxTiles) << " blocks)";
       after = kernel;
     }
     for (Epoch &epoch : epochs)

@@ -108,6 +108,25 @@ func.func @unbalanced(%a: memref<8xf32>, %b: memref<8xf32>) {
 
 shard.grid @tp(shape = 4)
 
+// A credit waited but never raised (crashed the checker once).
+func.func @never_raised(%a: memref<8xf32>, %b: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %flags = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  %s = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<8xf32>
+  // expected-error @+1 {{unbalanced: flag 1 of symmetric buffer site 0 (memref<2xi32>) is waited 1 time(s) per call (first at step 5) but never raised; a later call waits forever}}
+  xfer.signal_wait %flags[%c1] slack = 1 step = 5 : memref<2xi32>
+  %p = xfer.put %a, %s on @tp axes = [0] offset = 1 signal %flags[%c0] step = 5 : memref<8xf32>, memref<8xf32>, memref<2xi32>
+  xfer.wait %p : !xfer.request
+  xfer.signal_wait %flags[%c0] slack = 0 step = 5 : memref<2xi32>
+  memref.copy %s, %b : memref<8xf32> to memref<8xf32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 4)
+
 // The copy out of the slot comes before the wait on its data flag.
 func.func @read_before_flag(%a: memref<8xf32>, %b: memref<8xf32>) {
   %c0 = arith.constant 0 : index

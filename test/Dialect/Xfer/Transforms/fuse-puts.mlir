@@ -404,3 +404,87 @@ func.func @view_source(%x: memref<8x16xf32>) -> memref<4x16xf32> {
   xfer.signal %flags[%c1] on @tp axes = [0] offset = -1 step = 0 : memref<2xi32>
   return %r : memref<4x16xf32>
 }
+
+// -----
+
+shard.grid @tp(shape = 2)
+
+// A block's partial of a pushed reduce-scatter (push_matmul_rs): nothing
+// but its zero fill, the contraction and the put touch the buffer, so the
+// fill and the contraction write the peer's slot instead, after the
+// credit; the put only raises the data flag.
+// CHECK-LABEL: func.func @contraction
+// CHECK: %[[FLAGS:.*]] = xfer.symmetric_alloc on @tp axes = [0] site = 0
+// CHECK: %[[S:.*]] = xfer.symmetric_alloc on @tp axes = [0] site = 1
+// CHECK: xfer.signal_wait %[[FLAGS]][%{{.*}}] slack = 1 step = 0
+// CHECK-NEXT: %[[P:.*]] = xfer.peer_view %[[S]] on @tp axes = [0] offset = 1
+// CHECK-NEXT: linalg.fill ins(%{{.*}}) outs(%[[P]] :
+// CHECK-NEXT: linalg.matmul ins(%arg0, %arg1 : {{.*}}) outs(%[[P]] :
+// CHECK-NEXT: xfer.signal %[[FLAGS]][%{{.*}}] on @tp axes = [0] offset = 1 for %[[S]] step = 0
+// CHECK-NOT: xfer.put
+// CHECK: return
+func.func @contraction(%x: memref<8x16xf32>, %w: memref<16x32xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  %flags = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  %s = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<8x32xf32>
+  %part = memref.alloc() : memref<8x32xf32>
+  linalg.fill ins(%zero : f32) outs(%part : memref<8x32xf32>)
+  linalg.matmul ins(%x, %w : memref<8x16xf32>, memref<16x32xf32>) outs(%part : memref<8x32xf32>)
+  xfer.signal_wait %flags[%c1] slack = 1 step = 0 : memref<2xi32>
+  %p = xfer.put %part, %s on @tp axes = [0] offset = 1 signal %flags[%c0] step = 0 : memref<8x32xf32>, memref<8x32xf32>, memref<2xi32>
+  xfer.wait %p : !xfer.request
+  xfer.signal_wait %flags[%c0] slack = 0 step = 0 : memref<2xi32>
+  %got = memref.alloc() : memref<8x32xf32>
+  memref.copy %s, %got : memref<8x32xf32> to memref<8x32xf32>
+  xfer.signal %flags[%c1] on @tp axes = [0] offset = -1 step = 0 : memref<2xi32>
+  memref.dealloc %part : memref<8x32xf32>
+  return
+}
+
+// -----
+
+shard.grid @tp(shape = 2)
+
+// The partial is read after the put too (or accumulates into what was
+// there without a fill): the put stays.
+// CHECK-LABEL: func.func @contraction_read
+// CHECK-NOT: xfer.peer_view
+// CHECK: xfer.put
+// CHECK-LABEL: func.func @contraction_accumulates
+// CHECK-NOT: xfer.peer_view
+// CHECK: xfer.put
+func.func @contraction_read(%x: memref<8x16xf32>, %w: memref<16x32xf32>) -> memref<8x32xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  %flags = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  %s = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<8x32xf32>
+  %part = memref.alloc() : memref<8x32xf32>
+  linalg.fill ins(%zero : f32) outs(%part : memref<8x32xf32>)
+  linalg.matmul ins(%x, %w : memref<8x16xf32>, memref<16x32xf32>) outs(%part : memref<8x32xf32>)
+  xfer.signal_wait %flags[%c1] slack = 1 step = 0 : memref<2xi32>
+  %p = xfer.put %part, %s on @tp axes = [0] offset = 1 signal %flags[%c0] step = 0 : memref<8x32xf32>, memref<8x32xf32>, memref<2xi32>
+  xfer.wait %p : !xfer.request
+  xfer.signal_wait %flags[%c0] slack = 0 step = 0 : memref<2xi32>
+  %got = memref.alloc() : memref<8x32xf32>
+  memref.copy %s, %got : memref<8x32xf32> to memref<8x32xf32>
+  xfer.signal %flags[%c1] on @tp axes = [0] offset = -1 step = 0 : memref<2xi32>
+  return %part : memref<8x32xf32>
+}
+func.func @contraction_accumulates(%x: memref<8x16xf32>, %w: memref<16x32xf32>, %part: memref<8x32xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %flags = xfer.symmetric_alloc on @tp axes = [0] site = 0 : memref<2xi32>
+  %s = xfer.symmetric_alloc on @tp axes = [0] site = 1 : memref<8x32xf32>
+  linalg.matmul ins(%x, %w : memref<8x16xf32>, memref<16x32xf32>) outs(%part : memref<8x32xf32>)
+  xfer.signal_wait %flags[%c1] slack = 1 step = 0 : memref<2xi32>
+  %p = xfer.put %part, %s on @tp axes = [0] offset = 1 signal %flags[%c0] step = 0 : memref<8x32xf32>, memref<8x32xf32>, memref<2xi32>
+  xfer.wait %p : !xfer.request
+  xfer.signal_wait %flags[%c0] slack = 0 step = 0 : memref<2xi32>
+  %got = memref.alloc() : memref<8x32xf32>
+  memref.copy %s, %got : memref<8x32xf32> to memref<8x32xf32>
+  xfer.signal %flags[%c1] on @tp axes = [0] offset = -1 step = 0 : memref<2xi32>
+  return
+}

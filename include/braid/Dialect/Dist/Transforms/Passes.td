@@ -375,6 +375,15 @@ def Overlap : Pass<"braid-overlap", "mlir::ModuleOp"> {
     peer at once (one marked shift per peer offset) and the contraction
     takes each chunk as it lands, its own first; braid-fuse-puts then has
     the producing kernel store the chunk into the peers' slots itself.
+    A contraction whose result is reduce-scattered becomes
+    `push_matmul_rs` (under `force` and `auto`, not under `one-shot` or
+    `two-shot`, which name their forms): each peer's block of the result
+    is computed on its own, the nearest peer's first and this rank's own
+    last, and sent to its owner as soon as it is computed (one marked shift
+    per peer offset); the owner sums its partial with the n - 1 it
+    received, in the kernel of the chain after it where there is one.
+    braid-fuse-puts then has each block's contraction write the owner's
+    slot itself.
     `auto` applies one of them when the model predicts it beats every other
     schedule (one shot at decode sizes, two shot at prefill), `force` the
     better of the two wherever one applies (an all-gather's one form), `off`

@@ -437,6 +437,12 @@ def Xfer_KernelSignalOp : Xfer_Op<"kernel_signal", [
     With `for %slot`, the raise announces data, as `xfer.signal`'s does:
     the kernel stored into the peer's copy of `%slot`.
 
+    In a kernel of GEMM segments (`braid.gemm_segments`) it ends a case of
+    the `scf.index_switch` over them, after the contraction: each tile of
+    that contraction counts itself, and the tile that completes the count
+    of the contraction's tiles raises the flag (each contraction that
+    raises has an arrival word of its own).
+
     ```mlir
     %peer = xfer.peer_view %flags on @tp axes = [0] offset = -1
         : memref<8xi32>

@@ -161,7 +161,12 @@ def FusePuts
     whole. The op that completes each tile (or the elementwise op itself)
     gets the peer's slot as one more output yielding the same value; where
     a copy completes the tile, the iteration copies it into the peer's
-    once complete. Others stay puts. `braid-check-schedule` proves the result: stores
+    once complete. A contraction (with the fill right before it, when it
+    reads its output) that writes the whole source, a buffer of its own
+    (an allocation or a planned buffer) that nothing else uses but the put
+    (through reshapes) and its deallocation, writes the peer's
+    slot instead (`push_matmul_rs`: each block's partial is computed in
+    its owner's slot). Others stay puts. `braid-check-schedule` proves the result: stores
     through a peer view followed by a signal at the same peer offset are a
     delivery into that slot, with the credit rule of a put.
 
@@ -242,10 +247,23 @@ def KernelSignals : Pass<"braid-kernel-signals", "mlir::ModuleOp"> {
       not write, and raises nothing in the same call waits for (their flag
       raised by that op alone, every wait on it with a slack, waiting for
       the previous call's raise); anything else ends the run.
+      A raise right after a contraction of the run that announces the
+      peer's slot the contraction writes through a peer view (a block of a
+      pushed reduce-scatter, `push_matmul_rs`, after braid-fuse-puts)
+      becomes an `xfer.kernel_signal` at the end of that contraction's
+      case, on an arrival word of its own: the contraction's last tile
+      raises it (FLUX's and TileLink's producer GEMM), and the run is a
+      kernel even where none of its contractions waits. Not where an
+      earlier contraction of the run, or a copy or wait it defers, writes
+      what that peer may read (its memory, a symmetric buffer of this
+      rank's) or reads a symmetric buffer: the raise would no longer
+      follow it. A run that raises is one kernel (a contraction of another
+      kind starts a new run), so no kernel waits behind another's raise.
 
     Both keep the order they had: a moved wait precedes every access of
     every block, and whatever follows the kernel on the stream follows
-    every block; a moved raise follows every access of every block.
+    every block; a moved raise follows every access of every block (of
+    every tile of its contraction, in a kernel of GEMM segments).
     Blocks that spin must not keep the work that releases them from
     running, so a kernel of more than `max-tiles` tiles keeps its stream
     waits and raises (a remark says so): the bound is below the SM count of

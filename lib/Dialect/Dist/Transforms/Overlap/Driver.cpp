@@ -244,10 +244,11 @@ LogicalResult OverlapPass::apply(CollectiveOpInterface op,
   llvm::raw_string_ostream remark(text);
   bool gathers = isa<AllGatherOp>(op.getOperation());
   if (chosen.inKernel())
-    remark << op.getCollectiveKind()
-           << (gathers ? " written into every peer's buffer by "
-                       : " summed inside ")
-           << chosen.kernel << " as " << chosen.strategy << " ("
+    remark << op.getCollectiveKind() << " "
+           << (!chosen.action.empty() ? chosen.action
+               : gathers              ? "written into every peer's buffer by"
+                                      : "summed inside")
+           << " " << chosen.kernel << " as " << chosen.strategy << " ("
            << chosen.chunks << " puts): ";
   else if (chosen.fused())
     remark << op.getCollectiveKind() << " fused with '" << chosen.with

@@ -107,6 +107,9 @@ struct Candidate {
   /// In-kernel forms: the kernel the collective is computed inside, and
   /// what that moves and saves, for the remark.
   std::string kernel, saving;
+  /// What the remark says the in-kernel form does with the collective
+  /// before `kernel`, where not its kind's usual phrase.
+  std::string action;
   double compute = 0, serial = 0, overlapped = 0;
   double gain() const { return serial - overlapped; }
   bool fused() const { return family != Family::Async; }

@@ -202,7 +202,7 @@ shard.grid @tp(shape = 4)
 
 // A reduce-scatter whose rows a reshape does not keep as blocks of one
 // dimension stays out of the kernel.
-// REMARK: remark: reduce_scatter {{.*}}not in a kernel: the reshape after the reduce-scatter ('tensor.collapse_shape') does not keep its rows as blocks of one dimension
+// REMARK: remark: reduce_scatter {{.*}}not in a kernel: push: its input is not computed by a linalg op; one shot: the reshape after the reduce-scatter ('tensor.collapse_shape') does not keep its rows as blocks of one dimension
 // CHECK-LABEL: func.func @collapsed
 func.func @collapsed(%y: tensor<16x2x8xf32>, %res: tensor<64xf32>) -> tensor<64xf32> {
   %s = dist.reduce_scatter %y on @tp axes = [0] dim = 0 reduce = sum : tensor<16x2x8xf32> -> tensor<4x2x8xf32>
