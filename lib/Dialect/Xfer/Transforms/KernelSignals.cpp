@@ -158,8 +158,6 @@ bool isAllocationOrArgument(Value buffer) {
                          memref::GetGlobalOp>(buffer.getDefiningOp());
 }
 
-/// Whether `peer` views another rank's copy: an offset that is not a
-/// multiple of its axis's size.
 /// The size of the axis `peer` views along, or 0 when not one static
 /// axis.
 int64_t axisSize(PeerViewOp peer) {
@@ -172,14 +170,16 @@ int64_t axisSize(PeerViewOp peer) {
   return grid.getShape()[axes[0]];
 }
 
+/// Whether `peer` views another rank's copy: an offset that is not a
+/// multiple of its axis's size.
 bool isRemote(PeerViewOp peer) {
   int64_t size = axisSize(peer);
   return size > 0 && peer.getOffset() % size != 0;
 }
 
-/// Whether the buffers `a` and `b` provably share no byte: a peer's copy
-/// of a symmetric buffer and any buffer of this rank, or peers' copies of
-/// two different allocations; two different
+/// Whether the buffers `a` and `b` provably share no byte: another rank's
+/// copy of a symmetric buffer and any buffer of this rank, or peers'
+/// copies of two different allocations; two different
 /// allocations, or an allocation and an argument of the function (a
 /// planned buffer counts as its arena, and two of one arena by their
 /// bytes); or subviews of one buffer, alike in sizes and strides, whose
