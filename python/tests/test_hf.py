@@ -580,6 +580,39 @@ def test_decoder_layer_tile_waits_cuda_emulated(ranks, dtype):
     assert "ld.acquire.sys.u32" in tp.artifact.ir("ptx")
 
 
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_mlp_push_reduce_scatter(ranks, target):
+    """Sequence parallel LlamaMLP under fuse_collectives="force": the
+    down projection's reduce-scatter, with no chain after it, becomes
+    push_matmul_rs, each peer's block of the projection computed on its
+    own and written by its GEMM into the owner's slot; on the emulated
+    cuda device with generated GEMMs (f32 as tf32), one persistent
+    tensor-core kernel whose last tile of each block raises the owner's
+    flag (race detector on); against the module. In bf16 a cast follows
+    the sum, and at these sizes the model prefers one_shot_rs, which sums
+    inside the cast's kernel."""
+    from transformers.models.llama.modeling_llama import LlamaMLP
+    torch.manual_seed(11)
+    c = config("Llama", ranks)
+    mlp = LlamaMLP(c).eval()
+    x = torch.randn(1, SEQ, 64)
+    options = ({"target": "cuda", "emulate": True, "gemm": "generated",
+                "allow_tf32": True} if target == "cuda" else {})
+    tp, strategies = check(
+        mlp, (x,), None, {"gate_proj": "colwise", "up_proj": "colwise",
+                          "down_proj": "rowwise"}, ranks, "sequence",
+        tolerance=1e-2 if target == "cuda" else module_tolerance(torch.float32),
+        fuse_collectives="force", **options)
+    assert ("reduce_scatter", "push_matmul_rs") in strategies, strategies
+    if target == "cuda":
+        raised = [r.message for r in tp.artifact.remarks
+                  if "raises flags raises them" in r.message]
+        assert any(f"runs with {ranks - 1} more contraction(s)" in m
+                   for m in raised), [r.message for r in tp.artifact.remarks]
+        assert "red.release.sys.add.u32" in tp.artifact.ir("ptx")
+
+
 def test_llama_model_cuda_emulated():
     """A whole 2-layer LlamaModel from token ids on the cuda target, on the
     emulated device: the embedding lookup's index checks (device-side

@@ -21,6 +21,7 @@
 #include "Decompositions.h"
 #include "Pattern.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 using namespace mlir;
@@ -43,6 +44,17 @@ static FailureOr<Value> buildPushReduceScatter(RewriterBase &rewriter,
   // each contraction copies. An init with values (a bias) is sliced, as
   // the ring does.
   Value init = m.producer.getDpsInitOperand(0)->get();
+  // The import's choice of a rowwise projection's init by rank (the bias
+  // on one rank only), where both ranks' are the same value.
+  if (auto choice = init.getDefiningOp<scf::IfOp>();
+      choice && choice.getNumRegions() == 2 &&
+      !choice.getElseRegion().empty()) {
+    unsigned i = cast<OpResult>(init).getResultNumber();
+    Value then = choice.thenYield().getOperand(i);
+    if (then == choice.elseYield().getOperand(i) &&
+        !choice->isAncestor(then.getParentRegion()->getParentOp()))
+      init = then;
+  }
   auto initType = cast<RankedTensorType>(init.getType());
   SmallVector<int64_t> shape(initType.getShape());
   shape[m.scatter.getDim()] = m.blockSize;

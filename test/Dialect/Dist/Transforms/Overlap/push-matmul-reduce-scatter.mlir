@@ -76,3 +76,27 @@ func.func @bias(%x: tensor<16x16xf32>, %w: tensor<16x32xf32>, %bias: tensor<16x3
   %s = dist.reduce_scatter %y on @tp axes = [0] dim = 0 reduce = sum : tensor<16x32xf32> -> tensor<8x32xf32>
   return %s : tensor<8x32xf32>
 }
+
+// -----
+
+shard.grid @tp(shape = 2)
+
+// The import's init of a rowwise projection, chosen by rank (a bias on one
+// rank), here the same zeros on both: each block still gets a placeholder
+// of its own, filled right before its contraction.
+// CHECK-LABEL: func.func @chosen_init
+// CHECK: tensor.empty() {braid.partial = 1 : i64} : tensor<8x32xf32>
+// CHECK: tensor.empty() {braid.partial = 0 : i64} : tensor<8x32xf32>
+func.func @chosen_init(%x: tensor<16x16xf32>, %w: tensor<16x32xf32>, %first: i1) -> tensor<8x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x32xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %init = scf.if %first -> (tensor<16x32xf32>) {
+    scf.yield %z : tensor<16x32xf32>
+  } else {
+    scf.yield %z : tensor<16x32xf32>
+  }
+  %y = linalg.matmul ins(%x, %w : tensor<16x16xf32>, tensor<16x32xf32>) outs(%init : tensor<16x32xf32>) -> tensor<16x32xf32>
+  %s = dist.reduce_scatter %y on @tp axes = [0] dim = 0 reduce = sum : tensor<16x32xf32> -> tensor<8x32xf32>
+  return %s : tensor<8x32xf32>
+}
