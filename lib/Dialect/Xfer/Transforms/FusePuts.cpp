@@ -340,7 +340,7 @@ struct FusePutsPass : public braid::xfer::impl::FusePutsBase<FusePutsPass> {
     unsigned initIndex = 0;
     auto kernel = dyn_cast<scf::ForallOp>(writer);
     Value tile;
-    // A contraction (and its zero fill) writes the peer's slot instead.
+    // A contraction (and the fill before it) writes the peer's slot instead.
     Operation *retarget = nullptr;
     if (kernel && kernel->hasAttr(dist::DistDialect::getKernelAttrName()))
       tile = writtenTile(kernel, source);
