@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""A HuggingFace Llama decoder layer, context parallel through the PyTorch
-front door, on CPU ranks.
+"""A HuggingFace Llama decoder layer (or, with --module model, a 2-layer
+LlamaModel that builds its own positions, rotary tables and causal mask),
+context parallel through the PyTorch front door, on CPU ranks.
 
 The layer (random weights, sdpa attention with its causal mask, GQA) is
 exported by `braid.pytorch.to_mlir` with an empty plan and the input split
@@ -28,7 +29,7 @@ per piece of the ring.
 Runs in the frontends venv (scripts/setup-frontends.sh):
   ~/.cache/braid/frontends-venv/bin/python bench/cpu/context_parallel.py
       [--bin build/bin] [--ranks 4] [--repeat 3] [--tokens 1024,2048]
-      [--hidden 512] [--heads 8] [--kv-heads 2]
+      [--hidden 512] [--heads 8] [--kv-heads 2] [--module layer|model]
 """
 import os
 import sys
@@ -42,7 +43,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from common import header, mib, rank_args, report_records, time_program  # noqa: E402
 
 
-def layer_text(ranks, tokens, hidden, heads, kv_heads):
+def layer_text(ranks, tokens, hidden, heads, kv_heads, module="layer"):
     import torch
     import transformers
     from transformers.models.llama.modeling_llama import (
@@ -55,6 +56,13 @@ def layer_text(ranks, tokens, hidden, heads, kv_heads):
         max_position_embeddings=tokens)
     c._attn_implementation = "sdpa"
     torch.manual_seed(0)
+    if module == "model":
+        c.num_hidden_layers = 2
+        model = transformers.LlamaModel(c).eval().to(torch.bfloat16)
+        kwargs = {"inputs_embeds": torch.randn(1, tokens, hidden,
+                                               dtype=torch.bfloat16),
+                  "use_cache": False}
+        return bp.to_mlir(model, (), {}, ranks, "sequence", None, kwargs)[1]
     layer = LlamaDecoderLayer(c, 0).eval().to(torch.bfloat16)
     x = torch.randn(1, tokens, hidden, dtype=torch.bfloat16)
     positions = torch.arange(tokens).unsqueeze(0)
@@ -66,14 +74,17 @@ def layer_text(ranks, tokens, hidden, heads, kv_heads):
 
 
 def main():
-    args = rank_args(3, tokens=(1024, 2048), hidden=512, heads=8, kv_heads=2)
+    args = rank_args(3, tokens=(1024, 2048), hidden=512, heads=8, kv_heads=2,
+                     module="layer")
+    if args.module not in ("layer", "model"):
+        raise SystemExit("--module is layer or model")
     print(header(("tokens", 6), "upstream ms", "auto ms", "ratio", "ring ms", "ratio",
                  "unbalanced ms", "ratio", "scores whole", "per piece")
           + "  strategies (auto; ring)")
     with tempfile.TemporaryDirectory(prefix="braid-cp-") as tmp:
         for tokens in args.tokens:
             text = layer_text(args.ranks, tokens, args.hidden, args.heads,
-                              args.kv_heads)
+                              args.kv_heads, args.module)
             names = {}
             held = {}
             for mode in ("auto", "force"):

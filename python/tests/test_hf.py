@@ -716,20 +716,47 @@ def test_mistral_model_from_ids(ranks, parallel):
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_llama_model_context_parallel(ranks, dtype):
+@pytest.mark.parametrize("dtype,masks", [
+    (torch.float32, "causal"), (torch.bfloat16, "causal"),
+    (torch.float32, "padded"), (torch.bfloat16, "packed")])
+def test_llama_model_context_parallel(ranks, dtype, masks):
     """A 2-layer LlamaModel context parallel: the model builds its positions,
     rotary tables and causal mask itself (HF's mask code reads positions
     with computed indices, which partitioning split: the import gathers
-    them for it). Each layer's k and v go around a ring of attention."""
+    them for it, in a function the layers call). Each layer's k and v go
+    around a ring of attention. The causal part of the mask reads as a
+    comparison of the gathered positions (an all-gather of each rank's
+    iota is the whole iota), so the ring skips the pieces it fills whole
+    and, on 4 ranks, is balanced, the owner's mask rows computed again
+    (the gathered positions are the same on every rank). And'ed with a
+    padding mask (three keys padded) it still skips; given position ids
+    (packed sequences that restart them) the mask compares data: the ring
+    skips nothing and is not balanced."""
     torch.manual_seed(4)
     c = config("Llama", ranks)
     model = transformers.LlamaModel(c).eval().to(dtype)
-    kwargs = {"inputs_embeds": torch.randn(1, 4 * ranks, 64, dtype=dtype),
-              "use_cache": False}
-    _, strategies = check(model, (), kwargs, {}, ranks, "sequence",
-                          tolerance=module_tolerance(dtype))
+    tokens = 4 * ranks
+    kwargs = {"use_cache": False}
+    if masks == "causal":
+        kwargs["inputs_embeds"] = torch.randn(1, tokens, 64, dtype=dtype)
+    else:
+        kwargs["input_ids"] = torch.randint(0, 128, (1, tokens))
+    if masks == "padded":
+        padding = torch.ones(1, tokens, dtype=torch.int64)
+        padding[0, :3] = 0
+        kwargs["attention_mask"] = padding
+    elif masks == "packed":
+        kwargs["position_ids"] = torch.cat(
+            [torch.arange(5), torch.arange(tokens - 5)]).unsqueeze(0)
+    tp, strategies = check(model, (), kwargs, {}, ranks, "sequence",
+                           tolerance=module_tolerance(dtype))
     assert strategies.count(("all_gather", "ring_attention")) == 4, strategies
+    for record in tp.artifact.report["collectives"]:
+        if record["strategy"] == "ring_attention":
+            skips = masks != "packed"
+            assert record["scores"]["skips_masked"] == skips, record
+            assert record["scores"]["balanced"] == (skips and ranks > 2), \
+                record
 
 
 def test_plan_relative_keys():

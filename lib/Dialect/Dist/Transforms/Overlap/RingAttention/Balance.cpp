@@ -13,6 +13,7 @@
 
 #include "RingAttention.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/RegionUtils.h"
 
@@ -45,10 +46,19 @@ Origin Origins::of(Value value, int depth) {
     return it->second;
   Origin origin = Origin::Unknown;
   Operation *def = value.getDefiningOp();
-  if (!def || depth > 64) {
+  auto gather = dyn_cast_or_null<AllGatherOp>(def);
+  if (Value operand = callArguments.lookup(value)) {
+    origin = of(operand, depth + 1);
+  } else if (!def || depth > 64) {
     origin = Origin::Unknown; // An argument: it may differ between ranks.
   } else if (isPosition(value)) {
     origin = Origin::Position;
+  } else if (gather && gather.getGridAttr() == ring.grid &&
+             llvm::is_contained(gather.getAxes(), ring.axis)) {
+    // The same on every rank of its group, which holds the owner.
+    origin = Origin::Invariant;
+  } else if (auto call = dyn_cast<func::CallOp>(def)) {
+    origin = called(call, cast<OpResult>(value), depth);
   } else if (auto multi = dyn_cast<shard::ProcessMultiIndexOp>(def)) {
     // The position along another axis, which the owner shares.
     origin =
@@ -75,6 +85,22 @@ Origin Origins::of(Value value, int depth) {
   }
   known[value] = origin;
   return origin;
+}
+
+Origin Origins::called(func::CallOp call, OpResult result, int depth) {
+  auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+      call, call.getCalleeAttr());
+  if (!callee || callee.isExternal() || !callee.getBody().hasOneBlock())
+    return Origin::Unknown;
+  for (auto [argument, operand] :
+       llvm::zip(callee.getArguments(), call.getOperands()))
+    if (callArguments.try_emplace(argument, operand).first->second != operand)
+      return Origin::Unknown; // Called with other operands elsewhere.
+  Origin origin = of(callee.getBody().front().getTerminator()->getOperand(
+                         result.getResultNumber()),
+                     depth + 1);
+  // The helper cannot call it again for the owner: it may communicate.
+  return origin == Origin::Position ? Origin::Unknown : origin;
 }
 
 /// What each op of the attention's chain reads besides the chain itself

@@ -15,6 +15,7 @@
 
 #include "RingAttention.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Matchers.h"
 
 #include <cmath>
@@ -94,6 +95,12 @@ std::optional<AttentionMask> maskWhere(const IndexForm &e,
   mask.extents = op.getStaticLoopRanges();
   if (llvm::any_of(mask.extents, ShapedType::isDynamic))
     return std::nullopt;
+  // The bound is computed where the score op is: a term defined in a
+  // function a call was followed into cannot be.
+  for (auto [symbol, coefficient] : e.symbols)
+    if (coefficient != 0 &&
+        !symbol.getParentRegion()->isAncestor(op->getParentRegion()))
+      return std::nullopt;
   return mask;
 }
 
@@ -113,6 +120,9 @@ public:
   struct Where {
     mutable linalg::GenericOp op; ///< Null: defined outside any body.
     SmallVector<IndexForm> loops;
+    /// An element known only as an index form (of a gathered tensor of
+    /// positions), with no scalar value.
+    std::optional<IndexForm> form = std::nullopt;
   };
 
   Where at(linalg::GenericOp op) const {
@@ -126,6 +136,19 @@ public:
 
 protected:
   unsigned numLoops;
+  /// The values a called function's arguments stand for, from the calls
+  /// followed into it (an argument bound to two values proves nothing).
+  DenseMap<Value, Value> callArguments;
+
+  /// An integer or index scalar as an affine form.
+  virtual std::optional<IndexForm> index(Value value, const Where &where,
+                                         int depth = 0) = 0;
+
+  /// `value`, or what it stands for when it is an argument of a function
+  /// a call was followed into.
+  Value outside(Value value) const {
+    return callArguments.lookup(value) ? callArguments.lookup(value) : value;
+  }
 
   IndexForm constant(int64_t c) const {
     IndexForm form;
@@ -172,6 +195,7 @@ protected:
 
   std::optional<std::pair<Value, Where>>
   tensorElement(Value tensor, SmallVector<IndexForm> indices, int depth) {
+    tensor = outside(tensor);
     auto type = dyn_cast<RankedTensorType>(tensor.getType());
     Operation *def = tensor.getDefiningOp();
     if (!type || !type.hasStaticShape() || !def || depth > 32)
@@ -235,7 +259,103 @@ protected:
       }
       return tensorElement(collapse.getSrc(), source, depth + 1);
     }
+    if (auto call = dyn_cast<func::CallOp>(def))
+      return calledElement(call, cast<OpResult>(tensor), indices, depth);
+    if (auto gather = dyn_cast<AllGatherOp>(def))
+      return gatheredElement(gather, indices, depth);
     return std::nullopt;
+  }
+
+private:
+  /// A result of a call: what the callee returns, its arguments standing
+  /// for the call's operands (a model's layers outlined into functions
+  /// return the positions they gathered).
+  std::optional<std::pair<Value, Where>>
+  calledElement(func::CallOp call, OpResult result,
+                SmallVector<IndexForm> indices, int depth) {
+    auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+        call, call.getCalleeAttr());
+    if (!callee || callee.isExternal() || !callee.getBody().hasOneBlock())
+      return std::nullopt;
+    for (auto [argument, operand] :
+         llvm::zip(callee.getArguments(), call.getOperands()))
+      if (callArguments.try_emplace(argument, operand).first->second != operand)
+        return std::nullopt;
+    Operation *terminator = callee.getBody().front().getTerminator();
+    return tensorElement(terminator->getOperand(result.getResultNumber()),
+                         indices, depth + 1);
+  }
+
+  /// An element of an all-gather over one axis of positions: when rank
+  /// r's block holds a * (l + b * r) + c at its index l along the gathered
+  /// dimension (b the block's size; HF's positions, an iota offset by the
+  /// rank's block, are a = 1, c = 0), the gathered tensor holds a * g + c
+  /// at g, on every rank. Read off the source at l = 0 and l = 1; any
+  /// other position in c must be along another axis of the grid, which
+  /// the group's ranks share.
+  std::optional<std::pair<Value, Where>>
+  gatheredElement(AllGatherOp gather, SmallVector<IndexForm> indices,
+                  int depth) {
+    if (gather.getAxes().size() != 1)
+      return std::nullopt;
+    int16_t axis = gather.getAxes().front();
+    int64_t dim = gather.getDim();
+    int64_t block = gather.getInput().getType().getDimSize(dim);
+    auto at = [&](int64_t l) -> std::optional<IndexForm> {
+      SmallVector<IndexForm> local = indices;
+      local[dim] = constant(l);
+      auto source = tensorElement(gather.getInput(), local, depth + 1);
+      if (!source)
+        return std::nullopt;
+      if (source->second.form)
+        return source->second.form;
+      return index(source->first, source->second, depth + 1);
+    };
+    std::optional<IndexForm> first = at(0);
+    if (!first)
+      return std::nullopt;
+    // The term of this rank's position along the gathered axis.
+    auto isPosition = [&](Value value, bool gathered) {
+      auto result = dyn_cast<OpResult>(value);
+      auto multi = result
+                       ? dyn_cast<shard::ProcessMultiIndexOp>(result.getOwner())
+                       : nullptr;
+      if (!multi || multi.getGridAttr() != gather.getGridAttr())
+        return false;
+      ArrayRef<int16_t> axes = multi.getAxes();
+      int64_t along = axes.empty() ? result.getResultNumber()
+                                   : axes[result.getResultNumber()];
+      return (along == axis) == gathered;
+    };
+    IndexForm form = *first; // Terms of every kind are non-negative if
+    form.symbols.clear();    // `first` is, the position's included.
+    int64_t scaled = 0;      // a * b
+    for (auto [value, coefficient] : first->symbols) {
+      if (coefficient == 0)
+        continue;
+      if (isPosition(value, true))
+        scaled += coefficient;
+      else if (isPosition(value, false))
+        form.symbols.push_back({value, coefficient});
+      else
+        return std::nullopt;
+    }
+    if (scaled % block != 0)
+      return std::nullopt;
+    int64_t slope = scaled / block;
+    if (block > 1) {
+      std::optional<IndexForm> second = at(1);
+      if (!second)
+        return std::nullopt;
+      IndexForm step = *second;
+      step.add(*first, -1);
+      if (step.constant != slope ||
+          llvm::any_of(step.loops, [](int64_t c) { return c != 0; }) ||
+          llvm::any_of(step.symbols, [](auto &s) { return s.second != 0; }))
+        return std::nullopt;
+    }
+    form.add(indices[dim], slope);
+    return std::make_pair(Value(), Where{{}, {}, form});
   }
 };
 
@@ -267,7 +387,8 @@ public:
       return fromAttr(*splat);
     std::optional<std::pair<Value, Where>> source = element(value, where);
     if (source)
-      return choice(source->first, source->second, depth + 1);
+      return source->first ? choice(source->first, source->second, depth + 1)
+                           : std::nullopt;
     FloatAttr number;
     if (matchPattern(value, m_Constant(&number)))
       return Choice{
@@ -287,13 +408,15 @@ public:
     return Choice{*holds, a->whenTrue, b->whenTrue};
   }
 
-  /// An integer or index scalar as an affine form.
   std::optional<IndexForm> index(Value value, const Where &where,
-                                 int depth = 0) {
+                                 int depth = 0) override {
     if (depth > 32)
       return std::nullopt;
+    value = outside(value);
     if (auto source = element(value, where))
-      return index(source->first, source->second, depth + 1);
+      return source->second.form
+                 ? source->second.form
+                 : index(source->first, source->second, depth + 1);
     if (auto splat = splatAt(value, where))
       if (auto integer = dyn_cast<IntegerAttr>(*splat))
         return constant(integer.getInt());
@@ -318,9 +441,12 @@ public:
           return std::nullopt;
         indices.push_back(*form);
       }
-      if (auto source = tensorElement(extract.getTensor(), indices, 0))
-        return index(source->first, source->second, depth + 1);
-      return std::nullopt;
+      auto source = tensorElement(extract.getTensor(), indices, 0);
+      if (!source)
+        return std::nullopt;
+      return source->second.form
+                 ? source->second.form
+                 : index(source->first, source->second, depth + 1);
     }
     if (auto select = dyn_cast_or_null<arith::SelectOp>(def)) {
       // torch's wrap of a negative index, select(i < 0, i + n, i), of an i
@@ -375,7 +501,8 @@ public:
     if (depth > 32)
       return std::nullopt;
     if (auto source = element(value, where))
-      return condition(source->first, source->second, depth + 1);
+      return source->first ? condition(source->first, source->second, depth + 1)
+                           : std::nullopt;
     std::optional<Attribute> splat = splatAt(value, where);
     IntegerAttr flag;
     if (splat)

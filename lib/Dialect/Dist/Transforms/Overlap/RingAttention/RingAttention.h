@@ -27,6 +27,10 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/IRMapping.h"
 
+namespace mlir::func {
+class CallOp;
+} // namespace mlir::func
+
 namespace braid::dist::overlap::attention {
 
 //===- Reading generic bodies ---------------------------------------------===//
@@ -130,8 +134,14 @@ public:
   Origin of(mlir::Value value, int depth = 0);
 
 private:
+  /// What a result of a call is, through what the callee returns.
+  Origin called(mlir::func::CallOp call, mlir::OpResult result, int depth);
+
   const Ring &ring;
   llvm::DenseMap<mlir::Value, Origin> known;
+  /// The values a called function's arguments stand for, from the calls
+  /// followed into it.
+  llvm::DenseMap<mlir::Value, mlir::Value> callArguments;
 };
 
 /// Why a rank cannot compute another rank's rows of `m` (empty when it
