@@ -296,7 +296,8 @@ private:
   std::optional<std::pair<Value, Where>>
   gatheredElement(AllGatherOp gather, SmallVector<IndexForm> indices,
                   int depth) {
-    if (gather.getAxes().size() != 1)
+    if (gather.getAxes().size() != 1 ||
+        gather.getInput().getType().getDimSize(gather.getDim()) < 1)
       return std::nullopt;
     int16_t axis = gather.getAxes().front();
     int64_t dim = gather.getDim();
@@ -311,9 +312,6 @@ private:
         return source->second.form;
       return index(source->first, source->second, depth + 1);
     };
-    std::optional<IndexForm> first = at(0);
-    if (!first)
-      return std::nullopt;
     // The term of this rank's position along the gathered axis.
     auto isPosition = [&](Value value, bool gathered) {
       auto result = dyn_cast<OpResult>(value);
@@ -327,6 +325,19 @@ private:
                                    : axes[result.getResultNumber()];
       return (along == axis) == gathered;
     };
+    // The position terms of the element read must be the source block's
+    // rank's: indices that themselves hold this rank's position along the
+    // gathered axis (reading row p of a gathered tensor) would be taken
+    // for it.
+    for (auto [d, read] : llvm::enumerate(indices))
+      if (static_cast<int64_t>(d) != dim &&
+          llvm::any_of(read.symbols, [&](auto &s) {
+            return s.second != 0 && isPosition(s.first, true);
+          }))
+        return std::nullopt;
+    std::optional<IndexForm> first = at(0);
+    if (!first)
+      return std::nullopt;
     IndexForm form = *first; // Terms of every kind are non-negative if
     form.symbols.clear();    // `first` is, the position's included.
     int64_t scaled = 0;      // a * b
