@@ -759,6 +759,22 @@ def test_llama_model_context_parallel(ranks, dtype, masks):
                 record
 
 
+def test_llama_model_context_parallel_data_axis():
+    """Context parallel on a 2 x 2 grid: two sequences split over the data
+    axis, each sequence over the other. The model computes what the module
+    does. Partitioning computes the mask on whole rows here and gathers
+    the scores' rows for it, so k and v reach no softmax of their own: no
+    ring of attention is formed (docs/rationale/ring-attention.md, "Not
+    built"). When it is, this test should assert the ring instead."""
+    torch.manual_seed(4)
+    c = config("Llama", 2)
+    model = transformers.LlamaModel(c).eval()
+    kwargs = {"inputs_embeds": torch.randn(2, 8, 64), "use_cache": False}
+    _, strategies = check(model, (), kwargs, {}, 4, "sequence",
+                          data_parallel=2)
+    assert ("all_gather", "ring_attention") not in strategies, strategies
+
+
 def test_plan_relative_keys():
     """The model's plan applies to the model inside a wrapper (keys after a
     `model.` prefix) and to one layer (keys above the layer's path)."""
