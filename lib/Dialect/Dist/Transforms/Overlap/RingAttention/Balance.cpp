@@ -87,18 +87,25 @@ Origin Origins::of(Value value, int depth) {
   return origin;
 }
 
-Origin Origins::called(func::CallOp call, OpResult result, int depth) {
+Value attention::returnedBy(func::CallOp call, OpResult result,
+                            DenseMap<Value, Value> &arguments) {
   auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
       call, call.getCalleeAttr());
   if (!callee || callee.isExternal() || !callee.getBody().hasOneBlock())
-    return Origin::Unknown;
+    return {};
   for (auto [argument, operand] :
        llvm::zip(callee.getArguments(), call.getOperands()))
-    if (callArguments.try_emplace(argument, operand).first->second != operand)
-      return Origin::Unknown; // Called with other operands elsewhere.
-  Origin origin = of(callee.getBody().front().getTerminator()->getOperand(
-                         result.getResultNumber()),
-                     depth + 1);
+    if (arguments.try_emplace(argument, operand).first->second != operand)
+      return {}; // Called with other operands elsewhere.
+  return callee.getBody().front().getTerminator()->getOperand(
+      result.getResultNumber());
+}
+
+Origin Origins::called(func::CallOp call, OpResult result, int depth) {
+  Value returned = returnedBy(call, result, callArguments);
+  if (!returned)
+    return Origin::Unknown;
+  Origin origin = of(returned, depth + 1);
   // The helper cannot call it again for the owner: it may communicate.
   return origin == Origin::Position ? Origin::Unknown : origin;
 }

@@ -273,17 +273,10 @@ private:
   std::optional<std::pair<Value, Where>>
   calledElement(func::CallOp call, OpResult result,
                 SmallVector<IndexForm> indices, int depth) {
-    auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-        call, call.getCalleeAttr());
-    if (!callee || callee.isExternal() || !callee.getBody().hasOneBlock())
+    Value returned = returnedBy(call, result, callArguments);
+    if (!returned)
       return std::nullopt;
-    for (auto [argument, operand] :
-         llvm::zip(callee.getArguments(), call.getOperands()))
-      if (callArguments.try_emplace(argument, operand).first->second != operand)
-        return std::nullopt;
-    Operation *terminator = callee.getBody().front().getTerminator();
-    return tensorElement(terminator->getOperand(result.getResultNumber()),
-                         indices, depth + 1);
+    return tensorElement(returned, indices, depth + 1);
   }
 
   /// An element of an all-gather over one axis of positions: when rank

@@ -120,6 +120,12 @@ std::optional<AttentionMask> blockMask(mlir::linalg::GenericOp op);
 
 //===- Balance.cpp --------------------------------------------------------===//
 
+/// What `call`'s callee returns as `result`, its arguments bound to the
+/// call's operands in `arguments`; null for a callee without a body of one
+/// block, or one already bound to other operands (called elsewhere).
+mlir::Value returnedBy(mlir::func::CallOp call, mlir::OpResult result,
+                       llvm::DenseMap<mlir::Value, mlir::Value> &arguments);
+
 /// Where a value the attention reads comes from, for a rank computing
 /// another rank's rows (the balanced ring's helper): the same on every rank
 /// of the ring, a function of the rank's position along it (computed again
