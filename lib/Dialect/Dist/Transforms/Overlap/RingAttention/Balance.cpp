@@ -41,6 +41,22 @@ bool Origins::isPosition(Value value) const {
   return false;
 }
 
+/// Whether a region of `op` holds a collective or a process index: pure to
+/// MLIR, but an op the helper must not run again alone (a collective on
+/// some ranks only never completes).
+static bool communicates(Operation *op) {
+  if (op->getNumRegions() == 0)
+    return false;
+  return op
+      ->walk([&](Operation *inner) {
+        return inner != op && isa_and_nonnull<DistDialect, shard::ShardDialect>(
+                                  inner->getDialect())
+                   ? WalkResult::interrupt()
+                   : WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
 Origin Origins::of(Value value, int depth) {
   if (auto it = known.find(value); it != known.end())
     return it->second;
@@ -67,7 +83,7 @@ Origin Origins::of(Value value, int depth) {
     origin = Origin::Invariant;
   } else if (isa_and_nonnull<DistDialect, shard::ShardDialect>(
                  def->getDialect()) ||
-             !isMemoryEffectFree(def)) {
+             !isMemoryEffectFree(def) || communicates(def)) {
     origin = Origin::Unknown;
   } else {
     origin = Origin::Invariant;
