@@ -37,6 +37,10 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -467,12 +471,48 @@ std::vector<char *> argvOf(const std::vector<std::string> &args) {
 }
 
 /// Runs `args` (args[0] is a path) and waits for it. Its stderr goes to
+/// Whether every child of `pid` has ended without being reaped (is a
+/// zombie), and then whether any failed; nullopt while one runs, or when
+/// there is none.
+std::optional<bool> childrenEnded(pid_t pid) {
+  std::vector<std::string> children;
+  std::error_code ec;
+  std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto &task : fs::directory_iterator(tasks, ec)) {
+    std::ifstream list(task.path() / "children");
+    for (std::string child; list >> child;)
+      children.push_back(child);
+  }
+  if (children.empty())
+    return std::nullopt;
+  bool failed = false;
+  for (const std::string &child : children) {
+    std::ifstream stat("/proc/" + child + "/stat");
+    std::string line;
+    if (!std::getline(stat, line) || line.rfind(") ") == std::string::npos)
+      return std::nullopt;
+    // After the command's name: the state (field 3), ..., exit_code (52).
+    std::istringstream fields(line.substr(line.rfind(") ") + 2));
+    std::vector<std::string> field{std::istream_iterator<std::string>(fields),
+                                   std::istream_iterator<std::string>()};
+    if (field.empty() || field[0] != "Z")
+      return std::nullopt;
+    failed = failed || (field.size() > 49 && field[49] != "0");
+  }
+  return failed;
+}
+
 /// `stderrPath` if that is not empty; `environment` holds NAME=VALUE words
 /// set for it alone. Returns its exit code, or -signal if a signal killed
-/// it, or 127 if it could not be started.
+/// it, or 127 if it could not be started. With `launcher` (mpirun), a
+/// process whose children (the ranks) have all ended, unreaped, for 10
+/// seconds is killed and returns 1 if any rank failed, else 0: Open MPI
+/// 4.1's mpirun sometimes never returns once its ranks end by MPI_Abort on
+/// a loaded machine (one run in about 40 of two ranks aborting alike).
 int runProcess(const std::vector<std::string> &args,
                const std::string &stderrPath = std::string(),
-               const std::vector<std::string> &environment = {}) {
+               const std::vector<std::string> &environment = {},
+               bool launcher = false) {
   exitIfSignalled();
   if (verbose && !quiet)
     std::fprintf(stderr, "braid-run: %s\n", commandString(args).c_str());
@@ -514,7 +554,32 @@ int runProcess(const std::vector<std::string> &args,
   childPid = pid;
   sigprocmask(SIG_SETMASK, &previous, nullptr);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  if (launcher) {
+    int endedPolls = 0; // 0.2 s each
+    for (;;) {
+      pid_t done = waitpid(pid, &status, WNOHANG);
+      if (done == pid || (done < 0 && errno != EINTR))
+        break;
+      std::optional<bool> failed = childrenEnded(pid);
+      endedPolls = failed ? endedPolls + 1 : 0;
+      if (endedPolls >= 50) {
+        if (!quiet)
+          std::fprintf(stderr,
+                       "braid-run: every rank has ended but %s has not "
+                       "returned for 10 s (an Open MPI hang); ending it\n",
+                       args[0].c_str());
+        kill(pid, SIGKILL);
+        while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+        }
+        childPid = 0;
+        exitIfSignalled();
+        return *failed ? 1 : 0;
+      }
+      usleep(200000);
+    }
+  } else {
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
   }
   childPid = 0;
   exitIfSignalled();
@@ -741,7 +806,8 @@ int launch(const std::string &mpirun, int64_t ranks,
     return 1;
   if (own)
     temporaryDirectory = session;
-  int status = runProcess(args, std::string(), {"TMPDIR=" + session});
+  int status =
+      runProcess(args, std::string(), {"TMPDIR=" + session}, /*launcher=*/true);
   if (own) {
     removeTemporaryDirectory();
   } else {
