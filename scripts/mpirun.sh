@@ -45,12 +45,13 @@ proc_state() {
 }
 
 # Not exec: the folder is removed once mpirun is done. A terminal's ^C
-# reaches mpirun directly (same process group; forwarded too, since a
-# background job of a script ignores it); this script waits for mpirun to
-# finish its orderly teardown instead of dying first.
+# reaches mpirun directly (same process group: mpirun installs its own
+# handler over the ignored SIGINT a script's background job starts with,
+# and a second SIGINT would make it skip its orderly teardown, so it is not
+# forwarded); this script waits for that teardown instead of dying first.
+trap ':' INT
 TMPDIR="$dir" "${MPIRUN:-mpirun}" "${flags[@]}" "$@" &
 pid=$!
-trap 'kill -INT "$pid" 2>/dev/null' INT
 # Open MPI 4.1's mpirun sometimes never returns once its ranks have ended,
 # when they end by MPI_Abort on a loaded machine (every rank left unreaped,
 # mpirun's threads blocked; one run in about 40 of two ranks aborting alike

@@ -470,7 +470,6 @@ std::vector<char *> argvOf(const std::vector<std::string> &args) {
   return argv;
 }
 
-/// Runs `args` (args[0] is a path) and waits for it. Its stderr goes to
 /// Whether every child of `pid` has ended without being reaped (is a
 /// zombie), and then whether any failed; nullopt while one runs, or when
 /// there is none.
@@ -502,6 +501,7 @@ std::optional<bool> childrenEnded(pid_t pid) {
   return failed;
 }
 
+/// Runs `args` (args[0] is a path) and waits for it. Its stderr goes to
 /// `stderrPath` if that is not empty; `environment` holds NAME=VALUE words
 /// set for it alone. Returns its exit code, or -signal if a signal killed
 /// it, or 127 if it could not be started. With `launcher` (mpirun), a
