@@ -194,77 +194,7 @@ protected:
   }
 
   std::optional<std::pair<Value, Where>>
-  tensorElement(Value tensor, SmallVector<IndexForm> indices, int depth) {
-    tensor = outside(tensor);
-    auto type = dyn_cast<RankedTensorType>(tensor.getType());
-    Operation *def = tensor.getDefiningOp();
-    if (!type || !type.hasStaticShape() || !def || depth > 32)
-      return std::nullopt;
-    if (auto generic = dyn_cast<linalg::GenericOp>(def)) {
-      if (generic->getNumResults() != 1 ||
-          generic.getNumParallelLoops() != generic.getNumLoops() ||
-          !generic.getMatchingIndexingMap(generic.getDpsInitOperand(0))
-               .isIdentity())
-        return std::nullopt;
-      auto yield = cast<linalg::YieldOp>(generic.getBody()->getTerminator());
-      return std::make_pair(yield.getValues()[0], Where{generic, indices});
-    }
-    if (auto fill = dyn_cast<linalg::FillOp>(def))
-      return std::make_pair(fill.getInputs()[0], Where{});
-    if (auto slice = dyn_cast<tensor::ExtractSliceOp>(def)) {
-      if (!slice.hasUnitStride() || slice.getSourceType().getRank() !=
-                                        static_cast<int64_t>(indices.size()))
-        return std::nullopt;
-      for (auto [index, offset] : llvm::zip(indices, slice.getMixedOffsets())) {
-        if (auto attr = dyn_cast<Attribute>(offset)) {
-          index.constant += cast<IntegerAttr>(attr).getInt();
-        } else {
-          IndexForm symbol = constant(0);
-          symbol.symbols.push_back({cast<Value>(offset), 1});
-          symbol.nonNegative = false;
-          index.add(symbol, 1);
-        }
-      }
-      return tensorElement(slice.getSource(), indices, depth + 1);
-    }
-    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(def)) {
-      // A source index is its group's indices in row-major order.
-      SmallVector<IndexForm> source;
-      for (const ReassociationIndices &group :
-           expand.getReassociationIndices()) {
-        IndexForm index = constant(0);
-        int64_t stride = 1;
-        for (int64_t d : llvm::reverse(group)) {
-          index.add(indices[d], stride);
-          stride *= type.getDimSize(d);
-        }
-        source.push_back(index);
-      }
-      return tensorElement(expand.getSrc(), source, depth + 1);
-    }
-    if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
-      // Only groups of unit dims but at most one, which takes the index.
-      auto sourceType = collapse.getSrcType();
-      SmallVector<IndexForm> source(sourceType.getRank(), constant(0));
-      for (auto [i, group] :
-           llvm::enumerate(collapse.getReassociationIndices())) {
-        int64_t wide = -1;
-        for (int64_t d : group)
-          if (sourceType.getDimSize(d) != 1) {
-            if (wide >= 0)
-              return std::nullopt;
-            wide = d;
-          }
-        source[wide >= 0 ? wide : group.front()] = indices[i];
-      }
-      return tensorElement(collapse.getSrc(), source, depth + 1);
-    }
-    if (auto call = dyn_cast<func::CallOp>(def))
-      return calledElement(call, cast<OpResult>(tensor), indices, depth);
-    if (auto gather = dyn_cast<AllGatherOp>(def))
-      return gatheredElement(gather, indices, depth);
-    return std::nullopt;
-  }
+  tensorElement(Value tensor, SmallVector<IndexForm> indices, int depth);
 
 private:
   /// A result of a call: what the callee returns, its arguments standing
@@ -272,12 +202,7 @@ private:
   /// return the positions they gathered).
   std::optional<std::pair<Value, Where>>
   calledElement(func::CallOp call, OpResult result,
-                SmallVector<IndexForm> indices, int depth) {
-    Value returned = returnedBy(call, result, callArguments);
-    if (!returned)
-      return std::nullopt;
-    return tensorElement(returned, indices, depth + 1);
-  }
+                SmallVector<IndexForm> indices, int depth);
 
   /// An element of an all-gather over one axis of positions: when rank
   /// r's block holds a * (l + b * r) + c at its index l along the gathered
@@ -288,80 +213,166 @@ private:
   /// the group's ranks share.
   std::optional<std::pair<Value, Where>>
   gatheredElement(AllGatherOp gather, SmallVector<IndexForm> indices,
-                  int depth) {
-    if (gather.getAxes().size() != 1 ||
-        gather.getInput().getType().getDimSize(gather.getDim()) < 1)
-      return std::nullopt;
-    int16_t axis = gather.getAxes().front();
-    int64_t dim = gather.getDim();
-    int64_t block = gather.getInput().getType().getDimSize(dim);
-    auto at = [&](int64_t l) -> std::optional<IndexForm> {
-      SmallVector<IndexForm> local = indices;
-      local[dim] = constant(l);
-      auto source = tensorElement(gather.getInput(), local, depth + 1);
-      if (!source)
-        return std::nullopt;
-      if (source->second.form)
-        return source->second.form;
-      return index(source->first, source->second, depth + 1);
-    };
-    // The term of this rank's position along the gathered axis.
-    auto isPosition = [&](Value value, bool gathered) {
-      auto result = dyn_cast<OpResult>(value);
-      auto multi = result
-                       ? dyn_cast<shard::ProcessMultiIndexOp>(result.getOwner())
-                       : nullptr;
-      if (!multi || multi.getGridAttr() != gather.getGridAttr())
-        return false;
-      ArrayRef<int16_t> axes = multi.getAxes();
-      int64_t along = axes.empty() ? result.getResultNumber()
-                                   : axes[result.getResultNumber()];
-      return (along == axis) == gathered;
-    };
-    // The position terms of the element read must be the source block's
-    // rank's: indices that themselves hold this rank's position along the
-    // gathered axis (reading row p of a gathered tensor) would be taken
-    // for it.
-    for (auto [d, read] : llvm::enumerate(indices))
-      if (static_cast<int64_t>(d) != dim &&
-          llvm::any_of(read.symbols, [&](auto &s) {
-            return s.second != 0 && isPosition(s.first, true);
-          }))
-        return std::nullopt;
-    std::optional<IndexForm> first = at(0);
-    if (!first)
-      return std::nullopt;
-    IndexForm form = *first; // Terms of every kind are non-negative if
-    form.symbols.clear();    // `first` is, the position's included.
-    int64_t scaled = 0;      // a * b
-    for (auto [value, coefficient] : first->symbols) {
-      if (coefficient == 0)
-        continue;
-      if (isPosition(value, true))
-        scaled += coefficient;
-      else if (isPosition(value, false))
-        form.symbols.push_back({value, coefficient});
-      else
-        return std::nullopt;
-    }
-    if (scaled % block != 0)
-      return std::nullopt;
-    int64_t slope = scaled / block;
-    if (block > 1) {
-      std::optional<IndexForm> second = at(1);
-      if (!second)
-        return std::nullopt;
-      IndexForm step = *second;
-      step.add(*first, -1);
-      if (step.constant != slope ||
-          llvm::any_of(step.loops, [](int64_t c) { return c != 0; }) ||
-          llvm::any_of(step.symbols, [](auto &s) { return s.second != 0; }))
-        return std::nullopt;
-    }
-    form.add(indices[dim], slope);
-    return std::make_pair(Value(), Where{{}, {}, form});
-  }
+                  int depth);
 };
+
+std::optional<std::pair<Value, TensorElements::Where>>
+TensorElements::tensorElement(Value tensor, SmallVector<IndexForm> indices,
+                              int depth) {
+  tensor = outside(tensor);
+  auto type = dyn_cast<RankedTensorType>(tensor.getType());
+  Operation *def = tensor.getDefiningOp();
+  if (!type || !type.hasStaticShape() || !def || depth > 32)
+    return std::nullopt;
+  if (auto generic = dyn_cast<linalg::GenericOp>(def)) {
+    if (generic->getNumResults() != 1 ||
+        generic.getNumParallelLoops() != generic.getNumLoops() ||
+        !generic.getMatchingIndexingMap(generic.getDpsInitOperand(0))
+             .isIdentity())
+      return std::nullopt;
+    auto yield = cast<linalg::YieldOp>(generic.getBody()->getTerminator());
+    return std::make_pair(yield.getValues()[0], Where{generic, indices});
+  }
+  if (auto fill = dyn_cast<linalg::FillOp>(def))
+    return std::make_pair(fill.getInputs()[0], Where{});
+  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(def)) {
+    if (!slice.hasUnitStride() ||
+        slice.getSourceType().getRank() != static_cast<int64_t>(indices.size()))
+      return std::nullopt;
+    for (auto [index, offset] : llvm::zip(indices, slice.getMixedOffsets())) {
+      if (auto attr = dyn_cast<Attribute>(offset)) {
+        index.constant += cast<IntegerAttr>(attr).getInt();
+      } else {
+        IndexForm symbol = constant(0);
+        symbol.symbols.push_back({cast<Value>(offset), 1});
+        symbol.nonNegative = false;
+        index.add(symbol, 1);
+      }
+    }
+    return tensorElement(slice.getSource(), indices, depth + 1);
+  }
+  if (auto expand = dyn_cast<tensor::ExpandShapeOp>(def)) {
+    // A source index is its group's indices in row-major order.
+    SmallVector<IndexForm> source;
+    for (const ReassociationIndices &group : expand.getReassociationIndices()) {
+      IndexForm index = constant(0);
+      int64_t stride = 1;
+      for (int64_t d : llvm::reverse(group)) {
+        index.add(indices[d], stride);
+        stride *= type.getDimSize(d);
+      }
+      source.push_back(index);
+    }
+    return tensorElement(expand.getSrc(), source, depth + 1);
+  }
+  if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
+    // Only groups of unit dims but at most one, which takes the index.
+    auto sourceType = collapse.getSrcType();
+    SmallVector<IndexForm> source(sourceType.getRank(), constant(0));
+    for (auto [i, group] :
+         llvm::enumerate(collapse.getReassociationIndices())) {
+      int64_t wide = -1;
+      for (int64_t d : group)
+        if (sourceType.getDimSize(d) != 1) {
+          if (wide >= 0)
+            return std::nullopt;
+          wide = d;
+        }
+      source[wide >= 0 ? wide : group.front()] = indices[i];
+    }
+    return tensorElement(collapse.getSrc(), source, depth + 1);
+  }
+  if (auto call = dyn_cast<func::CallOp>(def))
+    return calledElement(call, cast<OpResult>(tensor), indices, depth);
+  if (auto gather = dyn_cast<AllGatherOp>(def))
+    return gatheredElement(gather, indices, depth);
+  return std::nullopt;
+}
+
+std::optional<std::pair<Value, TensorElements::Where>>
+TensorElements::calledElement(func::CallOp call, OpResult result,
+                              SmallVector<IndexForm> indices, int depth) {
+  Value returned = returnedBy(call, result, callArguments);
+  if (!returned)
+    return std::nullopt;
+  return tensorElement(returned, indices, depth + 1);
+}
+
+std::optional<std::pair<Value, TensorElements::Where>>
+TensorElements::gatheredElement(AllGatherOp gather,
+                                SmallVector<IndexForm> indices, int depth) {
+  if (gather.getAxes().size() != 1 ||
+      gather.getInput().getType().getDimSize(gather.getDim()) < 1)
+    return std::nullopt;
+  int16_t axis = gather.getAxes().front();
+  int64_t dim = gather.getDim();
+  int64_t block = gather.getInput().getType().getDimSize(dim);
+  auto at = [&](int64_t l) -> std::optional<IndexForm> {
+    SmallVector<IndexForm> local = indices;
+    local[dim] = constant(l);
+    auto source = tensorElement(gather.getInput(), local, depth + 1);
+    if (!source)
+      return std::nullopt;
+    if (source->second.form)
+      return source->second.form;
+    return index(source->first, source->second, depth + 1);
+  };
+  // The term of this rank's position along the gathered axis.
+  auto isPosition = [&](Value value, bool gathered) {
+    auto result = dyn_cast<OpResult>(value);
+    auto multi = result
+                     ? dyn_cast<shard::ProcessMultiIndexOp>(result.getOwner())
+                     : nullptr;
+    if (!multi || multi.getGridAttr() != gather.getGridAttr())
+      return false;
+    ArrayRef<int16_t> axes = multi.getAxes();
+    int64_t along = axes.empty() ? result.getResultNumber()
+                                 : axes[result.getResultNumber()];
+    return (along == axis) == gathered;
+  };
+  // The position terms of the element read must be the source block's
+  // rank's: indices that themselves hold this rank's position along the
+  // gathered axis (reading row p of a gathered tensor) would be taken
+  // for it.
+  for (auto [d, read] : llvm::enumerate(indices))
+    if (static_cast<int64_t>(d) != dim &&
+        llvm::any_of(read.symbols, [&](auto &s) {
+          return s.second != 0 && isPosition(s.first, true);
+        }))
+      return std::nullopt;
+  std::optional<IndexForm> first = at(0);
+  if (!first)
+    return std::nullopt;
+  IndexForm form = *first; // Terms of every kind are non-negative if
+  form.symbols.clear();    // `first` is, the position's included.
+  int64_t scaled = 0;      // a * b
+  for (auto [value, coefficient] : first->symbols) {
+    if (coefficient == 0)
+      continue;
+    if (isPosition(value, true))
+      scaled += coefficient;
+    else if (isPosition(value, false))
+      form.symbols.push_back({value, coefficient});
+    else
+      return std::nullopt;
+  }
+  if (scaled % block != 0)
+    return std::nullopt;
+  int64_t slope = scaled / block;
+  if (block > 1) {
+    std::optional<IndexForm> second = at(1);
+    if (!second)
+      return std::nullopt;
+    IndexForm step = *second;
+    step.add(*first, -1);
+    if (step.constant != slope ||
+        llvm::any_of(step.loops, [](int64_t c) { return c != 0; }) ||
+        llvm::any_of(step.symbols, [](auto &s) { return s.second != 0; }))
+      return std::nullopt;
+  }
+  form.add(indices[dim], slope);
+  return std::make_pair(Value(), Where{{}, {}, form});
+}
 
 /// The elements of a mask tensor as the score op reads them, so that HF's
 /// mask, built from iotas of the positions, reads as a comparison of the
