@@ -72,7 +72,7 @@ MLIR_CAPI_EXPORTED const char *braidGetVersion(void);
 ///     zero-copy, fuse-puts, kernel-signals (cuda),
 ///     attention-block-bytes (cpu; 0: attention whole), memory-plan (an
 ///     arena per function, its plan added to the report as "memory"),
-///     check-schedule, outline-layers, entry, report;
+///     check-schedule, outline-layers, sink-all-reduce, entry, report;
 ///   pipeline only: skip-import, stop-after (dist, xfer, llvm);
 ///   compile only: emit (dist, xfer, llvm-mlir, llvm-ir, obj, lib, ptx), O
 ///     (0 to 3), cpu, timing (the time of each stage, added to the report

@@ -213,6 +213,10 @@ LogicalResult braid::buildBraidPipeline(OpPassManager &pm,
     // for each use that wants it resharded (q, k and v each gather the
     // normed activations).
     pm.addPass(createCSEPass());
+    // Sums reduced after the linear work that shrinks them (an MoE
+    // block's combine over the experts).
+    if (options.sinkAllReduce)
+      pm.addPass(dist::createSinkAllReduce());
     // Row-local work after each all-gather runs before it, on this rank's
     // rows, so that the gathers feed the matmuls; then, when asked, the
     // gathers send fewer bits. The schedules see both.

@@ -131,17 +131,21 @@ _TENSOR = object()
 
 
 class DataSplit:
-    """Data parallelism on a [data_parallel, ranks / data_parallel] grid:
-    the activations' batch (their leading dimension) split over axis 0, the
-    plan over axis 1, weights replicated over axis 0. `inputs` names the
+    """A [data_parallel, ranks / data_parallel] grid, the plan over axis 1.
+    Data parallelism: the activations' batch (their leading dimension)
+    split over axis 0, weights replicated over it; `inputs` names the
     tensor inputs split by batch (those whose leading dimension is the
     activations' batch, as the first input's), `results` says it of each
-    result."""
+    result. Expert parallelism (`experts`: the expert weights' names, and
+    no inputs split): axis 0 splits the experts of those weights, each
+    expert's features split over axis 1 by the plan, and everything else
+    is replicated over axis 0."""
 
-    def __init__(self, ranks, data_parallel, inputs, results):
+    def __init__(self, ranks, data_parallel, inputs, results, experts=()):
         self.ranks, self.data_parallel = ranks, data_parallel
         self.tensor_parallel = ranks // data_parallel
         self.inputs, self.results = set(inputs), list(results)
+        self.experts = set(experts)
 
     def grid_shape(self):
         return f"{self.data_parallel}x{self.tensor_parallel}"
@@ -151,12 +155,12 @@ class DataSplit:
         return divmod(rank, self.tensor_parallel)
 
 
-def _data_parallel(ranks, data_parallel):
+def _data_parallel(ranks, data_parallel, what="data_parallel"):
     """`data_parallel` checked against `ranks` (before an export): a
     positive divisor, or ValueError / TypeError."""
-    data_parallel = positive_int(data_parallel, "data_parallel")
+    data_parallel = positive_int(data_parallel, what)
     if ranks % data_parallel:
-        raise ValueError(f"data_parallel={data_parallel} does not divide the "
+        raise ValueError(f"{what}={data_parallel} does not divide the "
                          f"{ranks} ranks")
     return data_parallel
 
@@ -184,6 +188,42 @@ def _data_split(exported, ranks, data_parallel, split_results=True):
     results = [split_results and bool(t) and int(t.split("x")[0]) == batch
                for t in _result_dims(exported.text)]
     return DataSplit(ranks, data_parallel, inputs, results)
+
+
+def _expert_split(module, exported, ranks, expert_parallel, styles):
+    """The DataSplit of expert parallelism over `expert_parallel` groups of
+    ranks (None for 1): the parameters of HuggingFace experts modules
+    ([experts, ...]) split by experts over the groups, each expert's
+    features by the plan's tensor-parallel style within a group."""
+    expert_parallel = _data_parallel(ranks, expert_parallel, "expert_parallel")
+    if expert_parallel == 1:
+        return None
+    experts = []
+    for path, sub in module.named_modules():
+        count = getattr(sub, "num_experts", None)
+        if not hasattr(sub, "_is_expert_parallel") or not count:
+            continue
+        if count % expert_parallel:
+            raise ValueError(f"{path or type(sub).__name__} has {count} "
+                             f"experts, which do not split over "
+                             f"expert_parallel={expert_parallel}")
+        for name, param in sub.named_parameters(recurse=False):
+            if param.dim() >= 2 and param.shape[0] == count:
+                experts.append(f"{path}.{name}" if path else name)
+    if not experts:
+        raise ValueError(f"expert_parallel={expert_parallel}, but "
+                         f"{type(module).__name__} holds no HuggingFace "
+                         "experts module (with num_experts)")
+    for name in experts:
+        style = styles.get(name, "replicate")
+        if style not in ("colwise", "rowwise", "packed_colwise"):
+            raise ValueError(
+                f"expert_parallel splits the experts over one grid axis and "
+                f"a tensor-parallel plan each expert's features over the "
+                f"other; the plan gives {name} style {style!r} (use the "
+                f"model's tensor-parallel plan, base_model_tp_plan)")
+    results = [False] * len(_result_dims(exported.text))
+    return DataSplit(ranks, expert_parallel, (), results, experts)
 
 
 def _reduced_sdpa(query, key, value, is_causal, attn_mask, scale):
@@ -883,9 +923,11 @@ def annotate(exported, styles, output_layout, ranks, grid="braid_tp",
                            f"expected {len(exported.names)}")
     def batch(split):
         return ", braid.batch" if split else ""
+    def experts(name):
+        return ", braid.experts" if data and name in data.experts else ""
     new_args = ", ".join(
         f'{a}: {t} {{braid.parallel = "{styles[n]}"'
-        f'{batch(data and n in data.inputs)}}} loc("{n}")'
+        f'{batch(data and n in data.inputs)}{experts(n)}}} loc("{n}")'
         for (a, t, _), n in zip(args, exported.names))
     results = re.findall(r"tensor<[^>]*>", match["results"])
     if result_attrs is None:
@@ -897,7 +939,9 @@ def annotate(exported, styles, output_layout, ranks, grid="braid_tp",
         f"{t} {{{a}{batch(data and data.results[i])}}}"
         for i, (t, a) in enumerate(zip(results, result_attrs)))
     extra = f", {func_attrs}" if func_attrs else ""
-    if data:
+    if data and data.experts:
+        extra += ", braid.grid_axis = 1 : i64, braid.expert_axis = 0 : i64"
+    elif data:
         extra += ", braid.grid_axis = 1 : i64, braid.data_axis = 0 : i64"
     signature = (f"func.func @{match['name']}({new_args}) -> ({new_results}) "
                  f"attributes {{braid.grid = @{grid}{extra}}} {{")
@@ -1016,7 +1060,7 @@ def grid_part(name, value, shape, ranks, rank, style=None, data=None):
     if data is not None:
         group, rank = data.coordinates(rank)
         ranks = data.tensor_parallel
-        if name in data.inputs:
+        if name in data.inputs or name in data.experts:
             block = value.shape[0] // data.data_parallel
             value = value[group * block:(group + 1) * block]
     return rank_part(name, value, shape, ranks, rank, style)
@@ -1118,15 +1162,23 @@ def _capacity_groups(example_args, kwargs, input_layout, ranks,
 
 def to_mlir(module, example_args, plan, ranks=4, input_layout="replicate",
             output_layout=None, kwargs=None, capacity_factor=None,
-            data_parallel=1):
+            data_parallel=1, expert_parallel=1):
     """What parallelize compiles, without compiling it: the module exported
     and annotated with the plan (arguments as parallelize's). Returns
     (exported, text, styles, output_layout): `text` is the MLIR Braid's
     pipeline takes (`braid-compile` reads it too), `styles` the style of
     each argument by name, `exported.data` the DataSplit of
-    data_parallel > 1."""
+    data_parallel > 1 or expert_parallel > 1."""
     ranks = positive_int(ranks, "ranks")
     data_parallel = _data_parallel(ranks, data_parallel)
+    expert_parallel = _data_parallel(ranks, expert_parallel, "expert_parallel")
+    if expert_parallel > 1 and data_parallel > 1:
+        raise ValueError("expert_parallel and data_parallel together (a 3-D "
+                         "grid) are not supported; give one of them")
+    if expert_parallel > 1 and capacity_factor is not None:
+        raise ValueError("expert_parallel with capacity_factor is not "
+                         "supported: expert_parallel computes the experts "
+                         "dense (exact)")
     groups = _capacity_groups(example_args, kwargs, input_layout, ranks,
                               data_parallel, capacity_factor)
     exported = export(module, tuple(example_args), kwargs,
@@ -1146,13 +1198,19 @@ def to_mlir(module, example_args, plan, ranks=4, input_layout="replicate",
     if out not in LAYOUTS:
         raise ValueError(f"layouts are 'replicate' or 'sequence', not {out!r}")
     styles.update(layouts)
+    if expert_parallel > 1:
+        if "sequence" in list(layouts.values()) + [out]:
+            raise ValueError("expert_parallel takes replicated activations "
+                             "(input_layout and output_layout 'replicate')")
+        exported.data = _expert_split(module, exported, ranks,
+                                      expert_parallel, styles)
     return exported, annotate(exported, styles, out, ranks), styles, out
 
 
 def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
                 output_layout=None, kwargs=None, per_rank=False, cache=None,
                 communicator=None, capacity_factor=None, data_parallel=1,
-                **compile_options):
+                expert_parallel=1, **compile_options):
     """Compiles `module` (a torch.nn.Module) for `ranks` CPU ranks under the
     tensor-parallel `plan` ({module or parameter path: style}, see the
     module's documentation; parameters it does not name are replicated).
@@ -1195,7 +1253,17 @@ def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
     ranks (axis 1), and the batch of the activations (the leading dimension
     of the inputs and outputs whose leading dimension is the first
     input's) over the rows (axis 0); weights are replicated over the
-    rows."""
+    rows.
+
+    `expert_parallel` (a divisor of `ranks` and of each MoE block's
+    experts, default 1) compiles for a 2-D grid of expert_parallel x
+    (ranks / expert_parallel) ranks, rank r at (r // tp, r % tp), with a
+    tensor-parallel `plan` (the model's base_model_tp_plan): each row of
+    ranks holds experts / expert_parallel whole experts, their features
+    split over the row by the plan, as the rest of the model is; the
+    activations are replicated, and each MoE block's output is one sum
+    over the whole grid (EP x TP). The experts are computed dense (exact);
+    no capacity_factor, no sequence layout, no data_parallel with it."""
     if per_rank:
         from . import program as _program
         if cache is None:
@@ -1204,7 +1272,8 @@ def parallelize(module, example_args, plan, ranks=4, input_layout="replicate",
         _, ranks = _program.rank_and_size(communicator)
     exported, text, styles, out = to_mlir(module, example_args, plan, ranks,
                                           input_layout, output_layout, kwargs,
-                                          capacity_factor, data_parallel)
+                                          capacity_factor, data_parallel,
+                                          expert_parallel)
     if per_rank:
         compile_options.setdefault("name", type(module).__name__)
         path = _program.compile_once(text, cache, communicator=communicator,

@@ -393,10 +393,13 @@ def test_compile_backend_falls_back(tmp_path, kind, reason):
     (4, "layer", "replicate", "bf16"),
     (2, "model", "sequence", "bf16"),
     (4, "model", "replicate", "f32"),
+    (4, "moe", "replicate", "f32"),
 ])
 def test_per_rank_module(tmp_path, ranks, module, layout, dtype):
     """parallelize(..., per_rank=True) under mpirun: a Llama decoder layer
-    and a 2-layer LlamaModel under the shipped plan, each rank calling its
+    and a 2-layer LlamaModel under the shipped plan, and a Mixtral MoE
+    block on a 2 x 2 grid (expert_parallel=2: each row of ranks its
+    experts, their features split over the row), each rank calling its
     RankModule in process with its part of the input, against the module
     (test/lib/rank_module_check.py asserts tolerance, bit-identical
     repeats, flat resident memory, and only the rank's part of the weights

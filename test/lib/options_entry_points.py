@@ -56,6 +56,7 @@ SETTINGS = [
     ({"O": "0", "cpu": "x86-64"}, {}),
     ({"timing": "true"}, {}),
     ({"outline-layers": "false"}, {}),
+    ({"sink-all-reduce": "false"}, {}),
     ({"memory-plan": "false"}, {}),
     ({"attention-block-bytes": "0"}, {}),
 ]

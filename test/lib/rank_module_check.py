@@ -4,8 +4,11 @@ mpirun in the frontends venv, every rank builds the same HuggingFace module
 transformers ships, and calls its RankModule with its own part of the
 input, against the unpartitioned module.
 
-    mpirun -np N python program.py CACHE --module layer|model
+    mpirun -np N python program.py CACHE --module layer|model|moe
         [--layout replicate|sequence] [--dtype f32|bf16] [--calls K]
+
+`--module moe` is a Mixtral MoE block with expert_parallel=2: a 2 x (N/2)
+grid, the experts split over its rows and their features over each row.
 
 Asserts on every rank: each call within the module tolerance of the
 module's own output (this rank's part: its rows under the sequence layout),
@@ -29,7 +32,7 @@ import braid.program  # noqa: E402
 import braid.pytorch as bp  # noqa: E402
 from program_check import resident_bytes  # noqa: E402
 from test_hf import (SEQ, config, decoder_layer, module_tolerance,  # noqa: E402
-                     relative_error, rotary)
+                     relative_error, rotary, sparse_moe)
 
 
 def main():
@@ -51,14 +54,20 @@ def main():
     c = config("Llama", ranks)
     batch = 1 if args.layout == "sequence" else 2
     x = torch.randn(batch, SEQ, 64).to(dtype)
+    options = {}
     if args.module == "layer":
         module = decoder_layer("Llama", c).eval().to(dtype)
         call_args, kwargs = (x,), {"position_embeddings": rotary(c, x)}
+    elif args.module == "moe":
+        c, module = sparse_moe("Mixtral", ranks, experts=4)
+        module = module.to(dtype)
+        call_args, kwargs = (x,), None
+        options["expert_parallel"] = 2
     else:
         module = transformers.LlamaModel(c).eval().to(dtype)
         call_args, kwargs = (), {"inputs_embeds": x, "use_cache": False}
     with torch.no_grad():
-        expected = module(*call_args, **kwargs)
+        expected = module(*call_args, **(kwargs or {}))
     if hasattr(expected, "last_hidden_state"):
         expected = expected.last_hidden_state
     if isinstance(expected, tuple):
@@ -66,7 +75,7 @@ def main():
 
     tp = bp.parallelize(module, call_args, c.base_model_tp_plan,
                         input_layout=args.layout, kwargs=kwargs, per_rank=True,
-                        cache=args.cache, overlap="force")
+                        cache=args.cache, overlap="force", **options)
     ok(f"{tp!r}: {type(module).__name__} {args.layout} {args.dtype}")
 
     def mine(tensor):
@@ -85,7 +94,7 @@ def main():
     # tables stay whole: every rank takes them whole).
     part_args = tuple(mine(a) for a in call_args)
     part_kwargs = {k: mine(v) if k == "inputs_embeds" else v
-                   for k, v in kwargs.items()}
+                   for k, v in (kwargs or {}).items()}
     want = mine(expected)
     first, resident = None, {}
     for call in range(args.calls):
@@ -104,7 +113,7 @@ def main():
     assert growth < 256 << 10, f"resident memory grew by {growth} bytes"
     ok("resident memory flat over the calls")
 
-    assert torch.equal(output(tp(*call_args, **kwargs)), first)
+    assert torch.equal(output(tp(*call_args, **(kwargs or {}))), first)
     ok("a whole input is cut to the rank's part")
 
     whole = sum(p.numel() for p in module.parameters())

@@ -340,6 +340,17 @@ def ApplyParallelPlan : Pass<"braid-apply-parallel-plan", "mlir::ModuleOp"> {
     `experts` on a grid with a data axis is refused (the experts' tokens
     are not batch-major).
 
+    Expert parallelism beside the plan: `braid.expert_axis = N` names an
+    axis that splits the experts of the weights marked `braid.experts`
+    (`colwise`, `packed_colwise` or `rowwise` `[experts, ...]` weights,
+    whose features the plan splits along its axis). The batch matmuls
+    they reach get their other operand and result split along the experts
+    on that axis too, and the sum over the experts that combines a
+    rowwise one's results is annotated split along it, so that it leaves
+    partial sums (one all-reduce once `braid-sink-all-reduce` has moved
+    the plan axis's sum after it). `experts` style arguments, a backward,
+    and an expert axis equal to the plan's or the data axis are refused.
+
     ```mlir
     func.func @mlp(%x: tensor<16x64xf32> {braid.parallel = "replicate"},
                    %w_up: tensor<256x64xf32> {braid.parallel = "colwise"},

@@ -54,15 +54,24 @@ constexpr StringLiteral kLikeAttr = "braid.sharded_like";
 constexpr StringLiteral kBackwardAttr = "braid.backward";
 constexpr StringLiteral kDataAxisAttr = "braid.data_axis";
 constexpr StringLiteral kBatchAttr = "braid.batch";
+/// A function's grid axis that splits the experts of the arguments marked
+/// kExpertsAttr (expert parallelism beside the plan's tensor parallelism).
+constexpr StringLiteral kExpertAxisAttr = "braid.expert_axis";
+/// An expert weight ([experts, ...]) whose experts the expert axis splits.
+constexpr StringLiteral kExpertsAttr = "braid.experts";
 
 /// Where a plan splits a tensor: one dimension along the plan's axis, or
-/// none (replicated); and, for an activation on a grid with a data axis,
-/// its leading (batch) dimension along that axis too.
+/// none (replicated); for an activation on a grid with a data axis, its
+/// leading (batch) dimension along that axis too; and on a grid with an
+/// expert axis, the experts' dimension of an expert weight, of the
+/// operands of its contractions and of their results along that axis.
 struct Layout {
   std::optional<int64_t> dim;
   bool batch = false;
+  std::optional<int64_t> expertDim;
   bool operator==(const Layout &other) const {
-    return dim == other.dim && batch == other.batch;
+    return dim == other.dim && batch == other.batch &&
+           expertDim == other.expertDim;
   }
 };
 
@@ -80,9 +89,9 @@ class PlanBuilder {
 public:
   PlanBuilder(func::FuncOp func, FlatSymbolRefAttr grid, int16_t axis,
               int64_t ranks, std::optional<int16_t> dataAxis, int64_t dataRanks,
-              bool backward)
+              std::optional<int16_t> expertAxis, bool backward)
       : func(func), grid(grid), axis(axis), ranks(ranks), dataAxis(dataAxis),
-        dataRanks(dataRanks), backward(backward) {}
+        dataRanks(dataRanks), expertAxis(expertAxis), backward(backward) {}
 
   LogicalResult run();
 
@@ -98,11 +107,19 @@ private:
     // batch, outermost: where the plan splits dimension 0 too (tokens or
     // heads flattened with the batch), the batch's blocks are the major
     // ones.
-    SmallVector<SmallVector<int16_t>> groups(layout.dim ? *layout.dim + 1 : 1);
+    // The expert axis splits the experts, outermost where the plan splits
+    // the same dimension.
+    std::optional<int64_t> experts =
+        expertAxis ? layout.expertDim : std::nullopt;
+    int64_t size = std::max<int64_t>(layout.dim ? *layout.dim + 1 : 1,
+                                     experts ? *experts + 1 : 1);
+    SmallVector<SmallVector<int16_t>> groups(size);
     if (layout.batch && dataAxis)
       groups.front().push_back(*dataAxis);
+    if (experts)
+      groups[*experts].push_back(*expertAxis);
     if (layout.dim)
-      groups.back().push_back(axis);
+      groups[*layout.dim].push_back(axis);
     SmallVector<shard::GridAxesAttr> split;
     for (ArrayRef<int16_t> group : groups)
       split.push_back(shard::GridAxesAttr::get(b.getContext(), group));
@@ -144,13 +161,21 @@ private:
     arg.replaceAllUsesExcept(annotated.getResult(), annotated);
   }
 
+  /// The experts' dimension (0) of an argument marked braid.experts on a
+  /// grid with an expert axis.
+  std::optional<int64_t> expertsOf(BlockArgument arg) {
+    if (expertAxis && func.getArgAttr(arg.getArgNumber(), kExpertsAttr))
+      return 0;
+    return std::nullopt;
+  }
+
   void annotateResidual(Value value);
   LogicalResult collectUses(BlockArgument arg, SmallVectorImpl<Use> &uses);
   LogicalResult planPacked(BlockArgument arg);
   LogicalResult planExperts(BlockArgument arg);
   void dispatchByAllToAll(linalg::LinalgOp op, unsigned operand,
                           int64_t expertDim);
-  void annotateCombine(Value value, int64_t dim);
+  void annotateCombine(Value value, int64_t dim, bool onExpertAxis = false);
   LogicalResult planWeight(BlockArgument arg, StringRef style);
 
   func::FuncOp func;
@@ -163,6 +188,10 @@ private:
   /// split along their leading dimension on it, weights are replicated.
   std::optional<int16_t> dataAxis;
   int64_t dataRanks;
+  /// The grid axis that splits the experts of the weights marked
+  /// braid.experts (braid.expert_axis), beside the plan's split of their
+  /// features.
+  std::optional<int16_t> expertAxis;
   /// Whether the function holds a backward too (braid.backward): a weight's
   /// first contraction in program order is the forward's, which the plan
   /// describes; later ones reading it along another dimension compute
@@ -234,7 +263,11 @@ LogicalResult PlanBuilder::collectUses(BlockArgument arg,
 /// annotated split too, so that each rank sums its experts and the partial
 /// sums are reduced (an all-reduce, HuggingFace's AllReduceEP) rather than
 /// the outputs gathered.
-void PlanBuilder::annotateCombine(Value value, int64_t dim) {
+void PlanBuilder::annotateCombine(Value value, int64_t dim, bool onExpertAxis) {
+  // The experts split along the plan's axis, or along the expert axis.
+  auto split = [&](int64_t d) {
+    return onExpertAxis ? Layout{std::nullopt, false, d} : Layout{d};
+  };
   for (int depth = 0; depth < 8; ++depth) {
     OpOperand *next = nullptr;
     for (OpOperand &use : value.getUses())
@@ -265,7 +298,7 @@ void PlanBuilder::annotateCombine(Value value, int64_t dim) {
           if (auto d = dyn_cast<AffineDimExpr>(e);
               d && d.getPosition() == index.getDim()) {
             value = annotateResult(holder->getResult(0),
-                                   Layout{static_cast<int64_t>(j)});
+                                   split(static_cast<int64_t>(j)));
             dim = j;
             next = &use;
           }
@@ -299,7 +332,7 @@ void PlanBuilder::annotateCombine(Value value, int64_t dim) {
     unsigned loop = expr.getPosition();
     if (linalgOp.getIteratorTypesArray()[loop] ==
         utils::IteratorType::reduction) {
-      annotateOperand(linalgOp, next->getOperandNumber(), Layout{dim});
+      annotateOperand(linalgOp, next->getOperandNumber(), split(dim));
       return;
     }
     if (!isa<linalg::GenericOp>(linalgOp))
@@ -537,7 +570,7 @@ LogicalResult PlanBuilder::planPacked(BlockArgument arg) {
   }
   for (tensor::ExpandShapeOp expand : expands)
     expand->setAttr("braid.packed", UnitAttr::get(expand.getContext()));
-  annotateArgument(arg, Layout{dim});
+  annotateArgument(arg, Layout{dim, false, expertsOf(arg)});
   return success();
 }
 
@@ -680,14 +713,50 @@ LogicalResult PlanBuilder::planWeight(BlockArgument arg, StringRef style) {
       return std::nullopt;
     };
     bool batch = dataAxis.has_value();
+    // An expert weight's experts: the positions of its expert loop in the
+    // other operand and the result, split along the expert axis.
+    std::optional<int64_t> otherExperts, resultExperts;
+    if (expertsOf(arg)) {
+      std::optional<unsigned> expertLoop;
+      for (auto [j, expr] : llvm::enumerate(map.getResults()))
+        if (auto d = dyn_cast<AffineDimExpr>(expr);
+            d && use.permutation[j] == 0)
+          expertLoop = d.getPosition();
+      auto at = [&](AffineMap m) -> std::optional<int64_t> {
+        for (auto [j, expr] : llvm::enumerate(m.getResults()))
+          if (auto d = dyn_cast<AffineDimExpr>(expr);
+              d && expertLoop && d.getPosition() == *expertLoop)
+            return j;
+        return std::nullopt;
+      };
+      otherExperts = at(otherMap);
+      resultExperts = at(resultMap);
+      if (!otherExperts || !resultExperts)
+        return emitError(use.op->getLoc())
+               << nameOf(arg)
+               << " holds experts split along the expert axis, but this "
+                  "contraction does not keep the expert dimension of its "
+                  "operands and result (a batch matmul over experts)";
+    }
     if (role != "rowwise") {
-      annotateOperand(use.op, other, Layout{std::nullopt, batch});
-      Value split = annotateResult(use.op->getResult(0),
-                                   Layout{positionIn(resultMap), batch});
+      annotateOperand(use.op, other, Layout{std::nullopt, batch, otherExperts});
+      Value split =
+          annotateResult(use.op->getResult(0),
+                         Layout{positionIn(resultMap), batch, resultExperts});
       // colwise_gather (HuggingFace's colwise_gather_output): the split
       // output is all-gathered for what follows.
       if (role == "colwise_gather")
-        annotateResult(split, Layout{std::nullopt, batch});
+        annotateResult(split, Layout{std::nullopt, batch, resultExperts});
+    } else if (resultExperts) {
+      // Each rank's experts' partial sums: reduced over the plan's axis
+      // here (braid-sink-all-reduce moves that sum after the combine), and
+      // the combine over the experts leaves partial sums over the expert
+      // axis.
+      annotateOperand(use.op, other,
+                      Layout{positionIn(otherMap), batch, otherExperts});
+      Value reduced = annotateResult(
+          use.op->getResult(0), Layout{std::nullopt, batch, resultExperts});
+      annotateCombine(reduced, *resultExperts, /*onExpertAxis=*/true);
     } else {
       // The partial sums are reduced to a replicated result. Under
       // sequence parallelism the next sequence-split value slices it, which
@@ -709,7 +778,7 @@ LogicalResult PlanBuilder::planWeight(BlockArgument arg, StringRef style) {
                                         /*forUsers=*/true));
     }
   }
-  annotateArgument(arg, Layout{argDim});
+  annotateArgument(arg, Layout{argDim, false, expertsOf(arg)});
   return success();
 }
 
@@ -772,6 +841,10 @@ LogicalResult PlanBuilder::run() {
 
   for (BlockArgument arg : func.getArguments()) {
     Attribute attr = func.getArgAttr(arg.getArgNumber(), kPlanAttr);
+    if (!attr && func.getArgAttr(arg.getArgNumber(), kExpertsAttr))
+      return emitError(arg.getLoc())
+             << nameOf(arg) << " is marked " << kExpertsAttr << " but has no "
+             << kPlanAttr << " (the style that splits each expert's features)";
     if (!attr)
       continue;
     FailureOr<StringRef> style = checkStyle(arg.getLoc(), attr, false);
@@ -794,6 +867,30 @@ LogicalResult PlanBuilder::run() {
              << *style << "; the batch of activations (replicate or "
              << "sequence) is split, weights are replicated over the data "
              << "axis";
+    bool experts =
+        static_cast<bool>(func.getArgAttr(arg.getArgNumber(), kExpertsAttr));
+    if (experts && !expertAxis)
+      return emitError(arg.getLoc())
+             << nameOf(arg) << " is marked " << kExpertsAttr
+             << " but the function has no " << kExpertAxisAttr;
+    if (experts && *style != "colwise" && *style != "rowwise" &&
+        *style != "packed_colwise")
+      return emitError(arg.getLoc())
+             << nameOf(arg) << " is marked " << kExpertsAttr << " but is "
+             << *style
+             << "; on a grid with an expert axis the plan splits each "
+                "expert's features (colwise, packed_colwise or rowwise) and "
+                "the expert axis the experts";
+    if (experts && type.getRank() < 2)
+      return emitError(arg.getLoc())
+             << nameOf(arg) << " is marked " << kExpertsAttr << " but has rank "
+             << type.getRank() << "; expert weights are [experts, ...]";
+    if (expertAxis && *style == "experts")
+      return emitError(arg.getLoc())
+             << nameOf(arg)
+             << " is split by experts along the plan's axis on a grid with "
+                "an expert axis; give a tensor-parallel plan there, whose "
+                "expert weights the expert axis splits";
     if (dataAxis && *style == "experts")
       return emitError(arg.getLoc())
              << nameOf(arg)
@@ -827,6 +924,7 @@ LogicalResult PlanBuilder::run() {
     }
     func.removeArgAttr(arg.getArgNumber(), kPlanAttr);
     func.removeArgAttr(arg.getArgNumber(), kBatchAttr);
+    func.removeArgAttr(arg.getArgNumber(), kExpertsAttr);
   }
 
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
@@ -961,9 +1059,38 @@ struct ApplyParallelPlanPass
           return signalPassFailure();
         }
       }
+      std::optional<int16_t> expertAxis;
+      if (Attribute attr = func->getAttr(kExpertAxisAttr)) {
+        auto experts = dyn_cast<IntegerAttr>(attr);
+        if (!experts || experts.getInt() < 0 ||
+            experts.getInt() >= grid.getRank() || experts.getInt() == axis ||
+            (dataAxis && experts.getInt() == *dataAxis)) {
+          func.emitError() << kExpertAxisAttr << " = " << attr
+                           << " is not an axis of " << gridRef << " (rank "
+                           << grid.getRank()
+                           << ") other than the plan's and the data axis";
+          return signalPassFailure();
+        }
+        expertAxis = static_cast<int16_t>(experts.getInt());
+        if (dataAxis) {
+          // The experts' batch matmuls would take the data axis on their
+          // experts dimension (the leading one, where the batch is).
+          func.emitError() << kExpertAxisAttr << " and " << kDataAxisAttr
+                           << " together are not supported: the experts' "
+                              "tokens are not batch-major";
+          return signalPassFailure();
+        }
+      }
       bool backward = func->hasAttr(kBackwardAttr);
+      if (expertAxis && backward) {
+        func.emitError() << kExpertAxisAttr
+                         << " on a function that holds its backward: expert "
+                            "parallelism beside the plan is built for "
+                            "inference only";
+        return signalPassFailure();
+      }
       PlanBuilder builder(func, gridRef, axis, grid.getShape()[axis], dataAxis,
-                          dataRanks, backward);
+                          dataRanks, expertAxis, backward);
       if (failed(builder.run()))
         return signalPassFailure();
       if ((dataAxis && backward) || builder.dispatches())
@@ -973,6 +1100,7 @@ struct ApplyParallelPlanPass
       func->removeAttr(kGridAttr);
       func->removeAttr(kAxisAttr);
       func->removeAttr(kDataAxisAttr);
+      func->removeAttr(kExpertAxisAttr);
       ++numPlannedFunctions;
     }
   }

@@ -210,3 +210,84 @@ func.func @experts_on_data_axis(%x: tensor<4x4xf32> {braid.parallel = "replicate
     attributes {braid.grid_axis = 1 : i64, braid.data_axis = 0 : i64} {
   return %x : tensor<4x4xf32>
 }
+
+// -----
+
+shard.grid @g(shape = 2x2)
+// expected-error @+2 {{argument #1 is marked braid.experts but the function has no braid.expert_axis}}
+func.func @experts_without_axis(%x: tensor<4x4xf32> {braid.parallel = "replicate"},
+                                %w: tensor<4x4x4xf32> {braid.parallel = "colwise", braid.experts}) -> tensor<4x4xf32>
+    attributes {braid.grid_axis = 1 : i64} {
+  return %x : tensor<4x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2x2)
+// expected-error @+2 {{argument #1 is marked braid.experts but is replicate; on a grid with an expert axis the plan splits each expert's features (colwise, packed_colwise or rowwise) and the expert axis the experts}}
+func.func @replicated_experts(%x: tensor<4x4xf32> {braid.parallel = "replicate"},
+                              %w: tensor<4x4x4xf32> {braid.parallel = "replicate", braid.experts}) -> tensor<4x4xf32>
+    attributes {braid.grid_axis = 1 : i64, braid.expert_axis = 0 : i64} {
+  return %x : tensor<4x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2x2)
+// expected-error @+2 {{argument #1 is split by experts along the plan's axis on a grid with an expert axis; give a tensor-parallel plan there, whose expert weights the expert axis splits}}
+func.func @grouped_gemm_with_expert_axis(%x: tensor<4x4xf32> {braid.parallel = "replicate"},
+                                         %w: tensor<4x4x4xf32> {braid.parallel = "experts"}) -> tensor<4x4xf32>
+    attributes {braid.grid_axis = 1 : i64, braid.expert_axis = 0 : i64} {
+  return %x : tensor<4x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2x2)
+// expected-error @+1 {{braid.expert_axis = 1 : i64 is not an axis of @g (rank 2) other than the plan's and the data axis}}
+func.func @expert_axis_is_plan_axis(%x: tensor<4x4xf32> {braid.parallel = "replicate"}) -> tensor<4x4xf32>
+    attributes {braid.grid_axis = 1 : i64, braid.expert_axis = 1 : i64} {
+  return %x : tensor<4x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2x2)
+// expected-error @+1 {{braid.expert_axis on a function that holds its backward: expert parallelism beside the plan is built for inference only}}
+func.func @expert_axis_backward(%x: tensor<4x4xf32> {braid.parallel = "replicate"}) -> tensor<4x4xf32>
+    attributes {braid.grid_axis = 1 : i64, braid.expert_axis = 0 : i64, braid.backward} {
+  return %x : tensor<4x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2x2)
+func.func @experts_in_plain_matmul(%x: tensor<8x4xf32> {braid.parallel = "replicate"},
+                                   %w: tensor<4x4xf32> {braid.parallel = "colwise", braid.experts}) -> tensor<8x4xf32>
+    attributes {braid.grid_axis = 1 : i64, braid.expert_axis = 0 : i64} {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<8x4xf32>) -> tensor<8x4xf32>
+  // expected-error @+1 {{argument #1 holds experts split along the expert axis, but this contraction does not keep the expert dimension of its operands and result (a batch matmul over experts)}}
+  %y = linalg.matmul ins(%x, %w : tensor<8x4xf32>, tensor<4x4xf32>) outs(%f : tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %y : tensor<8x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2x2x2)
+// expected-error @+1 {{braid.expert_axis and braid.data_axis together are not supported: the experts' tokens are not batch-major}}
+func.func @experts_and_data_axes(%x: tensor<4x4xf32> {braid.parallel = "replicate"}) -> tensor<4x4xf32>
+    attributes {braid.grid_axis = 1 : i64, braid.data_axis = 0 : i64, braid.expert_axis = 2 : i64} {
+  return %x : tensor<4x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2x2)
+// expected-error @+2 {{argument #1 is marked braid.experts but has no braid.parallel (the style that splits each expert's features)}}
+func.func @experts_without_style(%x: tensor<4x4xf32> {braid.parallel = "replicate"},
+                                 %w: tensor<4x4x4xf32> {braid.experts}) -> tensor<4x4xf32>
+    attributes {braid.grid_axis = 1 : i64, braid.expert_axis = 0 : i64} {
+  return %x : tensor<4x4xf32>
+}

@@ -555,3 +555,55 @@ func.func @data_parallel_step(%x: tensor<16x64xf32> {braid.parallel = "replicate
     }
   return %sum : tensor<f32>
 }
+
+// -----
+
+// Expert parallelism beside tensor parallelism (braid.expert_axis): the
+// experts of the weights marked braid.experts split over axis 0, each
+// expert's features over the plan's axis 1 (a colwise up projection and a
+// rowwise down projection); the batch matmuls' activations and results
+// are split along the experts too, the down projection's partial sums are
+// reduced over axis 1, and the sum over the experts that follows leaves
+// partial sums over axis 0.
+shard.grid @g(shape = 2x2)
+// CHECK-LABEL: func.func @experts_and_features(
+// CHECK-NOT: braid.expert_axis
+// CHECK-NOT: braid.experts
+// CHECK: shard.sharding @g split_axes = {{\[}}[0], [], [1]] : !shard.sharding
+// CHECK: shard.sharding @g split_axes = {{\[}}[0], [1]] : !shard.sharding
+// DIST-LABEL: func.func @experts_and_features(
+// DIST-SAME: %{{.*}}: tensor<2x16x16xf32> {dist.placement = #dist.placement<@g, [shard<0>, shard<1>]>}
+// DIST-SAME: %{{.*}}: tensor<2x16x16xf32> {dist.placement = #dist.placement<@g, [shard<0>, shard<2>]>}
+// DIST: linalg.batch_matmul {{.*}} -> tensor<2x8x16xf32>
+// DIST: linalg.batch_matmul {{.*}} -> tensor<2x8x16xf32>
+// DIST: dist.all_reduce %{{.*}} on @g axes = [1] reduce = sum : tensor<2x8x16xf32>
+// DIST: dist.all_reduce %{{.*}} on @g axes = [0] reduce = sum : tensor<8x16xf32>
+// DIST-NOT: dist.all_gather
+func.func @experts_and_features(
+    %x: tensor<4x8x16xf32> {braid.parallel = "replicate"},
+    %up: tensor<4x32x16xf32> {braid.parallel = "colwise", braid.experts},
+    %down: tensor<4x16x32xf32> {braid.parallel = "rowwise", braid.experts})
+    -> (tensor<8x16xf32> {braid.parallel = "replicate"})
+    attributes {braid.grid_axis = 1 : i64, braid.expert_axis = 0 : i64} {
+  %zero = arith.constant 0.0 : f32
+  %et = tensor.empty() : tensor<4x16x32xf32>
+  %upt = linalg.transpose ins(%up : tensor<4x32x16xf32>) outs(%et : tensor<4x16x32xf32>) permutation = [0, 2, 1]
+  %e = tensor.empty() : tensor<4x8x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %h = linalg.batch_matmul ins(%x, %upt : tensor<4x8x16xf32>, tensor<4x16x32xf32>) outs(%f : tensor<4x8x32xf32>) -> tensor<4x8x32xf32>
+  %edt = tensor.empty() : tensor<4x32x16xf32>
+  %downt = linalg.transpose ins(%down : tensor<4x16x32xf32>) outs(%edt : tensor<4x32x16xf32>) permutation = [0, 2, 1]
+  %eo = tensor.empty() : tensor<4x8x16xf32>
+  %fo = linalg.fill ins(%zero : f32) outs(%eo : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %y = linalg.batch_matmul ins(%h, %downt : tensor<4x8x32xf32>, tensor<4x32x16xf32>) outs(%fo : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %e2 = tensor.empty() : tensor<8x16xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(e, t, h) -> (e, t, h)>, affine_map<(e, t, h) -> (t, h)>],
+                       iterator_types = ["reduction", "parallel", "parallel"]}
+      ins(%y : tensor<4x8x16xf32>) outs(%f2 : tensor<8x16xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %a, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<8x16xf32>
+  return %s : tensor<8x16xf32>
+}

@@ -8,8 +8,10 @@
 #include "braid/Dialect/Dist/IR/DistOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
@@ -19,7 +21,9 @@
 using namespace mlir;
 using namespace braid::dist;
 
-static constexpr unsigned kMaxDepth = 64;
+// Deep enough for DeepSeek-V3's group-limited routing (its weights are
+// about a hundred ops from the tokens); each level is one small frame.
+static constexpr unsigned kMaxDepth = 512;
 
 static std::string describe(Value value) {
   std::string text;
@@ -113,6 +117,19 @@ bool ReplicationAnalysis::isReplicatedAlong(Value value, FlatSymbolRefAttr grid,
           start.getGridAttr() == grid &&
           llvm::is_contained(start.getAxes(), axis))
         return remember(true);
+  // A rank's position along other axes is the same along this one (the
+  // offset of the block of experts a rank holds on a 2-D grid).
+  if (auto multi = dyn_cast<shard::ProcessMultiIndexOp>(op);
+      multi && multi.getGridAttr() == grid) {
+    ArrayRef<int16_t> axes = multi.getAxes();
+    unsigned number = cast<OpResult>(value).getResultNumber();
+    int64_t along = axes.empty() ? number : axes[number];
+    if (along != axis)
+      return remember(true);
+    reason = describe(value) + " is this rank's position along grid axis " +
+             std::to_string(axis);
+    return remember(false);
+  }
   // tensor.empty has no defined contents: it can only be an init that a
   // payload never reads, which the caller checks.
   if (isa<tensor::EmptyOp>(op))
@@ -121,10 +138,23 @@ bool ReplicationAnalysis::isReplicatedAlong(Value value, FlatSymbolRefAttr grid,
   // A deterministic computation of replicated operands is replicated. Only
   // value-semantics dialects qualify: a process-index query (shard) is pure
   // yet differs across ranks.
+  // Bounds assertions in a payload (torch-mlir's, around an index read)
+  // stop a run or not; they change no value.
+  auto pureButAssertions = [](Operation *op) {
+    if (!isa<linalg::LinalgOp>(op) || op->getNumRegions() != 1)
+      return false;
+    return !op->getRegion(0)
+                .walk([](Operation *nested) {
+                  return isa<cf::AssertOp>(nested) || isPure(nested)
+                             ? WalkResult::advance()
+                             : WalkResult::interrupt();
+                })
+                .wasInterrupted();
+  };
   bool valueSemantics =
       isa<arith::ArithDialect, math::MathDialect, linalg::LinalgDialect,
           tensor::TensorDialect>(op->getDialect()) &&
-      isPure(op);
+      (isPure(op) || pureButAssertions(op));
   if (!valueSemantics) {
     reason = describe(value) + " is computed by '" +
              op->getName().getStringRef().str() +

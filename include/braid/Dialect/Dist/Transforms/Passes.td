@@ -226,6 +226,49 @@ def SinkAllGather : Pass<"braid-sink-all-gather", "mlir::ModuleOp"> {
   ];
 }
 
+def SinkAllReduce : Pass<"braid-sink-all-reduce", "mlir::ModuleOp"> {
+  let summary = "Moves each sum all-reduce after the linear work on its sum "
+                "that shrinks it";
+  let description = [{
+    A sum `all_reduce` commutes with work that is linear in the sum:
+    `f(sum_r x_r) = sum_r f(x_r)` when `f` multiplies by (or divides by)
+    values that every rank of the group holds alike, adds or subtracts
+    linear terms, sums along a dimension into zeros, casts between float
+    types, or reshapes, transposes and slices. The pass follows each sum
+    all-reduce through such single-use work in its block and moves it to
+    the point where its tensor is fewest bytes, never where its elements
+    are narrower and no fewer (a cast to bf16 after an f32 sum stays after
+    the sum).
+    Two sum all-reduces of one grid over disjoint axes, in one block, the
+    first read only by the second, become one over both axes. It is a
+    module pass: the replication proof follows calls into other functions.
+
+    The combine of a tensor-parallel MoE block is the case it is for: the
+    row-parallel expert projection leaves partial sums of
+    `[experts, tokens, hidden]`, each expert's output is weighed by its
+    routing weight (replicated) and summed over the experts, so the sum of
+    `[tokens, hidden]` moves instead (the experts' count times fewer
+    bytes); with the experts also split over a second grid axis, the two
+    all-reduces meet and merge.
+
+    ```mlir
+    // before
+    %r = dist.all_reduce %p on @g axes = [0] reduce = sum
+        : tensor<8x512x1024xf32> -> tensor<8x512x1024xf32>
+    %w = linalg.generic ... ins(%r, %weights ...)   // %r * weight
+    %c = linalg.generic ... ins(%w ...) outs(%zeros : tensor<512x1024xf32>)
+    // after: %w and %c computed on %p, then
+    %r = dist.all_reduce %c on @g axes = [0] reduce = sum
+        : tensor<512x1024xf32> -> tensor<512x1024xf32>
+    ```
+
+    A remark gives the bytes summed before and after; where the work that
+    follows is linear but reads a value not proven alike across the group,
+    a remark says which. The sum's order changes (the work runs on each
+    rank's part before the reduction), as any reassociation does.
+  }];
+}
+
 def QuantizeAllGather : Pass<"braid-quantize-all-gather", "mlir::ModuleOp"> {
   let summary = "Sends all-gathers in fewer bits (opt-in; the error bound "
                 "is reported)";
