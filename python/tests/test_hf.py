@@ -759,20 +759,26 @@ def test_llama_model_context_parallel(ranks, dtype, masks):
                 record
 
 
-def test_llama_model_context_parallel_data_axis():
+@pytest.mark.parametrize("overlap", ["auto", "force"])
+def test_llama_model_context_parallel_data_axis(overlap):
     """Context parallel on a 2 x 2 grid: two sequences split over the data
-    axis, each sequence over the other. The model computes what the module
-    does. Partitioning computes the mask on whole rows here and gathers
-    the scores' rows for it, so k and v reach no softmax of their own: no
-    ring of attention is formed (docs/rationale/ring-attention.md, "Not
-    built"). When it is, this test should assert the ring instead."""
+    axis, each sequence over the other. Partitioning computes the mask on
+    whole rows here and gathers the scores' rows for it; the mask's
+    operands are sliced at this rank's position along the data axis,
+    which the replication proof takes as alike along the sequence axis, so
+    braid-sink-all-gather moves that work before the gather and each
+    layer's k and v go around a ring of attention (before, no ring was
+    formed). The mask is not read as causal there: the ring skips nothing
+    (docs/rationale/ring-attention.md, "Not built"). Against the module."""
     torch.manual_seed(4)
     c = config("Llama", 2)
     model = transformers.LlamaModel(c).eval()
     kwargs = {"inputs_embeds": torch.randn(2, 8, 64), "use_cache": False}
-    _, strategies = check(model, (), kwargs, {}, 4, "sequence",
-                          data_parallel=2)
-    assert ("all_gather", "ring_attention") not in strategies, strategies
+    tp, strategies = check(model, (), kwargs, {}, 4, "sequence",
+                           data_parallel=2, overlap=overlap)
+    assert strategies == [("all_gather", "ring_attention")] * 4, strategies
+    for record in tp.artifact.report["collectives"]:
+        assert not record["scores"]["skips_masked"], record
 
 
 def test_plan_relative_keys():
@@ -1050,6 +1056,33 @@ def test_moe_decoder_layer_experts_and_features(kind):
         moe_all_reduces(tp)
     assert all(r[1] == f"tensor<{2 * SEQ}x64xf32>"
                for r in moe_all_reduces(tp)), moe_all_reduces(tp)
+
+
+def test_mixtral_model_experts_and_features():
+    """A 2-layer MixtralModel on a 2 x 2 grid (expert_parallel=2) under its
+    shipped tensor-parallel plan: attention split over each row of ranks,
+    each layer's experts over the rows and their features over the row.
+    Each layer's MoE output is one all-reduce over both axes, the second
+    layer's too: its router reads the first layer's output, a sum over the
+    expert axis of values alike along the row, which the replication proof
+    now follows. Against the module."""
+    torch.manual_seed(3)
+    c = config("Mixtral", 2, num_local_experts=4, num_experts_per_tok=2)
+    c._experts_implementation = "batched_mm"
+    model = transformers.MixtralModel(c).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "experts" in name or "gate" in name:
+                p.normal_(0, 0.2)
+    x = torch.randn(1, SEQ, 64)
+    kwargs = {"inputs_embeds": x, "use_cache": False}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tp, _ = check(model, (), kwargs, c.base_model_tp_plan, 4,
+                      "replicate", overlap="off", expert_parallel=2)
+    reduces = sorted(moe_all_reduces(tp))
+    assert reduces == [("0, 1", f"tensor<{SEQ}x64xf32>")] * 2 + \
+        [("1", f"tensor<{SEQ}x64xf32>")] * 2, reduces
 
 
 @pytest.mark.parametrize("change,message", [

@@ -88,8 +88,9 @@ def main():
     kept = [[a.copy() for a in m] for m in mine]
     first = {}
     resident = {}
+    middle = (20 + args.calls - 1) // 2
     for call in range(args.calls):
-        if call in (20, args.calls - 1):
+        if call in (20, middle, args.calls - 1):
             resident[call] = resident_bytes()
         k = call % len(inputs)
         got = program(*mine[k])
@@ -102,8 +103,13 @@ def main():
             first[k] = got
     ok(f"{args.calls} calls within {block.tolerance:g} of the reference, "
        "repeated calls bit-identical")
-    growth = resident[args.calls - 1] - resident[20]
-    assert growth < 64 << 10, f"resident memory grew by {growth} bytes"
+    # A leak grows both halves of the calls; a one-off growth (pages the
+    # MPI library touches late on a loaded machine: 76 KiB once, in a
+    # clean clone's lit run beside other jobs) only one of them.
+    first_half = resident[middle] - resident[20]
+    second_half = resident[args.calls - 1] - resident[middle]
+    assert min(first_half, second_half) < 32 << 10, \
+        f"resident memory grew by {first_half} and then {second_half} bytes"
     ok("resident memory flat over the calls")
     assert all(np.array_equal(a, b) for m, c in zip(mine, kept) for a, b in zip(m, c))
     ok("the arguments are never written")

@@ -106,6 +106,18 @@ bool ReplicationAnalysis::isReplicatedAlong(Value value, FlatSymbolRefAttr grid,
   }
   if (replicatesAlong(op, grid, axis))
     return remember(true);
+  // Any collective of the grid over other axes (or its wait): ranks that
+  // differ only along `axis` meet peers that differ only along it too, so
+  // inputs alike along `axis` give results alike (a second layer's
+  // routing reads the first layer's sum over the expert axis).
+  CollectiveOpInterface across = dyn_cast<CollectiveOpInterface>(op);
+  if (auto wait = dyn_cast<WaitOp>(op))
+    across = wait.getStart();
+  if (across && across.getGridAttr() == grid &&
+      !llvm::is_contained(across.getAxes(), axis) &&
+      (isa<WaitOp>(op) || across.getCollectiveResult() == value))
+    return remember(
+        isReplicatedAlong(across.getInput(), grid, axis, reason, depth + 1));
   if (isa<CallOpInterface>(op))
     return isCallResultReplicated(cast<OpResult>(value), grid, axis, reason,
                                   depth);

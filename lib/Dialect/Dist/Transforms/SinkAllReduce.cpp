@@ -94,14 +94,14 @@ bool payloadIsLinear(linalg::GenericOp generic, unsigned operand) {
   for (Operation &op : body.without_terminator()) {
     // An op with regions (an scf.if choosing between the summed value and
     // another) is linear in nothing it reads inside them.
-    bool inside = op.getNumRegions() != 0 &&
-                  op.walk([&](Operation *nested) {
-                      return nested != &op &&
-                                     llvm::any_of(nested->getOperands(),
-                                                  isLinear)
-                                 ? WalkResult::interrupt()
-                                 : WalkResult::advance();
-                    }).wasInterrupted();
+    bool inside =
+        op.getNumRegions() != 0 &&
+        op.walk([&](Operation *nested) {
+            return nested != &op &&
+                           llvm::any_of(nested->getOperands(), isLinear)
+                       ? WalkResult::interrupt()
+                       : WalkResult::advance();
+          }).wasInterrupted();
     if (inside)
       return false;
     unsigned count = llvm::count_if(op.getOperands(), isLinear);
@@ -269,8 +269,7 @@ void Sinker::merge(AllReduceOp outer) {
   auto inner = outer.getInput().getDefiningOp<AllReduceOp>();
   // In one block: merged into a region, the inner sum's ranks would have
   // to take the outer's branch.
-  if (!inner || !inner->hasOneUse() ||
-      inner->getBlock() != outer->getBlock() ||
+  if (!inner || !inner->hasOneUse() || inner->getBlock() != outer->getBlock() ||
       inner.getGridAttr() != outer.getGridAttr() ||
       inner.getReduction() != ReductionKind::Sum ||
       outer.getReduction() != ReductionKind::Sum)

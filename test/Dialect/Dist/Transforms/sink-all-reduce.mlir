@@ -482,3 +482,61 @@ func.func @narrower_and_fewer(%p: tensor<8x16x64xf32>) -> tensor<16x64xbf16> {
   } -> tensor<16x64xbf16>
   return %c : tensor<16x64xbf16>
 }
+
+// -----
+
+#e3 = affine_map<(e, t, h) -> (e, t, h)>
+#w3 = affine_map<(e, t, h) -> (e, t)>
+#sum = affine_map<(e, t, h) -> (t, h)>
+shard.grid @g(shape = 2x2)
+// Routing weights computed from a sum over the other axis (a second
+// layer's router reads the first layer's output, summed over the expert
+// axis) are alike along the reduced axis when what was summed is; from a
+// value that differs along it (an argument without a placement) they are
+// not.
+// CHECK-LABEL: func.func @weights_after_a_sum
+// CHECK: linalg.generic
+// CHECK: linalg.generic
+// CHECK: dist.all_reduce %{{.*}} on @g axes = [1] reduce = sum : tensor<16x64xf32>
+// CHECK: dist.all_reduce %{{.*}} on @g axes = [1] reduce = sum : tensor<4x16x64xf32>
+// REMARK: sink-all-reduce.mlir:{{[0-9]+}}:8: remark: all_reduce moved after the 2 ops of linear work on its sum: sums 4.0 KiB instead of 16.0 KiB
+// REMARK: sink-all-reduce.mlir:{{[0-9]+}}:9: remark: all_reduce not moved past the linear work on its sum: argument #2 has no placement 'replicate' along grid axis 1
+func.func @weights_after_a_sum(
+    %p: tensor<4x16x64xf32>,
+    %weights: tensor<4x16xf32> {dist.placement = #dist.placement<@g, [replicate, replicate]>},
+    %other: tensor<4x16xf32>)
+    -> (tensor<16x64xf32>, tensor<16x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %summed = dist.all_reduce %weights on @g axes = [0] reduce = sum : tensor<4x16xf32> -> tensor<4x16xf32>
+  %unknown = dist.all_reduce %other on @g axes = [0] reduce = sum : tensor<4x16xf32> -> tensor<4x16xf32>
+  %e = tensor.empty() : tensor<4x16x64xf32>
+  %o = tensor.empty() : tensor<16x64xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%o : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %r = dist.all_reduce %p on @g axes = [1] reduce = sum : tensor<4x16x64xf32> -> tensor<4x16x64xf32>
+  %w = linalg.generic {indexing_maps = [#e3, #w3, #e3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%r, %summed : tensor<4x16x64xf32>, tensor<4x16xf32>) outs(%e : tensor<4x16x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4x16x64xf32>
+  %c = linalg.generic {indexing_maps = [#e3, #sum], iterator_types = ["reduction", "parallel", "parallel"]}
+      ins(%w : tensor<4x16x64xf32>) outs(%init : tensor<16x64xf32>) {
+  ^bb0(%a: f32, %out: f32):
+    %s = arith.addf %a, %out : f32
+    linalg.yield %s : f32
+  } -> tensor<16x64xf32>
+  %r2 = dist.all_reduce %p on @g axes = [1] reduce = sum : tensor<4x16x64xf32> -> tensor<4x16x64xf32>
+  %w2 = linalg.generic {indexing_maps = [#e3, #w3, #e3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%r2, %unknown : tensor<4x16x64xf32>, tensor<4x16xf32>) outs(%e : tensor<4x16x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4x16x64xf32>
+  %c2 = linalg.generic {indexing_maps = [#e3, #sum], iterator_types = ["reduction", "parallel", "parallel"]}
+      ins(%w2 : tensor<4x16x64xf32>) outs(%init : tensor<16x64xf32>) {
+  ^bb0(%a: f32, %out: f32):
+    %s = arith.addf %a, %out : f32
+    linalg.yield %s : f32
+  } -> tensor<16x64xf32>
+  return %c, %c2 : tensor<16x64xf32>, tensor<16x64xf32>
+}
